@@ -1,0 +1,234 @@
+// Host memory bandwidth per NUMA node: the reference point for the Unified
+// Memory reprex's NUMA-local baseline and for the DAXPY study's TouchOnCPU.
+//
+// For each node, a buffer is allocated on that node (numa_alloc_onnode) and
+// read (a sum) or written by threads bound to the same node's CPUs, so the
+// figure is the node's local bandwidth. Every run is verified: a read must
+// return the sum the host knows, a write must leave the value it stored.
+//
+// Output, one line a run and one summary line per node and operation:
+//   Node 0 read run 1: 12.3456 GiB/s
+//   Node 0 read: 12.3456 GiB/s (median of 5 runs)
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "suite.hpp"
+
+#ifdef SUITE_HAVE_LIBNUMA
+#include <numa.h>
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Topology {
+    bool numa = false;  // libnuma present and the kernel supports it
+    std::vector<int> nodes;
+};
+
+Topology detect_topology() {
+    Topology topo;
+#ifdef SUITE_HAVE_LIBNUMA
+    if (numa_available() >= 0) {
+        topo.numa = true;
+        for (int n = 0; n <= numa_max_node(); ++n)
+            if (numa_bitmask_isbitset(numa_all_nodes_ptr, n)) topo.nodes.push_back(n);
+        return topo;
+    }
+#endif
+    topo.nodes.push_back(0);
+    return topo;
+}
+
+unsigned cpus_of_node(const Topology &topo, int node) {
+#ifdef SUITE_HAVE_LIBNUMA
+    if (topo.numa) {
+        bitmask *cpus = numa_allocate_cpumask();
+        unsigned count = 0;
+        if (numa_node_to_cpus(node, cpus) == 0) count = numa_bitmask_weight(cpus);
+        numa_free_cpumask(cpus);
+        return count;
+    }
+#endif
+    (void)topo;
+    (void)node;
+    return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::uint64_t *alloc_on_node(const Topology &topo, int node, std::size_t bytes) {
+    void *p = nullptr;
+#ifdef SUITE_HAVE_LIBNUMA
+    if (topo.numa) p = numa_alloc_onnode(bytes, node);
+    else
+#endif
+        p = std::malloc(bytes);
+    (void)topo;
+    (void)node;
+    if (!p) suite::die("cannot allocate %zu bytes on NUMA node %d", bytes, node);
+    return static_cast<std::uint64_t *>(p);
+}
+
+void free_on_node(const Topology &topo, std::uint64_t *p, std::size_t bytes) {
+#ifdef SUITE_HAVE_LIBNUMA
+    if (topo.numa) {
+        numa_free(p, bytes);
+        return;
+    }
+#endif
+    (void)topo;
+    (void)bytes;
+    std::free(p);
+}
+
+void bind_to_node(const Topology &topo, int node) {
+#ifdef SUITE_HAVE_LIBNUMA
+    if (topo.numa && numa_run_on_node(node) != 0) suite::die("cannot run on NUMA node %d", node);
+#endif
+    (void)topo;
+    (void)node;
+}
+
+// Runs body(thread_index) on `threads` threads bound to `node` and returns the
+// wall time from the moment all of them are ready until the last one is done.
+template <typename Body>
+double timed_parallel(const Topology &topo, int node, unsigned threads, Body body) {
+    std::atomic<unsigned> ready{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t) {
+        pool.emplace_back([&, t] {
+            bind_to_node(topo, node);
+            ready.fetch_add(1);
+            while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+            body(t);
+        });
+    }
+    while (ready.load() < threads) std::this_thread::yield();
+    const auto t0 = Clock::now();
+    go.store(true, std::memory_order_release);
+    for (auto &th : pool) th.join();
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct Slice {
+    std::size_t begin, end;
+};
+
+Slice slice_of(std::size_t n, unsigned threads, unsigned t) {
+    const std::size_t chunk = (n + threads - 1) / threads;
+    return {std::min(n, t * chunk), std::min(n, (t + 1) * chunk)};
+}
+
+// Four independent accumulators keep the loads in flight instead of waiting
+// on one add chain; the sum is checked, so the loads cannot be optimised out.
+std::uint64_t sum_slice(const std::uint64_t *a, Slice s) {
+    std::uint64_t acc[4] = {0, 0, 0, 0};
+    std::size_t i = s.begin;
+    for (; i + 4 <= s.end; i += 4)
+        for (int k = 0; k < 4; ++k) acc[k] += a[i + k];
+    for (; i < s.end; ++i) acc[0] += a[i];
+    return acc[0] + acc[1] + acc[2] + acc[3];
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+std::vector<int> select_nodes(const Topology &topo, const suite::Options &opts) {
+    if (opts.str("nodes") == "all") return topo.nodes;
+    std::vector<int> chosen;
+    for (const auto &item : opts.list("nodes")) {
+        const int node = std::atoi(item.c_str());
+        if (std::find(topo.nodes.begin(), topo.nodes.end(), node) == topo.nodes.end())
+            suite::die("NUMA node %s does not exist on this host", item.c_str());
+        chosen.push_back(node);
+    }
+    return chosen;
+}
+
+// Measures one operation on one node; returns the per-run bandwidths.
+std::vector<double> measure(const Topology &topo, int node, const std::string &op, std::uint64_t *a,
+                            std::size_t n, unsigned threads, int runs) {
+    std::vector<double> bw;
+    const double bytes = static_cast<double>(n) * sizeof(std::uint64_t);
+    for (int run = 1; run <= runs; ++run) {
+        double seconds = 0.0;
+        if (op == "read") {
+            std::vector<std::uint64_t> partial(threads, 0);
+            seconds = timed_parallel(topo, node, threads, [&](unsigned t) {
+                partial[t] = sum_slice(a, slice_of(n, threads, t));
+            });
+            std::uint64_t total = 0;
+            for (auto p : partial) total += p;
+            const std::uint64_t expected = static_cast<std::uint64_t>(n) * (n - 1) / 2;  // a[i] == i
+            if (total != expected)
+                suite::die("node %d read run %d: sum %llu, expected %llu", node, run,
+                           static_cast<unsigned long long>(total), static_cast<unsigned long long>(expected));
+        } else {
+            const std::uint64_t value = 0x5eed0000u + run;
+            seconds = timed_parallel(topo, node, threads, [&](unsigned t) {
+                const Slice s = slice_of(n, threads, t);
+                std::fill(a + s.begin, a + s.end, value);
+            });
+            for (std::size_t i = 0; i < n; ++i)
+                if (a[i] != value) suite::die("node %d write run %d: element %zu was not written", node, run, i);
+            for (std::size_t i = 0; i < n; ++i) a[i] = i;  // restore for later reads
+        }
+        bw.push_back(bytes / seconds / suite::kGiB);
+        std::printf("Node %d %s run %d: %.4f GiB/s\n", node, op.c_str(), run, bw.back());
+        std::fflush(stdout);
+    }
+    return bw;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    suite::Options opts("host_bw", "Host memory bandwidth per NUMA node, threads bound to the node's CPUs.");
+    opts.add("nodes", "all", "NUMA nodes to measure: 'all' or a list such as 0,1");
+    opts.add("size", "1G", "buffer size per node (K/M/G suffixes)");
+    opts.add("runs", "5", "timed runs per node and operation");
+    opts.add("threads", "0", "threads per node (0: every CPU of the node)");
+    opts.add("op", "read,write", "operations: read, write or both");
+    opts.parse(argc, argv);
+
+    const Topology topo = detect_topology();
+    const std::uint64_t size = opts.bytes("size");
+    const int runs = static_cast<int>(opts.integer("runs"));
+    const long long threads_opt = opts.integer("threads");
+    const std::vector<std::string> ops = opts.list("op");
+    if (runs < 1) opts.usage_error("--runs must be at least 1");
+    if (threads_opt < 0) opts.usage_error("--threads must not be negative");
+    if (size < 4096) opts.usage_error("--size must be at least 4K");
+    for (const auto &op : ops)
+        if (op != "read" && op != "write") opts.usage_error("--op takes read and/or write, got '%s'", op.c_str());
+
+    std::printf("NUMA nodes: %zu (%s)\n", topo.nodes.size(),
+                topo.numa ? "libnuma placement" : "no libnuma: plain allocation, no binding");
+    const std::size_t n = size / sizeof(std::uint64_t);
+    for (int node : select_nodes(topo, opts)) {
+        const unsigned threads = threads_opt > 0 ? static_cast<unsigned>(threads_opt) : cpus_of_node(topo, node);
+        if (threads == 0) {
+            std::printf("Node %d: no CPUs, skipped\n", node);
+            continue;
+        }
+        std::uint64_t *a = alloc_on_node(topo, node, n * sizeof(std::uint64_t));
+        // First touch by the bound threads also faults the pages in before timing.
+        timed_parallel(topo, node, threads, [&](unsigned t) {
+            const Slice s = slice_of(n, threads, t);
+            for (std::size_t i = s.begin; i < s.end; ++i) a[i] = i;
+        });
+        std::printf("Node %d: %u threads, %.3f GiB\n", node, threads, n * sizeof(std::uint64_t) / suite::kGiB);
+        for (const auto &op : ops) {
+            const std::vector<double> bw = measure(topo, node, op, a, n, threads, runs);
+            std::printf("Node %d %s: %.4f GiB/s (median of %d runs)\n", node, op.c_str(), median(bw), runs);
+        }
+        free_on_node(topo, a, n * sizeof(std::uint64_t));
+    }
+    return EXIT_SUCCESS;
+}
