@@ -1,0 +1,84 @@
+"""One build of src/ per partition and environment, shared by every check.
+
+Environments with the 'spack' feature build the repository's Spack
+environment (spack.yaml, with the system's externals); the others configure
+src/ with CMake directly. Either way the programs end up in <stage>/bin.
+"""
+
+import os
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import run_before, sanity_function, variable
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+#: Programs every build has, and those that need a CUDA compiler.
+HOST_PROGRAMS = ["host_bw"]
+CUDA_PROGRAMS: list[str] = []
+
+
+class SuiteBuild(rfm.CompileOnlyRegressionTest):
+    """Builds every program of src/ once; run-only checks take it as a fixture."""
+
+    descr = "Build the suite's programs (CMake, or Spack where the environment says so)"
+    build_system = "CMake"
+    sourcesdir = os.path.join(REPO, "src")
+    maintainers = ["gpu-mempaths"]
+    tags = {"build"}
+
+    #: Parallel build jobs.
+    build_jobs = variable(int, value=4)
+
+    @property
+    def uses_spack(self) -> bool:
+        return "spack" in self.current_environ.features
+
+    @property
+    def has_cuda(self) -> bool:
+        return "cuda" in self.current_environ.features
+
+    def cuda_archs(self) -> list:
+        return self.current_partition.extras.get("cuda_archs", [])
+
+    @run_before("compile")
+    def configure_build(self):
+        if self.uses_spack:
+            self._configure_spack()
+        else:
+            self._configure_cmake()
+
+    def _configure_cmake(self):
+        archs = ";".join(str(a) for a in self.cuda_archs())
+        self.build_system.builddir = "build"
+        self.build_system.max_concurrency = self.build_jobs
+        self.build_system.config_opts = [
+            "-DCMAKE_BUILD_TYPE=Release",
+            f'-DGPU_MEMPATHS_CUDA_ARCHS="{archs}"',
+            f"-DGPU_MEMPATHS_HOST_ONLY={'OFF' if self.has_cuda else 'ON'}",
+            *self.current_environ.extras.get("cmake_options", []),
+        ]
+        self.postbuild_cmds = [f"cmake --install build --prefix {self.stagedir}"]
+
+    def _configure_spack(self):
+        # A fresh environment in the stage, made from the repository's
+        # manifest; the system's externals come in through GPU_MEMPATHS_SYSTEM.
+        self.build_system = "Spack"
+        self.sourcesdir = None
+        self.build_system.env_create_opts = [os.path.join(REPO, "spack.yaml")]
+        self.build_system.specs = self.current_environ.extras.get("spack_specs") or ["gpu-mempaths"]
+        self.build_system.install_opts = ["--fail-fast"]
+        self.env_vars["GPU_MEMPATHS_SYSTEM"] = self.current_system.name
+        self.postbuild_cmds = [
+            'ln -sfn "$(spack -e rfm_spack_env location -i gpu-mempaths)/bin" bin',
+        ]
+
+    def programs(self) -> list:
+        return HOST_PROGRAMS + (CUDA_PROGRAMS if self.has_cuda else [])
+
+    @sanity_function
+    def validate_build(self):
+        return sn.all(
+            sn.assert_true(os.path.isfile(os.path.join(self.stagedir, "bin", p)), msg=f"{p} was not built")
+            for p in self.programs()
+        )

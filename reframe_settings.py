@@ -1,0 +1,18 @@
+"""ReFrame configuration of the suite, built from the system files in systems/.
+
+    reframe -C reframe_settings.py -c checks -r [--system summit]
+
+Without --system, ReFrame picks the first system whose hostnames match this
+machine; 'local' matches any, and describes the node it runs on (GPUs, host
+link, NVLink, NUMA, addressing mode) at run time.
+"""
+
+import sys
+from pathlib import Path
+
+# The system data and the checks' shared code live beside this file.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from systems.rfm import site_configuration  # noqa: E402
+
+site_configuration = site_configuration()

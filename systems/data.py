@@ -1,0 +1,185 @@
+"""Load the system descriptions under systems/ and derive what checks need.
+
+Each system is one YAML file validated against ``schema.json``; a file that
+does not match fails with its path and the offending field. Quantities are
+written with units ("16 GiB", "65.65 GiB/s", "300 GB/s") and read as bytes or
+bytes per second, so every figure is written once, in the unit of its source.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SYSTEMS_DIR = Path(__file__).resolve().parent
+SCHEMA_FILE = SYSTEMS_DIR / "schema.json"
+
+_UNITS = {
+    "": 1,
+    "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+}
+_QUANTITY = re.compile(r"^(?P<value>[0-9]+(?:\.[0-9]+)?) ?(?P<prefix>[KMGT]i?)?B(?P<rate>/s)?$")
+
+# PCIe: transfer rate per lane (GT/s) and line-code efficiency by generation.
+_PCIE_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+_PCIE_ENCODING = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
+
+# NVLink: one link's raw rate per direction (GB/s) by generation. NVLink3 gives
+# the DGX A100's 300 GB/s over 12 links; NVLink4's 26.5625 GB/s gives the
+# 478 GB/s per direction of 18 links measured as the H200 pair's limit.
+_NVLINK_GBS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 26.5625, 5: 53.125}
+
+
+class SystemDataError(ValueError):
+    """A system file is missing, malformed or inconsistent."""
+
+
+def parse_quantity(text: str) -> float:
+    """'16 GiB' -> 17179869184.0; '65.65 GiB/s' -> bytes per second."""
+    match = _QUANTITY.match(text.strip())
+    if not match:
+        raise ValueError(f"not a quantity with a unit such as '16 GiB' or '300 GB/s': {text!r}")
+    return float(match["value"]) * _UNITS[match["prefix"] or ""]
+
+
+def pcie_bandwidth(generation: int, width: int) -> float:
+    """Payload bandwidth per direction of a PCIe link, in bytes per second."""
+    if generation not in _PCIE_GTS:
+        raise ValueError(f"unknown PCIe generation {generation}")
+    return _PCIE_GTS[generation] * 1e9 * _PCIE_ENCODING[generation] * width / 8
+
+
+def nvlink_bandwidth(generation: int, links: int) -> float:
+    """Bandwidth per direction of `links` NVLink links, in bytes per second."""
+    if generation not in _NVLINK_GBS:
+        raise ValueError(f"unknown NVLink generation {generation}")
+    return _NVLINK_GBS[generation] * 1e9 * links
+
+
+def _schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_FILE.read_text())
+
+
+def _field_path(error: jsonschema.ValidationError) -> str:
+    path = ""
+    for part in error.absolute_path:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "(top level)"
+
+
+def validate(data: Any, source: str) -> dict[str, Any]:
+    """Validate one system description; errors name the file and the field."""
+    validator = jsonschema.Draft202012Validator(_schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"{source}: {_field_path(e)}: {e.message}" for e in errors]
+        raise SystemDataError("invalid system description:\n  " + "\n  ".join(lines))
+    _check_consistency(data, source)
+    return data
+
+
+def _check_consistency(system: dict[str, Any], source: str) -> None:
+    env_names = {env["name"] for env in system["environments"]}
+    for i, part in enumerate(system["partitions"]):
+        where = f"{source}: partitions[{i}]"
+        for env in part["environments"]:
+            if env not in env_names:
+                raise SystemDataError(f"{where}.environments: no environment named {env!r} in this file")
+        if "node" not in part and not system.get("detect"):
+            raise SystemDataError(f"{where}.node: required unless the system sets 'detect: true'")
+        node = part.get("node")
+        if node:
+            _check_node(node, f"{where}.node")
+
+
+def _check_node(node: dict[str, Any], where: str) -> None:
+    gpus = node["gpus"]
+    affinity = gpus.get("numa_affinity")
+    if affinity is not None and len(affinity) != gpus["count"]:
+        raise SystemDataError(f"{where}.gpus.numa_affinity: {len(affinity)} entries for {gpus['count']} GPUs")
+    for numa in affinity or []:
+        if numa not in node["numa_nodes"]:
+            raise SystemDataError(f"{where}.gpus.numa_affinity: NUMA node {numa} is not in numa_nodes")
+    link = node["host_link"]
+    if link["type"] == "pcie" and "bandwidth" not in link and not {"generation", "width"} <= link.keys():
+        raise SystemDataError(f"{where}.host_link: PCIe needs generation and width (or a bandwidth)")
+    if link["type"] not in ("pcie", "none") and "bandwidth" not in link:
+        raise SystemDataError(f"{where}.host_link.bandwidth: required for a {link['type']} host link")
+    if gpus["count"] > 0:
+        for field in ("model", "memory", "hbm_bandwidth"):
+            if field not in gpus:
+                raise SystemDataError(f"{where}.gpus.{field}: required when count > 0")
+
+
+def load_file(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise SystemDataError(f"{path}: not valid YAML: {err}") from err
+    system = validate(data, str(path))
+    if system["name"] != path.stem:
+        raise SystemDataError(f"{path}: name: {system['name']!r} must match the file name {path.stem!r}")
+    return system
+
+
+def load_all(directory: Path = SYSTEMS_DIR) -> dict[str, dict[str, Any]]:
+    """Every system file in `directory`, by name, in file-name order."""
+    files = sorted(directory.glob("*.yaml"))
+    if not files:
+        raise SystemDataError(f"{directory}: no system files (*.yaml)")
+    return {path.stem: load_file(path) for path in files}
+
+
+def speed_of_light(node: dict[str, Any]) -> dict[str, float | None]:
+    """Physical limits per direction, bytes per second: host link, GPU-GPU, HBM."""
+    host = node["host_link"]
+    host_bw = None
+    if "bandwidth" in host:
+        host_bw = parse_quantity(host["bandwidth"])
+    elif host["type"] == "pcie":
+        host_bw = pcie_bandwidth(host["generation"], host["width"])
+
+    gpu_bw = None
+    link = node.get("gpu_link", {"type": "none"})
+    if node["gpus"]["count"] > 1 and link["type"] != "none":
+        if "bandwidth" in link:
+            gpu_bw = parse_quantity(link["bandwidth"])
+        elif link["type"] in ("nvlink", "nvswitch") and {"generation", "links"} <= link.keys():
+            gpu_bw = nvlink_bandwidth(link["generation"], link["links"])
+        elif link["type"] == "pcie":
+            gpu_bw = host_bw  # peers meet through the PCIe fabric at the host link's rate
+
+    hbm = node["gpus"].get("hbm_bandwidth")
+    return {
+        "host_link": host_bw,
+        "gpu_gpu": gpu_bw,
+        "hbm": parse_quantity(hbm) if hbm else None,
+    }
+
+
+def features(node: dict[str, Any]) -> list[str]:
+    """Partition features that checks select on (valid_systems '+feature')."""
+    feats = ["cpu"]
+    count = node["gpus"]["count"]
+    if count > 0:
+        feats.append("gpu")
+    if count > 1:
+        feats.append("multigpu")
+    if node["addressing"] in ("ats", "hmm"):
+        feats.append(node["addressing"])
+    link_types = {node["host_link"]["type"], node.get("gpu_link", {}).get("type")}
+    if link_types & {"nvlink", "nvlink-c2c", "nvswitch"}:
+        feats.append("nvlink")
+    if node["libnuma"]:
+        feats.append("numa")
+    if node.get("gdrdrv"):
+        feats.append("gdrdrv")
+    if node.get("managed_oversubscription"):
+        feats.append("oversubscription")
+    return feats

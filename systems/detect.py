@@ -1,0 +1,274 @@
+"""Describe the node we run on, in the same form as a system file's ``node``.
+
+GPUs, host link, NVLink and memory come from NVML (nvidia-ml-py); the
+addressing mode (ATS, HMM or none) from the CUDA driver's device attributes;
+CPUs, NUMA nodes and memory from sysfs. Nothing here may fail: a machine with
+no GPU, no driver or no NVML is described as having no GPU, and the reason is
+kept in ``notes`` so that skipped checks can say why.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# cuda.h: CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS and ..._USES_HOST_PAGE_TABLES
+_CU_PAGEABLE_MEMORY_ACCESS = 88
+_CU_PAGEABLE_USES_HOST_PAGE_TABLES = 100
+
+
+@dataclass
+class Detected:
+    node: dict[str, Any]
+    info: dict[str, Any] = field(default_factory=dict)  # driver and CUDA versions, GPU UUIDs
+    notes: list[str] = field(default_factory=list)  # why something could not be detected
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.2f} GiB"
+
+
+def _cpu(sysfs: Path) -> dict[str, Any]:
+    cpus = sorted(sysfs.glob("devices/system/cpu/cpu[0-9]*/topology"))
+    packages, cores = set(), set()
+    for topo in cpus:
+        try:
+            pkg = (topo / "physical_package_id").read_text().strip()
+            core = (topo / "core_id").read_text().strip()
+        except OSError:
+            continue
+        packages.add(pkg)
+        cores.add((pkg, core))
+    logical = len(cpus) or os.cpu_count() or 1
+    sockets = max(1, len(packages))
+    physical = max(1, len(cores))
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "cpu"):  # x86 and POWER spellings
+                model = value.strip()
+                break
+    except OSError:
+        pass
+    return {
+        "arch": os.uname().machine,
+        "model": model or "unknown",
+        "sockets": sockets,
+        "cores_per_socket": max(1, physical // sockets),
+        "threads_per_core": max(1, logical // physical),
+    }
+
+
+def _numa_nodes(sysfs: Path) -> list[int]:
+    nodes = []
+    for path in sysfs.glob("devices/system/node/node[0-9]*"):
+        if any(path.glob("cpu[0-9]*")):  # nodes with CPUs; GPU memory nodes have none
+            nodes.append(int(path.name[4:]))
+    return sorted(nodes) or [0]
+
+
+def _host_memory() -> str:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return _gib(int(line.split()[1]) * 1024)
+    except OSError:
+        pass
+    return "0 GiB"
+
+
+def _no_gpus() -> dict[str, Any]:
+    return {"count": 0}
+
+
+class CudaDriver:
+    """The two device attributes NVML does not give, read through libcuda."""
+
+    def __init__(self) -> None:
+        self._lib = ctypes.CDLL("libcuda.so.1")
+        rc = self._lib.cuInit(0)
+        if rc != 0:
+            raise OSError(f"cuInit failed with CUDA error {rc}")
+
+    def attribute(self, device: int, attribute: int) -> int:
+        value = ctypes.c_int()
+        rc = self._lib.cuDeviceGetAttribute(ctypes.byref(value), attribute, device)
+        if rc != 0:
+            raise OSError(f"cuDeviceGetAttribute({attribute}) failed with CUDA error {rc}")
+        return value.value
+
+    def addressing(self, device: int) -> str:
+        if not self.attribute(device, _CU_PAGEABLE_MEMORY_ACCESS):
+            return "none"
+        return "ats" if self.attribute(device, _CU_PAGEABLE_USES_HOST_PAGE_TABLES) else "hmm"
+
+
+def _try(call, default=None):
+    try:
+        return call()
+    except Exception:  # NVML raises NVMLError_NotSupported and friends
+        return default
+
+
+def _gpu_numa(nvml, handle, sysfs: Path) -> int | None:
+    numa = _try(lambda: nvml.nvmlDeviceGetNumaNodeId(handle))
+    if numa is not None and numa >= 0:
+        return numa
+    bus_id = _try(lambda: nvml.nvmlDeviceGetPciInfo(handle).busId)
+    if isinstance(bus_id, bytes):
+        bus_id = bus_id.decode()
+    if bus_id:
+        path = sysfs / "bus/pci/devices" / bus_id.lower()[-12:] / "numa_node"
+        value = _try(lambda: int(path.read_text()))
+        if value is not None and value >= 0:
+            return value
+    return None
+
+
+def _nvlinks(nvml, handle) -> tuple[int, int | None]:
+    """Active NVLink links of one GPU and their generation."""
+    active, version = 0, None
+    for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        state = _try(lambda: nvml.nvmlDeviceGetNvLinkState(handle, link))
+        if state == getattr(nvml, "NVML_FEATURE_ENABLED", 1):
+            active += 1
+            version = version or _try(lambda: nvml.nvmlDeviceGetNvLinkVersion(handle, link))
+    return active, version
+
+
+def _hbm_bandwidth(nvml, handle) -> str | None:
+    clock = _try(lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM))
+    width = _try(lambda: nvml.nvmlDeviceGetMemoryBusWidth(handle))
+    if not clock or not width:
+        return None
+    return f"{clock * 1e6 * 2 * width / 8 / 1e9:.1f} GB/s"  # double data rate
+
+
+def _as_str(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _describe_gpus(nvml, cuda: CudaDriver | None, sysfs: Path, detected: Detected) -> None:
+    node = detected.node
+    count = nvml.nvmlDeviceGetCount()
+    if count == 0:
+        detected.notes.append("NVML reports no GPU")
+        return
+    handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+    first = handles[0]
+    major, minor = nvml.nvmlDeviceGetCudaComputeCapability(first)
+    models = {_as_str(nvml.nvmlDeviceGetName(h)) for h in handles}
+    if len(models) > 1:
+        detected.notes.append(f"mixed GPU models {sorted(models)}: described as GPU 0")
+    gpus: dict[str, Any] = {
+        "count": count,
+        "model": _as_str(nvml.nvmlDeviceGetName(first)),
+        "memory": _gib(nvml.nvmlDeviceGetMemoryInfo(first).total),
+        "compute_capability": f"{major}.{minor}",
+    }
+    affinity = [_gpu_numa(nvml, h, sysfs) for h in handles]
+    if all(a is not None for a in affinity):
+        gpus["numa_affinity"] = affinity
+        node["numa_nodes"] = sorted(set(node["numa_nodes"]) | set(affinity))
+    hbm = _hbm_bandwidth(nvml, first)
+    gpus["hbm_bandwidth"] = hbm or "0 GB/s"
+    if hbm is None:
+        detected.notes.append("HBM bandwidth unknown: NVML gave no memory clock or bus width")
+    node["gpus"] = gpus
+
+    # The maximum link the GPU and its slot can train to: the current one
+    # drops at idle to save power, so it says nothing about the limit.
+    gen = _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(first))
+    width = _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(first))
+    if gen and width:
+        node["host_link"] = {"type": "pcie", "generation": gen, "width": width}
+    else:
+        detected.notes.append("PCIe link unknown: NVML gave no generation or width")
+    detected.info["pcie_current"] = [
+        [_try(lambda h=h: nvml.nvmlDeviceGetCurrPcieLinkGeneration(h)),
+         _try(lambda h=h: nvml.nvmlDeviceGetCurrPcieLinkWidth(h))]
+        for h in handles
+    ]
+
+    links, version = _nvlinks(nvml, first)
+    if links and count > 1:
+        node["gpu_link"] = {"type": "nvlink", "generation": version or 4, "links": links}
+    elif count > 1:
+        node["gpu_link"] = {"type": "pcie", "generation": gen or 3}
+
+    if cuda is not None:
+        node["addressing"] = cuda.addressing(0)
+    else:
+        detected.notes.append("addressing mode unknown: no CUDA driver, assumed none")
+    detected.info["gpu_uuids"] = [_as_str(_try(lambda h=h: nvml.nvmlDeviceGetUUID(h), "")) for h in handles]
+
+
+def _versions(nvml, info: dict[str, Any]) -> None:
+    info["driver_version"] = _as_str(_try(nvml.nvmlSystemGetDriverVersion, ""))
+    cuda = _try(nvml.nvmlSystemGetCudaDriverVersion)
+    if cuda:
+        info["cuda_driver_version"] = f"{cuda // 1000}.{cuda % 1000 // 10}"
+
+
+def detect_node(nvml=None, cuda_factory=CudaDriver, sysfs: Path = Path("/sys")) -> Detected:
+    """Describe this node; `nvml` and `cuda_factory` are injectable for tests."""
+    node: dict[str, Any] = {
+        "cpu": _cpu(sysfs),
+        "numa_nodes": _numa_nodes(sysfs),
+        "libnuma": ctypes.util.find_library("numa") is not None,
+        "host_memory": _host_memory(),
+        "gpus": _no_gpus(),
+        "host_link": {"type": "none"},  # until a GPU says otherwise
+        "addressing": "none",
+        "gdrdrv": Path("/dev/gdrdrv").exists(),
+        "managed_oversubscription": False,  # never assumed: it can hang a GPU
+    }
+    detected = Detected(node)
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
+            detected.notes.append("no GPU detected: nvidia-ml-py is not installed")
+            return detected
+    try:
+        nvml.nvmlInit()
+    except Exception as err:
+        detected.notes.append(f"no GPU detected: NVML could not start ({err})")
+        return detected
+    try:
+        _versions(nvml, detected.info)
+        try:
+            cuda = cuda_factory()
+        except OSError as err:
+            cuda = None
+            detected.notes.append(f"CUDA driver unavailable: {err}")
+        _describe_gpus(nvml, cuda, sysfs, detected)
+    except Exception as err:
+        detected.node["gpus"] = _no_gpus()
+        detected.notes.append(f"no GPU detected: NVML query failed ({err})")
+    finally:
+        _try(nvml.nvmlShutdown)
+    return detected
+
+
+def find_nvcc(name: str) -> str | None:
+    """nvcc on PATH, else in the usual toolkit prefix."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for prefix in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if prefix and (Path(prefix) / "bin" / "nvcc").is_file():
+            return str(Path(prefix) / "bin" / "nvcc")
+    return None
+
+
+def cuda_archs_of(node: dict[str, Any]) -> list[int]:
+    cc = node["gpus"].get("compute_capability")
+    return [int(re.sub(r"\.", "", cc))] if cc else []

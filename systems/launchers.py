@@ -1,0 +1,63 @@
+"""Launchers ReFrame does not ship: IBM's jsrun (LSF on Summit-class systems).
+
+jsrun places work in resource sets: ``-n`` sets, each with ``-a`` tasks,
+``-c`` CPUs and ``-g`` GPUs, bound with ``--bind``. One resource set per
+`tasks_per_rs` tasks of the job; the GPUs of a set come from the check
+(`gpus_per_task`), the defaults of the rest from the system's data.
+"""
+
+from __future__ import annotations
+
+import math
+
+import reframe.utility.typecheck as typ
+from reframe.core.backends import register_launcher
+from reframe.core.launchers import JobLauncher
+
+
+@register_launcher("jsrun")
+class JsrunLauncher(JobLauncher):
+    #: Tasks in one resource set (``-a``).
+    tasks_per_rs = variable(int, value=1)
+
+    #: CPUs per task; the set gets ``tasks_per_rs`` times this (``-c``).
+    #: When unset, the job's ``num_cpus_per_task`` (or 1) is used.
+    cpus_per_task = variable(int, type(None), value=None)
+
+    #: GPUs per task; the set gets ``tasks_per_rs`` times this (``-g``).
+    gpus_per_task = variable(int, value=0)
+
+    #: ``--bind`` policy, e.g. ``packed:{cpus_per_task}`` (each task bound to
+    #: its own CPUs) or ``none``; empty: jsrun's default.
+    bind_policy = variable(str, value="")
+
+    #: ``--smpiargs``: ``off`` for programs that do not use Spectrum MPI.
+    smpiargs = variable(str, value="")
+
+    #: Extra jsrun options, e.g. ``['--latency_priority', 'gpu-cpu']``.
+    extra_options = variable(typ.List[str], value=[])
+
+    def __init__(self):
+        super().__init__()
+        self.tasks_per_rs = 1
+        self.cpus_per_task = None
+        self.gpus_per_task = 0
+        self.bind_policy = ""
+        self.smpiargs = ""
+        self.extra_options = []
+
+    def command(self, job):
+        tasks = job.num_tasks or 1
+        cpus = self.cpus_per_task or job.num_cpus_per_task or 1
+        cmd = [
+            "jsrun",
+            "-n", str(math.ceil(tasks / self.tasks_per_rs)),
+            "-a", str(self.tasks_per_rs),
+            "-c", str(cpus * self.tasks_per_rs),
+            "-g", str(self.gpus_per_task * self.tasks_per_rs),
+        ]
+        if self.bind_policy:
+            cmd += ["--bind", self.bind_policy.format(cpus_per_task=cpus)]
+        if self.smpiargs:
+            cmd += [f'--smpiargs="{self.smpiargs}"']
+        return cmd + list(self.extra_options)

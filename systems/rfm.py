@@ -1,0 +1,169 @@
+"""Turn the system files into ReFrame's site configuration.
+
+Each partition's node description (declared, or detected at run time for
+systems with ``detect: true``) becomes partition features, a ``devices`` entry
+and ``extras`` that the checks read: the node itself, its speed-of-light
+figures in bytes per second, the CUDA architectures to build for and the
+launcher's defaults. Nothing here is specific to one system.
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from . import data, detect
+from . import launchers  # noqa: F401  (registers the jsrun launcher)
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Architectures a build covers when the partition names none (no GPU seen).
+DEFAULT_CUDA_ARCHS = [70, 80, 90]
+
+
+@lru_cache(maxsize=1)
+def detected_node() -> detect.Detected:
+    """This node, detected once per ReFrame process."""
+    found = detect.detect_node()
+    data.validate(
+        {"name": "detected", "description": "", "hostnames": [],
+         "environments": [{"name": "x"}],
+         "partitions": [{"name": "p", "description": "", "scheduler": "local", "launcher": "local",
+                         "environments": ["x"], "node": found.node}]},
+        "detected node",
+    )
+    return found
+
+
+def _processor(node: dict[str, Any]) -> dict[str, Any]:
+    cpu = node["cpu"]
+    cores = cpu["sockets"] * cpu["cores_per_socket"]
+    return {
+        "arch": cpu["arch"],
+        "model": cpu["model"],
+        "num_cpus": cores * cpu["threads_per_core"],
+        "num_cpus_per_core": cpu["threads_per_core"],
+        "num_cpus_per_socket": cpu["cores_per_socket"] * cpu["threads_per_core"],
+        "num_sockets": cpu["sockets"],
+    }
+
+
+def _devices(node: dict[str, Any]) -> list[dict[str, Any]]:
+    gpus = node["gpus"]
+    if gpus["count"] == 0:
+        return []
+    arch = "sm_" + gpus["compute_capability"].replace(".", "")
+    return [{"type": "gpu", "arch": arch, "num_devices": gpus["count"]}]
+
+
+def _partition(system: dict[str, Any], part: dict[str, Any], found: detect.Detected | None) -> dict[str, Any]:
+    node = found.node if found else part["node"]
+    archs = part.get("cuda_archs") or (detect.cuda_archs_of(node) if found else []) or DEFAULT_CUDA_ARCHS
+    extras = {
+        "node": node,
+        "speed_of_light": data.speed_of_light(node),
+        "cuda_archs": archs,
+        "launcher_settings": part.get("launcher_settings", {}),
+        "detected": bool(found),
+        "detection_notes": found.notes if found else [],
+        "node_info": found.info if found else {},
+    }
+    config = {
+        "name": part["name"],
+        "descr": part["description"],
+        "scheduler": part["scheduler"],
+        "launcher": part["launcher"],
+        "access": part.get("access", []),
+        "environs": part["environments"],
+        "max_jobs": part.get("max_jobs", 1),
+        "processor": _processor(node),
+        "devices": _devices(node),
+        "features": data.features(node) + (["detected"] if found else []),
+        "extras": extras,
+    }
+    if "time_limit" in part:
+        config["time_limit"] = part["time_limit"]
+    if "gpu_resource" in part:
+        config["resources"] = [{"name": "_rfm_gpu", "options": [part["gpu_resource"]]}]
+    return config
+
+
+def _environment(system: dict[str, Any], env: dict[str, Any], detected: bool) -> dict[str, Any]:
+    env = copy.deepcopy(env)
+    features = list(env.get("features", []))
+    extras = {"cmake_options": env.get("cmake_options", []), "spack_specs": env.get("spack_specs", [])}
+    # No Fortran anywhere: an empty ftn keeps ReFrame from passing 'ftn' to CMake.
+    config = {"name": env["name"], "target_systems": [system["name"]], "features": features,
+              "extras": extras, "ftn": ""}
+    for key in ("modules", "env_vars", "prepare_cmds", "cc", "cxx"):
+        if key in env:
+            config[key] = env[key]
+    if "nvcc" in env:
+        nvcc = detect.find_nvcc(env["nvcc"]) if detected else env["nvcc"]
+        if nvcc:
+            config["nvcc"] = nvcc
+        else:
+            # No CUDA compiler on this machine: host programs only.
+            config["features"] = [f for f in features if f != "cuda"]
+    return config
+
+
+def systems_and_environments(systems: dict[str, dict[str, Any]]) -> tuple[list, list]:
+    """ReFrame 'systems' and 'environments' entries; 'local' (catch-all) last."""
+    ordered = sorted(systems.values(), key=lambda s: ".*" in s["hostnames"])
+    rfm_systems, rfm_envs = [], []
+    for system in ordered:
+        found = detected_node() if system.get("detect") else None
+        rfm_systems.append({
+            "name": system["name"],
+            "descr": system["description"],
+            "hostnames": system["hostnames"],
+            "modules_system": system.get("modules_system", "nomod"),
+            "partitions": [_partition(system, p, found) for p in system["partitions"]],
+        })
+        rfm_envs += [_environment(system, e, bool(found)) for e in system["environments"]]
+    return rfm_systems, rfm_envs
+
+
+# One line per performance variable, '|'-separated with a header, so that a
+# perflog is a table pandas reads directly. The node fields come from the
+# checks' loggable variables (checks/suite.py).
+PERFLOG_FORMAT = (
+    "%(check_job_completion_time)s|reframe %(version)s|%(check_name)s|%(check_display_name)s|"
+    "%(check_system)s|%(check_partition)s|%(check_environ)s|%(check_job_nodelist)s|"
+    "%(check_gpu_model)s|%(check_driver_version)s|%(check_cuda_version)s|%(check_host_link)s|"
+    "%(check_result)s|%(check_perf_var)s|%(check_perf_value)s|%(check_perf_unit)s|"
+    "%(check_perf_ref)s|%(check_perf_lower_thres)s|%(check_perf_upper_thres)s"
+)
+
+
+def logging_config(perflog_dir: Path) -> list[dict[str, Any]]:
+    return [{
+        "perflog_multiline": True,
+        "handlers": [
+            {"type": "stream", "name": "stdout", "level": "info", "format": "%(message)s"},
+            {"type": "file", "name": "reframe.log", "level": "debug",
+             "format": "[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s", "append": False},
+        ],
+        "handlers_perflog": [{
+            "type": "filelog",
+            "prefix": "%(check_system)s/%(check_partition)s",
+            "basedir": str(perflog_dir),
+            "level": "info",
+            "format": PERFLOG_FORMAT,
+            "append": True,
+        }],
+    }]
+
+
+def site_configuration(systems_dir: Path | None = None, perflog_dir: Path | None = None) -> dict[str, Any]:
+    systems = data.load_all(systems_dir or data.SYSTEMS_DIR)
+    rfm_systems, rfm_envs = systems_and_environments(systems)
+    return {
+        "systems": rfm_systems,
+        "environments": rfm_envs,
+        "logging": logging_config(perflog_dir or REPO / "perflogs"),
+        "general": [{"check_search_path": [str(REPO / "checks")]}],
+    }
