@@ -35,10 +35,14 @@ class HostMemoryBandwidth(SuiteCheck):
     @run_before("run")
     def set_options(self):
         self.executable_opts = [
-            "--nodes", ",".join(str(n) for n in self.numa_nodes()),
-            "--size", self.buffer_size,
-            "--runs", str(self.runs),
-            "--op", "read,write",
+            "--nodes",
+            ",".join(str(n) for n in self.numa_nodes()),
+            "--size",
+            self.buffer_size,
+            "--runs",
+            str(self.runs),
+            "--op",
+            "read,write",
         ]
 
     def numa_nodes(self) -> list:
@@ -48,17 +52,18 @@ class HostMemoryBandwidth(SuiteCheck):
     def every_node_measured(self):
         found = sn.extractall(_SUMMARY, self.stdout, ["node", "op"])
         expected = {(str(n), op) for n in self.numa_nodes() for op in ("read", "write")}
-        return sn.all([
-            sn.assert_not_found(r"^error:", self.stderr),
-            sn.assert_eq(sn.count(found), len(expected)),
-            sn.assert_eq({tuple(f) for f in found}, expected),
-        ])
+        return sn.all(
+            [
+                sn.assert_not_found(r"^error:", self.stderr),
+                sn.assert_eq(sn.count(found), len(expected)),
+                sn.assert_eq({tuple(f) for f in found}, expected),
+            ]
+        )
 
     @run_before("performance")
     def set_perf_variables(self):
         self.perf_variables = {
-            f"{op}_bw_node{n}": self.node_bandwidth(n, op)
-            for n in self.numa_nodes() for op in ("read", "write")
+            f"{op}_bw_node{n}": self.node_bandwidth(n, op) for n in self.numa_nodes() for op in ("read", "write")
         }
         self.reference = references_for(self)
 

@@ -5,9 +5,9 @@ from .data import (
     features,
     load_all,
     load_file,
+    nvlink_bandwidth,
     parse_quantity,
     pcie_bandwidth,
-    nvlink_bandwidth,
     speed_of_light,
     validate,
 )

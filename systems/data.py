@@ -21,8 +21,14 @@ SCHEMA_FILE = SYSTEMS_DIR / "schema.json"
 
 _UNITS = {
     "": 1,
-    "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+    "K": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
 }
 _QUANTITY = re.compile(r"^(?P<value>[0-9]+(?:\.[0-9]+)?) ?(?P<prefix>[KMGT]i?)?B(?P<rate>/s)?$")
 

@@ -136,10 +136,10 @@ def _nvlinks(nvml, handle) -> tuple[int, int | None]:
     """Active NVLink links of one GPU and their generation."""
     active, version = 0, None
     for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
-        state = _try(lambda: nvml.nvmlDeviceGetNvLinkState(handle, link))
+        state = _try(lambda link=link: nvml.nvmlDeviceGetNvLinkState(handle, link))
         if state == getattr(nvml, "NVML_FEATURE_ENABLED", 1):
             active += 1
-            version = version or _try(lambda: nvml.nvmlDeviceGetNvLinkVersion(handle, link))
+            version = version or _try(lambda link=link: nvml.nvmlDeviceGetNvLinkVersion(handle, link))
     return active, version
 
 
@@ -192,8 +192,10 @@ def _describe_gpus(nvml, cuda: CudaDriver | None, sysfs: Path, detected: Detecte
     else:
         detected.notes.append("PCIe link unknown: NVML gave no generation or width")
     detected.info["pcie_current"] = [
-        [_try(lambda h=h: nvml.nvmlDeviceGetCurrPcieLinkGeneration(h)),
-         _try(lambda h=h: nvml.nvmlDeviceGetCurrPcieLinkWidth(h))]
+        [
+            _try(lambda h=h: nvml.nvmlDeviceGetCurrPcieLinkGeneration(h)),
+            _try(lambda h=h: nvml.nvmlDeviceGetCurrPcieLinkWidth(h)),
+        ]
         for h in handles
     ]
 

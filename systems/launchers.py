@@ -51,10 +51,14 @@ class JsrunLauncher(JobLauncher):
         cpus = self.cpus_per_task or job.num_cpus_per_task or 1
         cmd = [
             "jsrun",
-            "-n", str(math.ceil(tasks / self.tasks_per_rs)),
-            "-a", str(self.tasks_per_rs),
-            "-c", str(cpus * self.tasks_per_rs),
-            "-g", str(self.gpus_per_task * self.tasks_per_rs),
+            "-n",
+            str(math.ceil(tasks / self.tasks_per_rs)),
+            "-a",
+            str(self.tasks_per_rs),
+            "-c",
+            str(cpus * self.tasks_per_rs),
+            "-g",
+            str(self.gpus_per_task * self.tasks_per_rs),
         ]
         if self.bind_policy:
             cmd += ["--bind", self.bind_policy.format(cpus_per_task=cpus)]

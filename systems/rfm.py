@@ -14,8 +14,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from . import data, detect
-from . import launchers  # noqa: F401  (registers the jsrun launcher)
+from . import (
+    data,
+    detect,
+    launchers,  # noqa: F401  (registers the jsrun launcher)
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,10 +31,22 @@ def detected_node() -> detect.Detected:
     """This node, detected once per ReFrame process."""
     found = detect.detect_node()
     data.validate(
-        {"name": "detected", "description": "", "hostnames": [],
-         "environments": [{"name": "x"}],
-         "partitions": [{"name": "p", "description": "", "scheduler": "local", "launcher": "local",
-                         "environments": ["x"], "node": found.node}]},
+        {
+            "name": "detected",
+            "description": "",
+            "hostnames": [],
+            "environments": [{"name": "x"}],
+            "partitions": [
+                {
+                    "name": "p",
+                    "description": "",
+                    "scheduler": "local",
+                    "launcher": "local",
+                    "environments": ["x"],
+                    "node": found.node,
+                }
+            ],
+        },
         "detected node",
     )
     return found
@@ -95,8 +110,13 @@ def _environment(system: dict[str, Any], env: dict[str, Any], detected: bool) ->
     features = list(env.get("features", []))
     extras = {"cmake_options": env.get("cmake_options", []), "spack_specs": env.get("spack_specs", [])}
     # No Fortran anywhere: an empty ftn keeps ReFrame from passing 'ftn' to CMake.
-    config = {"name": env["name"], "target_systems": [system["name"]], "features": features,
-              "extras": extras, "ftn": ""}
+    config = {
+        "name": env["name"],
+        "target_systems": [system["name"]],
+        "features": features,
+        "extras": extras,
+        "ftn": "",
+    }
     for key in ("modules", "env_vars", "prepare_cmds", "cc", "cxx"):
         if key in env:
             config[key] = env[key]
@@ -116,13 +136,15 @@ def systems_and_environments(systems: dict[str, dict[str, Any]]) -> tuple[list, 
     rfm_systems, rfm_envs = [], []
     for system in ordered:
         found = detected_node() if system.get("detect") else None
-        rfm_systems.append({
-            "name": system["name"],
-            "descr": system["description"],
-            "hostnames": system["hostnames"],
-            "modules_system": system.get("modules_system", "nomod"),
-            "partitions": [_partition(system, p, found) for p in system["partitions"]],
-        })
+        rfm_systems.append(
+            {
+                "name": system["name"],
+                "descr": system["description"],
+                "hostnames": system["hostnames"],
+                "modules_system": system.get("modules_system", "nomod"),
+                "partitions": [_partition(system, p, found) for p in system["partitions"]],
+            }
+        )
         rfm_envs += [_environment(system, e, bool(found)) for e in system["environments"]]
     return rfm_systems, rfm_envs
 
@@ -140,22 +162,31 @@ PERFLOG_FORMAT = (
 
 
 def logging_config(perflog_dir: Path) -> list[dict[str, Any]]:
-    return [{
-        "perflog_multiline": True,
-        "handlers": [
-            {"type": "stream", "name": "stdout", "level": "info", "format": "%(message)s"},
-            {"type": "file", "name": "reframe.log", "level": "debug",
-             "format": "[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s", "append": False},
-        ],
-        "handlers_perflog": [{
-            "type": "filelog",
-            "prefix": "%(check_system)s/%(check_partition)s",
-            "basedir": str(perflog_dir),
-            "level": "info",
-            "format": PERFLOG_FORMAT,
-            "append": True,
-        }],
-    }]
+    return [
+        {
+            "perflog_multiline": True,
+            "handlers": [
+                {"type": "stream", "name": "stdout", "level": "info", "format": "%(message)s"},
+                {
+                    "type": "file",
+                    "name": "reframe.log",
+                    "level": "debug",
+                    "format": "[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s",
+                    "append": False,
+                },
+            ],
+            "handlers_perflog": [
+                {
+                    "type": "filelog",
+                    "prefix": "%(check_system)s/%(check_partition)s",
+                    "basedir": str(perflog_dir),
+                    "level": "info",
+                    "format": PERFLOG_FORMAT,
+                    "append": True,
+                }
+            ],
+        }
+    ]
 
 
 def site_configuration(systems_dir: Path | None = None, perflog_dir: Path | None = None) -> dict[str, Any]:

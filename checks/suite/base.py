@@ -46,11 +46,13 @@ class SuiteCheck(rfm.RunOnlyRegressionTest):
         self.cuda_version = info.get("cuda_driver_version", "unknown")
         link = node["host_link"]
         self.host_link = " ".join(
-            str(part) for part in (
+            str(part)
+            for part in (
                 link["type"],
                 f"gen{link['generation']}" if "generation" in link else None,
                 f"x{link['width']}" if "width" in link else None,
-            ) if part
+            )
+            if part
         )
 
     @run_after("setup")

@@ -1,0 +1,113 @@
+"""A stand-in for pynvml that replays recorded readings of a node."""
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+
+class NVMLError(Exception):
+    pass
+
+
+@dataclass
+class FakeGpu:
+    name: str = "NVIDIA H100 80GB HBM3"
+    memory: int = 85520809984
+    cc: tuple = (9, 0)
+    numa: int = 0
+    bus_id: str = "00000000:01:00.0"
+    mem_clock: int = 2619
+    bus_width: int = 5120
+    pcie_max: tuple = (5, 16)
+    pcie_current: tuple = (1, 16)  # idle links train down
+    nvlinks: list = field(default_factory=list)  # NVLink versions of the active links
+    uuid: str = "GPU-0"
+
+
+class FakeNvml:
+    NVML_NVLINK_MAX_LINKS = 18
+    NVML_FEATURE_ENABLED = 1
+    NVML_CLOCK_MEM = 2
+
+    def __init__(self, gpus, driver="580.159.04", cuda=13000, fail_init=None):
+        self.gpus = gpus
+        self.driver = driver
+        self.cuda = cuda
+        self.fail_init = fail_init
+
+    def nvmlInit(self):
+        if self.fail_init:
+            raise NVMLError(self.fail_init)
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlSystemGetDriverVersion(self):
+        return self.driver
+
+    def nvmlSystemGetCudaDriverVersion(self):
+        return self.cuda
+
+    def nvmlDeviceGetCount(self):
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return self.gpus[i]
+
+    def nvmlDeviceGetName(self, g):
+        return g.name
+
+    def nvmlDeviceGetMemoryInfo(self, g):
+        return SimpleNamespace(total=g.memory)
+
+    def nvmlDeviceGetCudaComputeCapability(self, g):
+        return g.cc
+
+    def nvmlDeviceGetNumaNodeId(self, g):
+        return g.numa
+
+    def nvmlDeviceGetPciInfo(self, g):
+        return SimpleNamespace(busId=g.bus_id)
+
+    def nvmlDeviceGetMaxClockInfo(self, g, clock):
+        return g.mem_clock
+
+    def nvmlDeviceGetMemoryBusWidth(self, g):
+        return g.bus_width
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, g):
+        return g.pcie_max[0]
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, g):
+        return g.pcie_max[1]
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, g):
+        return g.pcie_current[0]
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, g):
+        return g.pcie_current[1]
+
+    def nvmlDeviceGetNvLinkState(self, g, link):
+        if not g.nvlinks:
+            raise NVMLError("Not Supported")
+        return 1 if link < len(g.nvlinks) else 0
+
+    def nvmlDeviceGetNvLinkVersion(self, g, link):
+        return g.nvlinks[link]
+
+    def nvmlDeviceGetUUID(self, g):
+        return g.uuid
+
+
+class FakeCuda:
+    """Device attributes 88 (pageable access) and 100 (via host page tables)."""
+
+    def __init__(self, pageable=0, host_page_tables=0):
+        self.values = {88: pageable, 100: host_page_tables}
+
+    def attribute(self, device, attribute):
+        return self.values[attribute]
+
+    def addressing(self, device):
+        from systems.detect import CudaDriver
+
+        return CudaDriver.addressing(self, device)

@@ -1,0 +1,113 @@
+"""ReFrame's dry run for the declared systems: the job and build scripts it
+generates (LSF and jsrun on summit, Slurm and srun elsewhere, CMake or Spack)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _reframe(tmp_path: Path, system: str, *extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    # Dry runs happen away from the site: modules are named, not resolved.
+    env["RFM_RESOLVE_MODULE_CONFLICTS"] = "n"
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from reframe.frontend.cli import main; sys.exit(main())",
+        "-C",
+        str(REPO / "reframe_settings.py"),
+        "-c",
+        str(REPO / "checks"),
+        "--system",
+        system,
+        "--prefix",
+        str(tmp_path),
+        "--perflogdir",
+        str(tmp_path / "perflogs"),
+        "--dry-run",
+        *extra,
+    ]
+    result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def _script(tmp_path: Path, system: str, partition: str, environ: str, test: str, name: str) -> str:
+    matches = sorted((tmp_path / "stage" / system / partition / environ).glob(f"{test}*/{name}"))
+    assert matches, f"no {name} for {test} on {system}:{partition}+{environ}"
+    return matches[0].read_text()
+
+
+@pytest.fixture(scope="module")
+def summit(tmp_path_factory):
+    if not os.environ.get("LMOD_CMD"):
+        pytest.skip("Lmod is not set up (summit names its modules through Lmod); CI installs it")
+    tmp = tmp_path_factory.mktemp("summit")
+    _reframe(tmp, "summit")
+    return tmp
+
+
+@pytest.fixture(scope="module", params=["dgx-a100", "x86-pcie"])
+def slurm_system(request, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp(request.param)
+    _reframe(tmp, request.param)
+    return request.param, tmp
+
+
+def test_summit_job_uses_lsf_and_jsrun(summit):
+    job = _script(summit, "summit", "batch", "cuda", "HostMemoryBandwidth", "rfm_job.sh")
+    assert "#BSUB -nnodes 1" in job
+    assert "#BSUB -W 30" in job
+    assert "module load cuda/11.7.1" in job
+    line = next(ln for ln in job.splitlines() if ln.startswith("jsrun"))
+    assert line.startswith('jsrun -n 1 -a 1 -c 42 -g 0 --bind packed:42 --smpiargs="off" ')
+    assert "bin/host_bw --nodes 0,8 " in line
+
+
+def test_summit_cmake_build_targets_volta(summit):
+    build = _script(summit, "summit", "batch", "cuda", "SuiteBuild", "rfm_build.sh")
+    assert '-DGPU_MEMPATHS_CUDA_ARCHS="70"' in build
+    assert "-DGPU_MEMPATHS_HOST_ONLY=OFF" in build
+    assert "cmake --install build --prefix" in build
+
+
+def test_summit_spack_build_uses_the_repository_environment(summit):
+    build = _script(summit, "summit", "batch", "spack", "SuiteBuild", "rfm_build.sh")
+    assert f"spack env create -d rfm_spack_env {REPO / 'spack.yaml'}" in build
+    assert "export GPU_MEMPATHS_SYSTEM=summit" in build
+    assert "spack -e rfm_spack_env add gpu-mempaths cuda_arch=70" in build
+    assert "spack -e rfm_spack_env install --fail-fast" in build
+    assert "spack -e rfm_spack_env location -i gpu-mempaths" in build
+
+
+def test_slurm_job_uses_sbatch_and_srun(slurm_system):
+    system, tmp = slurm_system
+    partition = "gpu"
+    job = _script(tmp, system, partition, "cuda", "HostMemoryBandwidth", "rfm_job.sh")
+    access = {"dgx-a100": "dgx", "x86-pcie": "gpu"}[system]
+    cores = {"dgx-a100": 128, "x86-pcie": 36}[system]
+    assert f"#SBATCH --partition={access}" in job
+    assert "#SBATCH --ntasks=1" in job
+    assert "#SBATCH --exclusive" in job
+    line = next(ln for ln in job.splitlines() if ln.startswith("srun"))
+    assert line.startswith(f"srun --cpus-per-task={cores} ")
+    assert "bin/host_bw --nodes" in line
+
+
+def test_slurm_builds_for_the_partition_architecture(slurm_system):
+    system, tmp = slurm_system
+    arch = {"dgx-a100": "80", "x86-pcie": "70"}[system]
+    build = _script(tmp, system, "gpu", "cuda", "SuiteBuild", "rfm_build.sh")
+    assert f'-DGPU_MEMPATHS_CUDA_ARCHS="{arch}"' in build
+    assert '-DCMAKE_CUDA_COMPILER="/usr/local/cuda/bin/nvcc"' in build
+
+
+def test_one_build_per_partition_and_environment(slurm_system):
+    system, tmp = slurm_system
+    builds = list((tmp / "stage" / system).glob("*/*/SuiteBuild*/rfm_build.sh"))
+    assert len(builds) == 2  # cuda and spack, shared by every check

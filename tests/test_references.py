@@ -1,0 +1,47 @@
+"""Reference selection from systems/references/*.yaml."""
+
+import pytest
+import yaml
+
+from checks.suite.references import load_entries, matching_values
+
+ENTRIES = [
+    {"where": {"system": "summit"}, "values": {"steady_bw": [63.5, -0.05, 0.05, "GiB/s"]}},
+    {
+        "where": {"system": "summit"},
+        "case": {"allocator": "managed"},
+        "values": {"steady_bw": [1.5, -0.5, 0.5, "GiB/s"]},
+    },
+    {
+        "where": {"gpu_model": "NVIDIA H100 80GB HBM3", "host_link": "pcie gen5 x16"},
+        "values": {"steady_bw": [47.5, -0.1, 0.1, "GiB/s"]},
+    },
+]
+
+
+def _facts(**kw):
+    return {"system": "local", "partition": "default", "gpu_model": "none", "host_link": "none", **kw}
+
+
+def test_declared_system_matches_by_name():
+    assert matching_values(ENTRIES, _facts(system="summit"), {"allocator": "numa"}) == {
+        "steady_bw": [63.5, -0.05, 0.05, "GiB/s"]
+    }
+
+
+def test_later_entries_refine_earlier_ones():
+    values = matching_values(ENTRIES, _facts(system="summit"), {"allocator": "managed"})
+    assert values["steady_bw"][0] == 1.5
+
+
+def test_detected_machine_matches_by_gpu_and_link_only():
+    h100 = _facts(gpu_model="NVIDIA H100 80GB HBM3", host_link="pcie gen5 x16")
+    assert matching_values(ENTRIES, h100, {})["steady_bw"][0] == 47.5
+    h100_gen4 = _facts(gpu_model="NVIDIA H100 80GB HBM3", host_link="pcie gen4 x16")
+    assert matching_values(ENTRIES, h100_gen4, {}) == {}
+
+
+def test_malformed_entries_are_reported(tmp_path):
+    (tmp_path / "X.yaml").write_text(yaml.safe_dump([{"where": {"system": "a"}, "values": {"bw": [1, 2]}}]))
+    with pytest.raises(ValueError, match=r"X\.yaml: entry 0: bw: expected \[reference, lower, upper, unit\]"):
+        load_entries("X", str(tmp_path))

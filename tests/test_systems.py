@@ -1,0 +1,121 @@
+"""The system files: schema validation, derived limits and features."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from systems import SystemDataError, data, features, load_all, load_file, parse_quantity, speed_of_light
+
+GiB = 2**30
+
+
+@pytest.fixture(scope="module")
+def systems():
+    return load_all()
+
+
+def test_every_system_file_loads(systems):
+    assert set(systems) == {"summit", "dgx-a100", "x86-pcie", "local", "ci-slurm"}
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("16 GiB", 16 * GiB), ("65.65 GiB/s", 65.65 * GiB), ("300 GB/s", 300e9), ("2 TiB", 2 * 2**40), ("512B", 512)],
+)
+def test_quantities_keep_their_units(text, expected):
+    assert parse_quantity(text) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("text", ["16", "16 GiBs", "fast", "1e3 GB"])
+def test_quantities_without_a_unit_are_rejected(text):
+    with pytest.raises(ValueError):
+        parse_quantity(text)
+
+
+def test_pcie_speed_of_light():
+    assert data.pcie_bandwidth(5, 16) == pytest.approx(63.0e9, rel=1e-3)  # the H100's Gen5 x16
+    assert data.pcie_bandwidth(3, 16) == pytest.approx(15.75e9, rel=1e-3)
+    assert data.pcie_bandwidth(4, 8) == pytest.approx(15.75e9, rel=1e-3)
+
+
+def test_summit_uses_the_seed_interconnect_maximum(systems):
+    sol = speed_of_light(systems["summit"]["partitions"][0]["node"])
+    assert sol["host_link"] == pytest.approx(65.65 * GiB)
+    assert sol["gpu_gpu"] == pytest.approx(50e9)
+    assert sol["hbm"] == pytest.approx(900e9)
+
+
+def test_dgx_a100_nvlink3_is_300_gb_per_direction(systems):
+    sol = speed_of_light(systems["dgx-a100"]["partitions"][0]["node"])
+    assert sol["gpu_gpu"] == pytest.approx(300e9)
+    assert sol["host_link"] == pytest.approx(data.pcie_bandwidth(4, 16))
+
+
+def test_features_follow_the_node(systems):
+    summit = features(systems["summit"]["partitions"][0]["node"])
+    assert {"gpu", "multigpu", "ats", "nvlink", "numa", "oversubscription"} <= set(summit)
+    x86 = features(systems["x86-pcie"]["partitions"][0]["node"])
+    assert "ats" not in x86 and "hmm" not in x86 and "nvlink" not in x86
+
+
+def _write(tmp_path: Path, system: dict, name: str = None) -> Path:
+    path = tmp_path / f"{name or system['name']}.yaml"
+    path.write_text(yaml.safe_dump(system))
+    return path
+
+
+def test_a_missing_field_names_file_and_field(tmp_path, systems):
+    broken = copy.deepcopy(systems["dgx-a100"])
+    del broken["partitions"][0]["node"]["gpus"]["count"]
+    path = _write(tmp_path, broken)
+    with pytest.raises(SystemDataError, match=r"dgx-a100\.yaml: partitions\[0\]\.node\.gpus: 'count' is a required"):
+        load_file(path)
+
+
+def test_a_wrong_type_names_file_and_field(tmp_path, systems):
+    broken = copy.deepcopy(systems["summit"])
+    broken["partitions"][0]["node"]["gpus"]["count"] = "six"
+    with pytest.raises(SystemDataError, match=r"summit\.yaml: partitions\[0\]\.node\.gpus\.count: 'six' is not"):
+        load_file(_write(tmp_path, broken))
+
+
+def test_a_rate_without_unit_is_rejected(tmp_path, systems):
+    broken = copy.deepcopy(systems["summit"])
+    broken["partitions"][0]["node"]["host_link"]["bandwidth"] = "65.65"
+    with pytest.raises(SystemDataError, match=r"host_link\.bandwidth"):
+        load_file(_write(tmp_path, broken))
+
+
+def test_numa_affinity_must_name_existing_nodes(tmp_path, systems):
+    broken = copy.deepcopy(systems["summit"])
+    broken["partitions"][0]["node"]["gpus"]["numa_affinity"] = [0, 0, 0, 1, 1, 1]
+    with pytest.raises(SystemDataError, match=r"numa_affinity: NUMA node 1 is not in numa_nodes"):
+        load_file(_write(tmp_path, broken))
+
+
+def test_partitions_name_declared_environments(tmp_path, systems):
+    broken = copy.deepcopy(systems["x86-pcie"])
+    broken["partitions"][0]["environments"].append("intel")
+    with pytest.raises(SystemDataError, match=r"environments: no environment named 'intel'"):
+        load_file(_write(tmp_path, broken))
+
+
+def test_nvlink_host_link_needs_a_bandwidth(tmp_path, systems):
+    broken = copy.deepcopy(systems["summit"])
+    del broken["partitions"][0]["node"]["host_link"]["bandwidth"]
+    with pytest.raises(SystemDataError, match=r"host_link\.bandwidth: required for a nvlink host link"):
+        load_file(_write(tmp_path, broken))
+
+
+def test_file_name_and_system_name_agree(tmp_path, systems):
+    with pytest.raises(SystemDataError, match=r"must match the file name 'other'"):
+        load_file(_write(tmp_path, systems["summit"], name="other"))
+
+
+def test_a_declared_system_needs_its_node(tmp_path, systems):
+    broken = copy.deepcopy(systems["x86-pcie"])
+    del broken["partitions"][0]["node"]
+    with pytest.raises(SystemDataError, match=r"partitions\[0\]\.node: required unless"):
+        load_file(_write(tmp_path, broken))
