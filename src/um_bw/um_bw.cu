@@ -1,0 +1,433 @@
+// The "CUDA Unified Memory Bandwidth Debugging" reprex, with its compile-time
+// switches turned into runtime options: one binary covers the whole sweep.
+//
+// A kernel of `grid` x `block` threads reads (or writes) a buffer of `size`
+// bytes that lives in managed memory, NUMA-local host memory, pinned host
+// memory or device memory; each run prints "Throughput: X GiB/s" exactly as
+// the original does, so the outputs of both parse alike. Every run is
+// verified: a read returns a checksum the host knows, a write is checked by
+// the host after the last run. The copy engine's bandwidth over the same link
+// is measured once in the same process, as the yardstick for the results.
+#include <algorithm>
+#include <atomic>
+#include <cinttypes>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include "suite.hpp"
+
+#ifdef SUITE_HAVE_LIBNUMA
+#include <numa.h>
+#endif
+
+namespace {
+
+enum class Alloc { managed, numa, pinned, device };
+
+struct Config {
+    Alloc alloc = Alloc::managed;
+    bool accessed_by = false, read_mostly = false, preferred_cpu = false;
+    bool touch_on_host = false, read = true, allow_oversubscription = false;
+    std::uint64_t size = 0;
+    int runs = 5, device = 0, numa_node = 0, grid = 160, block = 128;
+};
+
+// ---------------------------------------------------------------- kernels --
+
+// Grid-stride over 16-byte words. The seed's small grid (160 x 128 threads)
+// has to keep enough bytes in flight to cover the link's latency, so each
+// thread issues four independent loads per iteration before using any.
+__global__ void read_kernel(const uint4 *__restrict__ data, std::size_t n, unsigned long long *sum) {
+    const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+    std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    unsigned long long acc = 0;
+    for (; i + 3 * stride < n; i += 4 * stride) {
+        uint4 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) v[k] = data[i + k * stride];
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+            acc += ((static_cast<unsigned long long>(v[k].y) << 32) | v[k].x) +
+                   ((static_cast<unsigned long long>(v[k].w) << 32) | v[k].z);
+    }
+    for (; i < n; i += stride) {
+        const uint4 v = data[i];
+        acc += ((static_cast<unsigned long long>(v.y) << 32) | v.x) +
+               ((static_cast<unsigned long long>(v.w) << 32) | v.z);
+    }
+    // One atomic per warp keeps the reduction off the measured path.
+    for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_down_sync(0xffffffffu, acc, offset);
+    if ((threadIdx.x & 31) == 0) atomicAdd(sum, acc);
+}
+
+// Stores word i = i ^ salt (as two 64-bit halves), so that a stale or
+// misplaced word is caught by the host.
+__global__ void write_kernel(uint4 *__restrict__ data, std::size_t n, unsigned long long salt) {
+    const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+    for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const unsigned long long lo = (2 * i) ^ salt, hi = (2 * i + 1) ^ salt;
+        data[i] = make_uint4(static_cast<unsigned>(lo), static_cast<unsigned>(lo >> 32), static_cast<unsigned>(hi),
+                             static_cast<unsigned>(hi >> 32));
+    }
+}
+
+__global__ void fill_kernel(std::uint64_t *data, std::size_t n) {
+    const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+    for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+        data[i] = i;
+}
+
+// ------------------------------------------------------------ host helpers --
+
+const char *alloc_name(Alloc a) {
+    switch (a) {
+    case Alloc::managed: return "managed";
+    case Alloc::numa: return "numa";
+    case Alloc::pinned: return "pinned";
+    default: return "device";
+    }
+}
+
+// Runs body(begin, end) over [0, n) on all host CPUs.
+template <typename Body>
+void parallel_for(std::size_t n, Body body) {
+    const unsigned threads = std::max(1u, std::min(32u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    const std::size_t chunk = (n + threads - 1) / threads;
+    for (unsigned t = 0; t < threads; ++t) {
+        const std::size_t begin = std::min(n, t * chunk), end = std::min(n, begin + chunk);
+        pool.emplace_back([=] { body(begin, end); });
+    }
+    for (auto &th : pool) th.join();
+}
+
+std::uint64_t host_available_bytes() {
+    // MemAvailable, not MemTotal: what the host can give without swapping.
+    FILE *f = std::fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    std::uint64_t kib = 0;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "MemAvailable: %" SCNu64 " kB", &kib) == 1) break;
+    std::fclose(f);
+    return kib * 1024;
+}
+
+// "32G", "1073741824", or "2x" / "0.25x" (multiples of the GPU's memory).
+std::uint64_t parse_size(const suite::Options &opts, std::uint64_t gpu_total) {
+    const std::string text = opts.str("size");
+    if (!text.empty() && text.back() == 'x') {
+        char *end = nullptr;
+        const double factor = std::strtod(text.c_str(), &end);
+        if (end != text.c_str() + text.size() - 1 || factor <= 0)
+            opts.usage_error("--size: expected a multiple of GPU memory such as 2x, got '%s'", text.c_str());
+        return static_cast<std::uint64_t>(factor * static_cast<double>(gpu_total));
+    }
+    return opts.bytes("size");
+}
+
+Config parse_config(const suite::Options &opts) {
+    Config c;
+    const std::string alloc = opts.str("alloc");
+    if (alloc == "managed") c.alloc = Alloc::managed;
+    else if (alloc == "numa") c.alloc = Alloc::numa;
+    else if (alloc == "pinned") c.alloc = Alloc::pinned;
+    else if (alloc == "device") c.alloc = Alloc::device;
+    else opts.usage_error("--alloc takes managed, numa, pinned or device, got '%s'", alloc.c_str());
+    for (const auto &a : opts.list("advise")) {
+        if (a == "accessed-by") c.accessed_by = true;
+        else if (a == "read-mostly") c.read_mostly = true;
+        else if (a == "preferred-location-cpu") c.preferred_cpu = true;
+        else if (a != "none") opts.usage_error("unknown --advise '%s'", a.c_str());
+    }
+    if ((c.accessed_by || c.read_mostly || c.preferred_cpu) && c.alloc != Alloc::managed)
+        opts.usage_error("--advise applies to --alloc managed only");
+    const std::string op = opts.str("op");
+    if (op != "read" && op != "write") opts.usage_error("--op takes read or write, got '%s'", op.c_str());
+    c.read = op == "read";
+    c.touch_on_host = opts.flag("touch-on-host");
+    if (c.touch_on_host && c.alloc == Alloc::device) opts.usage_error("--touch-on-host needs host-accessible memory");
+    c.allow_oversubscription = opts.flag("allow-oversubscription");
+    c.runs = static_cast<int>(opts.integer("runs"));
+    c.device = static_cast<int>(opts.integer("device"));
+    c.numa_node = static_cast<int>(opts.integer("numa-node"));
+    c.block = static_cast<int>(opts.integer("block"));
+    if (c.runs < 1 || c.block < 32 || c.block > 1024 || c.block % 32)
+        opts.usage_error("--runs must be >= 1 and --block a multiple of 32 up to 1024");
+    return c;
+}
+
+// Refuses sizes the GPU or the host cannot hold: asking for more managed
+// memory than the GPU has free can hang the GPU, so oversubscription must be
+// asked for explicitly, and then the host must have room for all of it.
+void check_capacity(const Config &c) {
+    std::size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const double gib = suite::kGiB;
+    const bool on_host = c.alloc != Alloc::device;
+    if (c.alloc == Alloc::device && c.size > free_b)
+        suite::die("%.2f GiB of device memory asked for, %.2f GiB free", c.size / gib, free_b / gib);
+    if (c.alloc == Alloc::managed && c.size > free_b && !c.allow_oversubscription)
+        suite::die("%.2f GiB of managed memory is more than the %.2f GiB free on the GPU: "
+                   "pass --allow-oversubscription where the system supports it",
+                   c.size / gib, free_b / gib);
+    const std::uint64_t host_free = host_available_bytes();
+    if (on_host && host_free && c.size > host_free * 0.9)
+        suite::die("%.2f GiB of host memory asked for, %.2f GiB available", c.size / gib, host_free / gib);
+}
+
+// ------------------------------------------------------------- allocation --
+
+struct Buffer {
+    Alloc alloc;
+    void *ptr = nullptr;
+    std::size_t bytes = 0;
+    bool registered = false;
+};
+
+bool pageable_access(int device) {
+    int value = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrPageableMemoryAccess, device));
+    return value != 0;
+}
+
+Buffer allocate(const Config &c) {
+    Buffer b{c.alloc, nullptr, c.size, false};
+    switch (c.alloc) {
+    case Alloc::managed:
+        CUDA_CHECK(cudaMallocManaged(&b.ptr, b.bytes));
+        std::puts("Managed memory enabled");
+        break;
+    case Alloc::pinned:
+        CUDA_CHECK(cudaMallocHost(&b.ptr, b.bytes));
+        std::puts("Pinned memory enabled");
+        break;
+    case Alloc::device:
+        CUDA_CHECK(cudaMalloc(&b.ptr, b.bytes));
+        std::puts("Device memory enabled");
+        break;
+    case Alloc::numa:
+#ifdef SUITE_HAVE_LIBNUMA
+        if (numa_available() < 0) suite::die("libnuma reports no NUMA support on this host");
+        b.ptr = numa_alloc_onnode(b.bytes, c.numa_node);
+        if (!b.ptr) suite::die("numa_alloc_onnode(%zu, %d) failed", b.bytes, c.numa_node);
+        std::puts("System memory enabled");
+        if (!pageable_access(c.device)) {
+            // Without ATS or HMM the GPU cannot reach pageable memory: pin and
+            // map it, which is what the NUMA baseline needs on such a node.
+            CUDA_CHECK(cudaHostRegister(b.ptr, b.bytes, cudaHostRegisterDefault));
+            b.registered = true;
+            std::printf("System memory registered with cudaHostRegister (no ATS/HMM on device %d)\n", c.device);
+        }
+#else
+        suite::die("--alloc numa needs libnuma, which this build does not have");
+#endif
+        break;
+    }
+    return b;
+}
+
+void release(Buffer &b) {
+    switch (b.alloc) {
+    case Alloc::managed:
+    case Alloc::device: CUDA_CHECK(cudaFree(b.ptr)); break;
+    case Alloc::pinned: CUDA_CHECK(cudaFreeHost(b.ptr)); break;
+    case Alloc::numa:
+#ifdef SUITE_HAVE_LIBNUMA
+        if (b.registered) CUDA_CHECK(cudaHostUnregister(b.ptr));
+        numa_free(b.ptr, b.bytes);
+#endif
+        break;
+    }
+}
+
+// CUDA 13 takes a cudaMemLocation where CUDA 12 and older take a device id.
+void advise(void *ptr, std::size_t bytes, cudaMemoryAdvise advice, bool on_host, int device) {
+#if CUDART_VERSION >= 13000
+    cudaMemLocation where{};
+    where.type = on_host ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
+    where.id = on_host ? 0 : device;
+    const cudaError_t err = cudaMemAdvise(ptr, bytes, advice, where);
+#else
+    const cudaError_t err = cudaMemAdvise(ptr, bytes, advice, on_host ? cudaCpuDeviceId : device);
+#endif
+    if (err != cudaSuccess) {
+        // A check turns this line into a skip: the driver rejects the advice.
+        std::printf("Advice rejected by the driver: %s\n", cudaGetErrorString(err));
+        std::exit(3);
+    }
+}
+
+void apply_advice(const Config &c, const Buffer &b) {
+    if (c.accessed_by) {
+        advise(b.ptr, b.bytes, cudaMemAdviseSetAccessedBy, false, c.device);
+        std::puts("cudaMemAdviseSetAccessedBy enabled");
+    }
+    if (c.read_mostly) {
+        advise(b.ptr, b.bytes, cudaMemAdviseSetReadMostly, false, c.device);
+        std::puts("cudaMemAdviseSetReadMostly enabled");
+    }
+    if (c.preferred_cpu) {
+        advise(b.ptr, b.bytes, cudaMemAdviseSetPreferredLocation, true, c.device);
+        std::puts("cudaMemAdviseSetPreferredLocation CPU enabled");
+    }
+}
+
+// word i == i, so that a read's checksum is n (n - 1) / 2 modulo 2^64.
+void fill(const Config &c, const Buffer &b) {
+    auto *words = static_cast<std::uint64_t *>(b.ptr);
+    const std::size_t n = b.bytes / sizeof(std::uint64_t);
+    if (c.alloc == Alloc::device) {
+        fill_kernel<<<1024, 256>>>(words, n);
+        CUDA_CHECK_LAUNCH();
+        CUDA_CHECK(cudaDeviceSynchronize());
+        return;
+    }
+    parallel_for(n, [=](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) words[i] = i;
+    });
+}
+
+// Writes one word per page from the host, which is what evicts managed pages
+// from the GPU; the value is unchanged so the checksum stays valid.
+void touch_on_host(const Buffer &b) {
+    auto *words = static_cast<volatile std::uint64_t *>(b.ptr);
+    const std::size_t n = b.bytes / sizeof(std::uint64_t);
+    const std::size_t step = static_cast<std::size_t>(sysconf(_SC_PAGESIZE)) / sizeof(std::uint64_t);
+    parallel_for((n + step - 1) / step, [=](std::size_t begin, std::size_t end) {
+        for (std::size_t p = begin; p < end; ++p) words[p * step] = words[p * step];
+    });
+}
+
+// Checks the words the last write run stored, through the host.
+void verify_written(const Config &c, const Buffer &b, unsigned long long salt) {
+    const std::size_t n = b.bytes / sizeof(std::uint64_t);
+    std::vector<std::uint64_t> staging;
+    const std::uint64_t *words = static_cast<const std::uint64_t *>(b.ptr);
+    const std::size_t chunk = c.alloc == Alloc::device ? (std::size_t{256} << 20) / sizeof(std::uint64_t) : n;
+    if (c.alloc == Alloc::device) staging.resize(chunk);
+    for (std::size_t base = 0; base < n; base += chunk) {
+        const std::size_t count = std::min(chunk, n - base);
+        const std::uint64_t *src = words + base;
+        if (c.alloc == Alloc::device) {
+            CUDA_CHECK(cudaMemcpy(staging.data(), src, count * sizeof(std::uint64_t), cudaMemcpyDeviceToHost));
+            src = staging.data();
+        }
+        std::atomic<std::size_t> bad{SIZE_MAX};
+        parallel_for(count, [&](std::size_t begin, std::size_t end) {
+            for (std::size_t i = begin; i < end; ++i)
+                if (src[i] != ((base + i) ^ salt)) {
+                    bad = base + i;
+                    return;
+                }
+        });
+        if (bad != SIZE_MAX) suite::die("write verification failed at word %zu", bad.load());
+    }
+    std::puts("Write verified by the host");
+}
+
+// The copy engine's rate over the same link, from pinned memory, both ways.
+void measure_copy_engine(const Config &c) {
+    const std::size_t bytes = std::min<std::size_t>(c.size, std::size_t{1} << 30);
+    void *host = nullptr, *dev = nullptr;
+    CUDA_CHECK(cudaMallocHost(&host, bytes));
+    CUDA_CHECK(cudaMalloc(&dev, bytes));
+    std::memset(host, 1, bytes);
+    suite::EventTimer timer;
+    for (const bool h2d : {true, false}) {
+        std::vector<double> bw;
+        for (int rep = 0; rep < 6; ++rep) {  // the first is a warm-up
+            timer.start();
+            CUDA_CHECK(h2d ? cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice)
+                           : cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+            const double seconds = timer.stop();
+            if (rep > 0) bw.push_back(bytes / seconds / suite::kGiB);
+        }
+        std::sort(bw.begin(), bw.end());
+        std::printf("Copy engine %s: %g GiB/s\n", h2d ? "host-to-device" : "device-to-host", bw[bw.size() / 2]);
+    }
+    CUDA_CHECK(cudaFree(dev));
+    CUDA_CHECK(cudaFreeHost(host));
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    suite::Options opts("um_bw", "The Unified Memory bandwidth reprex: a kernel reads or writes host, managed or "
+                                 "device memory; one 'Throughput:' line per run.");
+    opts.add("alloc", "managed", "managed, numa (numa_alloc_onnode), pinned (cudaMallocHost) or device (cudaMalloc)");
+    opts.add("advise", "none", "managed memory advice: accessed-by, read-mostly, preferred-location-cpu (list)");
+    opts.add_flag("touch-on-host", "touch the data on the host between kernel runs (evicts it from the GPU)");
+    opts.add("op", "read", "read (host-to-device) or write (device-to-host)");
+    opts.add("size", "32G", "data size (K/M/G suffixes) or a multiple of the GPU's memory, e.g. 2x");
+    opts.add("runs", "5", "kernel runs to measure");
+    opts.add("device", "0", "CUDA device to run on");
+    opts.add("numa-node", "0", "NUMA node for --alloc numa and for the process");
+    opts.add("grid", "160", "grid dimension, or 'auto' for the device's SM count");
+    opts.add("block", "128", "block dimension");
+    opts.add_flag("allow-oversubscription", "allow more managed memory than the GPU has free");
+    opts.add_flag("skip-copy-engine", "do not measure the copy engine's bandwidth");
+    opts.parse(argc, argv);
+
+    Config c = parse_config(opts);
+    CUDA_CHECK(cudaSetDevice(c.device));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, c.device));
+    c.grid = opts.str("grid") == "auto" ? prop.multiProcessorCount : static_cast<int>(opts.integer("grid"));
+    if (c.grid < 1) opts.usage_error("--grid must be positive or 'auto'");
+    c.size = parse_size(opts, prop.totalGlobalMem) / 4096 * 4096;
+    if (c.size == 0) opts.usage_error("--size must be at least 4K");
+#ifdef SUITE_HAVE_LIBNUMA
+    if (numa_available() >= 0 && numa_run_on_node(c.numa_node) != 0)
+        suite::die("cannot run on NUMA node %d", c.numa_node);
+#endif
+    check_capacity(c);
+
+    std::printf("Running on device %d with grid dim %d and block dim %d\n", c.device, c.grid, c.block);
+    std::printf("Device: %s, %.2f GiB; data size %.3f GiB (%" PRIu64 " bytes), %s memory\n", prop.name,
+                prop.totalGlobalMem / suite::kGiB, c.size / suite::kGiB, c.size, alloc_name(c.alloc));
+    if (!opts.flag("skip-copy-engine")) measure_copy_engine(c);
+
+    Buffer buf = allocate(c);
+    apply_advice(c, buf);
+    fill(c, buf);
+
+    unsigned long long *sum = nullptr;
+    CUDA_CHECK(cudaMalloc(&sum, sizeof *sum));
+    const std::size_t n16 = c.size / sizeof(uint4), n64 = c.size / sizeof(std::uint64_t);
+    const unsigned long long expected = static_cast<unsigned long long>(n64) * (n64 - 1) / 2;
+    if (c.touch_on_host) std::puts("Touching data on host between runs");
+    std::printf("Running %s kernel\n", c.read ? "read" : "write");
+    std::fflush(stdout);
+
+    suite::EventTimer timer;
+    unsigned long long salt = 0;
+    for (int run = 1; run <= c.runs; ++run) {
+        if (c.touch_on_host && run > 1) touch_on_host(buf);
+        CUDA_CHECK(cudaMemset(sum, 0, sizeof *sum));
+        salt = 0x9e3779b97f4a7c15ull * run;
+        timer.start();
+        if (c.read) read_kernel<<<c.grid, c.block>>>(static_cast<const uint4 *>(buf.ptr), n16, sum);
+        else write_kernel<<<c.grid, c.block>>>(static_cast<uint4 *>(buf.ptr), n16, salt);
+        CUDA_CHECK_LAUNCH();
+        const double seconds = timer.stop();
+        if (c.read) {
+            unsigned long long got = 0;
+            CUDA_CHECK(cudaMemcpy(&got, sum, sizeof got, cudaMemcpyDeviceToHost));
+            if (got != expected) suite::die("run %d: checksum %llu, expected %llu", run, got, expected);
+        }
+        std::printf("Throughput: %g GiB/s\n", c.size / seconds / suite::kGiB);
+        std::fflush(stdout);
+    }
+    if (c.read) std::printf("Checksums verified: %d runs\n", c.runs);
+    else verify_written(c, buf, salt);
+
+    CUDA_CHECK(cudaFree(sum));
+    release(buf);
+    return EXIT_SUCCESS;
+}
