@@ -80,6 +80,7 @@ def test_summit_spack_build_uses_the_repository_environment(summit):
     build = _script(summit, "summit", "batch", "spack", "SuiteBuild", "rfm_build.sh")
     assert f"spack env create -d rfm_spack_env {REPO / 'spack.yaml'}" in build
     assert "export GPU_MEMPATHS_SYSTEM=summit" in build
+    assert f"export GPU_MEMPATHS_ROOT={REPO}" in build
     assert "spack -e rfm_spack_env add gpu-mempaths cuda_arch=70" in build
     assert "spack -e rfm_spack_env install --fail-fast" in build
     assert "spack -e rfm_spack_env location -i gpu-mempaths" in build

@@ -62,12 +62,19 @@ class SuiteBuild(rfm.CompileOnlyRegressionTest):
 
     def _configure_spack(self):
         # A fresh environment in the stage, made from the repository's
-        # manifest; the system's externals come in through GPU_MEMPATHS_SYSTEM.
+        # manifest; the system's externals come in through GPU_MEMPATHS_SYSTEM,
+        # its GPU architectures through the spec.
+        archs = ",".join(str(a) for a in self.cuda_archs())
         self.build_system = "Spack"
         self.sourcesdir = None
         self.build_system.env_create_opts = [os.path.join(REPO, "spack.yaml")]
-        self.build_system.specs = self.current_environ.extras.get("spack_specs") or ["gpu-mempaths"]
+        self.build_system.specs = [
+            " ".join([f"gpu-mempaths cuda_arch={archs}", *self.current_environ.extras.get("spack_specs", [])])
+        ]
+        # Spack would otherwise leave a link to its build directory in the checkout.
+        self.build_system.config_opts = [f"config:develop_stage_link:{self.stagedir}/spack-build"]
         self.build_system.install_opts = ["--fail-fast"]
+        self.env_vars["GPU_MEMPATHS_ROOT"] = REPO
         self.env_vars["GPU_MEMPATHS_SYSTEM"] = self.current_system.name
         self.postbuild_cmds = [
             'ln -sfn "$(spack -e rfm_spack_env location -i gpu-mempaths)/bin" bin',

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Stop the daemons that start.sh started (found through RUNDIR/pids/*.pid).
+# Jobs still queued or running on the cluster are cancelled first.
+# Daemons that are already gone are fine. Logs and state stay in RUNDIR.
+#
+# Usage: stop.sh [RUNDIR]        (default: /tmp/gpu-mempaths-slurm)
+set -euo pipefail
+
+RUNDIR=${1:-/tmp/gpu-mempaths-slurm}
+case $RUNDIR in /*) ;; *) RUNDIR=$PWD/$RUNDIR ;; esac
+PIDDIR=$RUNDIR/pids
+export SLURM_CONF=$RUNDIR/slurm.conf
+
+# pid_of NAME: print the pid recorded for NAME if that process still runs
+pid_of() {
+    local pid
+    pid=$(cat "$PIDDIR/$1.pid" 2>/dev/null) || return 1
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$1"* ]] || return 1
+    running "$pid" || return 1
+    echo "$pid"
+}
+
+# running PID: true while PID exists and is not a zombie (the daemons are
+# re-parented to whatever init the container has, which may not reap them)
+running() {
+    local st
+    st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+    [[ -n $st && $st != Z && $st != X ]]
+}
+
+# Cancel leftover jobs so that no slurmstepd outlives slurmd.
+if pid_of slurmctld >/dev/null && pid_of slurmd >/dev/null; then
+    jobs=$(timeout 10 squeue -h -o '%i' 2>/dev/null || true)
+    if [[ -n $jobs ]]; then
+        echo "stop.sh: cancelling jobs: ${jobs//$'\n'/ }"
+        # shellcheck disable=SC2086
+        timeout 10 scancel $jobs || true
+        for ((i = 0; i < 30; i++)); do
+            [[ -z $(timeout 10 squeue -h -t PD,R,CG,S -o '%i' 2>/dev/null || true) ]] && break
+            sleep 0.5
+        done
+    fi
+fi
+
+for name in slurmd slurmctld munged; do
+    if ! pid=$(pid_of "$name"); then
+        rm -f "$PIDDIR/$name.pid"
+        continue
+    fi
+    echo "stop.sh: stopping $name (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do        # up to 20 s
+        running "$pid" || break
+        sleep 0.2
+    done
+    if running "$pid"; then
+        echo "stop.sh: $name (pid $pid) ignored SIGTERM, sending SIGKILL" >&2
+        kill -KILL "$pid" 2>/dev/null || true
+        for ((i = 0; i < 25; i++)); do
+            running "$pid" || break
+            sleep 0.2
+        done
+    fi
+    rm -f "$PIDDIR/$name.pid"
+done
+echo "stop.sh: stopped (logs in $RUNDIR/log)"

@@ -1,0 +1,79 @@
+"""The suite's CPU checks, run for real through a one-node Slurm cluster on
+localhost (.ci/slurm), as the `ci-slurm` system: submission with sbatch,
+launch with srun, polling with squeue, and perflogs written.
+
+Needs Slurm and munge installed (.ci/run installs them) and root, as CI has;
+elsewhere it is skipped with that reason.
+"""
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SLURM = REPO / ".ci" / "slurm"
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("slurmctld") is None or os.geteuid() != 0,
+    reason="needs root and Slurm (apt-get install slurmctld slurmd slurm-client munge), as CI has",
+)
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    rundir = tmp_path_factory.mktemp("slurm")
+    subprocess.run(["bash", str(SLURM / "start.sh"), str(rundir)], check=True, timeout=120)
+    try:
+        yield {**os.environ, "SLURM_CONF": str(rundir / "slurm.conf")}
+    finally:
+        subprocess.run(["bash", str(SLURM / "stop.sh"), str(rundir)], check=False, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def run(slurm, tmp_path_factory):
+    prefix = tmp_path_factory.mktemp("rfm")
+    cmd = [
+        sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
+        "-C", str(REPO / "reframe_settings.py"), "-c", str(REPO / "checks"),
+        "--system", "ci-slurm", "--prefix", str(prefix), "--perflogdir", str(prefix / "perflogs"),
+        "-S", "HostMemoryBandwidth.buffer_size=256M", "-S", "HostMemoryBandwidth.runs=3",
+        "-r",
+    ]  # fmt: skip
+    result = subprocess.run(cmd, cwd=prefix, env=slurm, capture_output=True, text=True, timeout=900)
+    return prefix, result
+
+
+def test_suite_passes_through_slurm(run):
+    _, result = run
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert "[  PASSED  ]" in result.stdout.replace("\x1b[32m", "").replace("\x1b[0m", "")
+
+
+def test_host_bandwidth_ran_as_a_slurm_job(run):
+    prefix, _ = run
+    job = next((prefix / "output" / "ci-slurm" / "cpu" / "gnu").glob("HostMemoryBandwidth*/rfm_job.sh")).read_text()
+    assert "#SBATCH --partition=cpu" in job
+    assert any(line.startswith("srun ") and "bin/host_bw" in line for line in job.splitlines())
+
+
+def test_perflog_has_every_numa_node(run):
+    prefix, _ = run
+    perflog = prefix / "perflogs" / "ci-slurm" / "cpu" / "HostMemoryBandwidth.log"
+    rows = list(csv.DictReader(perflog.open(), delimiter="|"))
+    variables = {row["perf_var"]: float(row["perf_value"]) for row in rows}
+    assert {"read_bw_node0", "write_bw_node0"} <= variables.keys()
+    assert all(value > 0 for value in variables.values())
+    assert {row["system"] for row in rows} == {"ci-slurm"}
+
+
+def test_gpu_checks_say_why_they_are_skipped(run):
+    _, result = run
+    skipped = [line for line in result.stdout.splitlines() if "SKIP" in line and "UnifiedMemoryBandwidth" in line]
+    assert skipped, "the GPU checks should be listed as skipped"
+    assert all("no GPU on ci-slurm:cpu" in line or "cannot be touched" in line or "read-mostly" in line
+               for line in skipped)  # fmt: skip
