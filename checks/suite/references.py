@@ -62,6 +62,8 @@ def matching_values(entries: list, facts: dict, params: dict) -> dict:
 def references_for(check, check_name: str = None) -> dict:
     """ReFrame's `reference` for this test case on its current partition."""
     name = check_name or type(check).__name__
-    params = {p: getattr(check, p) for p in type(check).param_space.params}
+    # Parameters as the test's name shows them (e.g. memory=managed+accessed-by).
+    raw = type(check).raw_params
+    params = {p: raw[p].format(getattr(check, p)) for p in type(check).param_space.params}
     values = matching_values(load_entries(name), _facts(check), params)
     return {check.current_partition.fullname: {k: tuple(v) for k, v in values.items()}} if values else {}
