@@ -75,6 +75,9 @@ class UnifiedMemoryBandwidth(GpuCheck):
     grid = variable(str, value="160")
     block = variable(int, value=128)
 
+    #: Read kernel loads: 'plain' (the seed's) or 'l2-256' (256-byte L2 fetches, sm_80+).
+    load = variable(str, value="plain")
+
     @property
     def allocator(self) -> str:
         return self.memory[0]
@@ -129,6 +132,7 @@ class UnifiedMemoryBandwidth(GpuCheck):
             "--runs", str(self.runs),
             "--grid", self.grid,
             "--block", str(self.block),
+            "--load", self.load,
             "--numa-node", str(numa),
         ]  # fmt: skip
         if self.touch_on_host:

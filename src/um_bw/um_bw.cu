@@ -32,16 +32,38 @@ enum class Alloc { managed, numa, pinned, device };
 struct Config {
     Alloc alloc = Alloc::managed;
     bool accessed_by = false, read_mostly = false, preferred_cpu = false;
-    bool touch_on_host = false, read = true, allow_oversubscription = false;
+    bool touch_on_host = false, read = true, allow_oversubscription = false, wide_loads = false;
     std::uint64_t size = 0;
     int runs = 5, device = 0, numa_node = 0, grid = 160, block = 128;
 };
 
 // ---------------------------------------------------------------- kernels --
 
+// One 16-byte load. With `wide` the load asks L2 to fetch the whole 256-byte
+// block around it (PTX's L2::256B, sm_80 and later): over PCIe that turns the
+// SM's 128-byte reads of host memory into 256-byte ones, less header per byte.
+template <bool wide>
+__device__ __forceinline__ uint4 load16(const uint4 *p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (wide) {
+        uint4 v;
+        asm volatile("ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "l"(p));
+        return v;
+    }
+#endif
+    return *p;
+}
+
+__device__ __forceinline__ unsigned long long sum16(uint4 v) {
+    return ((static_cast<unsigned long long>(v.y) << 32) | v.x) + ((static_cast<unsigned long long>(v.w) << 32) | v.z);
+}
+
 // Grid-stride over 16-byte words. The seed's small grid (160 x 128 threads)
 // has to keep enough bytes in flight to cover the link's latency, so each
 // thread issues four independent loads per iteration before using any.
+template <bool wide>
 __global__ void read_kernel(const uint4 *__restrict__ data, std::size_t n, unsigned long long *sum) {
     const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
     std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -49,17 +71,11 @@ __global__ void read_kernel(const uint4 *__restrict__ data, std::size_t n, unsig
     for (; i + 3 * stride < n; i += 4 * stride) {
         uint4 v[4];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) v[k] = data[i + k * stride];
+        for (int k = 0; k < 4; ++k) v[k] = load16<wide>(data + i + k * stride);
 #pragma unroll
-        for (int k = 0; k < 4; ++k)
-            acc += ((static_cast<unsigned long long>(v[k].y) << 32) | v[k].x) +
-                   ((static_cast<unsigned long long>(v[k].w) << 32) | v[k].z);
+        for (int k = 0; k < 4; ++k) acc += sum16(v[k]);
     }
-    for (; i < n; i += stride) {
-        const uint4 v = data[i];
-        acc += ((static_cast<unsigned long long>(v.y) << 32) | v.x) +
-               ((static_cast<unsigned long long>(v.w) << 32) | v.z);
-    }
+    for (; i < n; i += stride) acc += sum16(load16<wide>(data + i));
     // One atomic per warp keeps the reduction off the measured path.
     for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_down_sync(0xffffffffu, acc, offset);
     if ((threadIdx.x & 31) == 0) atomicAdd(sum, acc);
@@ -153,6 +169,9 @@ Config parse_config(const suite::Options &opts) {
     c.touch_on_host = opts.flag("touch-on-host");
     if (c.touch_on_host && c.alloc == Alloc::device) opts.usage_error("--touch-on-host needs host-accessible memory");
     c.allow_oversubscription = opts.flag("allow-oversubscription");
+    const std::string load = opts.str("load");
+    if (load != "plain" && load != "l2-256") opts.usage_error("--load takes plain or l2-256, got '%s'", load.c_str());
+    c.wide_loads = load == "l2-256";
     c.runs = static_cast<int>(opts.integer("runs"));
     c.device = static_cast<int>(opts.integer("device"));
     c.numa_node = static_cast<int>(opts.integer("numa-node"));
@@ -370,6 +389,7 @@ int main(int argc, char **argv) {
     opts.add("numa-node", "0", "NUMA node for --alloc numa and for the process");
     opts.add("grid", "160", "grid dimension, or 'auto' for the device's SM count");
     opts.add("block", "128", "block dimension");
+    opts.add("load", "plain", "read kernel loads: plain (the seed's) or l2-256 (256-byte L2 fetches, sm_80+)");
     opts.add_flag("allow-oversubscription", "allow more managed memory than the GPU has free");
     opts.add_flag("skip-copy-engine", "do not measure the copy engine's bandwidth");
     opts.parse(argc, argv);
@@ -380,6 +400,7 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaGetDeviceProperties(&prop, c.device));
     c.grid = opts.str("grid") == "auto" ? prop.multiProcessorCount : static_cast<int>(opts.integer("grid"));
     if (c.grid < 1) opts.usage_error("--grid must be positive or 'auto'");
+    if (c.wide_loads && prop.major < 8) opts.usage_error("--load l2-256 needs compute capability 8.0 or later");
     c.size = parse_size(opts, prop.totalGlobalMem) / 4096 * 4096;
     if (c.size == 0) opts.usage_error("--size must be at least 4K");
 #ifdef SUITE_HAVE_LIBNUMA
@@ -403,6 +424,7 @@ int main(int argc, char **argv) {
     const unsigned long long expected = static_cast<unsigned long long>(n64) * (n64 - 1) / 2;
     if (c.touch_on_host) std::puts("Touching data on host between runs");
     std::printf("Running %s kernel\n", c.read ? "read" : "write");
+    if (c.read && c.wide_loads) std::puts("Read loads fetch 256-byte L2 blocks");
     std::fflush(stdout);
 
     suite::EventTimer timer;
@@ -412,7 +434,8 @@ int main(int argc, char **argv) {
         CUDA_CHECK(cudaMemset(sum, 0, sizeof *sum));
         salt = 0x9e3779b97f4a7c15ull * run;
         timer.start();
-        if (c.read) read_kernel<<<c.grid, c.block>>>(static_cast<const uint4 *>(buf.ptr), n16, sum);
+        if (c.read && c.wide_loads) read_kernel<true><<<c.grid, c.block>>>(static_cast<const uint4 *>(buf.ptr), n16, sum);
+        else if (c.read) read_kernel<false><<<c.grid, c.block>>>(static_cast<const uint4 *>(buf.ptr), n16, sum);
         else write_kernel<<<c.grid, c.block>>>(static_cast<uint4 *>(buf.ptr), n16, salt);
         CUDA_CHECK_LAUNCH();
         const double seconds = timer.stop();
