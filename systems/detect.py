@@ -191,13 +191,7 @@ def _describe_gpus(nvml, cuda: CudaDriver | None, sysfs: Path, detected: Detecte
         node["host_link"] = {"type": "pcie", "generation": gen, "width": width}
     else:
         detected.notes.append("PCIe link unknown: NVML gave no generation or width")
-    detected.info["pcie_current"] = [
-        [
-            _try(lambda h=h: nvml.nvmlDeviceGetCurrPcieLinkGeneration(h)),
-            _try(lambda h=h: nvml.nvmlDeviceGetCurrPcieLinkWidth(h)),
-        ]
-        for h in handles
-    ]
+    detected.info["gpus"] = [_gpu_readings(nvml, i, h, sysfs) for i, h in enumerate(handles)]
 
     links, version = _nvlinks(nvml, first)
     if links and count > 1:
@@ -209,7 +203,31 @@ def _describe_gpus(nvml, cuda: CudaDriver | None, sysfs: Path, detected: Detecte
         node["addressing"] = cuda.addressing(0)
     else:
         detected.notes.append("addressing mode unknown: no CUDA driver, assumed none")
-    detected.info["gpu_uuids"] = [_as_str(_try(lambda h=h: nvml.nvmlDeviceGetUUID(h), "")) for h in handles]
+
+
+def _gpu_readings(nvml, index: int, handle, sysfs: Path) -> dict[str, Any]:
+    """What the node health checks compare with a system's data, per GPU."""
+    links, version = _nvlinks(nvml, handle)
+    enabled = getattr(nvml, "NVML_FEATURE_ENABLED", 1)
+    ecc = _try(lambda: nvml.nvmlDeviceGetEccMode(handle))
+    return {
+        "index": index,
+        "model": _as_str(nvml.nvmlDeviceGetName(handle)),
+        "uuid": _as_str(_try(lambda: nvml.nvmlDeviceGetUUID(handle), "")),
+        "pcie_max": [
+            _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
+            _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(handle)),
+        ],
+        "pcie_current": [
+            _try(lambda: nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
+            _try(lambda: nvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
+        ],
+        "nvlinks": links,
+        "nvlink_version": version,
+        "numa": _gpu_numa(nvml, handle, sysfs),
+        "persistence_mode": _try(lambda: nvml.nvmlDeviceGetPersistenceMode(handle) == enabled),
+        "ecc": None if ecc is None else ecc[0] == enabled,  # (current, pending)
+    }
 
 
 def _versions(nvml, info: dict[str, Any]) -> None:

@@ -21,6 +21,8 @@ class FakeGpu:
     pcie_current: tuple = (1, 16)  # idle links train down
     nvlinks: list = field(default_factory=list)  # NVLink versions of the active links
     uuid: str = "GPU-0"
+    persistence: int = 1
+    ecc: tuple = (1, 1)
 
 
 class FakeNvml:
@@ -96,6 +98,12 @@ class FakeNvml:
 
     def nvmlDeviceGetUUID(self, g):
         return g.uuid
+
+    def nvmlDeviceGetPersistenceMode(self, g):
+        return g.persistence
+
+    def nvmlDeviceGetEccMode(self, g):
+        return g.ecc
 
 
 class FakeCuda:

@@ -20,7 +20,9 @@ def test_one_h100_on_pcie_gen5_without_hmm():
     assert node["gpus"]["compute_capability"] == "9.0"
     # The maximum link, not the idle one it trained down to.
     assert node["host_link"] == {"type": "pcie", "generation": 5, "width": 16}
-    assert found.info["pcie_current"] == [[1, 16]]
+    gpu = found.info["gpus"][0]
+    assert gpu["pcie_current"] == [1, 16] and gpu["pcie_max"] == [5, 16]
+    assert gpu["persistence_mode"] is True and gpu["ecc"] is True
     assert node["addressing"] == "none"
     assert "gpu_link" not in node
     assert found.info["driver_version"] == "580.159.04"

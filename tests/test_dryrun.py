@@ -112,3 +112,10 @@ def test_one_build_per_partition_and_environment(slurm_system):
     system, tmp = slurm_system
     builds = list((tmp / "stage" / system).glob("*/*/SuiteBuild*/rfm_build.sh"))
     assert len(builds) == 2  # cuda and spack, shared by every check
+
+
+def test_health_check_runs_on_the_node_through_the_launcher(slurm_system):
+    system, tmp = slurm_system
+    job = _script(tmp, system, "gpu", "cuda", "NodeHealth", "rfm_job.sh")
+    line = next(ln for ln in job.splitlines() if ln.startswith("srun"))
+    assert f"-m systems.health --system {system} --partition gpu" in line
