@@ -77,3 +77,20 @@ def test_gpu_checks_say_why_they_are_skipped(run):
     assert skipped, "the GPU checks should be listed as skipped"
     assert all("no GPU on ci-slurm:cpu" in line or "cannot be touched" in line or "read-mostly" in line
                for line in skipped)  # fmt: skip
+
+
+def test_health_runs_on_every_node_of_the_partition(slurm, tmp_path):
+    cmd = [
+        sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
+        "-C", str(REPO / "reframe_settings.py"), "-c", str(REPO / "checks"),
+        "--system", "ci-slurm", "--prefix", str(tmp_path), "--perflogdir", str(tmp_path / "perflogs"),
+        "-t", "health", "--distribute=all", "-r",
+    ]  # fmt: skip
+    result = subprocess.run(cmd, cwd=tmp_path, env=slurm, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    node = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
+    jobs = list((tmp_path / "output" / "ci-slurm" / "cpu" / "gnu").glob("NodeHealth*/rfm_job.sh"))
+    assert len(jobs) == 1
+    script = jobs[0].read_text()
+    assert f"#SBATCH --nodelist={node}" in script
+    assert "Health: " in (jobs[0].parent / "rfm_job.out").read_text()
