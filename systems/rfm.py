@@ -150,15 +150,29 @@ def systems_and_environments(systems: dict[str, dict[str, Any]]) -> tuple[list, 
 
 
 # One line per performance variable, '|'-separated with a header, so that a
-# perflog is a table pandas reads directly. The node fields come from the
-# checks' loggable variables (checks/suite.py).
+# perflog is a table pandas reads directly (reports/ reads it by its header).
+# %(check_#ALL)s is every loggable attribute of the check, one field each,
+# sorted by name: name, display_name, system, partition, environ, job_nodelist,
+# jobid, the check's parameters and variables, and the node facts of
+# checks/suite/base.py (gpu_model, driver_version, cuda_version,
+# cuda_runtime_version, host_link). PERFLOG_KEEP says which of ReFrame's own
+# attributes stay; the rest (resources, paths, commands) are ignore_keys.
 PERFLOG_FORMAT = (
-    "%(check_job_completion_time)s|reframe %(version)s|%(check_name)s|%(check_display_name)s|"
-    "%(check_system)s|%(check_partition)s|%(check_environ)s|%(check_job_nodelist)s|"
-    "%(check_gpu_model)s|%(check_driver_version)s|%(check_cuda_version)s|%(check_host_link)s|"
+    "%(check_job_completion_time)s|reframe %(version)s|%(check_#ALL)s|"
     "%(check_result)s|%(check_perf_var)s|%(check_perf_value)s|%(check_perf_unit)s|"
     "%(check_perf_ref)s|%(check_perf_lower_thres)s|%(check_perf_upper_thres)s"
 )
+PERFLOG_KEEP = {"name", "display_name", "system", "partition", "environ", "job_nodelist", "jobid"}
+
+
+def perflog_ignore_keys() -> list[str]:
+    """ReFrame's own loggable attributes that perflog lines leave out."""
+    from reframe.core.pipeline import CompileOnlyRegressionTest, RunOnlyRegressionTest
+
+    names = {
+        alt or name for cls in (RunOnlyRegressionTest, CompileOnlyRegressionTest) for name, alt in cls.loggable_attrs()
+    }
+    return sorted(f"check_{name}" for name in names - PERFLOG_KEEP)
 
 
 def logging_config(perflog_dir: Path) -> list[dict[str, Any]]:
@@ -182,6 +196,7 @@ def logging_config(perflog_dir: Path) -> list[dict[str, Any]]:
                     "basedir": str(perflog_dir),
                     "level": "info",
                     "format": PERFLOG_FORMAT,
+                    "ignore_keys": perflog_ignore_keys(),
                     "append": True,
                 }
             ],

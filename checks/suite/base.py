@@ -1,12 +1,26 @@
 """Base classes of the run-only checks: the shared build, node facts for the
 perflog, launcher defaults from the system's data, and the GPU skip rule."""
 
+import glob
 import os
+import re
 
 import reframe as rfm
 from reframe.core.builtins import fixture, run_after, run_before, variable
 
 from .build import SuiteBuild
+
+
+def cuda_toolkit_version(build_stagedir: str) -> str:
+    """'12.8': the CUDA toolkit a CMake build of src/ configured, from CMake's
+    record of its CUDA compiler; 'unknown' where there is none."""
+    pattern = os.path.join(build_stagedir, "build", "CMakeFiles", "*", "CMakeCUDACompiler.cmake")
+    for path in sorted(glob.glob(pattern)):
+        with open(path) as stream:
+            found = re.search(r'CMAKE_CUDA_COMPILER_TOOLKIT_VERSION "(\d+)\.(\d+)', stream.read())
+        if found:
+            return f"{found[1]}.{found[2]}"
+    return "unknown"
 
 
 class SuiteCheck(rfm.RunOnlyRegressionTest):
@@ -28,6 +42,10 @@ class SuiteCheck(rfm.RunOnlyRegressionTest):
     driver_version = variable(str, value="unknown", loggable=True)
     cuda_version = variable(str, value="unknown", loggable=True)
     host_link = variable(str, value="unknown", loggable=True)
+    #: The CUDA toolkit the programs were built with, whose runtime (libcudart)
+    #: they link: 'none' for host-only builds, 'unknown' where the build left
+    #: no record of it (Spack builds, dry runs).
+    cuda_runtime_version = variable(str, value="unknown", loggable=True)
 
     @property
     def node(self) -> dict:
@@ -44,6 +62,7 @@ class SuiteCheck(rfm.RunOnlyRegressionTest):
         self.gpu_model = node["gpus"].get("model", "none")
         self.driver_version = info.get("driver_version", "unknown")
         self.cuda_version = info.get("cuda_driver_version", "unknown")
+        self.cuda_runtime_version = cuda_toolkit_version(self.build.stagedir) if self.build.has_cuda else "none"
         link = node["host_link"]
         self.host_link = " ".join(
             str(part)

@@ -1,0 +1,157 @@
+"""python -m reports load|compare|html: perflogs to tables, comparisons and figures."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from . import compare as cmp
+from .load import load
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_PERFLOGS = REPO / "perflogs"
+
+
+def _paths(args) -> list[Path]:
+    return [Path(p) for p in args.paths] or [DEFAULT_PERFLOGS]
+
+
+def _filter(frame: pd.DataFrame, args) -> pd.DataFrame:
+    if getattr(args, "test", None):
+        frame = frame[frame["test"].str.contains(args.test, regex=True)]
+    if getattr(args, "var", None):
+        frame = frame[frame["perf_var"].str.contains(args.var, regex=True)]
+    return frame
+
+
+def cmd_load(args) -> int:
+    loaded = load(_paths(args))
+    frame = _filter(loaded.frame, args)
+    print(f"{len(frame)} performance values from {len(loaded.files)} file(s)")
+    for path, rows in sorted(loaded.files.items()):
+        issues = sum(1 for i in loaded.issues if i.path == path)
+        print(
+            f"  {path}: {rows} values" + (f", {issues} line(s) skipped or doubted (see the warnings)" if issues else "")
+        )
+    if not frame.empty:
+        keys = ["system", "partition", "node", "gpu_model", "driver_version", "cuda_version", "cuda_runtime_version"]
+        print()
+        print(frame.groupby(keys + ["test"], dropna=False).size().rename("values").reset_index().to_string(index=False))
+    if args.csv:
+        frame.to_csv(args.csv, index=False)
+        print(f"table written to {args.csv}")
+    return 1 if args.strict and loaded.issues else 0
+
+
+def cmd_compare(args) -> int:
+    loaded = load(_paths(args))
+    frame = _filter(loaded.frame, args)
+    if frame.empty:
+        print("error: no performance values to compare (check the paths, --test and --var)", file=sys.stderr)
+        return 2
+    for spec in args.pool:
+        frame = cmp.pool(frame, spec)
+    try:
+        result = cmp.compare(
+            frame,
+            args.by,
+            args.base,
+            args.new,
+            alpha=args.alpha,
+            threshold=args.threshold,
+            case_fields=args.key.split(",") if args.key else None,
+        )
+    except KeyError as err:
+        print(f"error: {err.args[0]}", file=sys.stderr)
+        return 2
+    if result.empty:
+        print(f"nothing to compare: no values with {args.by} matching {args.base!r} or {args.new!r}", file=sys.stderr)
+        return 2
+    shown = result.copy()
+    shown["change_pct"] = shown["change_pct"].map(lambda v: f"{v:+.1f}%" if v == v else "")
+    shown["p_value"] = shown["p_value"].map(lambda v: f"{v:.3g}" if v is not None and v == v else "")
+    for column in ("median_base", "median_new"):
+        shown[column] = shown[column].map(lambda v: f"{v:.4g}" if v == v else "")
+    print(f"{args.by}: base {args.base!r} vs new {args.new!r} (Mann-Whitney U, two-sided, alpha {args.alpha})")
+    print(shown.drop(columns=["flagged"]).to_string(index=False))
+    result.to_csv(args.csv, index=False)
+    print(f"\ntable written to {args.csv}")
+    counts = result["verdict"].value_counts()
+    print("verdicts: " + ", ".join(f"{v}: {n}" for v, n in counts.items()))
+    flagged = result[result["flagged"]]
+    if args.threshold is not None and not flagged.empty:
+        print(f"\n{len(flagged)} significant regression(s) of {args.threshold}% or more:", file=sys.stderr)
+        for _, row in flagged.iterrows():
+            print(
+                f"  {row.get('test', '')} {row.get('params', '')} {row['perf_var']}: "
+                f"{row['median_base']:.4g} -> {row['median_new']:.4g} {row['unit']} ({row['change_pct']:+.1f}%)",
+                file=sys.stderr,
+            )
+        return 1
+    return 0
+
+
+def cmd_html(args) -> int:
+    from .html import write_report
+
+    paths = _paths(args)
+    loaded = load(paths)
+    loaded.frame = _filter(loaded.frame, args)
+    if loaded.frame.empty:
+        print("error: no performance values to report", file=sys.stderr)
+        return 2
+    page = write_report(loaded, Path(args.output), args.title, args.generic_for_all)
+    print(f"report written to {page}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m reports", description=__doc__)
+    sub = top.add_subparsers(dest="command", required=True)
+
+    def common(p):
+        p.add_argument("paths", nargs="*", help=f"perflog files or directories (default: {DEFAULT_PERFLOGS})")
+        p.add_argument("--test", help="only checks whose name contains a match of this regular expression")
+        p.add_argument("--var", help="only performance variables that contain a match of this regular expression")
+
+    p = sub.add_parser("load", help="read perflogs into one table; report lines that cannot be read")
+    common(p)
+    p.add_argument("--csv", help="write the tidy table to this CSV file")
+    p.add_argument("--strict", action="store_true", help="exit 1 when any line was skipped")
+    p.set_defaults(func=cmd_load)
+
+    p = sub.add_parser("compare", help="two sets of runs per case and performance variable")
+    common(p)
+    p.add_argument(
+        "--by", required=True, help="field that chooses the sets: driver_version, cuda_version, node, time..."
+    )
+    p.add_argument("--base", required=True, help="value, glob or version prefix (570, 570.x); for time FROM..TO")
+    p.add_argument("--new", required=True, help="as --base")
+    p.add_argument("--threshold", type=float, help="exit 1 on a significant regression of at least PCT percent")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    p.add_argument(
+        "--pool", action="append", default=[], metavar="REGEX=NAME",
+        help="also treat the variables matching REGEX as samples of one variable NAME "
+        "(e.g. 'run([2-9]|[1-9][0-9]+)_bw=steady_runs')",
+    )  # fmt: skip
+    p.add_argument("--key", help=f"comma-separated fields that identify a case (default {','.join(cmp.CASE_FIELDS)})")
+    p.add_argument("--csv", default="compare.csv", help="CSV file of the comparison (default compare.csv)")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("html", help="figures (PNG) and one static HTML page")
+    common(p)
+    p.add_argument("-o", "--output", required=True, help="directory for index.html and the figures")
+    p.add_argument("--title", default="GPU memory paths: performance report")
+    p.add_argument(
+        "--generic-for-all", action="store_true", help="also draw the generic figure for checks with their own"
+    )
+    p.set_defaults(func=cmd_html)
+    return top
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    return args.func(args)

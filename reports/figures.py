@@ -1,0 +1,476 @@
+"""Figures from the tidy table (reports.load), written as PNG.
+
+Checks with a figure of their own: the Unified Memory reprex (every run's
+throughput per case, and the steady state against the host link's speed of
+light and the copy engine) and the host bandwidth per NUMA node. Every other
+check gets the generic figure: one bar chart per performance variable, so a
+new check renders without code here. Every figure names the systems, nodes,
+GPUs, drivers and CUDA versions it covers in its footer.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+from . import sol  # noqa: E402
+
+GiB = 2**30
+DPI = 90
+
+#: What distinguishes one set of runs from another in a figure's series.
+SERIES_FIELDS = ["system", "partition", "node", "gpu_model", "driver_version", "cuda_version", "cuda_runtime_version"]
+
+
+@dataclass
+class Figure:
+    test: str
+    path: Path
+    title: str
+    caption: str  # what the figure covers and where its speed-of-light lines come from
+
+
+def _unique(frame: pd.DataFrame, column: str) -> list[str]:
+    return sorted({str(v) for v in frame[column].dropna().unique()}) if column in frame else []
+
+
+def coverage(frame: pd.DataFrame) -> dict[str, str]:
+    """What a figure or table covers, field by field."""
+    systems = sorted({f"{s}:{p}" for s, p in zip(frame["system"], frame["partition"])})
+    times = frame["time"].dropna()
+    dates = ""
+    if not times.empty:
+        first, last = times.min().strftime("%Y-%m-%d"), times.max().strftime("%Y-%m-%d")
+        dates = first if first == last else f"{first} to {last}"
+    return {
+        "systems": ", ".join(systems),
+        "nodes": ", ".join(_unique(frame, "node")),
+        "GPUs": ", ".join(_unique(frame, "gpu_model")),
+        "host links": ", ".join(_unique(frame, "host_link")),
+        "drivers": ", ".join(_unique(frame, "driver_version")),
+        "CUDA (driver)": ", ".join(_unique(frame, "cuda_version")),
+        "CUDA runtime": ", ".join(_unique(frame, "cuda_runtime_version")),
+        "dates": dates,
+    }
+
+
+def coverage_text(frame: pd.DataFrame) -> str:
+    return " | ".join(f"{k}: {v}" for k, v in coverage(frame).items() if v)
+
+
+def _footer(fig, frame: pd.DataFrame, extra: str = "") -> None:
+    text = coverage_text(frame)
+    if extra:
+        text += "\n" + extra
+    fig.text(0.01, 0.005, text, fontsize=8, color="#444444", ha="left", va="bottom", wrap=True)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+
+
+_SERIES_PREFIX = {
+    "node": "node ",
+    "driver_version": "driver ",
+    "cuda_version": "CUDA ",
+    "cuda_runtime_version": "runtime ",
+}
+
+
+def _series_labels(frame: pd.DataFrame, varying: list[str]) -> pd.Series:
+    """'NVIDIA H100 80GB HBM3, driver 580.159.04, CUDA 13.0': what tells sets of runs apart."""
+    if not varying:
+        return pd.Series("all runs", index=frame.index)
+    parts = [
+        _SERIES_PREFIX.get(f, "") + frame[f].astype(str).replace({"none": "no GPU"} if f == "gpu_model" else {})
+        for f in varying
+    ]
+    label = parts[0]
+    for part in parts[1:]:
+        label = label + ", " + part
+    return label
+
+
+def _layout(fig, top: float = 0.95, right: float = 1.0) -> None:
+    """tight_layout that leaves room for the footer (about 0.6 inch)."""
+    fig.tight_layout(rect=(0, min(0.3, 0.6 / fig.get_figheight()), right, top))
+
+
+def _varying(frame: pd.DataFrame, fields: list[str]) -> list[str]:
+    return [f for f in fields if f in frame and frame[f].nunique(dropna=False) > 1]
+
+
+# --- Unified Memory reprex ---------------------------------------------------
+
+UM_TEST = "UnifiedMemoryBandwidth"
+_ALLOCATORS = ["managed", "numa", "pinned", "device"]
+_ADVICE = ["none", "accessed-by", "read-mostly", "preferred-location-cpu"]
+_ADVICE_COLORS = dict(zip(_ADVICE, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"]))
+_TOUCH_STYLE = {"notouch": ("-", "o"), "touch": ("--", "s")}
+
+
+def _um_cases(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.copy()
+    memory = frame["memory"] if "memory" in frame else pd.Series("unknown", index=frame.index)
+    parts = memory.astype(str).str.split("+", n=1, expand=True)
+    frame["allocator"] = parts[0]
+    frame["advice"] = parts[1].fillna("none") if parts.shape[1] > 1 else "none"
+    for column, default in (("touch_on_host", "notouch"), ("op", "read"), ("size_class", "fits")):
+        if column not in frame:
+            frame[column] = default
+    return frame
+
+
+def _group_keys() -> list[str]:
+    return ["system", "partition", "gpu_model", "host_link", "driver_version", "cuda_version", "cuda_runtime_version"]
+
+
+def _link_sol(group: pd.DataFrame) -> sol.SpeedOfLight | None:
+    first = group.iloc[0]
+    return sol.host_link(first["system"], first["partition"], first["host_link"], group)
+
+
+def _copy_engine(group: pd.DataFrame, op: str) -> float | None:
+    values = group.loc[(group["perf_var"] == "copy_engine_bw") & (group["op"] == op), "value"]
+    return float(values.median()) if not values.empty else None
+
+
+def um_per_run(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
+    """Every run's throughput per case, panels by allocator and op, lines by advice and touch."""
+    data = _um_cases(frame[frame["test"] == UM_TEST])
+    figures = []
+    for key, group in data.groupby(_group_keys() + ["size_class"], dropna=False):
+        runs = group[group["perf_var"].str.fullmatch(r"run\d+_bw")].copy()
+        if runs.empty:
+            continue
+        runs["run"] = runs["perf_var"].str.extract(r"run(\d+)_bw", expand=False).astype(int)
+        ops = [op for op in ("read", "write") if op in set(runs["op"])]
+        allocators = [a for a in _ALLOCATORS if a in set(runs["allocator"])]
+        allocators += sorted(set(runs["allocator"]) - set(allocators))
+        link = _link_sol(group)
+        fig, axes = plt.subplots(
+            len(ops), len(allocators), figsize=(3.6 * len(allocators) + 2.6, 3.3 * len(ops) + 1.3),
+            sharex=True, sharey=True, squeeze=False,
+        )  # fmt: skip
+        positive = runs.loc[runs["value"] > 0, "value"]
+        low, high = positive.min() * 0.6, positive.max() * 1.8
+        if link:
+            high = max(high, link.bytes_per_s / GiB * 1.5)
+        for i, op in enumerate(ops):
+            engine = _copy_engine(group, op)
+            for j, allocator in enumerate(allocators):
+                ax = axes[i][j]
+                panel = runs[(runs["op"] == op) & (runs["allocator"] == allocator)]
+                lines = list(panel.groupby(["advice", "touch_on_host"]))
+                for n, ((advice, touch), case) in enumerate(lines):
+                    stats = case.groupby("run")["value"].agg(["median", "min", "max", "count"])
+                    # Lines that coincide (touch or not, on the link) are set a little apart.
+                    stats.index = stats.index + 0.04 * (n - (len(lines) - 1) / 2)
+                    style, marker = _TOUCH_STYLE.get(touch, (":", "^"))
+                    color = _ADVICE_COLORS.get(advice, "#7f7f7f")
+                    ax.plot(stats.index, stats["median"], linestyle=style, marker=marker, color=color, ms=4)
+                    if stats["count"].max() > 1:
+                        ax.fill_between(stats.index, stats["min"], stats["max"], color=color, alpha=0.15)
+                if link:
+                    gib = link.bytes_per_s / GiB
+                    ax.axhline(gib, color="black", linestyle="--", linewidth=1)
+                    if j == len(allocators) - 1:
+                        ax.text(0.98, gib * 1.08, f"link {gib:.1f}", transform=ax.get_yaxis_transform(), fontsize=7,
+                                ha="right")  # fmt: skip
+                if engine:
+                    ax.axhline(engine, color="#7f7f7f", linestyle=":", linewidth=1.5)
+                    if j == len(allocators) - 1:
+                        ax.text(0.98, engine / 1.08, f"CE {engine:.1f}", transform=ax.get_yaxis_transform(),
+                                fontsize=7, va="top", ha="right", color="#555555")  # fmt: skip
+                ax.set_yscale("log")
+                ax.set_ylim(low, high)
+                ax.grid(True, which="major", alpha=0.3)
+                ax.set_title(f"{allocator}, {op}" + ("" if not panel.empty else " (not run)"), fontsize=10)
+                if j == 0:
+                    ax.set_ylabel("kernel throughput (GiB/s, log scale)")
+                if i == len(ops) - 1:
+                    ax.set_xlabel("run")
+                ax.set_xticks(sorted(runs["run"].unique()))
+        handles = [
+            Line2D([], [], color=_ADVICE_COLORS[a], label=f"advice: {a}") for a in _ADVICE if a in set(runs["advice"])
+        ]
+        handles += [
+            Line2D([], [], color="black", linestyle=s, marker=m, label=t.replace("notouch", "no touch on host"))
+            for t, (s, m) in _TOUCH_STYLE.items()
+            if t in set(runs["touch_on_host"])
+        ]
+        notes = []
+        if link:
+            gib = link.bytes_per_s / GiB
+            handles.append(
+                Line2D([], [], color="black", linestyle="--", label=f"host link speed of light {gib:.1f} GiB/s")
+            )
+            notes.append(f"speed of light: {link.source}")
+        handles.append(
+            Line2D([], [], color="#7f7f7f", linestyle=":", label="copy engine, same run (H2D read / D2H write)")
+        )
+        fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
+        info = dict(zip(_group_keys() + ["size_class"], key))
+        fig.suptitle(
+            f"Unified Memory reprex: throughput of every kernel run, {info['size_class']} "
+            f"({info['system']}:{info['partition']}, {info['gpu_model']})\n"
+            "above the dashed line the data is in GPU memory (migrated or device), not read over the link",
+            fontsize=11,
+        )
+        _footer(fig, group, "; ".join(notes + ["shaded: min to max over repeated executions of the case"]))
+        _layout(fig, 0.94, 1 - 2.3 / fig.get_figwidth())
+        name = f"um-per-run-{_slug('-'.join(map(str, key)))}.png"
+        fig.savefig(outdir / name, dpi=DPI)
+        plt.close(fig)
+        caption = f"{coverage_text(group)}. " + (f"Speed of light from {link.source}." if link else "")
+        figures.append(Figure(UM_TEST, outdir / name, f"Per-run throughput, {info['size_class']}", caption))
+    return figures
+
+
+def um_steady(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
+    """Steady-state and first-run throughput per case against the link and the copy engine.
+
+    A linear axis up to a little past the link's speed of light, where the
+    differences between the link-bound cases show; cases whose data ends up
+    in GPU memory run off the axis and say so with their value.
+    """
+    data = _um_cases(frame[frame["test"] == UM_TEST])
+    figures = []
+    for key, group in data.groupby(_group_keys() + ["size_class"], dropna=False):
+        cases = group[group["perf_var"].isin(["steady_bw", "first_run_bw"])]
+        if cases.empty:
+            continue
+        table = cases.pivot_table(
+            index=["op", "allocator", "advice", "touch_on_host"], columns="perf_var", values="value", aggfunc="median"
+        )
+        ops = [op for op in ("read", "write") if op in table.index.get_level_values("op")]
+        link = _link_sol(group)
+        link_gib = link.bytes_per_s / GiB if link else None
+        engines = {op: _copy_engine(group, op) for op in ops}
+        bound = [v for v in (link_gib, *engines.values()) if v]
+        if bound:
+            limit = 1.3 * max(bound)
+        else:
+            steady_values = table.get("steady_bw", pd.Series(dtype=float)).dropna()
+            limit = 1.1 * steady_values.median() if not steady_values.empty else 1.0
+        rows = max(len(table.xs(op, level="op")) for op in ops)
+        fig, axes = plt.subplots(1, len(ops), figsize=(7.4 * len(ops), 0.42 * rows + 2.8), squeeze=False)
+        for ax, op in zip(axes[0], ops):
+            part = table.xs(op, level="op")
+            order = sorted(
+                part.index,
+                key=lambda k: (
+                    _ALLOCATORS.index(k[0]) if k[0] in _ALLOCATORS else 9,
+                    _ADVICE.index(k[1]) if k[1] in _ADVICE else 9,
+                    k[2],
+                ),
+            )[::-1]
+            part = part.loc[order]
+            labels = [
+                f"{a}{'' if adv == 'none' else '+' + adv}, {t.replace('notouch', 'no touch')}" for a, adv, t in order
+            ]
+            y = list(range(len(part)))
+            colors = [_ADVICE_COLORS.get(adv, "#7f7f7f") for _, adv, _ in order]
+            steady = part["steady_bw"] if "steady_bw" in part else pd.Series(math.nan, index=part.index)
+            ax.barh(y, steady.clip(upper=limit), color=colors, alpha=0.8)
+            if "first_run_bw" in part:
+                ax.plot(part["first_run_bw"].clip(upper=limit), y, "kx", ms=7)
+            engine = engines[op]
+            firsts = part["first_run_bw"] if "first_run_bw" in part else steady
+            for yi, value, first in zip(y, steady, firsts):
+                if value != value:
+                    continue
+                if value > limit:
+                    ax.text(limit * 0.98, yi, f"{value:.0f} GiB/s: data in GPU memory \u2192", va="center",
+                            ha="right", fontsize=7, color="white", fontweight="bold")  # fmt: skip
+                    continue
+                shares = [f"{value / b:.0%} of {n}" for b, n in ((link_gib, "link"), (engine, "CE")) if b]
+                inside = value > 0.45 * limit  # short bars: the text goes past the bar and its first-run mark
+                at = limit * 0.04 if inside else max(value, min(first, limit) if first == first else 0) + limit * 0.02
+                ax.text(at, yi, f"{value:.3g} GiB/s" + (f" ({', '.join(shares)})" if shares else ""),
+                        va="center", fontsize=7, color="black")  # fmt: skip
+            if link_gib:
+                ax.axvline(link_gib, color="black", linestyle="--", linewidth=1)
+            if engine:
+                ax.axvline(engine, color="#555555", linestyle=":", linewidth=1.5)
+            ax.set_yticks(y, labels, fontsize=8)
+            ax.set_xlim(0, limit)
+            ax.set_ylim(-0.6, len(y) - 0.4)
+            ax.set_xlabel("throughput (GiB/s)")
+            ax.set_title(f"{op}: the kernel {'reads' if op == 'read' else 'writes'} the buffer", fontsize=10)
+            ax.grid(True, axis="x", alpha=0.3)
+        handles = [
+            Line2D([], [], color="#1f77b4", linewidth=8, alpha=0.8, label="steady state (median of runs 2..N)"),
+            Line2D([], [], color="black", marker="x", linestyle="", label="first run"),
+            Line2D([], [], color="#555555", linestyle=":", label="copy engine (CE), same run"),
+        ]
+        if link_gib:
+            handles.insert(
+                2, Line2D([], [], color="black", linestyle="--", label=f"host link speed of light {link_gib:.1f} GiB/s")
+            )
+        fig.legend(
+            handles=handles,
+            loc="upper center",
+            ncol=len(handles),
+            fontsize=8,
+            frameon=False,
+            bbox_to_anchor=(0.5, 0.95),
+        )
+        info = dict(zip(_group_keys() + ["size_class"], key))
+        fig.suptitle(
+            f"Unified Memory reprex: steady state against the host link, {info['size_class']} "
+            f"({info['system']}:{info['partition']}, {info['gpu_model']}, {info['host_link']})",
+            fontsize=11,
+        )
+        _footer(fig, group, f"speed of light: {link.source}" if link else "")
+        _layout(fig, 0.92)
+        name = f"um-steady-{_slug('-'.join(map(str, key)))}.png"
+        fig.savefig(outdir / name, dpi=DPI)
+        plt.close(fig)
+        caption = f"{coverage_text(group)}. " + (f"Speed of light from {link.source}." if link else "")
+        figures.append(Figure(UM_TEST, outdir / name, f"Steady state vs speed of light, {info['size_class']}", caption))
+    return figures
+
+
+# --- Host bandwidth per NUMA node --------------------------------------------
+
+HOST_TEST = "HostMemoryBandwidth"
+
+
+def host_numa(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
+    """Read and write bandwidth of each NUMA node, a group of bars per node and set of runs."""
+    data = frame[(frame["test"] == HOST_TEST) & frame["perf_var"].str.fullmatch(r"(read|write)_bw_node\d+")].copy()
+    if data.empty:
+        return []
+    parts = data["perf_var"].str.extract(r"(?P<op>read|write)_bw_node(?P<numa>\d+)")
+    data["op"], data["numa"] = parts["op"], parts["numa"].astype(int)
+    varying = _varying(data, SERIES_FIELDS) or ["system", "node"]
+    data["series"] = _series_labels(data, varying)
+    stats = data.groupby(["series", "numa", "op"], sort=False)["value"].agg(["median", "min", "max", "count"])
+    stats = stats.reset_index()
+    groups = stats[["series", "numa"]].drop_duplicates().reset_index(drop=True)
+    fig, ax = plt.subplots(figsize=(max(7.5, 1.6 * len(groups) + 2.5), 5.2))
+    width = 0.3
+    for k, (op, color) in enumerate((("read", "#1f77b4"), ("write", "#ff7f0e"))):
+        for g, group in groups.iterrows():
+            match = (stats["series"] == group["series"]) & (stats["numa"] == group["numa"]) & (stats["op"] == op)
+            row = stats[match]
+            if row.empty:
+                continue
+            row = row.iloc[0]
+            x = g + (k - 0.5) * width
+            err = [[row["median"] - row["min"]], [row["max"] - row["median"]]] if row["count"] > 1 else None
+            ax.bar(x, row["median"], width, color=color, yerr=err, capsize=3, label=op if g == 0 else None)
+            ax.text(x, row["median"], f"{row['median']:.1f}", ha="center", va="bottom", fontsize=8)
+    labels = [f"{group['series'].replace(', ', chr(10))}\nNUMA node {group['numa']}" for _, group in groups.iterrows()]
+    ax.set_xticks(range(len(groups)), labels, fontsize=8)
+    ax.set_ylabel("bandwidth (GiB/s)")
+    ax.set_xlim(-0.8, len(groups) - 0.2)
+    ax.set_title(
+        "Host memory bandwidth per NUMA node\nthreads bound to the node, memory on it; median of the program's runs",
+        fontsize=10,
+    )
+    ax.legend(title="operation", fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.set_ylim(0, stats["max"].max() * 1.2)
+    _footer(fig, data, "error bars: min to max over repeated executions" if stats["count"].max() > 1 else "")
+    _layout(fig, 1.0)
+    name = "host-bandwidth-numa.png"
+    fig.savefig(outdir / name, dpi=DPI)
+    plt.close(fig)
+    return [Figure(HOST_TEST, outdir / name, "Host memory bandwidth per NUMA node", coverage_text(data) + ".")]
+
+
+# --- Any other check ---------------------------------------------------------
+
+
+def generic(frame: pd.DataFrame, outdir: Path, test: str, per_figure: int = 8) -> list[Figure]:
+    """One horizontal bar chart per performance variable: median per case, min-max whiskers."""
+    data = frame[(frame["test"] == test) & frame["value"].notna()].copy()
+    if data.empty:
+        return []
+    data["case"] = data["params"].fillna("").str.replace(" ", "\n").replace("", "(no parameters)")
+    varying = _varying(data, SERIES_FIELDS)
+    data["series"] = _series_labels(data, varying)
+    variables = list(dict.fromkeys(data["perf_var"]))
+    series = list(dict.fromkeys(data["series"]))
+    cases = list(dict.fromkeys(data["case"]))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    figures = []
+    for start in range(0, len(variables), per_figure):
+        chunk = variables[start : start + per_figure]
+        ncols = min(4, len(chunk))
+        nrows = math.ceil(len(chunk) / ncols)
+        lines_per_case = max(1, max(c.count("\n") + 1 for c in cases))
+        height = max(2.6, (0.22 * len(series) + 0.12 * lines_per_case) * len(cases) + 1.2)
+        fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols + 1.5, height * nrows + 1.2), squeeze=False)
+        for ax, var in zip(axes.flat, chunk):
+            rows = data[data["perf_var"] == var]
+            unit = ", ".join(_unique(rows, "unit")) or "no unit"
+            bar = 0.8 / len(series)
+            for s, name in enumerate(series):
+                part = rows[rows["series"] == name].groupby("case")["value"].agg(["median", "min", "max", "count"])
+                part = part.reindex(cases)
+                y = [i + (s - (len(series) - 1) / 2) * bar for i in range(len(cases))]
+                err = [part["median"] - part["min"], part["max"] - part["median"]]
+                ax.barh(y, part["median"], bar, xerr=err, capsize=2, color=colors[s % len(colors)], label=name)
+            refs = rows[(rows["ref"].fillna(0) != 0)]
+            for _, ref in refs.drop_duplicates(["case", "ref"]).iterrows():
+                ax.plot(ref["ref"], cases.index(ref["case"]), "k|", ms=14)
+            if "fraction" in unit:
+                ax.axvline(1.0, color="black", linestyle="--", linewidth=1)
+            positive = rows.loc[rows["value"] > 0, "value"]
+            log = not positive.empty and positive.max() / positive.min() > 100
+            if log:
+                ax.set_xscale("log")
+            ax.set_yticks(range(len(cases)), cases, fontsize=7)
+            ax.invert_yaxis()
+            ax.set_title(var, fontsize=9)
+            ax.set_xlabel(unit + (" (log scale)" if log else ""), fontsize=8)
+            ax.grid(True, axis="x", alpha=0.3)
+        for ax in list(axes.flat)[len(chunk) :]:
+            ax.set_visible(False)
+        if len(series) > 1:
+            handles, labels = axes[0][0].get_legend_handles_labels()
+            fig.legend(handles, labels, loc="upper center", ncol=min(3, len(series)), fontsize=8, frameon=False,
+                       bbox_to_anchor=(0.5, 1 - 0.45 / fig.get_figheight()))  # fmt: skip
+        page = (
+            f" ({start // per_figure + 1}/{math.ceil(len(variables) / per_figure)})"
+            if len(variables) > per_figure
+            else ""
+        )
+        fig.suptitle(f"{test}: every performance variable, median per case{page}", fontsize=11)
+        _footer(fig, data, "whiskers: min to max over repeated executions; '|': reference where the check sets one")
+        _layout(fig, 1 - (0.4 + 0.2 * math.ceil(len(series) / 3) * (len(series) > 1)) / fig.get_figheight())
+        name = f"generic-{_slug(test)}-{start // per_figure + 1}.png"
+        fig.savefig(outdir / name, dpi=DPI)
+        plt.close(fig)
+        figures.append(
+            Figure(test, outdir / name, f"{test}: every performance variable{page}", coverage_text(data) + ".")
+        )
+    return figures
+
+
+#: Checks with figures of their own; the others get the generic one.
+SPECIAL = {UM_TEST: [um_per_run, um_steady], HOST_TEST: [host_numa]}
+
+
+def render_all(frame: pd.DataFrame, outdir: Path, generic_for_all: bool = False) -> list[Figure]:
+    outdir.mkdir(parents=True, exist_ok=True)
+    figures = []
+    for test in sorted(frame["test"].dropna().unique()):
+        special = SPECIAL.get(test, [])
+        for render in special:
+            figures += render(frame, outdir)
+        if not special or generic_for_all:
+            figures += generic(frame, outdir, test)
+    return figures

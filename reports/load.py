@@ -1,0 +1,348 @@
+"""Perflogs (and ReFrame's JSON run reports) into one tidy table.
+
+A perflog of this suite is a '|'-separated table with a header line and one
+line per performance variable (systems/rfm.py). Files are read by their
+header, so every format the suite has written loads: the first one, with a
+fixed list of node fields, and the current one, whose fields are every
+loggable attribute of the check (``%(check_#ALL)s``). ReFrame renames a
+perflog whose header changed to ``NAME.log.h0``, ``.h1``...; those are read
+too.
+
+Lines that do not fit their header (a wrong number of fields, a value that is
+not a number, a last line cut short) are skipped, counted per file and
+reported with file and line number; they never stop the load or hide the
+rest of the file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+#: Perflog header fields -> columns of the tidy table.
+RENAME = {
+    "job_completion_time": "time",
+    "reframe version": "reframe_version",
+    "version": "reframe_version",
+    "job_nodelist": "node",
+    "perf_var": "perf_var",
+    "perf_value": "value",
+    "perf_unit": "unit",
+    "perf_ref": "ref",
+    "perf_lower_thres": "lower_thres",
+    "perf_upper_thres": "upper_thres",
+}
+
+#: Columns every table has, in this order; parameters and check variables follow.
+CORE = [
+    "time",
+    "system",
+    "partition",
+    "environ",
+    "node",
+    "gpu_model",
+    "driver_version",
+    "cuda_version",
+    "cuda_runtime_version",
+    "host_link",
+    "test",
+    "params",
+    "display_name",
+    "perf_var",
+    "value",
+    "unit",
+    "ref",
+    "lower_thres",
+    "upper_thres",
+    "result",
+    "reframe_version",
+    "jobid",
+    "source",
+    "line",
+]
+
+#: Fields of the perflog that the tidy table does not keep as such.
+_DROPPED = {"name"}
+
+#: Perflog fields that are the tidy table's own columns; a check's variable or
+#: parameter of the same name as a column ('time', 'node'...) becomes param_NAME.
+_NATIVE = (
+    set(RENAME)
+    | _DROPPED
+    | {
+        "system",
+        "partition",
+        "environ",
+        "gpu_model",
+        "driver_version",
+        "cuda_version",
+        "cuda_runtime_version",
+        "host_link",
+        "display_name",
+        "result",
+        "jobid",
+    }
+)
+
+
+def _column(field: str) -> str:
+    column = RENAME.get(field, field)
+    return f"param_{field}" if column in CORE and field not in _NATIVE else column
+
+
+#: Placeholder of fields a record did not have (ReFrame writes None as 'null').
+_MISSING = {"", "null", "None", "<undefined>"}
+
+_PARAM = re.compile(r"%(?P<name>[\w.]+)=(?P<value>\S+)")
+
+
+@dataclass
+class Issue:
+    """A line (or file) the loader could not use."""
+
+    path: str
+    line: int  # 0: the file as a whole
+    kind: str  # 'malformed', 'truncated', 'unreadable'
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.kind}: {self.message}"
+
+
+@dataclass
+class Loaded:
+    """The tidy table and what the loader had to leave out."""
+
+    frame: pd.DataFrame
+    issues: list[Issue] = field(default_factory=list)
+    files: dict[str, int] = field(default_factory=dict)  # rows kept per file
+
+    def issue_counts(self) -> pd.DataFrame:
+        """Skipped lines per file and kind."""
+        rows = [(i.path, i.kind) for i in self.issues]
+        table = pd.DataFrame(rows, columns=["file", "kind"])
+        return table.value_counts().rename("lines").reset_index()
+
+
+def split_display_name(display_name: str) -> tuple[str, dict[str, str]]:
+    """'Check %a=1 %b=x ~fixture' -> ('Check', {'a': '1', 'b': 'x'})."""
+    text = display_name or ""
+    test = text.split(" ", 1)[0]
+    return test, {m["name"]: m["value"] for m in _PARAM.finditer(text)}
+
+
+def _is_header(fields: list[str]) -> bool:
+    return "perf_var" in fields and "perf_value" in fields
+
+
+def _perflog_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    found = [
+        p
+        for p in path.rglob("*")
+        if p.is_file() and (p.suffix in (".log", ".json") or re.search(r"\.log\.h\d+$", p.name))
+    ]
+    return sorted(found)
+
+
+def _number(text: str) -> float | None:
+    if text in _MISSING:
+        return None
+    return float(text)
+
+
+def _read_perflog(path: Path, issues: list[Issue]) -> list[dict]:
+    raw = path.read_bytes().decode("utf-8", errors="replace")
+    lines = raw.split("\n")
+    ends_with_newline = raw.endswith("\n")
+    if ends_with_newline:
+        lines = lines[:-1]
+    header: list[str] | None = None
+    records = []
+    for number, line in enumerate(lines, start=1):
+        last_cut = number == len(lines) and not ends_with_newline
+        kind = "truncated" if last_cut else "malformed"
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        if _is_header(fields):
+            header = fields
+            continue
+        if header is None:
+            issues.append(Issue(str(path), number, "unreadable", "no header line before this record; file skipped"))
+            return records
+        if len(fields) != len(header):
+            issues.append(Issue(str(path), number, kind, f"{len(fields)} fields where the header has {len(header)}"))
+            continue
+        record = dict(zip(header, fields))
+        try:
+            record["perf_value"] = _number(record["perf_value"])
+            for key in ("perf_ref", "perf_lower_thres", "perf_upper_thres"):
+                if key in record:
+                    record[key] = _number(record[key])
+        except ValueError as err:
+            issues.append(Issue(str(path), number, kind, f"not a number: {err}"))
+            continue
+        if last_cut:
+            issues.append(
+                Issue(str(path), number, "truncated", "last line has no newline; its fields are complete, kept")
+            )
+        record["__line"] = number
+        records.append(record)
+    if header is None and lines:
+        issues.append(Issue(str(path), 0, "unreadable", "no perflog header line (perf_var|perf_value...)"))
+    return records
+
+
+def _read_run_report(path: Path, issues: list[Issue]) -> list[dict]:
+    """Performance values of a ReFrame JSON run report (--report-file)."""
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        issues.append(Issue(str(path), 0, "unreadable", f"not a JSON run report: {err}"))
+        return []
+    if not isinstance(report, dict) or "runs" not in report:
+        return []  # some other JSON file: not ours to judge
+    version = report.get("session_info", {}).get("version", "")
+    records = []
+    for run in report["runs"]:
+        for case in run.get("testcases", []):
+            base = {
+                "job_completion_time": case.get("job_completion_time") or "",
+                "reframe version": f"reframe {version}".strip(),
+                "result": case.get("result", ""),
+            }
+            for key, value in case.items():
+                if isinstance(value, (str, int, float)) and key not in base:
+                    base[key] = str(value)
+            nodes = case.get("job_nodelist") or []
+            base["job_nodelist"] = ",".join(nodes) if isinstance(nodes, list) else str(nodes)
+            for key, values in (case.get("perfvalues") or {}).items():
+                value, ref, lower, upper, unit, *_ = values
+                records.append(
+                    {
+                        **base,
+                        "perf_var": key.split(":")[-1],
+                        "perf_value": value,
+                        "perf_ref": ref,
+                        "perf_lower_thres": lower,
+                        "perf_upper_thres": upper,
+                        "perf_unit": unit,
+                        "__line": 0,
+                    }
+                )
+    return records
+
+
+#: Keys of a JSON run report's test case that are ReFrame's, not the check's.
+_REPORT_KEEP = {
+    "job_completion_time",
+    "reframe version",
+    "result",
+    "name",
+    "display_name",
+    "system",
+    "partition",
+    "environ",
+    "job_nodelist",
+    "jobid",
+    "gpu_model",
+    "driver_version",
+    "cuda_version",
+    "cuda_runtime_version",
+    "host_link",
+    "perf_var",
+    "perf_value",
+    "perf_ref",
+    "perf_lower_thres",
+    "perf_upper_thres",
+    "perf_unit",
+    "__line",
+}
+
+
+def _tidy(records: list[dict], source: str, from_report: bool) -> pd.DataFrame:
+    rows = []
+    for record in records:
+        if from_report:
+            record = {k: v for k, v in record.items() if k in _REPORT_KEEP}
+        line = record.pop("__line")
+        row = {_column(k): (None if isinstance(v, str) and v in _MISSING else v) for k, v in record.items()}
+        row["line"] = line
+        row["source"] = source
+        display = row.get("display_name") or row.get("name") or ""
+        row["display_name"] = display
+        test, params = split_display_name(display)
+        row["test"] = test
+        row["params"] = " ".join(f"{k}={v}" for k, v in params.items())
+        for key in _DROPPED:
+            row.pop(key, None)
+        for key, value in params.items():
+            column = key if key not in CORE else f"param_{key}"
+            row.setdefault(column, value)
+        if isinstance(row.get("reframe_version"), str):
+            row["reframe_version"] = row["reframe_version"].removeprefix("reframe ").strip()
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def load(paths, warn=sys.stderr) -> Loaded:
+    """Every perflog (and JSON run report) under `paths`, as one table.
+
+    One row per performance value. Records without one (a build's line) are
+    left out. Each skipped line is reported on `warn` (None: silent) and kept
+    in the result's ``issues``.
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    issues: list[Issue] = []
+    frames, files = [], {}
+    for top in map(Path, paths):
+        if not top.exists():
+            issues.append(Issue(str(top), 0, "unreadable", "no such file or directory"))
+            continue
+        for path in _perflog_files(top):
+            is_report = path.suffix == ".json"
+            records = _read_run_report(path, issues) if is_report else _read_perflog(path, issues)
+            frame = _tidy(records, str(path), is_report)
+            if not frame.empty:
+                frame = frame[frame["perf_var"].notna()]
+            files[str(path)] = len(frame)
+            if not frame.empty:
+                frames.append(frame)
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CORE)
+    for column in CORE:
+        if column not in table:
+            table[column] = None
+    extra = sorted(c for c in table.columns if c not in CORE)
+    table = table[CORE + extra]
+    table["time"] = pd.to_datetime(table["time"], format="ISO8601", utc=True, errors="coerce")
+    for column in ("value", "ref", "lower_thres", "upper_thres"):
+        table[column] = pd.to_numeric(table[column], errors="coerce")
+    for column in ("driver_version", "cuda_version", "cuda_runtime_version", "node", "gpu_model", "host_link"):
+        table[column] = table[column].fillna("unknown").astype(str)
+    table["line"] = table["line"].astype(int)
+    loaded = Loaded(table, issues, files)
+    if warn is not None:
+        for issue in issues:
+            print(f"warning: {issue}", file=warn)
+    return loaded
+
+
+def param_names(frame: pd.DataFrame) -> list[str]:
+    """The parameters of the checks in `frame`, in the order of their display names."""
+    names: list[str] = []
+    for params in frame["params"].dropna().unique():
+        for item in params.split():
+            name = item.split("=", 1)[0]
+            column = name if name not in CORE else f"param_{name}"
+            if column not in names:
+                names.append(column)
+    return names

@@ -1,0 +1,283 @@
+"""reports/: loading perflogs (bad lines included), comparing runs, and the
+figures drawn from the perflogs committed under perflogs/."""
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from checks.suite.base import cuda_toolkit_version
+from reports import compare as cmp
+from reports.cli import main
+from reports.figures import render_all
+from reports.html import write_report
+from reports.load import load, split_display_name
+from systems.rfm import PERFLOG_FORMAT, perflog_ignore_keys
+
+REPO = Path(__file__).resolve().parent.parent
+PERFLOGS = REPO / "perflogs"
+
+# The first format: a fixed list of node fields.
+OLD_HEADER = (
+    "job_completion_time|reframe version|name|display_name|system|partition|environ|job_nodelist|gpu_model|"
+    "driver_version|cuda_version|host_link|result|perf_var|perf_value|perf_unit|perf_ref|perf_lower_thres|"
+    "perf_upper_thres"
+)
+# The current one: %(check_#ALL)s, sorted, parameters as fields.
+NEW_HEADER = (
+    "job_completion_time|reframe version|cuda_runtime_version|cuda_version|display_name|driver_version|environ|"
+    "gpu_model|host_link|job_nodelist|jobid|latency_size|name|partition|system|result|perf_var|perf_value|"
+    "perf_unit|perf_ref|perf_lower_thres|perf_upper_thres"
+)
+
+
+def old_line(time, var, value, driver="580.65.06", display="Fake %op=read %size=1G"):
+    return (
+        f"{time}|reframe 4.10.4|{display}|{display}|local|default|gnu|node1|NVIDIA H100|{driver}|13.0|"
+        f"pcie gen5 x16|pass|{var}|{value}|GiB/s|0|null|null"
+    )
+
+
+def new_line(time, var, value, size="8"):
+    display = f"Latency %latency_size={size}"
+    return (
+        f"{time}|reframe 4.10.4|12.8|13.0|{display}|580.65.06|gnu|NVIDIA H200|pcie gen5 x16|node2|42|{size}|"
+        f"{display}|default|local|pass|{var}|{value}|us|0|null|null"
+    )
+
+
+# --- loading -----------------------------------------------------------------
+
+
+def test_display_names_give_their_parameters():
+    assert split_display_name("UnifiedMemoryBandwidth %memory=managed+accessed-by %op=read") == (
+        "UnifiedMemoryBandwidth",
+        {"memory": "managed+accessed-by", "op": "read"},
+    )
+    assert split_display_name("SuiteBuild ~local:default+gnu") == ("SuiteBuild", {})
+
+
+def test_malformed_and_truncated_lines_are_reported_and_the_rest_kept(tmp_path):
+    lines = [
+        OLD_HEADER,
+        old_line("2026-11-22T16:43:19", "steady_bw", "47.5"),
+        "2026-11-22T16:43:20|reframe 4.10.4|Fake|only a few fields",  # line 3: malformed
+        old_line("2026-11-22T16:43:21", "steady_bw", "not-a-number"),  # line 4: malformed value
+        old_line("2026-11-22T16:43:22", "steady_bw", "48.0"),
+        old_line("2026-11-22T16:43:23", "steady_bw", "48.1")[:60],  # line 6: cut short, no newline
+    ]
+    log = tmp_path / "local" / "default" / "Fake.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("\n".join(lines))
+    warnings = io.StringIO()
+    loaded = load(tmp_path, warn=warnings)
+    assert list(loaded.frame["value"]) == [47.5, 48.0]
+    assert [(i.line, i.kind) for i in loaded.issues] == [(3, "malformed"), (4, "malformed"), (6, "truncated")]
+    text = warnings.getvalue()
+    assert f"{log}:3: malformed" in text and f"{log}:6: truncated" in text
+    assert loaded.files[str(log)] == 2
+    counts = loaded.issue_counts().set_index("kind")["lines"]
+    assert counts["malformed"] == 2 and counts["truncated"] == 1
+
+
+def test_a_file_without_header_is_reported_not_dropped_silently(tmp_path):
+    (tmp_path / "Fake.log").write_text(old_line("2026-11-22T16:43:19", "steady_bw", "1") + "\n")
+    loaded = load(tmp_path, warn=None)
+    assert loaded.frame.empty
+    assert [i.kind for i in loaded.issues] == ["unreadable"]
+
+
+def test_old_new_and_rotated_formats_load_into_one_table(tmp_path):
+    (tmp_path / "Fake.log.h0").write_text(OLD_HEADER + "\n" + old_line("2026-11-20T10:00:00", "steady_bw", "47") + "\n")
+    (tmp_path / "Latency.log").write_text(
+        NEW_HEADER + "\n" + new_line("2026-11-22T10:00:00+00:00", "h2d_latency", "2.5") + "\n"
+    )
+    loaded = load(tmp_path, warn=None)
+    frame = loaded.frame.set_index("test")
+    assert not loaded.issues
+    assert frame.loc["Fake", "cuda_runtime_version"] == "unknown"  # the old format had no such field
+    assert frame.loc["Fake", "op"] == "read" and frame.loc["Fake", "size"] == "1G"
+    assert frame.loc["Latency", "cuda_runtime_version"] == "12.8"
+    assert frame.loc["Latency", "latency_size"] == "8"
+    assert frame.loc["Latency", "node"] == "node2" and frame.loc["Latency", "unit"] == "us"
+    assert frame["time"].notna().all()
+
+
+def test_check_fields_named_like_table_columns_keep_apart(tmp_path):
+    header = NEW_HEADER.replace("|latency_size|", "|time|")
+    (tmp_path / "Latency.log").write_text(header + "\n" + new_line("2026-11-22T10:00:00", "h2d", "2.5", "30s") + "\n")
+    row = load(tmp_path, warn=None).frame.iloc[0]
+    assert row["param_time"] == "30s" and row["time"] == pd.Timestamp("2026-11-22T10:00:00", tz="UTC")
+
+
+def test_json_run_reports_load(tmp_path):
+    report = {
+        "session_info": {"version": "4.10.4"},
+        "runs": [
+            {
+                "testcases": [
+                    {
+                        "name": "Fake %op=write",
+                        "display_name": "Fake %op=write",
+                        "system": "local",
+                        "partition": "default",
+                        "environ": "gnu",
+                        "job_nodelist": ["node3"],
+                        "job_completion_time": "2026-11-22T10:00:00+00:00",
+                        "result": "pass",
+                        "gpu_model": "NVIDIA H100",
+                        "perfvalues": {"local:default:steady_bw": [48.2, 0, None, None, "GiB/s", "pass"]},
+                    }
+                ]
+            }
+        ],
+    }
+    (tmp_path / "run-report-1.json").write_text(json.dumps(report))
+    frame = load(tmp_path, warn=None).frame
+    row = frame.iloc[0]
+    assert (row["test"], row["op"], row["perf_var"], row["value"], row["node"]) == (
+        "Fake",
+        "write",
+        "steady_bw",
+        48.2,
+        "node3",
+    )
+
+
+def test_committed_perflogs_load_without_issues():
+    loaded = load(PERFLOGS, warn=None)
+    assert not loaded.issues
+    frame = loaded.frame
+    assert {"UnifiedMemoryBandwidth", "HostMemoryBandwidth"} <= set(frame["test"])
+    um = frame[frame["test"] == "UnifiedMemoryBandwidth"]
+    assert {"memory", "touch_on_host", "op", "size_class"} <= set(um.columns)
+    assert (um["gpu_model"] == "NVIDIA H100 80GB HBM3").all()
+
+
+# --- the perflog format --------------------------------------------------------
+
+
+def test_perflog_records_carry_every_check_attribute_but_reframes_own():
+    assert "%(check_#ALL)s" in PERFLOG_FORMAT
+    ignored = set(perflog_ignore_keys())
+    kept = {"check_display_name", "check_system", "check_partition", "check_environ", "check_job_nodelist"}
+    node_facts = {"check_gpu_model", "check_driver_version", "check_cuda_version", "check_cuda_runtime_version"}
+    assert not (kept | node_facts | {"check_host_link", "check_memory", "check_op"}) & ignored
+    assert {"check_executable_opts", "check_perfvalues", "check_env_vars", "check_stagedir"} <= ignored
+
+
+def test_cuda_runtime_version_comes_from_the_cmake_build(tmp_path):
+    assert cuda_toolkit_version(str(tmp_path)) == "unknown"
+    record = tmp_path / "build" / "CMakeFiles" / "3.28.3" / "CMakeCUDACompiler.cmake"
+    record.parent.mkdir(parents=True)
+    record.write_text(
+        'set(CMAKE_CUDA_COMPILER_VERSION "12.8.93")\nset(CMAKE_CUDA_COMPILER_TOOLKIT_VERSION "12.8.93")\n'
+    )
+    assert cuda_toolkit_version(str(tmp_path)) == "12.8"
+
+
+# --- comparison ----------------------------------------------------------------
+
+
+def synthetic(tmp_path, base_values, new_values, var="steady_bw"):
+    lines = [OLD_HEADER]
+    for day, (driver, values) in enumerate((("570.86.15", base_values), ("580.65.06", new_values)), start=1):
+        for i, value in enumerate(values):
+            lines.append(old_line(f"2026-11-{day:02d}T10:{i:02d}:00", var, f"{value:.4f}", driver=driver))
+    (tmp_path / "Fake.log").write_text("\n".join(lines) + "\n")
+    return load(tmp_path, warn=None).frame
+
+
+def test_a_known_shift_is_a_significant_regression(tmp_path):
+    rng = np.random.default_rng(7)
+    frame = synthetic(tmp_path, rng.normal(50, 0.5, 8), rng.normal(45, 0.5, 8))  # 10% less bandwidth
+    result = cmp.compare(frame, "driver_version", "570.x", "580", threshold=5).iloc[0]
+    assert result["verdict"] == "regression" and result["flagged"]
+    assert result["change_pct"] == pytest.approx(-10, abs=2)
+    assert result["p_value"] < 0.01
+    csv = tmp_path / "cmp.csv"
+    args = ["compare", str(tmp_path), "--by", "driver_version", "--base", "570", "--new", "580", "--csv", str(csv)]
+    assert main([*args, "--threshold", "5"]) == 1
+    assert main([*args, "--threshold", "20"]) == 0  # significant, but smaller than the threshold
+    assert pd.read_csv(csv)["verdict"].tolist() == ["regression"]
+
+
+def test_pure_noise_is_not_flagged(tmp_path):
+    rng = np.random.default_rng(11)
+    frame = synthetic(tmp_path, rng.normal(50, 0.5, 8), rng.normal(50, 0.5, 8))
+    result = cmp.compare(frame, "driver_version", "570", "580", threshold=1).iloc[0]
+    assert result["verdict"] == "no significant change" and not result["flagged"]
+    args = ["compare", str(tmp_path), "--by", "driver_version", "--base", "570", "--new", "580"]
+    assert main([*args, "--threshold", "1", "--csv", str(tmp_path / "c.csv")]) == 0
+
+
+def test_longer_times_are_the_regression_and_faster_is_not(tmp_path):
+    rng = np.random.default_rng(3)
+    frame = synthetic(tmp_path, rng.normal(2.0, 0.02, 6), rng.normal(2.4, 0.02, 6), var="copy_latency")
+    frame["unit"] = "us"
+    assert cmp.compare(frame, "driver_version", "570", "580").iloc[0]["verdict"] == "regression"
+    assert cmp.compare(frame, "driver_version", "580", "570").iloc[0]["verdict"] == "improvement"
+
+
+def test_too_few_runs_say_so(tmp_path):
+    frame = synthetic(tmp_path, [50.0, 50.1], [40.0, 40.2])
+    result = cmp.compare(frame, "driver_version", "570", "580", threshold=5).iloc[0]
+    assert result["verdict"] == "insufficient data" and not result["flagged"]
+    assert cmp.min_p_value(2, 2) > 0.05 > cmp.min_p_value(4, 4)
+
+
+def test_runs_chosen_by_date_range(tmp_path):
+    frame = synthetic(tmp_path, [50.0] * 4, [45.0] * 4)
+    assert len(cmp.select(frame, "time", "2026-11-01")) == 4
+    assert len(cmp.select(frame, "time", "2026-11-02..")) == 4
+    assert len(cmp.select(frame, "time", "..2026-11-02")) == 8
+    result = cmp.compare(frame, "time", "2026-11-01", "2026-11-02").iloc[0]
+    assert result["verdict"] == "regression"
+
+
+def test_pooled_runs_make_samples_of_one_execution(tmp_path):
+    lines = [OLD_HEADER]
+    for driver, level in (("570.1", 50), ("580.1", 40)):
+        for i in range(1, 6):
+            lines.append(old_line("2026-11-01T10:00:00", f"run{i}_bw", f"{level + i * 0.1}", driver=driver))
+    (tmp_path / "Fake.log").write_text("\n".join(lines) + "\n")
+    frame = cmp.pool(load(tmp_path, warn=None).frame, "run([2-9]|[1-9][0-9]+)_bw=steady_runs")
+    result = cmp.compare(frame, "driver_version", "570", "580").set_index("perf_var")
+    assert result.loc["steady_runs", "n_base"] == 4
+    assert result.loc["steady_runs", "verdict"] == "regression"
+    assert result.loc["run3_bw", "verdict"] == "insufficient data"
+
+
+# --- figures -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def committed():
+    return load(PERFLOGS, warn=None)
+
+
+def test_every_figure_renders_from_the_committed_perflogs(committed, tmp_path):
+    figures = render_all(committed.frame, tmp_path, generic_for_all=True)
+    kinds = {f.path.name.split("-")[0] + "-" + f.path.name.split("-")[1] for f in figures}
+    assert {"um-per", "um-steady", "host-bandwidth", "generic-unifiedmemorybandwidth"} <= kinds
+    assert "generic-hostmemorybandwidth" in kinds
+    for figure in figures:
+        assert figure.path.stat().st_size > 10_000
+        assert "NVIDIA H100 80GB HBM3" in figure.caption and "580.159.04" in figure.caption
+
+
+def test_the_report_page_names_what_it_covers(committed, tmp_path):
+    page = write_report(committed, tmp_path, "test report")
+    text = page.read_text()
+    for png in tmp_path.glob("*.png"):
+        assert f'src="{png.name}"' in text
+    assert "CUDA runtime" in text and "580.159.04" in text and "pcie gen5 x16" in text
+    assert "steady_bw (GiB/s)" in text
+
+
+def test_html_command_writes_the_report(tmp_path):
+    assert main(["html", str(PERFLOGS / "local" / "default" / "HostMemoryBandwidth.log"), "-o", str(tmp_path)]) == 0
+    assert (tmp_path / "index.html").exists() and (tmp_path / "host-bandwidth-numa.png").exists()
