@@ -1,0 +1,337 @@
+"""The DAXPY inner/outer-loop study (Gayatri, Gott, Deslippe, PMBS 2019) as a check.
+
+y(i,j) += a*x(i,j) over 100 rows of M doubles, one warp per row; `inner`
+consecutive kernels between host round trips of y, `outer` round trips, each
+ending in a TouchOnCPU. One case per allocator (system through ATS or HMM,
+managed, explicit cudaMalloc + cudaMemcpy), prefetch (cudaMemPrefetchAsync of
+y both ways, as in the paper's listing 7) and data size (bytes per thread
+block); each case runs every point of the paper's figures in one process:
+
+- inner = 1..16 at outer = 4 (figures 3, 4 and 8, and the crossover below);
+- outer = 1, 2, 4, 8, 16 at inner = 4 (figures 1, 5, 6, 7) and 7 (figure 2).
+
+Every point lands in the perflog as performance variables named
+``<metric>_i<inner>_o<outer>`` (e.g. ``kernel_us_i4_o8``); the case's
+parameters, the data size among them, are in the test's display name. ReFrame
+has no multi-dimensional performance variable, and inner and outer as test
+parameters would make the 24 points of a case 24 jobs, each paying the
+build's and the launcher's costs; names that encode the point keep one job per
+case and stay parseable (:func:`parse_perf_var`, :func:`points_from_perflog`).
+
+Beyond the paper: :func:`crossover` gives, per data size, the smallest inner
+count from which managed memory (with or without prefetch) stays faster than
+system memory, the paper's "6-to-8" on Summit, and the same against explicit
+copies. It needs several cases, which are separate jobs, so it is computed
+from the perflog, not as a performance variable::
+
+    python -m checks.daxpy perflogs/<system>/<partition>/DaxpyStudy.log
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import NamedTuple
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
+
+from checks.suite.base import GpuCheck
+from checks.suite.references import references_for
+
+#: Rows N: thread blocks per kernel. The paper's text does not give it; the
+#: authors' published driver script runs ``axpy.ex 100 M`` (see the report).
+ROWS = 100
+
+#: Data sizes per thread block (M * 8 bytes): the authors' script's M = 100,
+#: 1000, 10^4, 10^5 (four sizes, as figure 3's panels a to d). The next one,
+#: 8 MB, takes over a minute a case.
+DATA_SIZES = [800, 8000, 80000, 800000]
+
+#: The figures' axes and fixed values.
+INNER_AXIS = list(range(1, 17))
+OUTER_AXIS = [1, 2, 4, 8, 16]
+FIXED_OUTER = 4
+FIXED_INNERS = [4, 7]
+
+#: What one output line reports, all in microseconds.
+METRICS = [
+    "kernel_us",  # sum over outer of [prefetch or copy to the GPU] + inner kernels (figures 1-5)
+    "per_kernel_us",  # kernel_us / (inner * outer)
+    "gpu_kernel_us",  # the kernels alone, CUDA events, summed
+    "touch_us",  # sum over outer of [prefetch or copy back] + TouchOnCPU (figure 6)
+    "alloc_us",
+    "init_us",
+    "warmup_us",
+    "total_us",  # allocation, initialisation, warm-up and experiment (figures 7 and 8)
+]
+
+#: The metrics each point puts in the perflog.
+LOGGED_METRICS = ["kernel_us", "per_kernel_us", "gpu_kernel_us", "touch_us", "total_us"]
+
+#: The paper's one number for a crossover: managed memory overtakes ATS after
+#: 6 to 8 consecutive kernels at outer = 4 without prefetch (figures 3b-3d,
+#: Summit). Its figures' timings are not in its text, so none is a reference.
+PAPER_CROSSOVER = {"system": "summit", "candidate": "managed", "baseline": "system", "inner": (6, 8)}
+
+#: The comparisons a report shows: (candidate, baseline).
+COMPARISONS = [
+    ("managed", "system"),
+    ("managed+prefetch", "system+prefetch"),
+    ("managed", "explicit"),
+    ("managed+prefetch", "explicit"),
+]
+
+_POINT = r"^DAXPY (.*)$"
+_POINT_PAIR = r"^DAXPY .* inner=(\d+) outer=(\d+) "
+_FIELD = re.compile(r"(\w+)=(\S+)")
+_PERF_VAR = re.compile(r"^(?P<metric>[a-z_]+)_i(?P<inner>\d+)_o(?P<outer>\d+)$")
+
+
+class Point(NamedTuple):
+    """One (inner, outer) point of one case; values in microseconds by metric."""
+
+    alloc: str
+    prefetch: str
+    size: int
+    inner: int
+    outer: int
+    values: dict
+
+    @property
+    def case(self) -> str:
+        return case_label(self.alloc, self.prefetch)
+
+
+def case_label(alloc: str, prefetch: str) -> str:
+    """'managed', 'managed+prefetch', ..."""
+    return f"{alloc}+prefetch" if prefetch == "on" else alloc
+
+
+def figure_points(
+    inner_axis=INNER_AXIS, outer_axis=OUTER_AXIS, fixed_outer=FIXED_OUTER, fixed_inners=FIXED_INNERS
+) -> list:
+    """The (inner, outer) pairs the figures need, sorted, each once."""
+    points = {(inner, fixed_outer) for inner in inner_axis}
+    points |= {(inner, outer) for inner in fixed_inners for outer in outer_axis}
+    return sorted(points)
+
+
+def parse_points(text: str) -> list:
+    """Every 'DAXPY' line of the program's output, as Points."""
+    points = []
+    for line in re.findall(_POINT, text, re.MULTILINE):
+        fields = dict(_FIELD.findall(line))
+        missing = {"alloc", "prefetch", "size", "inner", "outer", *METRICS} - fields.keys()
+        if missing:
+            raise ValueError(f"DAXPY line without {', '.join(sorted(missing))}: {line!r}")
+        points.append(
+            Point(
+                alloc=fields["alloc"],
+                prefetch=fields["prefetch"],
+                size=int(fields["size"]),
+                inner=int(fields["inner"]),
+                outer=int(fields["outer"]),
+                values={m: float(fields[m]) for m in METRICS},
+            )
+        )
+    return points
+
+
+def perf_var_name(metric: str, inner: int, outer: int) -> str:
+    return f"{metric}_i{inner}_o{outer}"
+
+
+def parse_perf_var(name: str):
+    """'kernel_us_i4_o8' -> ('kernel_us', 4, 8); None for other names."""
+    match = _PERF_VAR.match(name)
+    return (match["metric"], int(match["inner"]), int(match["outer"])) if match else None
+
+
+def points_from_perflog(text: str) -> dict:
+    """The DaxpyStudy points of a perflog, by (system, gpu_model).
+
+    Later lines replace earlier ones (a perflog is appended to), so each point
+    holds its latest values.
+    """
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return {}
+    header = lines[0].split("|")
+    col = {name: i for i, name in enumerate(header)}
+    merged = {}
+    for line in lines[1:]:
+        row = line.split("|")
+        if len(row) != len(header) or not row[col["name"]].startswith("DaxpyStudy"):
+            continue
+        parsed = parse_perf_var(row[col["perf_var"]])
+        if not parsed:
+            continue
+        metric, inner, outer = parsed
+        params = dict(re.findall(r"%(\w+)=(\S+)", row[col["display_name"]]))
+        key = (
+            (row[col["system"]], row[col["gpu_model"]]),
+            (params["allocator"], params["prefetch"], int(params["data_size"]), inner, outer),
+        )
+        merged.setdefault(key, {})[metric] = float(row[col["perf_value"]])
+    result = {}
+    for (where, point), values in merged.items():
+        result.setdefault(where, []).append(Point(*point, values=values))
+    return result
+
+
+def _case(label: str) -> tuple:
+    alloc, _, rest = label.partition("+")
+    return alloc, "on" if rest == "prefetch" else "off"
+
+
+def _value(point: Point, metric) -> float:
+    names = (metric,) if isinstance(metric, str) else tuple(metric)
+    return sum(point.values[m] for m in names)
+
+
+def crossover(points, candidate: str, baseline: str, outer: int = FIXED_OUTER, metric="kernel_us") -> dict:
+    """Per data size, the smallest inner count from which `candidate` stays
+    faster than `baseline` at every larger inner measured, at this `outer`.
+
+    None where the candidate is not faster at the largest inner measured (no
+    crossover); the smallest inner measured where it is faster throughout.
+    A win followed by a loss does not count: the crossover is where the
+    candidate overtakes for good. `metric` is a metric name or a tuple of
+    them, summed (e.g. ("kernel_us", "touch_us")). Sizes that either case
+    lacks are left out.
+    """
+    series = {}
+    for label in (candidate, baseline):
+        alloc, prefetch = _case(label)
+        series[label] = {
+            (p.size, p.inner): _value(p, metric)
+            for p in points
+            if p.alloc == alloc and p.prefetch == prefetch and p.outer == outer
+        }
+    result = {}
+    for size in sorted({s for s, _ in series[candidate]} & {s for s, _ in series[baseline]}):
+        inners = sorted(i for s, i in series[candidate] if s == size and (size, i) in series[baseline])
+        found = None
+        for inner in reversed(inners):
+            if series[candidate][(size, inner)] < series[baseline][(size, inner)]:
+                found = inner
+            else:
+                break
+        result[size] = found
+    return result
+
+
+def crossovers(points, outer: int = FIXED_OUTER, metric="kernel_us") -> dict:
+    """:func:`crossover` for every comparison of COMPARISONS: {'managed vs system': {size: inner}}."""
+    return {f"{c} vs {b}": crossover(points, c, b, outer, metric) for c, b in COMPARISONS}
+
+
+@sn.deferrable
+def _pairs(found) -> list:
+    return sorted(tuple(f) for f in found)
+
+
+@sn.deferrable
+def _point_value(lines, inner, outer, metric):
+    for point in parse_points("\n".join(f"DAXPY {line}" for line in lines)):
+        if (point.inner, point.outer) == (inner, outer):
+            return point.values[metric]
+    raise sn.SanityError(f"no DAXPY line for inner={inner} outer={outer}")
+
+
+@rfm.simple_test
+class DaxpyStudy(GpuCheck):
+    descr = "DAXPY inner/outer-loop study: system (ATS/HMM), managed and explicit memory, with and without prefetch"
+    program = "daxpy"
+    tags = {"daxpy", "um", "paper"}
+    time_limit = "10m"
+
+    allocator = parameter(["system", "managed", "explicit"])
+    prefetch = parameter(["off", "on"])
+    #: Bytes each thread block touches: M * sizeof(double).
+    data_size = parameter(DATA_SIZES)
+
+    rows = variable(int, value=ROWS)
+    inner_axis = variable(typ.List[int], value=INNER_AXIS)
+    outer_axis = variable(typ.List[int], value=OUTER_AXIS)
+    fixed_outer = variable(int, value=FIXED_OUTER)
+    fixed_inners = variable(typ.List[int], value=FIXED_INNERS)
+
+    @run_after("init")
+    def drop_meaningless_cases(self):
+        self.skip_if(
+            self.allocator == "explicit" and self.prefetch == "on",
+            "prefetching is for system and managed memory; explicit copies move y themselves",
+        )
+
+    @run_after("setup")
+    def skip_without_system_allocator(self):
+        if self.allocator != "system":
+            return
+        feats = self.current_partition.features
+        self.skip_if(
+            "ats" not in feats and "hmm" not in feats,
+            f"system memory needs ATS or HMM; {self.current_partition.fullname} has neither "
+            f"(addressing: {self.node.get('addressing', 'unknown')})",
+        )
+
+    def points(self) -> list:
+        return figure_points(self.inner_axis, self.outer_axis, self.fixed_outer, self.fixed_inners)
+
+    @run_before("run")
+    def set_options(self):
+        numa = self.node["gpus"].get("numa_affinity", [self.node["numa_nodes"][0]])[0]
+        self.executable_opts = [
+            "--alloc", self.allocator,
+            "--prefetch", self.prefetch,
+            "--size", str(self.data_size),
+            "--rows", str(self.rows),
+            "--pairs", ",".join(f"{i}x{o}" for i, o in self.points()),
+            "--numa-node", str(numa),
+        ]  # fmt: skip
+
+    @sanity_function
+    def every_point_verified(self):
+        expected = len(self.points())
+        found = sn.extractall(_POINT_PAIR, self.stdout, [1, 2], int)
+        return sn.all([
+            sn.assert_not_found(r"^error:", self.stderr),
+            sn.assert_eq(sn.count(found), expected),
+            sn.assert_eq(_pairs(found), self.points()),
+            sn.assert_found(rf"^Verified: {expected} points", self.stdout),
+        ])  # fmt: skip
+
+    @run_before("performance")
+    def set_perf_variables(self):
+        lines = sn.extractall(_POINT, self.stdout, 1)
+        self.perf_variables = {
+            perf_var_name(metric, inner, outer): sn.make_performance_function(
+                _point_value(lines, inner, outer, metric), "us"
+            )
+            for inner, outer in self.points()
+            for metric in LOGGED_METRICS
+        }
+        self.reference = references_for(self)
+
+
+def main(argv: list) -> int:
+    """Prints each comparison's crossover per data size from perflogs."""
+    if not argv:
+        print("usage: python -m checks.daxpy PERFLOG...", file=sys.stderr)
+        return 2
+    for path in argv:
+        with open(path) as stream:
+            by_machine = points_from_perflog(stream.read())
+        for (system, gpu), points in sorted(by_machine.items()):
+            print(f"{system} ({gpu}), outer={FIXED_OUTER}, kernel time:")
+            for label, by_size in crossovers(points).items():
+                cells = ", ".join(f"{size} B: {'none' if i is None else i}" for size, i in by_size.items())
+                print(f"  {label}: {cells or 'not measured'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

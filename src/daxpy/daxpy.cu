@@ -1,0 +1,400 @@
+// The DAXPY benchmark of Gayatri, Gott and Deslippe, "Comparing Managed Memory
+// and ATS with and without Prefetching on NVIDIA Volta GPUs" (PMBS 2019), with
+// its compile-time switches turned into runtime options.
+//
+// y(i,j) += a * x(i,j) over N rows and M columns of doubles, launched as N
+// thread blocks of one warp each (listing 2); "data size" is what one thread
+// block touches, M * sizeof(double). Each point of the sweep is the paper's
+// whole experiment (listings 3 to 7): allocate x and y, initialise them, two
+// warm-up kernels and a TouchOnCPU(y), then `outer` times: [prefetch y to the
+// GPU], `inner` consecutive kernels, [prefetch y back to the CPU], TouchOnCPU(y).
+//
+// Allocators: system (malloc, reached by the GPU through ATS or HMM), managed
+// (cudaMallocManaged) and explicit (cudaMalloc plus a cudaMemcpy of y each way
+// in every outer iteration, the manual management the paper's conclusion
+// compares against). Every point prints one "DAXPY" line and is verified: y
+// must hold exactly what its kernels and touches make of it.
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "suite.hpp"
+
+#ifdef SUITE_HAVE_LIBNUMA
+#include <numa.h>
+#endif
+
+namespace {
+
+enum class Alloc { system, managed, explicit_copy };
+
+struct Config {
+    Alloc alloc = Alloc::managed;
+    bool prefetch = false;
+    int rows = 100, device = 0, numa_node = -1;
+    std::vector<std::uint64_t> sizes;           // bytes per thread block
+    std::vector<std::pair<int, int>> points;    // (inner, outer)
+};
+
+constexpr double kA = 0.5;          // the authors' a
+constexpr double kTouch = 0.5;      // TouchOnCPU: y -= 0.5 (listing 6)
+constexpr int kThreads = 32;        // one warp per thread block (listing 4)
+
+// ---------------------------------------------------------------- kernels --
+
+// Listing 2: the N rows are spread over the thread blocks, each row's M
+// columns over the block's threads. x and y are not __restrict__, as in the
+// paper, so the compiler keeps one load pair in flight per iteration.
+__global__ void daxpy_kernel(int n, int m, double a, const double *x, double *y) {
+    for (int i = blockIdx.x; i < n; i += gridDim.x)
+        for (int j = threadIdx.x; j < m; j += blockDim.x) {
+            const std::size_t k = static_cast<std::size_t>(i) * m + j;
+            y[k] += a * x[k];
+        }
+}
+
+// ------------------------------------------------------------ host helpers --
+
+using Clock = std::chrono::steady_clock;
+
+double micros(Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double, std::micro>(to - from).count();
+}
+
+const char *alloc_name(Alloc a) {
+    switch (a) {
+    case Alloc::system: return "system";
+    case Alloc::managed: return "managed";
+    default: return "explicit";
+    }
+}
+
+// "1,2,4", "1-16" or a mix: positive integers, ranges inclusive.
+std::vector<int> parse_ints(const suite::Options &opts, const std::string &name) {
+    std::vector<int> values;
+    for (const auto &item : opts.list(name)) {
+        int lo = 0, hi = 0;
+        char tail = 0;
+        if (std::sscanf(item.c_str(), "%d-%d%c", &lo, &hi, &tail) == 2 && lo >= 1 && hi >= lo) {
+            for (int v = lo; v <= hi; ++v) values.push_back(v);
+        } else if (std::sscanf(item.c_str(), "%d%c", &lo, &tail) == 1 && lo >= 1) {
+            values.push_back(lo);
+        } else {
+            opts.usage_error("--%s takes positive integers and ranges such as 1,2,4 or 1-16, got '%s'", name.c_str(),
+                             item.c_str());
+        }
+    }
+    if (values.empty()) opts.usage_error("--%s needs at least one value", name.c_str());
+    return values;
+}
+
+// The points of the sweep: every inner x outer pair, or the pairs "IxO" that
+// --pairs names (the check asks for the figures' lines only).
+std::vector<std::pair<int, int>> parse_points(const suite::Options &opts) {
+    std::vector<std::pair<int, int>> points;
+    if (!opts.str("pairs").empty()) {
+        for (const auto &item : opts.list("pairs")) {
+            int inner = 0, outer = 0;
+            char tail = 0;
+            if (std::sscanf(item.c_str(), "%dx%d%c", &inner, &outer, &tail) != 2 || inner < 1 || outer < 1)
+                opts.usage_error("--pairs takes INNERxOUTER items such as 4x8, got '%s'", item.c_str());
+            points.emplace_back(inner, outer);
+        }
+        return points;
+    }
+    for (int inner : parse_ints(opts, "inner"))
+        for (int outer : parse_ints(opts, "outer")) points.emplace_back(inner, outer);
+    return points;
+}
+
+Config parse_config(const suite::Options &opts) {
+    Config c;
+    const std::string alloc = opts.str("alloc");
+    if (alloc == "system") c.alloc = Alloc::system;
+    else if (alloc == "managed") c.alloc = Alloc::managed;
+    else if (alloc == "explicit") c.alloc = Alloc::explicit_copy;
+    else opts.usage_error("--alloc takes system, managed or explicit, got '%s'", alloc.c_str());
+    const std::string prefetch = opts.str("prefetch");
+    if (prefetch != "on" && prefetch != "off") opts.usage_error("--prefetch takes on or off, got '%s'", prefetch.c_str());
+    c.prefetch = prefetch == "on";
+    if (c.prefetch && c.alloc == Alloc::explicit_copy)
+        opts.usage_error("--prefetch on is for system and managed memory: explicit copies move y themselves");
+    c.rows = static_cast<int>(opts.integer("rows"));
+    c.device = static_cast<int>(opts.integer("device"));
+    c.numa_node = static_cast<int>(opts.integer("numa-node"));
+    if (c.rows < 1) opts.usage_error("--rows must be positive");
+    for (const auto &text : opts.list("size")) {
+        std::uint64_t bytes = 0;
+        if (!suite::parse_bytes(text, bytes) || bytes == 0 || bytes % sizeof(double) ||
+            bytes / sizeof(double) > 0x7fffffffu)
+            opts.usage_error("--size takes bytes per thread block, multiples of 8 such as 800 or 64K, got '%s'",
+                             text.c_str());
+        c.sizes.push_back(bytes);
+    }
+    if (c.sizes.empty()) opts.usage_error("--size needs at least one value");
+    c.points = parse_points(opts);
+    return c;
+}
+
+std::uint64_t host_available_bytes() {
+    FILE *f = std::fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    std::uint64_t kib = 0;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "MemAvailable: %" SCNu64 " kB", &kib) == 1) break;
+    std::fclose(f);
+    return kib * 1024;
+}
+
+// Refuses, before any point runs, a size the GPU or the host cannot hold:
+// more managed memory than the GPU has free would oversubscribe it.
+void check_capacity(const Config &c) {
+    const std::uint64_t largest = *std::max_element(c.sizes.begin(), c.sizes.end());
+    const double both = 2.0 * static_cast<double>(c.rows) * static_cast<double>(largest);  // x and y
+    std::size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const double gib = suite::kGiB;
+    if (c.alloc != Alloc::system && both > 0.9 * static_cast<double>(free_b))
+        suite::die("x and y of %d rows x %" PRIu64 " bytes take %.2f GiB of %s memory, more than 90%% of the %.2f GiB "
+                   "free on the GPU",
+                   c.rows, largest, both / gib, alloc_name(c.alloc), free_b / gib);
+    const std::uint64_t host_free = host_available_bytes();
+    if (host_free && both > 0.8 * static_cast<double>(host_free))
+        suite::die("x and y take %.2f GiB of host memory, more than 80%% of the %.2f GiB available", both / gib,
+                   host_free / gib);
+}
+
+// ---------------------------------------------------------------- arrays --
+
+struct Arrays {
+    double *x = nullptr, *y = nullptr;      // where the host works
+    double *d_x = nullptr, *d_y = nullptr;  // where the kernels work (the same for system and managed)
+    std::size_t bytes = 0;                  // of one array
+};
+
+Arrays allocate(const Config &c, std::size_t bytes) {
+    Arrays a;
+    a.bytes = bytes;
+    switch (c.alloc) {
+    case Alloc::system:  // listing 3, ATS: plain malloc
+        a.x = static_cast<double *>(std::malloc(bytes));
+        a.y = static_cast<double *>(std::malloc(bytes));
+        if (!a.x || !a.y) suite::die("malloc of %zu bytes failed", bytes);
+        a.d_x = a.x;
+        a.d_y = a.y;
+        break;
+    case Alloc::managed:  // listing 3, managed memory
+        CUDA_CHECK(cudaMallocManaged(&a.x, bytes));
+        CUDA_CHECK(cudaMallocManaged(&a.y, bytes));
+        a.d_x = a.x;
+        a.d_y = a.y;
+        break;
+    case Alloc::explicit_copy:  // pageable host arrays and their device copies
+        a.x = static_cast<double *>(std::malloc(bytes));
+        a.y = static_cast<double *>(std::malloc(bytes));
+        if (!a.x || !a.y) suite::die("malloc of %zu bytes failed", bytes);
+        CUDA_CHECK(cudaMalloc(&a.d_x, bytes));
+        CUDA_CHECK(cudaMalloc(&a.d_y, bytes));
+        break;
+    }
+    return a;
+}
+
+void release(const Config &c, Arrays &a) {
+    if (c.alloc == Alloc::managed) {
+        CUDA_CHECK(cudaFree(a.x));
+        CUDA_CHECK(cudaFree(a.y));
+        return;
+    }
+    std::free(a.x);
+    std::free(a.y);
+    if (c.alloc == Alloc::explicit_copy) {
+        CUDA_CHECK(cudaFree(a.d_x));
+        CUDA_CHECK(cudaFree(a.d_y));
+    }
+}
+
+// x(i,j) cycles through 1..4 so that a misplaced element shows; a * x and
+// every partial sum are exact in double precision.
+inline double x_value(std::size_t k) { return 1.0 + static_cast<double>(k % 4); }
+
+// On the host, as the paper does; y starts at 0 (and, first touched here, on the CPU).
+void initialise(const Arrays &a, std::size_t n) {
+    for (std::size_t k = 0; k < n; ++k) a.x[k] = x_value(k);
+    for (std::size_t k = 0; k < n; ++k) a.y[k] = 0.0;
+}
+
+// Listing 6: every element of y, on the host, one thread.
+void touch_on_cpu(double *y, std::size_t rows, std::size_t cols) {
+    for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t j = 0; j < cols; ++j) y[i * cols + j] -= kTouch;
+}
+
+// CUDA 13 takes a cudaMemLocation and flags where CUDA 12 takes a device id.
+void prefetch(const double *ptr, std::size_t bytes, bool to_gpu, int device) {
+#if CUDART_VERSION >= 13000
+    cudaMemLocation where{};
+    where.type = to_gpu ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
+    where.id = to_gpu ? device : 0;
+    CUDA_CHECK(cudaMemPrefetchAsync(ptr, bytes, where, 0, 0));
+#else
+    CUDA_CHECK(cudaMemPrefetchAsync(ptr, bytes, to_gpu ? device : cudaCpuDeviceId, 0));
+#endif
+}
+
+void launch(const Arrays &a, int rows, int cols) {
+    daxpy_kernel<<<rows, kThreads>>>(rows, cols, kA, a.d_x, a.d_y);  // listing 4: <<<N, 32>>>
+    CUDA_CHECK_LAUNCH();
+}
+
+// y after two warm-up kernels, one touch, then per outer iteration `inner`
+// kernels and one touch; the first mismatch ends the program.
+void verify(const Arrays &a, std::size_t n, int inner, int outer, std::uint64_t size) {
+    const double kernels = 2.0 + static_cast<double>(inner) * outer, touches = 1.0 + outer;
+    for (std::size_t k = 0; k < n; ++k) {
+        const double expected = kernels * kA * x_value(k) - touches * kTouch;
+        if (a.y[k] != expected)
+            suite::die("verification failed at size=%" PRIu64 " inner=%d outer=%d: y[%zu] = %.17g, expected %.17g",
+                       size, inner, outer, k, a.y[k], expected);
+    }
+}
+
+struct Timings {
+    double alloc_us = 0, init_us = 0, warmup_us = 0, kernel_us = 0, gpu_kernel_us = 0, touch_us = 0, total_us = 0;
+};
+
+// One point: the paper's whole experiment, timed as its figures are. The
+// kernel phase (figures 1-5) runs from [the prefetch or copy of y to the GPU]
+// to the end of the last kernel; the touch phase (figure 6) from [the
+// prefetch or copy back] to the end of TouchOnCPU; the total (figures 7 and 8)
+// from the allocation to the end of the last touch.
+Timings run_point(const Config &c, std::uint64_t size, int inner, int outer) {
+    const int cols = static_cast<int>(size / sizeof(double));
+    const std::size_t n = static_cast<std::size_t>(c.rows) * cols, bytes = n * sizeof(double);
+    Timings t;
+    suite::EventTimer gpu;
+
+    const auto t0 = Clock::now();
+    Arrays a = allocate(c, bytes);
+    const auto t1 = Clock::now();
+    initialise(a, n);
+    if (c.alloc == Alloc::explicit_copy) {
+        CUDA_CHECK(cudaMemcpy(a.d_x, a.x, bytes, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(a.d_y, a.y, bytes, cudaMemcpyHostToDevice));
+    }
+    const auto t2 = Clock::now();
+    // Listing 4: two kernels to settle first-time effects, y back on the CPU.
+    launch(a, c.rows, cols);
+    launch(a, c.rows, cols);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (c.alloc == Alloc::explicit_copy) CUDA_CHECK(cudaMemcpy(a.y, a.d_y, bytes, cudaMemcpyDeviceToHost));
+    touch_on_cpu(a.y, c.rows, cols);
+    const auto t3 = Clock::now();
+
+    // Listings 5 and 7.
+    for (int o = 0; o < outer; ++o) {
+        const auto k0 = Clock::now();
+        if (c.prefetch) prefetch(a.d_y, bytes, true, c.device);
+        if (c.alloc == Alloc::explicit_copy) CUDA_CHECK(cudaMemcpy(a.d_y, a.y, bytes, cudaMemcpyHostToDevice));
+        gpu.start();
+        for (int i = 0; i < inner; ++i) launch(a, c.rows, cols);
+        t.gpu_kernel_us += gpu.stop() * 1e6;
+        CUDA_CHECK(cudaDeviceSynchronize());
+        const auto k1 = Clock::now();
+        if (c.prefetch) {
+            prefetch(a.d_y, bytes, false, c.device);
+            CUDA_CHECK(cudaDeviceSynchronize());
+        }
+        if (c.alloc == Alloc::explicit_copy) CUDA_CHECK(cudaMemcpy(a.y, a.d_y, bytes, cudaMemcpyDeviceToHost));
+        touch_on_cpu(a.y, c.rows, cols);
+        const auto k2 = Clock::now();
+        t.kernel_us += micros(k0, k1);
+        t.touch_us += micros(k1, k2);
+    }
+    const auto t4 = Clock::now();
+
+    t.alloc_us = micros(t0, t1);
+    t.init_us = micros(t1, t2);
+    t.warmup_us = micros(t2, t3);
+    t.total_us = micros(t0, t4);
+    verify(a, n, inner, outer, size);
+    release(c, a);
+    return t;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    suite::Options opts("daxpy", "The DAXPY inner/outer-loop study (Gayatri, Gott, Deslippe): system, managed or "
+                                 "explicitly copied memory, with or without prefetch; one 'DAXPY' line per point.");
+    opts.add("alloc", "managed", "system (malloc, needs ATS or HMM), managed (cudaMallocManaged) or explicit "
+                                 "(cudaMalloc + cudaMemcpy of y each outer iteration)");
+    opts.add("prefetch", "off", "on: cudaMemPrefetchAsync y to the GPU before the kernels and back before the touch");
+    opts.add("size", "800,8000,80000,800000", "data sizes per thread block, M * sizeof(double) (list; K/M suffixes)");
+    opts.add("rows", "100", "N: rows of x and y, one thread block each");
+    opts.add("inner", "1-16", "consecutive kernels per outer iteration (list, ranges such as 1-16)");
+    opts.add("outer", "1,2,4,8,16", "outer iterations: host-device round trips of y (list)");
+    opts.add("pairs", "", "INNERxOUTER points to run instead of every inner x outer pair (list, e.g. 4x1,4x2)");
+    opts.add("device", "0", "CUDA device to run on");
+    opts.add("numa-node", "-1", "NUMA node to run the process on (-1: leave it where it is)");
+    opts.parse(argc, argv);
+
+    const Config c = parse_config(opts);
+    CUDA_CHECK(cudaSetDevice(c.device));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, c.device));
+    int pageable = 0, host_tables = 0, concurrent = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, c.device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&host_tables, cudaDevAttrPageableMemoryAccessUsesHostPageTables, c.device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, c.device));
+    if (c.alloc == Alloc::system && !pageable)
+        suite::die("--alloc system needs a GPU that can access pageable host memory (ATS or HMM); device %d (%s) "
+                   "reports cudaDevAttrPageableMemoryAccess = 0",
+                   c.device, prop.name);
+    if (c.prefetch && !concurrent)
+        suite::die("--prefetch on needs cudaDevAttrConcurrentManagedAccess, which device %d (%s) lacks", c.device,
+                   prop.name);
+#ifdef SUITE_HAVE_LIBNUMA
+    if (c.numa_node >= 0 && numa_available() >= 0 && numa_run_on_node(c.numa_node) != 0)
+        suite::die("cannot run on NUMA node %d", c.numa_node);
+#else
+    if (c.numa_node >= 0) std::puts("NUMA placement unavailable (built without libnuma): --numa-node ignored");
+#endif
+    check_capacity(c);
+
+    std::printf("Device %d: %s, %.2f GiB; pageable memory access: %s\n", c.device, prop.name,
+                prop.totalGlobalMem / suite::kGiB,
+                pageable ? (host_tables ? "yes, through the host's page tables (ATS)" : "yes (HMM)") : "no");
+    std::printf("Allocator: %s, prefetch %s; %d rows, %d threads per block, a = %g; %zu sizes x %zu points\n",
+                alloc_name(c.alloc), c.prefetch ? "on" : "off", c.rows, kThreads, kA, c.sizes.size(),
+                c.points.size());
+    // The context and the kernel's module are loaded before the first point,
+    // so that no point's total pays for them.
+    CUDA_CHECK(cudaFree(nullptr));
+    daxpy_kernel<<<1, kThreads>>>(0, 0, kA, nullptr, nullptr);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::fflush(stdout);
+
+    int verified = 0;
+    for (const std::uint64_t size : c.sizes) {
+        for (const auto &[inner, outer] : c.points) {
+            const Timings t = run_point(c, size, inner, outer);
+            std::printf("DAXPY alloc=%s prefetch=%s size=%" PRIu64 " rows=%d cols=%" PRIu64
+                        " inner=%d outer=%d kernel_us=%.3f per_kernel_us=%.3f gpu_kernel_us=%.3f touch_us=%.3f "
+                        "alloc_us=%.3f init_us=%.3f warmup_us=%.3f total_us=%.3f\n",
+                        alloc_name(c.alloc), c.prefetch ? "on" : "off", size, c.rows, size / sizeof(double), inner,
+                        outer, t.kernel_us, t.kernel_us / (static_cast<double>(inner) * outer), t.gpu_kernel_us,
+                        t.touch_us, t.alloc_us, t.init_us, t.warmup_us, t.total_us);
+            std::fflush(stdout);
+            ++verified;
+        }
+    }
+    std::printf("Verified: %d points (y as the kernels and touches must leave it)\n", verified);
+    return EXIT_SUCCESS;
+}
