@@ -81,6 +81,7 @@ def _partition(system: dict[str, Any], part: dict[str, Any], found: detect.Detec
         "speed_of_light": data.speed_of_light(node),
         "cuda_archs": archs,
         "launcher_settings": part.get("launcher_settings", {}),
+        "gdrcopy_prefix": part.get("gdrcopy_prefix"),
         "detected": bool(found),
         "detection_notes": found.notes if found else [],
         "node_info": found.info if found else {},

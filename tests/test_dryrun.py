@@ -119,3 +119,15 @@ def test_health_check_runs_on_the_node_through_the_launcher(slurm_system):
     job = _script(tmp, system, "gpu", "cuda", "NodeHealth", "rfm_job.sh")
     line = next(ln for ln in job.splitlines() if ln.startswith("srun"))
     assert f"-m systems.health --system {system} --partition gpu" in line
+
+
+def test_small_copy_latency_runs_every_leg_but_gdrcopys(slurm_system):
+    # Neither system declares gdrdrv: the GDRCopy leg is not asked for, and
+    # the GDRCopy checks are skipped with the reason (tests/test_dryrun_gdrcopy.py).
+    system, tmp = slurm_system
+    job = _script(tmp, system, "gpu", "cuda", "SmallCopyLatency", "rfm_job.sh")
+    line = next(ln for ln in job.splitlines() if ln.startswith("srun"))
+    numa = {"dgx-a100": 3, "x86-pcie": 0}[system]  # GPU 0's NUMA node
+    assert "bin/copy_latency --device 0 --methods pageable,pinned,async,zerocopy --directions h2d,d2h" in line
+    assert line.endswith(f"--numa-node {numa}")
+    assert not list((tmp / "stage" / system / "gpu" / "cuda").glob("GdrCopyLatency*/rfm_job.sh"))

@@ -1,0 +1,198 @@
+"""Dry runs of the GDRCopy checks and of SmallCopyLatency on a node with gdrdrv.
+
+No declared system has gdrdrv (not DGX OS by default, not our H100 and H200),
+so the test declares one in a temporary systems directory: the seed's node
+(GDRCopy's README), eight Tesla V100-SXM2-32GB on PCIe Gen3 x16 behind two
+sockets, one NUMA node each, GPU 0 behind socket 0. Its partition
+'installed' names a GDRCopy installation (gdrcopy_prefix); 'spack-built'
+names none, so Spack environments build Spack's gdrcopy and the others skip.
+"""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+SYSTEM = "gdr-seed"
+
+NODE = {
+    "cpu": {"arch": "broadwell", "model": "Intel Xeon E5-2698 v4", "sockets": 2, "cores_per_socket": 20,
+            "threads_per_core": 2},
+    "numa_nodes": [0, 1],
+    "libnuma": True,
+    "host_memory": "512 GiB",
+    "gpus": {"count": 8, "model": "Tesla V100-SXM2-32GB", "memory": "32 GiB", "compute_capability": "7.0",
+             "numa_affinity": [0, 0, 0, 0, 1, 1, 1, 1], "hbm_bandwidth": "900 GB/s"},
+    "host_link": {"type": "pcie", "generation": 3, "width": 16},
+    "gpu_link": {"type": "nvlink", "generation": 2, "links": 6},
+    "addressing": "none",
+    "gdrdrv": True,
+}  # fmt: skip
+
+
+def _partition(name: str, **extra) -> dict:
+    return {
+        "name": name,
+        "description": f"the seed's node ({name})",
+        "scheduler": "slurm",
+        "launcher": "srun",
+        "access": ["--partition=gpu"],
+        "gpu_resource": "--gres=gpu:{num_gpus_per_node}",
+        "environments": ["cuda", "spack"],
+        "cuda_archs": [70],
+        "node": NODE,
+        **extra,
+    }
+
+
+def _system() -> dict:
+    return {
+        "name": SYSTEM,
+        "description": "GDRCopy's seed node: 8 Tesla V100-SXM2-32GB, PCIe Gen3 x16, 2 sockets, gdrdrv",
+        "hostnames": [],
+        "environments": [
+            {"name": "cuda", "cc": "gcc", "cxx": "g++", "nvcc": "/usr/local/cuda/bin/nvcc", "features": ["cuda"]},
+            {"name": "spack", "features": ["cuda", "spack"]},
+        ],
+        "partitions": [_partition("installed", gdrcopy_prefix="/opt/gdrcopy"), _partition("spack-built")],
+    }
+
+
+@pytest.fixture(scope="module")
+def dryrun(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gdrcopy")
+    systems = tmp / "systems"
+    systems.mkdir()
+    (systems / f"{SYSTEM}.yaml").write_text(yaml.safe_dump(_system(), sort_keys=False))
+    settings = tmp / "settings.py"
+    settings.write_text(
+        "import sys\n"
+        "from pathlib import Path\n"
+        f"sys.path.insert(0, {str(REPO)!r})\n"
+        "from systems.rfm import site_configuration as _site\n"
+        f"site_configuration = _site(Path({str(systems)!r}))\n"
+    )
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from reframe.frontend.cli import main; sys.exit(main())",
+        "-C", str(settings),
+        "-c", str(REPO / "checks"),
+        "--system", SYSTEM,
+        "--prefix", str(tmp),
+        "--perflogdir", str(tmp / "perflogs"),
+        "-n", "GdrCopy|SmallCopyLatency",
+        "--dry-run",
+    ]  # fmt: skip
+    env = dict(os.environ, RFM_RESOLVE_MODULE_CONFLICTS="n")
+    result = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return tmp, result.stdout
+
+
+def _scripts(tmp: Path, partition: str, environ: str, test: str, name: str = "rfm_job.sh") -> list:
+    found = sorted((tmp / "stage" / SYSTEM / partition / environ).glob(f"{test}*/{name}"))
+    return [p.read_text() for p in found]
+
+
+def _srun_lines(tmp: Path, partition: str, environ: str, test: str) -> list:
+    return sorted(
+        line
+        for script in _scripts(tmp, partition, environ, test)
+        for line in script.splitlines()
+        if line.startswith("srun ")
+    )
+
+
+def test_gdrcopy_from_the_systems_installation(dryrun):
+    tmp, _ = dryrun
+    jobs = _scripts(tmp, "installed", "cuda", "GdrCopyBandwidth")
+    assert jobs
+    for job in jobs:
+        assert "export LD_LIBRARY_PATH=/opt/gdrcopy/lib64:/opt/gdrcopy/lib:$LD_LIBRARY_PATH" in job
+        # GDRCopy 2.4 and later name the test gdrcopy_copybw, older ones copybw.
+        assert "gdrcopy_test=/opt/gdrcopy/bin/gdrcopy_copybw\n" in job
+        assert '[ -x "$gdrcopy_test" ] || gdrcopy_test=/opt/gdrcopy/bin/copybw\n' in job
+        assert "#SBATCH --gres=gpu:1" in job
+
+
+def test_copybw_bound_to_the_gpus_node_and_to_the_other_socket(dryrun):
+    tmp, _ = dryrun
+    # Managed memory is skipped: only the device-memory cases have job scripts.
+    assert _srun_lines(tmp, "installed", "cuda", "GdrCopyBandwidth") == [
+        f'srun --cpus-per-task=40 numactl -N {node} -l "$gdrcopy_test" -d 0 -s {size} -o 0 -c {size}'
+        for node in (0, 1)
+        for size in (131072, 65536)
+    ]
+
+
+def test_copylat_apiperf_and_sanity_command_lines(dryrun):
+    tmp, _ = dryrun
+    assert _srun_lines(tmp, "installed", "cuda", "GdrCopyLatency") == [
+        f'srun --cpus-per-task=40 numactl -N {node} -l "$gdrcopy_test" -d 0 -s 16777216 -c' for node in (0, 1)
+    ]
+    assert _srun_lines(tmp, "installed", "cuda", "GdrCopyApiPerf") == [
+        f'srun --cpus-per-task=40 numactl -N {node} -l "$gdrcopy_test" -d 0 -s 1048576' for node in (0, 1)
+    ]
+    assert _srun_lines(tmp, "installed", "cuda", "GdrCopySanity") == [
+        f'srun --cpus-per-task=40 numactl -N {node} -l "$gdrcopy_test"' for node in (0, 1)
+    ]
+    for job in _scripts(tmp, "installed", "cuda", "GdrCopyLatency"):
+        assert "gdrcopy_test=/opt/gdrcopy/bin/gdrcopy_copylat\n" in job
+
+
+def test_an_installation_named_by_the_system_needs_no_build(dryrun):
+    tmp, _ = dryrun
+    (build,) = _scripts(tmp, "installed", "spack", "GdrCopyBuild", "rfm_build.sh")
+    assert "nothing to build: GDRCopy from /opt/gdrcopy" in build
+    assert "spack" not in build.replace("GdrCopyBuild", "")
+    for job in _scripts(tmp, "installed", "spack", "GdrCopyApiPerf"):
+        assert "gdrcopy_test=/opt/gdrcopy/bin/gdrcopy_apiperf\n" in job
+
+
+def test_spack_environments_build_spacks_gdrcopy(dryrun):
+    tmp, _ = dryrun
+    (build,) = _scripts(tmp, "spack-built", "spack", "GdrCopyBuild", "rfm_build.sh")
+    assert f"spack env create -d rfm_spack_env {REPO / 'spack' / 'gdrcopy.yaml'}" in build
+    assert f"export GPU_MEMPATHS_ROOT={REPO}" in build
+    assert f"export GPU_MEMPATHS_SYSTEM={SYSTEM}" in build
+    assert "spack -e rfm_spack_env add gdrcopy\n" in build
+    assert "spack -e rfm_spack_env install --fail-fast" in build
+    assert 'ln -sfn "$(spack -e rfm_spack_env location -i gdrcopy)" gdrcopy' in build
+    jobs = _scripts(tmp, "spack-built", "spack", "GdrCopyLatency")
+    assert jobs
+    for job in jobs:
+        found = re.search(r"^gdrcopy_test=(\S+)/GdrCopyBuild_\w+/gdrcopy/bin/gdrcopy_copylat$", job, re.M)
+        assert found and found[1] == str(tmp / "stage" / SYSTEM / "spack-built" / "spack")
+
+
+def test_what_cannot_run_is_skipped_with_the_reason(dryrun):
+    tmp, out = dryrun
+    assert not _scripts(tmp, "spack-built", "cuda", "GdrCopySanity")
+    assert "[no GDRCopy installation for gdr-seed:spack-built+cuda: name one with gdrcopy_prefix" in out
+    assert "[GDRCopy does not support CUDA managed memory" in out
+    managed = [ln for ln in out.splitlines() if "SKIP" in ln and "%memory=managed" in ln]
+    assert len(managed) == 2 * 2 * (2 * 2 + 2)  # partitions x environments x (copybw + copylat cases)
+
+
+def test_small_copy_latency_adds_the_gdrcopy_leg_where_gdrdrv_is(dryrun):
+    tmp, _ = dryrun
+    (line,) = _srun_lines(tmp, "installed", "cuda", "SmallCopyLatency")
+    assert line.startswith("srun --cpus-per-task=40 ")
+    assert "bin/copy_latency --device 0 --methods pageable,pinned,async,zerocopy,gdrcopy --directions h2d,d2h" in line
+    assert line.endswith("--numa-node 0")
+
+
+def test_gdrcopy_prefix_is_an_absolute_path():
+    from systems import SystemDataError, validate
+
+    system = _system()
+    validate(system, "gdr-seed.yaml")
+    system["partitions"][0]["gdrcopy_prefix"] = "opt/gdrcopy"
+    with pytest.raises(SystemDataError, match=r"partitions\[0\]\.gdrcopy_prefix: 'opt/gdrcopy' does not match"):
+        validate(system, "gdr-seed.yaml")
