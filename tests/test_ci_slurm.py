@@ -27,8 +27,9 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
     rundir = tmp_path_factory.mktemp("slurm")
-    subprocess.run(["bash", str(SLURM / "start.sh"), str(rundir)], check=True, timeout=120)
     try:
+        # A failed start may leave some daemons up: stop them either way.
+        subprocess.run(["bash", str(SLURM / "start.sh"), str(rundir)], check=True, timeout=120)
         yield {**os.environ, "SLURM_CONF": str(rundir / "slurm.conf")}
     finally:
         subprocess.run(["bash", str(SLURM / "stop.sh"), str(rundir)], check=False, timeout=120)
