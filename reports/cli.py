@@ -24,6 +24,8 @@ def _filter(frame: pd.DataFrame, args) -> pd.DataFrame:
         frame = frame[frame["test"].str.contains(args.test, regex=True)]
     if getattr(args, "var", None):
         frame = frame[frame["perf_var"].str.contains(args.var, regex=True)]
+    if getattr(args, "since", None) or getattr(args, "until", None):
+        frame = cmp.select(frame, "time", f"{args.since or ''}..{args.until or ''}")
     return frame
 
 
@@ -116,6 +118,8 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("paths", nargs="*", help=f"perflog files or directories (default: {DEFAULT_PERFLOGS})")
         p.add_argument("--test", help="only checks whose name contains a match of this regular expression")
         p.add_argument("--var", help="only performance variables that contain a match of this regular expression")
+        p.add_argument("--since", help="only values recorded at or after this ISO date or time (UTC)")
+        p.add_argument("--until", help="only values recorded at or before this ISO date or time (UTC)")
 
     p = sub.add_parser("load", help="read perflogs into one table; report lines that cannot be read")
     common(p)

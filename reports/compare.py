@@ -153,11 +153,14 @@ def pool(frame: pd.DataFrame, spec: str) -> pd.DataFrame:
 
     The reprex logs every kernel run as run1_bw..run5_bw; pooling runs 2..N
     ('run([2-9]|[1-9][0-9]+)_bw=steady_runs') makes each ReFrame run give
-    several samples of the steady state.
+    several samples of the steady state; with groups, '(read|write)_bw_node(\\d+)_run\\d+=\\1_bw_node\\2_runs'
+    pools each node's and operation's runs separately.
     """
     regex, sep, name = spec.rpartition("=")
     if not sep or not regex or not name:
         raise ValueError(f"--pool takes REGEX=NAME, not {spec!r}")
-    matches = frame["perf_var"].astype(str).str.fullmatch(regex)
-    pooled = frame[matches].assign(perf_var=name)
+    names = frame["perf_var"].astype(str)
+    matches = names.str.fullmatch(regex)
+    # NAME may refer to REGEX's groups (\\1): one pooled variable per group value.
+    pooled = frame[matches].assign(perf_var=names[matches].str.replace(f"^(?:{regex})$", name, regex=True))
     return pd.concat([frame, pooled], ignore_index=True)

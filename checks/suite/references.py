@@ -17,6 +17,7 @@ earlier ones.
 import os
 
 import yaml
+from reframe.core.warnings import suppress_deprecations
 
 from .build import REPO
 
@@ -47,14 +48,24 @@ def _facts(check) -> dict:
     }
 
 
+def _same(a, b) -> bool:
+    """Equal as numbers where both are numbers (5 == 5.0), else as text."""
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
 def matching_values(entries: list, facts: dict, params: dict) -> dict:
-    """Merge the values of every entry whose 'where' and 'case' match."""
+    """Merge the values of every entry whose 'where' and 'case' match.
+
+    `params` holds the test's parameters (as its name shows them) and its
+    variables, so a case can also pin a variable such as a data size.
+    """
     values = {}
     for entry in entries:
         where, case = entry["where"], entry.get("case", {})
-        if all(facts.get(k) == v for k, v in where.items()) and all(
-            str(params.get(k)) == str(v) for k, v in case.items()
-        ):
+        if all(facts.get(k) == v for k, v in where.items()) and all(_same(params.get(k), v) for k, v in case.items()):
             values.update(entry["values"])
     return values
 
@@ -64,6 +75,8 @@ def references_for(check, check_name: str = None) -> dict:
     name = check_name or type(check).__name__
     # Parameters as the test's name shows them (e.g. memory=managed+accessed-by).
     raw = type(check).raw_params
-    params = {p: raw[p].format(getattr(check, p)) for p in type(check).param_space.params}
+    with suppress_deprecations():  # var_space also lists ReFrame's deprecated aliases
+        params = {v: getattr(check, v, None) for v in type(check).var_space.vars}
+    params.update({p: raw[p].format(getattr(check, p)) for p in type(check).param_space.params})
     values = matching_values(load_entries(name), _facts(check), params)
     return {check.current_partition.fullname: {k: tuple(v) for k, v in values.items()}} if values else {}
