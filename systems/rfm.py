@@ -225,6 +225,9 @@ def site_configuration(systems_dir: Path | None = None, perflog_dir: Path | None
         "systems": rfm_systems,
         "environments": rfm_envs,
         "modes": MODES,
+        # ReFrame's results database (~/.reframe/reports/results.db): every
+        # session, for --list-stored-sessions and --performance-compare.
+        "storage": [{"enable": True}],
         "logging": logging_config(perflog_dir or REPO / "perflogs"),
         "general": [{"check_search_path": [str(REPO / "checks")]}],
     }
