@@ -390,6 +390,375 @@ def host_numa(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
     return [Figure(HOST_TEST, outdir / name, "Host memory bandwidth per NUMA node", coverage_text(data) + ".")]
 
 
+# --- DAXPY inner/outer-loop study ------------------------------------------------
+
+DAXPY_TEST = "DaxpyStudy"
+#: Cases in legend order; colour by allocator, dashed where prefetched.
+_DAXPY_CASES = ["system", "system+prefetch", "managed", "managed+prefetch", "explicit"]
+_DAXPY_COLORS = {"system": "#1f77b4", "managed": "#ff7f0e", "explicit": "#2ca02c"}
+_DAXPY_METRIC_LABEL = {
+    "kernel_us": "kernel time (µs)",
+    "touch_us": "TouchOnCPU time (µs)",
+    "total_us": "total time (µs)",
+}
+_DAXPY_METRIC_NOTE = {
+    "kernel_us": "kernel time: per outer iteration the prefetch or copy of y to the GPU and the inner kernels, summed",
+    "touch_us": "TouchOnCPU time: per outer iteration the prefetch or copy of y back and the host's touch, summed",
+    "total_us": "total time: allocation, initialisation, warm-up and the whole experiment",
+}
+
+
+@dataclass(frozen=True)
+class DaxpyFigure:
+    number: int
+    metric: str
+    x: str  # 'inner' or 'outer'
+    fixed: int  # the other loop's count
+    cases: str  # 'plain': no prefetch; 'prefetch': prefetched, plain ones faint; 'all'
+    title: str
+
+
+#: The paper's figures 1 to 8 (checks/daxpy.py's docstring maps the points to them).
+DAXPY_FIGURES = [
+    DaxpyFigure(1, "kernel_us", "outer", 4, "plain", "kernel time vs CPU touches (outer), inner = 4"),
+    DaxpyFigure(2, "kernel_us", "outer", 7, "plain", "kernel time vs CPU touches (outer), inner = 7"),
+    DaxpyFigure(3, "kernel_us", "inner", 4, "plain", "kernel time vs consecutive kernels (inner), outer = 4"),
+    DaxpyFigure(4, "kernel_us", "inner", 4, "prefetch", "with prefetch: kernel time vs inner, outer = 4"),
+    DaxpyFigure(5, "kernel_us", "outer", 4, "prefetch", "with prefetch: kernel time vs outer, inner = 4"),
+    DaxpyFigure(6, "touch_us", "outer", 4, "all", "TouchOnCPU time vs outer, inner = 4"),
+    DaxpyFigure(7, "total_us", "outer", 4, "all", "total time vs outer, inner = 4"),
+    DaxpyFigure(8, "total_us", "inner", 4, "all", "total time vs inner, outer = 4"),
+]
+
+
+def _daxpy_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The study's records with case, size, metric, inner and outer as columns."""
+    from checks.daxpy import case_label, parse_perf_var
+
+    data = frame[(frame["test"] == DAXPY_TEST) & frame["value"].notna()].copy()
+    if data.empty:
+        return data
+    parsed = data["perf_var"].map(parse_perf_var)
+    data = data[parsed.notna()].copy()
+    parsed = parsed[parsed.notna()]
+    data["metric"] = [p[0] for p in parsed]
+    data["inner"] = [p[1] for p in parsed]
+    data["outer"] = [p[2] for p in parsed]
+    data["size"] = data["data_size"].astype(int)
+    data["case"] = [case_label(a, p) for a, p in zip(data["allocator"], data["prefetch"])]
+    return data
+
+
+def daxpy_points(group: pd.DataFrame) -> list:
+    """checks.daxpy Points of one set of runs, each value the median over repeated executions."""
+    from checks.daxpy import Point
+
+    medians = group.groupby(["allocator", "prefetch", "size", "inner", "outer", "metric"])["value"].median()
+    points = []
+    for (alloc, prefetch, size, inner, outer), values in medians.groupby(level=[0, 1, 2, 3, 4]):
+        metrics = {key[-1]: float(v) for key, v in values.items()}
+        points.append(Point(alloc, prefetch, int(size), int(inner), int(outer), metrics))
+    return points
+
+
+def _plain_log_ticks(axis) -> None:
+    """Log-axis ticks at 1, 2, 5 times powers of ten, written as plain numbers."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _size_label(size: int) -> str:
+    for unit, factor in (("MB", 10**6), ("kB", 10**3)):
+        if size >= factor and size % (factor // 10 or 1) == 0:
+            return f"{size / factor:g} {unit}"
+    return f"{size} B"
+
+
+def daxpy_crossovers(group: pd.DataFrame) -> dict:
+    """checks.daxpy.crossovers() at outer = 4 on the kernel time, for one set of runs."""
+    from checks.daxpy import FIXED_OUTER, crossovers
+
+    return crossovers(daxpy_points(group), outer=FIXED_OUTER)
+
+
+def daxpy_crossover_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per set of runs and data size, checks.daxpy.crossovers() at outer = 4 on the kernel time:
+    the smallest inner count from which the first case stays faster than the second;
+    '—' where it never does, 'not run' where either case has no records."""
+    from checks.daxpy import COMPARISONS
+
+    data = _daxpy_table(frame)
+    columns = [f"{c} vs {b}" for c, b in COMPARISONS]
+    rows = []
+    if data.empty:
+        return pd.DataFrame(columns=["set of runs", "data size (B per block)", *columns])
+    for key, group in data.groupby(_group_keys(), dropna=False):
+        info = dict(zip(_group_keys(), key))
+        found = daxpy_crossovers(group)
+        for size in sorted(group["size"].unique()):
+            row = {
+                "set of runs": f"{info['system']}:{info['partition']}, {info['gpu_model']}, "
+                f"driver {info['driver_version']}, CUDA {info['cuda_version']}",
+                "data size (B per block)": int(size),
+            }
+            for column in columns:
+                by_size = found[column]
+                row[column] = ("—" if by_size[size] is None else str(by_size[size])) if size in by_size else "not run"
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def daxpy_figures(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
+    """The paper's figures 1 to 8: a panel per data size, a line per case (median, min-max shaded)."""
+    data = _daxpy_table(frame)
+    figures = []
+    if data.empty:
+        return figures
+    for key, group in data.groupby(_group_keys(), dropna=False):
+        info = dict(zip(_group_keys(), key))
+        stats = group.groupby(["case", "size", "metric", "inner", "outer"])["value"].agg(
+            ["median", "min", "max", "count"]
+        )
+        stats = stats.reset_index()
+        sizes = sorted(stats["size"].unique())
+        present = [c for c in _DAXPY_CASES if c in set(stats["case"])]
+        present += sorted(set(stats["case"]) - set(present))
+        missing = [c for c in ("system", "system+prefetch") if c not in present]
+        found = daxpy_crossovers(group)
+        for spec in DAXPY_FIGURES:
+            other = "outer" if spec.x == "inner" else "inner"
+            sel = stats[(stats["metric"] == spec.metric) & (stats[other] == spec.fixed)]
+            if sel.empty:
+                continue
+            # Figures that share a metric and axis share each panel's y range (the paper's 3 and 4).
+            same_axes = stats[(stats["metric"] == spec.metric) & (stats[other] == spec.fixed)]
+            positive = same_axes.loc[same_axes["min"] > 0, "min"]
+            log = not positive.empty and (same_axes["max"].max() / positive.min() > 8)
+            fig, axes = plt.subplots(1, len(sizes), figsize=(3.7 * len(sizes) + 0.6, 4.4), squeeze=False)
+            for ax, size in zip(axes[0], sizes):
+                panel = sel[sel["size"] == size]
+                for case in present:
+                    prefetched = case.endswith("+prefetch")
+                    faint = (spec.cases == "plain" and prefetched) or (
+                        spec.cases == "prefetch" and not prefetched and case != "explicit"
+                    )
+                    if spec.cases == "plain" and prefetched:
+                        continue
+                    line = panel[panel["case"] == case].sort_values(spec.x)
+                    if line.empty:
+                        continue
+                    color = _DAXPY_COLORS.get(case.split("+")[0], "#7f7f7f")
+                    style = dict(linestyle="--" if prefetched else "-", marker="s" if prefetched else "o")
+                    alpha = 0.3 if faint else 1.0
+                    ax.plot(line[spec.x], line["median"], color=color, ms=3.5, lw=1 if faint else 1.6,
+                            alpha=alpha, **style)  # fmt: skip
+                    if line["count"].max() > 1:
+                        ax.fill_between(line[spec.x], line["min"], line["max"], color=color, alpha=0.12 * alpha)
+                axis = same_axes[same_axes["size"] == size]
+                if log:
+                    ax.set_yscale("log")
+                    ax.set_ylim(axis["min"].min() / 1.4, axis["max"].max() * 1.4)
+                    _plain_log_ticks(ax.yaxis)
+                else:
+                    ax.set_ylim(0, axis["max"].max() * 1.1)
+                ticks = sorted(panel[spec.x].unique())
+                if spec.x == "outer":
+                    ax.set_xscale("log", base=2)
+                    ax.set_xticks(ticks, [str(t) for t in ticks])
+                else:
+                    ax.set_xticks([t for t in ticks if t in (1, 2, 4, 6, 8, 10, 12, 14, 16)])
+                ax.minorticks_off() if spec.x == "outer" else None
+                ax.grid(True, which="major", alpha=0.3)
+                ax.set_title(f"data size {_size_label(int(size))} per thread block", fontsize=9)
+                if spec.metric == "kernel_us" and spec.x == "inner":  # the crossover's own axes: mark it
+                    wanted = "plain" if spec.cases == "plain" else "prefetch"
+                    marks = [
+                        (inner, label)
+                        for label, by_size in found.items()
+                        if (label.split(" vs ")[0].endswith("+prefetch")) == (wanted == "prefetch")
+                        and by_size.get(size) is not None
+                        for inner in [by_size[size]]
+                    ]
+                    for n, (inner, label) in enumerate(sorted(marks)):
+                        color = _DAXPY_COLORS.get(label.split(" vs ")[1].split("+")[0], "#7f7f7f")
+                        ax.axvline(inner, color=color, linestyle=":", lw=1.2)
+                        right = inner > (ticks[0] + ticks[-1]) / 2  # text on the line's inner side
+                        ax.text(inner + (-0.3 if right else 0.3), 0.97 - 0.1 * n,
+                                label.replace(" vs ", " faster than ") + f"\nfrom inner={inner}",
+                                transform=ax.get_xaxis_transform(), fontsize=6.5, va="top",
+                                ha="right" if right else "left", zorder=5,
+                                bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))  # fmt: skip
+                ax.set_xlabel(
+                    f"{spec.x} ({'consecutive kernels' if spec.x == 'inner' else 'CPU touches'}"
+                    f"{', log2 scale' if spec.x == 'outer' else ''})",
+                    fontsize=8,
+                )
+            label = _DAXPY_METRIC_LABEL[spec.metric]
+            axes[0][0].set_ylabel(label[:-1] + ", log scale)" if log else label, fontsize=9)
+            shown = [c for c in present if not (spec.cases == "plain" and c.endswith("+prefetch"))]
+            handles = []
+            for case in shown:
+                prefetched = case.endswith("+prefetch")
+                faint = spec.cases == "prefetch" and not prefetched and case != "explicit"
+                handles.append(
+                    Line2D([], [], color=_DAXPY_COLORS.get(case.split("+")[0], "#7f7f7f"),
+                           linestyle="--" if prefetched else "-", marker="s" if prefetched else "o", ms=4,
+                           alpha=0.3 if faint else 1.0,
+                           label=case + (" (no prefetch, for comparison)" if faint else ""))
+                )  # fmt: skip
+            fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False,
+                       bbox_to_anchor=(0.5, 1 - 0.3 / fig.get_figheight()))  # fmt: skip
+            fig.suptitle(
+                f"DAXPY study, figure {spec.number}: {spec.title} ({info['system']}:{info['partition']}, "
+                f"{info['gpu_model']}, {info['host_link']})",
+                fontsize=11,
+            )
+            notes = [_DAXPY_METRIC_NOTE[spec.metric] + "; median of executions, shaded min to max"]
+            if missing:
+                notes.append(
+                    f"{' and '.join(missing)}: no records (the check skips system memory where the node has "
+                    "neither ATS nor HMM)"
+                )
+            _footer(fig, group, "\n".join(notes))
+            _layout(fig, 1 - 0.55 / fig.get_figheight())
+            fig.subplots_adjust(top=1 - 0.85 / fig.get_figheight())
+            fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, 1.25 / fig.get_figheight()))
+            name = f"daxpy-fig{spec.number}-{_slug('-'.join(map(str, key)))}.png"
+            fig.savefig(outdir / name, dpi=DPI)
+            plt.close(fig)
+            caption = f"{coverage_text(group)}. {notes[0][0].upper() + notes[0][1:]}." + (
+                f" {notes[1][0].upper() + notes[1][1:]}." if len(notes) > 1 else ""
+            )
+            figures.append(Figure(DAXPY_TEST, outdir / name, f"Figure {spec.number}: {spec.title}", caption))
+    return figures
+
+
+# --- Small-copy latency --------------------------------------------------------
+
+LATENCY_TEST = "SmallCopyLatency"
+_LAT_VAR = re.compile(r"lat_us_(?P<method>[a-z0-9]+)_(?P<direction>h2d|d2h)_(?P<size>\d+)")
+_LAT_METHODS = ["pageable", "pinned", "async", "zerocopy", "gdrcopy"]
+_LAT_LABELS = {
+    "pageable": "cudaMemcpy, pageable",
+    "pinned": "cudaMemcpy, pinned",
+    "async": "cudaMemcpyAsync + sync, pinned",
+    "zerocopy": "zero-copy kernel, mapped pinned",
+    "gdrcopy": "GDRCopy mapping",
+}
+_LAT_COLORS = dict(zip(_LAT_METHODS, ["#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"]))
+_DIRECTION_TITLES = {"h2d": "host to device", "d2h": "device to host"}
+
+
+def _bytes(size: float) -> str:
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= factor:
+            return f"{size / factor:g} {unit}"
+    return f"{size:g} B"
+
+
+def latency_curves(group: pd.DataFrame) -> pd.DataFrame:
+    """method, direction, size, median, min, max, count of one set of runs' latency records."""
+    data = group[group["perf_var"].str.fullmatch(_LAT_VAR.pattern) & group["value"].notna()]
+    parts = data["perf_var"].str.extract(_LAT_VAR.pattern)
+    data = data.assign(method=parts["method"], direction=parts["direction"], size=parts["size"].astype(int))
+    return data.groupby(["method", "direction", "size"])["value"].agg(["median", "min", "max", "count"]).reset_index()
+
+
+def latency_crossovers(stats: pd.DataFrame) -> dict:
+    """checks.copy_latency.crossovers() on the median curves: {'crossover_<dir>_<b>_over_<a>': size}."""
+    from checks.copy_latency import crossovers
+
+    curves = {
+        (m, d): dict(zip(part["size"], part["median"])) for (m, d), part in stats.groupby(["method", "direction"])
+    }
+    return crossovers(curves)
+
+
+def latency_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
+    """Latency against size per method, a panel per direction, crossovers marked, link-limited time dashed."""
+    data = frame[frame["test"] == LATENCY_TEST]
+    figures = []
+    for key, group in data.groupby(_group_keys(), dropna=False):
+        stats = latency_curves(group)
+        if stats.empty:
+            continue
+        info = dict(zip(_group_keys(), key))
+        directions = [d for d in ("h2d", "d2h") if d in set(stats["direction"])]
+        methods = [m for m in _LAT_METHODS if m in set(stats["method"])] + sorted(
+            set(stats["method"]) - set(_LAT_METHODS)
+        )
+        found = latency_crossovers(stats)
+        link = _link_sol(group)
+        fig, axes = plt.subplots(1, len(directions), figsize=(6.6 * len(directions), 5.6), sharey=True, squeeze=False)
+        low, high = stats["min"].min() / 2, stats["max"].max() * 2
+        sizes = sorted(stats["size"].unique())
+        for ax, direction in zip(axes[0], directions):
+            for method in methods:
+                curve = stats[(stats["method"] == method) & (stats["direction"] == direction)].sort_values("size")
+                if curve.empty:
+                    continue
+                color = _LAT_COLORS.get(method, "#9467bd")
+                ax.plot(
+                    curve["size"], curve["median"], marker="o", ms=3, color=color, label=_LAT_LABELS.get(method, method)
+                )
+                if curve["count"].max() > 1:
+                    ax.fill_between(curve["size"], curve["min"], curve["max"], color=color, alpha=0.15)
+            if link:
+                xs = [s for s in sizes if s / link.bytes_per_s * 1e6 >= low / 4] or sizes[-1:]
+                ax.plot(xs, [s / link.bytes_per_s * 1e6 for s in xs], color="black", linestyle="--", lw=1,
+                        label=f"size / link speed of light ({link.bytes_per_s / 1e9:.1f} GB/s)")  # fmt: skip
+            marks = sorted(
+                ((size, name.split("_")[2], name.split("_")[4]) for name, size in found.items()
+                 if name.split("_")[1] == direction)
+            )  # fmt: skip
+            for n, (size, b, a) in enumerate(marks):
+                at = stats[(stats["method"] == b) & (stats["direction"] == direction) & (stats["size"] == size)]
+                y = float(at["median"].iloc[0]) if not at.empty else high / 2
+                ax.axvline(size, color=_LAT_COLORS.get(b, "#9467bd"), linestyle=":", lw=1.2)
+                ax.plot([size], [y], marker="o", ms=9, mfc="none", mec="black", mew=1.2)
+                ax.text(size * 1.08, high / 1.15 / (2.2**n), f"{b} faster than {a}\nfrom {_bytes(size)} on", fontsize=7,
+                        va="top", ha="left", color="black", zorder=5,
+                        bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.8))  # fmt: skip
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_ylim(low, high)
+            _plain_log_ticks(ax.yaxis)
+            ticks = [s for s in sizes if math.log2(s) % 4 == 0]
+            ax.set_xticks(ticks, [_bytes(s) for s in ticks], fontsize=8)
+            ax.set_xlabel("copy size (bytes, log2 scale)")
+            ax.grid(True, which="major", alpha=0.3)
+            ax.set_title(f"{_DIRECTION_TITLES.get(direction, direction)} ({direction})"
+                         + ("" if marks else ": no crossover"), fontsize=10)  # fmt: skip
+        axes[0][0].set_ylabel("latency, median (µs, log scale)")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", ncol=3, fontsize=8, frameon=False,
+                   bbox_to_anchor=(0.5, 1 - 0.42 / fig.get_figheight()))  # fmt: skip
+        fig.suptitle(
+            f"Small-copy latency: one copy of each size ({info['system']}:{info['partition']}, "
+            f"{info['gpu_model']}, {info['host_link']})",
+            fontsize=11,
+        )
+        notes = ["circles and dotted lines: crossovers, the size from which the first method stays faster"]
+        if link:
+            notes.append(f"dashed: the time the host link needs at its speed of light ({link.source})")
+        skipped = _unique(group, "skipped_legs")
+        if skipped and any(skipped):
+            notes.append("not run: " + "; ".join(s for s in skipped if s))
+        _footer(fig, group, "; ".join(notes))
+        _layout(fig, 1 - 0.8 / fig.get_figheight())
+        fig.subplots_adjust(top=1 - 1.05 / fig.get_figheight())
+        fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, 1.05 / fig.get_figheight()))
+        name = f"latency-{_slug('-'.join(map(str, key)))}.png"
+        fig.savefig(outdir / name, dpi=DPI)
+        plt.close(fig)
+        caption = f"{coverage_text(group)}. " + (f"Speed of light from {link.source}." if link else "")
+        figures.append(Figure(LATENCY_TEST, outdir / name, "Latency against copy size", caption))
+    return figures
+
+
 # --- Any other check ---------------------------------------------------------
 
 
@@ -461,7 +830,16 @@ def generic(frame: pd.DataFrame, outdir: Path, test: str, per_figure: int = 8) -
 
 
 #: Checks with figures of their own; the others get the generic one.
-SPECIAL = {UM_TEST: [um_per_run, um_steady], HOST_TEST: [host_numa]}
+SPECIAL = {
+    UM_TEST: [um_per_run, um_steady],
+    HOST_TEST: [host_numa],
+    DAXPY_TEST: [daxpy_figures],
+    LATENCY_TEST: [latency_figure],
+}
+
+#: Checks whose figures show every performance variable: no generic figure even on request
+#: (it would be hundreds of bars, one per point of a curve).
+NO_GENERIC = {DAXPY_TEST, LATENCY_TEST}
 
 
 def render_all(frame: pd.DataFrame, outdir: Path, generic_for_all: bool = False) -> list[Figure]:
@@ -471,6 +849,6 @@ def render_all(frame: pd.DataFrame, outdir: Path, generic_for_all: bool = False)
         special = SPECIAL.get(test, [])
         for render in special:
             figures += render(frame, outdir)
-        if not special or generic_for_all:
+        if not special or (generic_for_all and test not in NO_GENERIC):
             figures += generic(frame, outdir, test)
     return figures

@@ -10,13 +10,30 @@ from pathlib import Path
 
 import pandas as pd
 
-from .figures import HOST_TEST, UM_TEST, Figure, coverage, coverage_text, render_all
+from .figures import (
+    DAXPY_TEST,
+    HOST_TEST,
+    LATENCY_TEST,
+    UM_TEST,
+    Figure,
+    coverage,
+    coverage_text,
+    daxpy_crossover_table,
+    latency_crossovers,
+    latency_curves,
+    render_all,
+)
 from .load import Loaded
 
 #: Columns of a check's table where not every variable is wanted.
 TABLE_VARIABLES = {
     UM_TEST: ["first_run_bw", "steady_bw", "copy_engine_bw", "steady_of_copy_engine", "steady_of_link"],
+    # A few anchor points of the study; the figures show them all.
+    DAXPY_TEST: ["kernel_us_i1_o4", "kernel_us_i4_o4", "kernel_us_i16_o4", "touch_us_i4_o4", "total_us_i4_o4"],
 }
+
+#: Sizes of the latency table; the figure has every size.
+LATENCY_SIZES = [1, 64, 1024, 4096, 16384, 65536, 2**20, 2**24]
 
 _STYLE = """
 body { font-family: sans-serif; margin: 2em auto; max-width: 1500px; color: #222; }
@@ -46,12 +63,55 @@ def summary_table(frame: pd.DataFrame, test: str) -> pd.DataFrame:
     )
     index = series + ["case"]
     table = data.pivot_table(index=index, columns="variable", values="value", aggfunc="median", sort=False)
+    if wanted:  # in the order asked for
+        data = data.sort_values("perf_var", key=lambda names: names.map(wanted.index), kind="stable")
     order = list(dict.fromkeys(data["variable"]))
     table = table[[c for c in order if c in table.columns]]
     runs = data.drop_duplicates(index + ["time"]).groupby(index, sort=False).size().rename("executions")
     table = table.join(runs)
     table.columns.name = None
     return table.reset_index()
+
+
+def latency_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Median latency (us) per method and direction at a few sizes, one row per set of runs and curve."""
+    from .figures import _group_keys
+
+    rows = []
+    data = frame[frame["test"] == LATENCY_TEST]
+    for key, group in data.groupby(_group_keys(), dropna=False):
+        info = dict(zip(_group_keys(), key))
+        stats = latency_curves(group)
+        found = latency_crossovers(stats)
+        for (method, direction), curve in stats.groupby(["method", "direction"], sort=False):
+            by_size = dict(zip(curve["size"], curve["median"]))
+            row = {"set of runs": f"{info['gpu_model']}, driver {info['driver_version']}", "direction": direction,
+                   "method": method}  # fmt: skip
+            row.update({_size(s): by_size.get(s) for s in LATENCY_SIZES})
+            row["overtakes (from size)"] = ", ".join(
+                f"{name.split('_')[4]} at {_size(size)}"
+                for name, size in found.items()
+                if name.split("_")[1] == direction and name.split("_")[2] == method
+            )
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    if not table.empty:
+        table = table.sort_values(["set of runs", "direction", "method"], ascending=[True, False, True])
+        if table["set of runs"].nunique() == 1:
+            table = table.drop(columns="set of runs")
+    return table
+
+
+def _size(size: int) -> str:
+    for unit, factor in (("MiB", 2**20), ("KiB", 2**10)):
+        if size >= factor:
+            return f"{size // factor} {unit}"
+    return f"{size} B"
+
+
+def _table(table: pd.DataFrame, caption: str) -> str:
+    text = table.to_html(border=0, float_format="{:.4g}".format, na_rep="", index=False)
+    return re.sub(r"(<table[^>]*>)", lambda m: m[1] + f"<caption>{html.escape(caption)}</caption>", text, count=1)
 
 
 def _img(figure: Figure, outdir: Path) -> str:
@@ -89,17 +149,39 @@ def write_report(loaded: Loaded, outdir: Path, title: str, generic_for_all: bool
     for test in sorted(frame["test"].unique()):
         data = frame[frame["test"] == test]
         parts.append(f"<h2 id='{html.escape(test)}'>{html.escape(test)}</h2>")
+        if test == DAXPY_TEST:
+            parts.append("<h3>Crossovers</h3>")
+            parts.append(
+                _table(
+                    daxpy_crossover_table(frame),
+                    "The smallest inner (consecutive kernels, outer = 4) from which the first case's kernel time "
+                    "stays below the second's at every larger inner (checks.daxpy.crossovers); '—': never within "
+                    "inner 1 to 16; 'not run': a case without records. " + coverage_text(data) + ".",
+                )
+            )
         parts += [_img(f, outdir) for f in figures if f.test == test]
+        if test == LATENCY_TEST:
+            parts.append(
+                _table(
+                    latency_table(frame),
+                    "Median latency (µs) at a few sizes; 'overtakes': the method is faster than the one named from "
+                    "that size on (checks.copy_latency.crossovers on the medians). " + coverage_text(data) + ".",
+                )
+            )
+            continue
         table = summary_table(frame, test)
-        float_format = "{:.4g}".format
-        caption = f"<caption>Median per case. {html.escape(coverage_text(data))}.</caption>"
-        text = table.to_html(border=0, float_format=float_format, na_rep="", index=False)
-        parts.append(re.sub(r"(<table[^>]*>)", lambda m, caption=caption: m[1] + caption, text, count=1))
+        note = " (anchor points; the figures show every point)" if test == DAXPY_TEST else ""
+        parts.append(_table(table, f"Median per case{note}. {coverage_text(data)}."))
     parts.append(
         "<h2>Notes</h2><ul>"
         f"<li>{html.escape(UM_TEST)}: 'steady' is the median of runs 2..N; the copy engine is measured by the same "
         "program in the same run (cudaMemcpy from pinned memory); the speed of light is the host link's per "
         "direction.</li>"
+        f"<li>{html.escape(DAXPY_TEST)}: the paper's figures 1 to 8 (Gayatri, Gott, Deslippe, PMBS 2019) with "
+        "explicit cudaMalloc + cudaMemcpy added; system memory runs only where the node has ATS or HMM. "
+        "Variables are &lt;metric&gt;_i&lt;inner&gt;_o&lt;outer&gt;, in µs.</li>"
+        f"<li>{html.escape(LATENCY_TEST)}: median of timed copies per size; the dashed line is size divided by the "
+        "host link's speed of light per direction.</li>"
         f"<li>{html.escape(HOST_TEST)}: bandwidth of each NUMA node's memory from threads bound to it.</li>"
         "<li>CUDA (driver) is the CUDA version the driver supports; CUDA runtime is the toolkit the programs "
         "were built with ('unknown' where the perflog predates that field).</li></ul>"

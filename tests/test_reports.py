@@ -12,7 +12,12 @@ import pytest
 from checks.suite.base import cuda_toolkit_version
 from reports import compare as cmp
 from reports.cli import main
-from reports.figures import render_all
+from reports.figures import (
+    daxpy_crossover_table,
+    latency_crossovers,
+    latency_curves,
+    render_all,
+)
 from reports.html import write_report
 from reports.load import load, split_display_name
 from systems.rfm import PERFLOG_FORMAT, perflog_ignore_keys
@@ -259,11 +264,19 @@ def committed():
     return load(PERFLOGS, warn=None)
 
 
-def test_every_figure_renders_from_the_committed_perflogs(committed, tmp_path):
-    figures = render_all(committed.frame, tmp_path, generic_for_all=True)
+@pytest.fixture(scope="module")
+def rendered(committed, tmp_path_factory):
+    """Every figure, the generic ones included, drawn once for the tests below."""
+    return render_all(committed.frame, tmp_path_factory.mktemp("figures"), generic_for_all=True)
+
+
+def test_every_figure_renders_from_the_committed_perflogs(rendered):
+    figures = rendered
     kinds = {f.path.name.split("-")[0] + "-" + f.path.name.split("-")[1] for f in figures}
     assert {"um-per", "um-steady", "host-bandwidth", "generic-unifiedmemorybandwidth"} <= kinds
     assert "generic-hostmemorybandwidth" in kinds
+    assert {"daxpy-fig1", "daxpy-fig8", "latency-local"} <= kinds
+    assert not any(k.startswith(("generic-daxpy", "generic-smallcopy")) for k in kinds)  # hundreds of bars
     for figure in figures:
         assert figure.path.stat().st_size > 10_000
         assert "NVIDIA H100 80GB HBM3" in figure.caption and "580.159.04" in figure.caption
@@ -276,8 +289,61 @@ def test_the_report_page_names_what_it_covers(committed, tmp_path):
         assert f'src="{png.name}"' in text
     assert "CUDA runtime" in text and "580.159.04" in text and "pcie gen5 x16" in text
     assert "steady_bw (GiB/s)" in text
+    assert "managed+prefetch vs explicit" in text and "Crossovers" in text  # the DAXPY crossover table
+    assert "overtakes (from size)" in text  # the latency table
 
 
 def test_html_command_writes_the_report(tmp_path):
     assert main(["html", str(PERFLOGS / "local" / "default" / "HostMemoryBandwidth.log"), "-o", str(tmp_path)]) == 0
     assert (tmp_path / "index.html").exists() and (tmp_path / "host-bandwidth-numa.png").exists()
+
+
+def test_daxpy_figures_1_to_8_render_from_the_committed_perflog(rendered):
+    figures = [f for f in rendered if f.test == "DaxpyStudy"]
+    assert [f.path.name.split("-")[1] for f in figures] == [f"fig{n}" for n in range(1, 9)]
+    for figure in figures:
+        assert figure.test == "DaxpyStudy" and figure.path.stat().st_size > 10_000
+        assert "NVIDIA H100 80GB HBM3" in figure.caption and "580.159.04" in figure.caption
+        assert "CUDA runtime: 13.0" in figure.caption and "nodes: vm" in figure.caption
+    assert "system memory" in figures[0].caption  # the H100 has neither ATS nor HMM: says why no system line
+
+
+def test_daxpy_crossover_table_has_a_row_per_data_size_and_a_column_per_comparison(committed):
+    from checks.daxpy import COMPARISONS, DATA_SIZES
+
+    table = daxpy_crossover_table(committed.frame)
+    comparisons = [f"{c} vs {b}" for c, b in COMPARISONS]
+    assert list(table.columns) == ["set of runs", "data size (B per block)", *comparisons]
+    assert list(table["data size (B per block)"]) == DATA_SIZES
+    assert (table["managed vs system"] == "not run").all()  # no system memory on the H100
+    cells = set(table[comparisons[2:]].values.ravel())
+    assert cells <= {"—"} | {str(i) for i in range(1, 17)} and "—" in cells
+
+
+def test_daxpy_crossovers_agree_with_the_checks_own_computation(committed):
+    from checks.daxpy import crossovers, points_from_perflog
+
+    text = (PERFLOGS / "local" / "default" / "DaxpyStudy.log").read_text()
+    [points] = points_from_perflog(text).values()
+    table = daxpy_crossover_table(committed.frame).set_index("data size (B per block)")
+    for label, by_size in crossovers(points).items():
+        for size, inner in by_size.items():
+            assert table.loc[size, label] == ("—" if inner is None else str(inner))
+
+
+def test_latency_figure_renders_with_crossovers_and_the_link(committed, rendered):
+    [figure] = [f for f in rendered if f.test == "SmallCopyLatency"]
+    assert figure.test == "SmallCopyLatency" and figure.path.stat().st_size > 10_000
+    assert "NVIDIA H100 80GB HBM3" in figure.caption and "580.159.04" in figure.caption
+    assert "PCIe Gen5 x16" in figure.caption  # the speed of light drawn in
+    data = committed.frame[committed.frame["test"] == "SmallCopyLatency"]
+    logged = {r.perf_var: r.value for r in data.itertuples() if r.perf_var.startswith("crossover_")}
+    assert latency_crossovers(latency_curves(data)) == logged
+
+
+def test_latency_table_has_a_row_per_method_and_direction(committed):
+    from reports.html import LATENCY_SIZES, latency_table
+
+    table = latency_table(committed.frame)
+    assert len(table) == 8 and set(table["direction"]) == {"h2d", "d2h"}
+    assert len(table.columns) == 2 + len(LATENCY_SIZES) + 1
