@@ -23,12 +23,15 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import yaml
+
+from checks.suite.references import load_entries, matching_values
 
 from . import cli
 from .load import CORE, load
@@ -40,6 +43,14 @@ REFERENCES = REPO / "systems" / "references"
 
 #: Repeated runs inside one case count as samples of one variable.
 POOLS = ["run([2-9]|[1-9][0-9]+)_bw=steady_runs", r"(read|write)_bw_node(\d+)_run\d+=\1_bw_node\2_runs"]
+
+#: The variables an acceptance turns into references: each check's headline
+#: figures and a few anchor points, not every sample (per-run values, every
+#: point of a sweep) whose noise would make the gate flap.
+REFERENCE_VARS = (
+    r"first_run_bw|steady_bw|copy_engine_bw|(read|write)_bw_node\d+"
+    r"|(kernel|total)_us_i[47]_o4|lat_us_\w+_(8|4096|65536|1048576)"
+)
 
 #: Fields that are not a case's parameters or variables.
 NOT_CASE = set(CORE) | {"program"}
@@ -54,7 +65,6 @@ def selected_system(explicit: str | None) -> str:
     if explicit:
         return explicit
     sys.path.insert(0, str(REPO))
-    import re
     import socket
 
     from systems.rfm import site_configuration
@@ -147,8 +157,9 @@ def find_run(system: str, stamp: str) -> tuple[Path, dict]:
     return outdir, json.loads(path.read_text())
 
 
-def reference_entries(rows: pd.DataFrame, tolerance: float) -> dict[str, list]:
-    """Per check, one entry per case: the run's medians with +-tolerance."""
+def reference_entries(rows: pd.DataFrame, tolerance: float, directory: Path = REFERENCES) -> dict[str, list]:
+    """Per check, one entry per case: the run's medians with +-tolerance, or
+    with the wider tolerance an existing reference already justifies."""
     entries: dict[str, list] = {}
     case_fields = [c for c in rows.columns if c not in NOT_CASE]
     for (test, _), group in rows.groupby(["test", "display_name"], dropna=False):
@@ -158,11 +169,19 @@ def reference_entries(rows: pd.DataFrame, tolerance: float) -> dict[str, list]:
         case = {
             c.removeprefix("param_"): _plain(first[c]) for c in case_fields if pd.notna(first[c]) and first[c] != ""
         }
+        facts = {k: first[k] for k in ("system", "partition", "gpu_model", "host_link")}
+        existing = matching_values(load_entries(test, str(directory)), facts, case)
         values = {}
         for var, samples in group.groupby("perf_var"):
+            if not re.fullmatch(REFERENCE_VARS, var):
+                continue
             median = float(samples["value"].median())
-            values[var] = [round(median, 6), -tolerance / 100, tolerance / 100, str(samples["unit"].iloc[0])]
-        entries.setdefault(test, []).append({"where": where, "case": case, "values": values})
+            low, high = -tolerance / 100, tolerance / 100
+            if var in existing:
+                low, high = min(low, existing[var][1]), max(high, existing[var][2])
+            values[var] = [round(median, 6), low, high, str(samples["unit"].iloc[0])]
+        if values:
+            entries.setdefault(test, []).append({"where": where, "case": case, "values": values})
     return entries
 
 

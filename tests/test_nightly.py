@@ -17,11 +17,12 @@ HEADER = (
 
 def _lines(start_minute: int, mean: float, rng) -> list[str]:
     lines = []
-    for run in range(1, 6):
-        value = mean + rng.normal(0, 0.2)
+    for run in range(0, 6):  # the median (run 0 here), then each run
+        value = mean + rng.normal(0, 0.2) if run else mean
+        var = f"read_bw_node0_run{run}" if run else "read_bw_node0"
         lines.append(
             f"2026-11-20T03:{start_minute:02d}:00|reframe 4.10.4|HostMemoryBandwidth|HostMemoryBandwidth|local|"
-            f"default|gnu|n1|NVIDIA H100 80GB HBM3|pcie gen5 x16|5|pass|read_bw_node0_run{run}|{value:.4f}|"
+            f"default|gnu|n1|NVIDIA H100 80GB HBM3|pcie gen5 x16|5|pass|{var}|{value:.4f}|"
             "GiB/s|0|null|null"
         )
     return lines
@@ -70,14 +71,15 @@ def test_no_accepted_run_passes_and_says_how_to_accept(perflogs, tmp_path, capsy
 def test_accepted_medians_become_references(perflogs, tmp_path):
     _write(perflogs, base_mean=68.0, new_mean=60.0)
     rows = nightly.run_rows("local", "2026-11-20T03:00:00", "2026-11-20T03:10:00")
-    entries = nightly.reference_entries(rows, tolerance=5)
+    refs = tmp_path / "refs"
+    refs.mkdir()
+    entries = nightly.reference_entries(rows, tolerance=5, directory=refs)
     [entry] = entries["HostMemoryBandwidth"]
     assert entry["where"] == {"gpu_model": "NVIDIA H100 80GB HBM3", "host_link": "pcie gen5 x16"}
     assert entry["case"] == {"runs": "5"}
-    assert entry["values"]["read_bw_node0_run1"][1:] == [-0.05, 0.05, "GiB/s"]
+    assert entry["values"]["read_bw_node0"][1:] == [-0.05, 0.05, "GiB/s"]
+    assert "read_bw_node0_run1" not in entry["values"]  # samples are not references
 
-    refs = tmp_path / "refs"
-    refs.mkdir()
     (refs / "HostMemoryBandwidth.yaml").write_text("# hand-written header\n- where: {system: summit}\n  values: {}\n")
     for _ in range(2):  # accepting again replaces the section, it does not pile up
         nightly.write_references(entries, "2026-11-20T03:00:00", refs)
@@ -92,4 +94,17 @@ def test_accepted_medians_become_references(perflogs, tmp_path):
         "host_link": "pcie gen5 x16",
     }
     values = matching_values(loaded, facts, {"runs": 5})
-    assert values["read_bw_node0_run1"][0] == pytest.approx(68.0, abs=1.0)
+    assert values["read_bw_node0"][0] == pytest.approx(68.0, abs=1.0)
+
+
+def test_a_wider_justified_tolerance_is_kept(perflogs, tmp_path):
+    _write(perflogs, base_mean=68.0, new_mean=60.0)
+    rows = nightly.run_rows("local", "2026-11-20T03:00:00", "2026-11-20T03:10:00")
+    refs = tmp_path / "refs"
+    refs.mkdir()
+    where = "{gpu_model: NVIDIA H100 80GB HBM3, host_link: pcie gen5 x16}"
+    (refs / "HostMemoryBandwidth.yaml").write_text(
+        f"- where: {where}\n  values: {{read_bw_node0: [1, -0.5, 0.3, GiB/s]}}\n"
+    )
+    [entry] = nightly.reference_entries(rows, tolerance=5, directory=refs)["HostMemoryBandwidth"]
+    assert entry["values"]["read_bw_node0"][1:] == [-0.5, 0.3, "GiB/s"]

@@ -49,7 +49,10 @@ def _facts(check) -> dict:
 
 
 def _same(a, b) -> bool:
-    """Equal as numbers where both are numbers (5 == 5.0), else as text."""
+    """Equal as numbers where both are numbers (5 == 5.0), else as text;
+    lists as ReFrame's perflogs write them ('1,2,4')."""
+    if isinstance(a, (list, tuple)):
+        a = ",".join(str(x) for x in a)
     try:
         return float(a) == float(b)
     except (TypeError, ValueError):
