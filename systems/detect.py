@@ -132,6 +132,11 @@ def _gpu_numa(nvml, handle, sysfs: Path) -> int | None:
     return None
 
 
+# nvmlDeviceGetNvLinkVersion answers with NVML's version enum, not the
+# generation: 1.0, 2.0, 2.2, 3.0, 3.1, 4.0, 5.0 are 1 to 7 (an H200 says 6).
+_NVML_NVLINK_GENERATION = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5}
+
+
 def _nvlinks(nvml, handle) -> tuple[int, int | None]:
     """Active NVLink links of one GPU and their generation."""
     active, version = 0, None
@@ -140,7 +145,7 @@ def _nvlinks(nvml, handle) -> tuple[int, int | None]:
         if state == getattr(nvml, "NVML_FEATURE_ENABLED", 1):
             active += 1
             version = version or _try(lambda link=link: nvml.nvmlDeviceGetNvLinkVersion(handle, link))
-    return active, version
+    return active, _NVML_NVLINK_GENERATION.get(version, version)
 
 
 def _hbm_bandwidth(nvml, handle) -> str | None:

@@ -35,7 +35,8 @@ def test_one_h100_on_pcie_gen5_without_hmm():
 
 
 def test_two_h200_joined_by_nv18():
-    gpus = [FakeGpu(name="NVIDIA H200", nvlinks=[4] * 18, uuid=f"GPU-{i}") for i in range(2)]
+    # NVML's version enum says 6 for NVLink 4.0.
+    gpus = [FakeGpu(name="NVIDIA H200", nvlinks=[6] * 18, uuid=f"GPU-{i}") for i in range(2)]
     node = _detect(FakeNvml(gpus)).node
     assert node["gpu_link"] == {"type": "nvlink", "generation": 4, "links": 18}
     assert data.speed_of_light(node)["gpu_gpu"] == pytest.approx(478.1e9, rel=1e-3)

@@ -19,7 +19,7 @@ def dgx():
 def _a100(i, **kw):
     numa = [3, 3, 1, 1, 7, 7, 5, 5][i]
     base = dict(name="NVIDIA A100-SXM4-80GB", cc=(8, 0), numa=numa, pcie_max=(4, 16), pcie_current=(4, 16),
-                nvlinks=[3] * 12, uuid=f"GPU-{i}")  # fmt: skip
+                nvlinks=[4] * 12, uuid=f"GPU-{i}")  # fmt: skip
     base.update(kw)
     return FakeGpu(**base)
 
@@ -70,7 +70,7 @@ def test_old_driver(dgx):
 def test_nvlink_down_persistence_off_and_ecc_off(dgx):
     node, health = dgx
     gpus = [_a100(i) for i in range(8)]
-    gpus[2] = _a100(2, nvlinks=[3] * 11, persistence=0, ecc=(0, 0))
+    gpus[2] = _a100(2, nvlinks=[4] * 11, persistence=0, ecc=(0, 0))
     assert _failures(evaluate(node, health, _readings(gpus))) == [
         "FAIL gpu2 nvlinks_up: expected 12, found 11",
         "FAIL gpu2 persistence_mode: expected True, found False",
