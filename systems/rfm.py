@@ -82,6 +82,7 @@ def _partition(system: dict[str, Any], part: dict[str, Any], found: detect.Detec
         "cuda_archs": archs,
         "launcher_settings": part.get("launcher_settings", {}),
         "gdrcopy_prefix": part.get("gdrcopy_prefix"),
+        "nvbit_tool": part.get("nvbit_tool"),
         "detected": bool(found),
         "detection_notes": found.notes if found else [],
         "node_info": found.info if found else {},

@@ -2,6 +2,7 @@
 generates (LSF and jsrun on summit, Slurm and srun elsewhere, CMake or Spack)."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -131,3 +132,40 @@ def test_small_copy_latency_runs_every_leg_but_gdrcopys(slurm_system):
     assert "bin/copy_latency --device 0 --methods pageable,pinned,async,zerocopy --directions h2d,d2h" in line
     assert line.endswith(f"--numa-node {numa}")
     assert not list((tmp / "stage" / system / "gpu" / "cuda").glob("GdrCopyLatency*/rfm_job.sh"))
+
+
+def _launch_line(job: str) -> str:
+    return next(ln for ln in job.splitlines() if ln.startswith("srun"))
+
+
+def test_multi_gpu_checks_on_the_dgx_a100(tmp_path_factory):
+    # 8 GPUs: srun starts 8 ranks of mem_scan for the multiprocess mode, one
+    # process for the others; the ping-pong takes two GPUs, one task.
+    tmp = tmp_path_factory.mktemp("dgx-a100-multigpu")
+    out = _reframe(tmp, "dgx-a100", "-n", "RandomAccessScan|P2PPingPong").stdout
+    stage = tmp / "stage" / "dgx-a100" / "gpu" / "cuda"
+    scans = {}
+    for path in stage.glob("RandomAccessScan*/rfm_job.sh"):
+        job = path.read_text()
+        found = re.search(r"bin/mem_scan --modes (\w+) --ops (\w+) ", job)
+        scans[found[1], found[2]] = job
+    assert sorted(scans) == sorted(
+        (m, o) for m in ("single", "chunked", "multiprocess") for o in ("read", "write", "atomic")
+    )
+    for (mode, _), job in scans.items():
+        tasks = 8 if mode == "multiprocess" else 1
+        assert f"#SBATCH --ntasks={tasks}\n" in job
+        assert "#SBATCH --gpus-per-node=8" in job
+        line = _launch_line(job)
+        assert line.startswith("srun ")
+        assert "--segments 4,8,16,32,64,128,256,512,1024,2048,4096,8192,16384 --widths 4,8,16 --size 0.5x" in line
+        assert "--spawn" not in line
+    pingpong = sorted(_launch_line(p.read_text()) for p in stage.glob("P2PPingPong*/rfm_job.sh"))
+    assert [ln.split("bin/p2p_pingpong ")[1] for ln in pingpong] == [
+        "--variants baseline --size 64M --iters 10000",
+        "--variants baseline,manual --size 64M --iters 10000",
+    ]
+    for path in stage.glob("P2PPingPong*/rfm_job.sh"):
+        assert "#SBATCH --ntasks=1\n" in path.read_text()
+        assert "#SBATCH --gpus-per-node=2" in path.read_text()
+    assert "[no NVBit installation for dgx-a100:gpu: name the empty-call tool (.so) with nvbit_tool" in out

@@ -15,7 +15,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 #: Programs every build has, and those that need a CUDA compiler.
 HOST_PROGRAMS = ["host_bw"]
-CUDA_PROGRAMS = ["um_bw", "daxpy", "copy_latency"]
+CUDA_PROGRAMS = ["um_bw", "daxpy", "copy_latency", "mem_scan", "p2p_pingpong"]
 
 
 class SuiteBuild(rfm.CompileOnlyRegressionTest):

@@ -1,0 +1,323 @@
+"""Multi-GPU memory paths: a WholeMemory-style random-access scan across all
+GPUs of a node, and the NVBit seed's P2P ping-pong persistent kernel.
+
+RandomAccessScan (src/mem_scan): a buffer spread over the node's N GPUs, a
+fraction of their memory; every GPU at once reads, writes or atomically adds
+random, naturally aligned segments of the whole buffer (4 B to 16 KiB, 4, 8
+or 16 bytes per thread; atomics 4). One case per mode and op, the segment
+sizes and widths swept inside the run:
+
+- single: one process, one contiguous virtual range mapped across the GPUs
+  (the CUDA VMM API);
+- chunked: one process, a table of the N chunks' pointers;
+- multiprocess: one process per GPU, the chunks shared through CUDA IPC. It
+  runs N tasks through the partition's launcher (srun, jsrun: one resource
+  set of N tasks and N GPUs). ReFrame's local launcher starts one process, so
+  there the program is launched once with ``--spawn`` and starts its N ranks
+  itself (the same program, the rank on its command line).
+
+Each point's per-GPU rate (decimal GB/s: the bytes of all segments a GPU
+touched over its kernel time), the node's aggregate, and the per-GPU rate as
+a fraction of the seed's speed of light: each GPU's GPU-GPU bandwidth per
+direction times N/(N-1), since 1/N of a GPU's segments are its own (the
+DGX-A100's 300 GB/s x 8/7 = 343 GB/s). Perflog names: ``gbs_s<segment>_w<width>``
+(mean per-GPU GB/s), ``agg_gbs_...``, ``sol_...``, and the summaries
+``plateau_gbs`` (lowest over segments of 128 B and more, at each segment's
+best width), ``seg64_gbs``, ``best_gbs`` and ``best_segment``,
+``best_aggregate_gbs``, ``plateau_of_sol`` and ``best_of_sol``.
+
+P2PPingPong (src/p2p_pingpong): the seed's persistent kernel, 64 MiB of int
+between two GPUs, 10000 iterations; variants baseline, manual (an empty
+__noinline__ call around each access) and nvbit (the baseline under the
+NVBit tool that the partition's ``nvbit_tool`` names; skipped elsewhere).
+Every job runs the baseline first, so each variant's slowdown is measured
+against a baseline of the same run. Bandwidth is the seed's: size * ITERS /
+time / 2^30 (its "GB/s" are GiB/s: 64 MiB x 10000 / 1.99599 s = 313.128).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import NamedTuple
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
+
+from checks.suite.base import GpuCheck
+from checks.suite.references import references_for
+
+SEGMENTS = [4 << i for i in range(13)]  # 4 B .. 16 KiB
+WIDTHS = [4, 8, 16]
+ATOMIC_WIDTHS = [4]
+PLATEAU_FROM = 128  # the seed: "if the segment size is 128 bytes or more, about 260 GB/s"
+
+_SCAN = re.compile(
+    r"^Scan: mode=(?P<mode>\S+) op=(?P<op>\S+) segment=(?P<segment>\d+) width=(?P<width>\d+) "
+    r"thread_bytes=(?P<thread_bytes>\d+) gpus=(?P<gpus>\d+) launch_bytes=(?P<launch_bytes>\d+) reps=(?P<reps>\d+) "
+    r"per_gpu_gbs=(?P<per_gpu>[0-9.,]+) min_gbs=(?P<min>\S+) mean_gbs=(?P<mean>\S+) "
+    r"aggregate_gbs=(?P<aggregate>\S+)\s*$",
+    re.MULTILINE,
+)
+_PINGPONG = re.compile(
+    r"^PingPong: variant=(?P<variant>\S+) size=(?P<size>\d+) iters=(?P<iters>\d+) block=\d+ src_device=\d+ "
+    r"dst_device=\d+ time_s=(?P<time>\S+) bandwidth_gibs=(?P<bw>\S+)\s*$",
+    re.MULTILINE,
+)
+
+
+class ScanPoint(NamedTuple):
+    mode: str
+    op: str
+    segment: int
+    width: int
+    thread_bytes: int
+    gpus: int
+    per_gpu: list
+    min_gbs: float
+    mean_gbs: float
+    aggregate_gbs: float
+
+
+def parse_scan(text: str) -> list:
+    """Every 'Scan:' line of mem_scan's output."""
+    return [
+        ScanPoint(
+            m["mode"],
+            m["op"],
+            int(m["segment"]),
+            int(m["width"]),
+            int(m["thread_bytes"]),
+            int(m["gpus"]),
+            [float(x) for x in m["per_gpu"].split(",")],
+            float(m["min"]),
+            float(m["mean"]),
+            float(m["aggregate"]),
+        )
+        for m in _SCAN.finditer(text)
+    ]
+
+
+def scan_speed_of_light(gpu_gpu: float | None, gpus: int) -> float | None:
+    """The seed's per-GPU limit in bytes/s: the GPU-GPU bandwidth per direction
+    times N/(N-1), as (N-1)/N of a GPU's segments cross the links."""
+    if not gpu_gpu or gpus < 2:
+        return None
+    return gpu_gpu * gpus / (gpus - 1)
+
+
+def summarise(points: list, sol_gbs: float | None) -> dict:
+    """The summaries of one case: at each segment its best width's mean per-GPU GB/s."""
+    best = {}
+    for p in points:
+        if p.mean_gbs > best.get(p.segment, (-1.0, None))[0]:
+            best[p.segment] = (p.mean_gbs, p.aggregate_gbs)
+    plateau = [bw for seg, (bw, _) in best.items() if seg >= PLATEAU_FROM]
+    top_segment = max(best, key=lambda s: best[s][0])
+    out = {
+        "plateau_gbs": min(plateau) if plateau else 0.0,
+        "seg64_gbs": best.get(64, (0.0, None))[0],
+        "best_gbs": best[top_segment][0],
+        "best_segment": top_segment,
+        "best_aggregate_gbs": max(agg for _, agg in best.values()),
+    }
+    out["plateau_of_sol"] = out["plateau_gbs"] / sol_gbs if sol_gbs else 0.0
+    out["best_of_sol"] = out["best_gbs"] / sol_gbs if sol_gbs else 0.0
+    return out
+
+
+def parse_pingpong(text: str) -> dict:
+    """{variant: (seconds, GiB/s)} from p2p_pingpong's output."""
+    return {m["variant"]: (float(m["time"]), float(m["bw"])) for m in _PINGPONG.finditer(text)}
+
+
+def pingpong_bandwidth(size: int, iters: int, seconds: float) -> float:
+    """The seed's bandwidth: size * ITERS / time in units of 2^30 bytes per second."""
+    return size * iters / seconds / 2**30
+
+
+def pingpong_final(a: int, b: int, iters: int) -> tuple:
+    """(src, dst) after `iters` iterations from src = a, dst = b: iteration k
+    writes a + 2 (k + 1), to dst when k is even and to src when k is odd."""
+    odd, even = iters // 2, (iters + 1) // 2
+    return (a + 4 * odd if odd else a, a + 4 * even - 2 if even else b)
+
+
+class MultiGpuCheck(GpuCheck):
+    """Needs two GPUs or more that reach each other; skipped with the reason elsewhere."""
+
+    @property
+    def gpu_count(self) -> int:
+        return self.node["gpus"]["count"]
+
+    @run_after("setup")
+    def skip_without_peers(self):
+        name = self.current_partition.fullname
+        self.skip_if(self.gpu_count < 2, f"{name} has {self.gpu_count} GPU(s): this check needs two or more")
+        self.skip_if(
+            "multigpu" not in self.current_partition.features,
+            f"{name} lacks the 'multigpu' feature (one GPU, or GPUs that cannot reach each other)",
+        )
+
+    def _output(self) -> str:
+        # Hooks run outside the stage directory: read the output by its full path.
+        with open(os.path.join(self.stagedir, self.stdout.evaluate())) as stream:
+            return stream.read()
+
+
+@rfm.simple_test
+class RandomAccessScan(MultiGpuCheck):
+    descr = "WholeMemory-style random-access scan over all GPUs: random segments read, written, atomically added"
+    program = "mem_scan"
+    tags = {"multigpu", "nvlink", "wholememory"}
+    time_limit = "15m"
+
+    mode = parameter(["single", "chunked", "multiprocess"])
+    op = parameter(["read", "write", "atomic"])
+
+    #: The whole buffer as a fraction of the GPUs' memory (the seed's 400 GB
+    #: of a DGX-A100's 640 GB is 0.63).
+    memory_fraction = variable(float, value=0.5)
+    segments = variable(typ.List[int], value=SEGMENTS)
+    widths = variable(typ.List[int], value=WIDTHS)
+    #: Timed launches per point (after one warm-up launch).
+    reps = variable(int, value=20)
+
+    def point_widths(self) -> list:
+        return ATOMIC_WIDTHS if self.op == "atomic" else self.widths
+
+    @run_after("setup")
+    def set_tasks(self):
+        gpus = max(1, self.gpu_count)
+        self.num_gpus_per_node = gpus
+        spawn = self.mode == "multiprocess" and self.current_partition.launcher_type.registered_name == "local"
+        # One task per GPU, except where the launcher starts one process only.
+        self.num_tasks = gpus if self.mode == "multiprocess" and not spawn else 1
+        self.num_tasks_per_node = self.num_tasks
+
+    @run_before("run")
+    def set_options(self):
+        launcher = self.job.launcher
+        multi = self.mode == "multiprocess"
+        if multi and hasattr(type(launcher), "tasks_per_rs"):
+            launcher.tasks_per_rs = self.num_tasks  # jsrun: one resource set with every GPU
+        self.executable_opts = [
+            "--modes", self.mode,
+            "--ops", self.op,
+            "--segments", ",".join(str(s) for s in self.segments),
+            "--widths", ",".join(str(w) for w in self.widths),
+            "--size", f"{self.memory_fraction:g}x",
+            "--reps", str(self.reps),
+        ]  # fmt: skip
+        if multi and self.num_tasks == 1:
+            self.executable_opts.append("--spawn")
+
+    @sanity_function
+    def every_point_verified(self):
+        expected = len(self.segments) * len(self.point_widths())
+        found = sn.count(sn.findall(rf"^Scan: mode={self.mode} op={self.op} ", self.stdout))
+        checks = [
+            sn.assert_not_found(r"^error:|CUDA error", self.stderr),
+            sn.assert_not_found(r"^Skipped:", self.stdout),
+            sn.assert_eq(found, expected),
+            sn.assert_found(rf"^Mode done: mode={self.mode} points={expected}$", self.stdout),
+        ]
+        if self.op == "atomic":
+            checks.append(sn.assert_found(rf"^Atomics verified: mode={self.mode} adds=\d+", self.stdout))
+        return sn.all(checks)
+
+    def sol_gbs(self):
+        sol = scan_speed_of_light(self.speed_of_light("gpu_gpu"), self.gpu_count)
+        return sol / 1e9 if sol else None
+
+    @run_before("performance")
+    def set_perf_variables(self):
+        if self.is_dry_run():
+            return
+        points = [p for p in parse_scan(self._output()) if p.mode == self.mode and p.op == self.op]
+        sol = self.sol_gbs()
+        perf = {}
+
+        def add(name, value, unit):
+            perf[name] = sn.make_performance_function(sn.defer(value), unit)
+
+        for p in points:
+            key = f"s{p.segment}_w{p.width}"
+            add(f"gbs_{key}", p.mean_gbs, "GB/s")
+            add(f"agg_gbs_{key}", p.aggregate_gbs, "GB/s")
+            add(f"sol_{key}", p.mean_gbs / sol if sol else 0.0, "fraction")
+        units = {"best_segment": "B", "plateau_of_sol": "fraction", "best_of_sol": "fraction"}
+        for name, value in summarise(points, sol).items():
+            add(name, value, units.get(name, "GB/s"))
+        self.perf_variables = perf
+        self.reference = references_for(self)
+
+
+@rfm.simple_test
+class P2PPingPong(MultiGpuCheck):
+    descr = "P2P ping-pong persistent kernel between two GPUs: baseline, manually and NVBit-instrumented"
+    program = "p2p_pingpong"
+    tags = {"multigpu", "nvlink", "nvbit"}
+    time_limit = "10m"
+    num_gpus_per_node = 2
+
+    variant = parameter(["baseline", "manual", "nvbit"])
+
+    #: The seed's 64 MB (of int) and ITERS.
+    size = variable(str, value="64M")
+    iters = variable(int, value=10000)
+    nvbit_tool = variable(str, value="", loggable=True)
+
+    @run_after("setup")
+    def skip_without_nvbit(self):
+        if self.variant != "nvbit":
+            return
+        tool = self.current_partition.extras.get("nvbit_tool")
+        system = self.current_partition.fullname.split(":")[0]
+        self.skip_if(
+            not tool,
+            f"no NVBit installation for {self.current_partition.fullname}: name the empty-call tool (.so) "
+            f"with nvbit_tool in systems/{system}.yaml",
+        )
+        self.nvbit_tool = tool
+
+    def variants(self) -> list:
+        return ["baseline"] + ([] if self.variant == "baseline" else [self.variant])
+
+    @run_before("run")
+    def set_options(self):
+        self.executable_opts = [
+            "--variants", ",".join(self.variants()),
+            "--size", self.size,
+            "--iters", str(self.iters),
+        ]  # fmt: skip
+        if self.variant == "nvbit":
+            self.executable_opts += ["--nvbit-tool", self.nvbit_tool]
+
+    @sanity_function
+    def every_variant_verified(self):
+        return sn.all(
+            [
+                sn.assert_not_found(r"^error:|CUDA error", self.stderr),
+                sn.assert_not_found(r"^Skipped:", self.stdout),
+                *(sn.assert_found(rf"^Verified: variant={v} ", self.stdout) for v in self.variants()),
+                *(sn.assert_found(rf"^PingPong: variant={v} ", self.stdout) for v in self.variants()),
+            ]
+        )
+
+    @run_before("performance")
+    def set_perf_variables(self):
+        if self.is_dry_run():
+            return
+        runs = parse_pingpong(self._output())
+        base_time, base_bw = runs["baseline"]
+        time, bw = runs[self.variant]
+        perf = {"time": (time, "s"), "bandwidth": (bw, "GiB/s"), "slowdown": (time / base_time, "x")}
+        if self.variant != "baseline":
+            perf.update({"baseline_time": (base_time, "s"), "baseline_bandwidth": (base_bw, "GiB/s")})
+        self.perf_variables = {
+            name: sn.make_performance_function(sn.defer(value), unit) for name, (value, unit) in perf.items()
+        }
+        self.reference = references_for(self)

@@ -1,0 +1,892 @@
+// A WholeMemory-style random-access scan across all GPUs of a node (our own
+// program, after the WholeMemory benchmark on DGX-A100).
+//
+// One buffer is spread over the node's N GPUs, each holding 1/N of it (a
+// "chunk"), filled with known values: 32-bit word w of the whole buffer holds
+// value0(w). Every GPU at the same time runs a kernel that picks random,
+// naturally aligned segments of the whole buffer (4 B to 16 KiB) and
+//   read:   copies them into a buffer in its own memory,
+//   write:  stores value0(w) ^ salt into them (salt: one per point),
+//   atomic: atomicAdd(word, 1) on every 4-byte word of them,
+// with 4, 8 or 16 bytes per thread (4 for atomics). Three ways to reach the
+// chunks, the seed's three modes:
+//   single:       one process, ONE contiguous virtual range mapped across the
+//                 GPUs with the CUDA VMM API (cuMemCreate/cuMemMap);
+//   chunked:      one process, a table of the N chunks' pointers (cudaMalloc);
+//   multiprocess: one process per GPU, chunks shared through CUDA IPC, the
+//                 handles exchanged through files in a directory.
+// Every point prints one "Scan:" line with each GPU's rate (decimal GB/s, the
+// bytes of all segments it touched over its own kernel time) and their sum,
+// the node's aggregate. Reads are verified against value0, writes read back,
+// atomics by the change of the buffer's checksum.
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cuda.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "suite.hpp"
+
+extern char **environ;
+
+namespace {
+
+constexpr int kMaxGpus = 16;
+constexpr int kBlock = 256;
+constexpr int kUnroll = 4;  // independent loads in flight per thread
+constexpr std::uint64_t kChunkAlign = std::uint64_t{2} << 20;
+
+// The driver API's errors, reported like CUDA_CHECK's.
+void cu_check(CUresult err, const char *call, const char *file, int line) {
+    if (err == CUDA_SUCCESS) return;
+    const char *text = "unknown", *name = "unknown";
+    cuGetErrorString(err, &text);
+    cuGetErrorName(err, &name);
+    std::fprintf(stderr, "CUDA error: %s (%s) in %s at %s:%d\n", text, name, call, file, line);
+    std::exit(EXIT_FAILURE);
+}
+#define CU_CHECK(call) cu_check((call), #call, __FILE__, __LINE__)
+
+// ---------------------------------------------------------------- kernels --
+
+__host__ __device__ inline std::uint64_t mix64(std::uint64_t x) {  // splitmix64's finaliser
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+// What word w of the whole buffer holds after the fill.
+__host__ __device__ inline unsigned value0(std::uint64_t w) {
+    return static_cast<unsigned>(w ^ (w >> 29)) * 0x9e3779b1u + 0x7f4a7c15u;
+}
+
+// Where the chunks are: contiguous (chunk c at base + c * chunk_bytes, base in
+// chunk[0]) or one pointer per chunk.
+struct Layout {
+    char *chunk[kMaxGpus];
+    std::uint64_t chunk_bytes;
+    unsigned nchunks;
+};
+
+// One launch's random segments: segment s of the launch lies in chunk
+// c(s) at offset o(s), both drawn from one 64-bit hash of (seed, s) by
+// multiply-high (the chunk from its low half, the offset mostly from its high
+// half), so every chunk and every aligned segment of it is equally likely.
+struct Pattern {
+    std::uint64_t seed, segs_per_chunk;
+    unsigned seg_shift;   // log2(segment bytes)
+    unsigned lane_shift;  // log2(threads per segment)
+};
+
+// Element i of a launch (one thread's 4, 8 or 16 bytes): its address, and
+// the index of its first word in the whole buffer.
+template <bool kContiguous, typename T>
+__device__ __forceinline__ T *element(const Layout &l, const Pattern &p, std::uint64_t i, std::uint64_t &word) {
+    const std::uint64_t r = mix64(p.seed ^ ((i >> p.lane_shift) * 0x9e3779b97f4a7c15ull));
+    const unsigned c = __umulhi(static_cast<unsigned>(r), l.nchunks);
+    const std::uint64_t off = (__umul64hi(r, p.segs_per_chunk) << p.seg_shift) +
+                              (i & ((std::uint64_t{1} << p.lane_shift) - 1)) * sizeof(T);
+    word = (c * l.chunk_bytes + off) / 4;
+    char *base = kContiguous ? l.chunk[0] + c * l.chunk_bytes : l.chunk[c];
+    return reinterpret_cast<T *>(base + off);
+}
+
+// 1, 2 or 4 consecutive words as one value, from a word function.
+template <typename F>
+__device__ __forceinline__ void make(unsigned &v, std::uint64_t w, F f) { v = f(w); }
+template <typename F>
+__device__ __forceinline__ void make(uint2 &v, std::uint64_t w, F f) { v = make_uint2(f(w), f(w + 1)); }
+template <typename F>
+__device__ __forceinline__ void make(uint4 &v, std::uint64_t w, F f) {
+    v = make_uint4(f(w), f(w + 1), f(w + 2), f(w + 3));
+}
+__device__ __forceinline__ bool same(unsigned a, unsigned b) { return a == b; }
+__device__ __forceinline__ bool same(uint2 a, uint2 b) { return a.x == b.x && a.y == b.y; }
+__device__ __forceinline__ bool same(uint4 a, uint4 b) { return a.x == b.x && a.y == b.y && a.z == b.z && a.w == b.w; }
+
+enum class Op { read, write, atomic };
+
+// The measured kernel, grid-stride over the launch's n elements with kUnroll
+// elements in flight per thread: read gathers into `local`, write scatters
+// value0 ^ salt, atomic adds 1 to each word (T is then unsigned).
+template <Op kOp, bool kContiguous, typename T>
+__global__ void scan_kernel(Layout l, Pattern p, T *__restrict__ local, std::uint64_t n, unsigned salt) {
+    const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+    for (std::uint64_t e = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
+         e += kUnroll * stride) {
+        T v[kUnroll];
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+            const std::uint64_t i = e + k * stride;
+            if (i >= n) break;
+            std::uint64_t w;
+            T *at = element<kContiguous, T>(l, p, i, w);
+            if (kOp == Op::read) {
+                v[k] = *at;
+            } else if (kOp == Op::write) {
+                make(v[k], w, [salt](std::uint64_t x) { return value0(x) ^ salt; });
+                *at = v[k];
+            } else {
+                atomicAdd(reinterpret_cast<unsigned *>(at), 1u);
+            }
+        }
+        if (kOp == Op::read) {
+#pragma unroll
+            for (int k = 0; k < kUnroll; ++k)
+                if (e + k * stride < n) local[e + k * stride] = v[k];
+        }
+    }
+}
+
+// Verification of one launch, regenerating its segments: after a read the
+// local buffer must hold value0 of every word gathered; after a write every
+// word written must hold value0 ^ salt. Mismatches are counted in *bad.
+template <Op kOp, bool kContiguous, typename T>
+__global__ void verify_kernel(Layout l, Pattern p, const T *local, std::uint64_t n, unsigned salt,
+                              unsigned long long *bad) {
+    const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+    unsigned long long wrong = 0;
+    for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+        std::uint64_t w;
+        const T *at = element<kContiguous, T>(l, p, i, w);
+        T expected;
+        make(expected, w, [salt](std::uint64_t x) { return value0(x) ^ salt; });
+        wrong += !same(kOp == Op::read ? local[i] : *at, expected);
+    }
+    if (wrong) atomicAdd(bad, wrong);
+}
+
+// Chunk words [0, n) are words first.. of the whole buffer.
+__global__ void fill_kernel(unsigned *chunk, std::uint64_t n, std::uint64_t first) {
+    const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+    for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+        chunk[i] = value0(first + i);
+}
+
+// Sum of a chunk's words modulo 2^32: atomics must raise it by their count.
+__global__ void sum_kernel(const unsigned *chunk, std::uint64_t n, unsigned *sum) {
+    const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+    unsigned acc = 0;
+    for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+        acc += chunk[i];
+    for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_down_sync(0xffffffffu, acc, offset);
+    if ((threadIdx.x & 31) == 0) atomicAdd(sum, acc);
+}
+
+// ---------------------------------------------------------- configuration --
+
+enum class Mode { single, chunked, multiprocess };
+
+const char *mode_name(Mode m) {
+    return m == Mode::single ? "single" : m == Mode::chunked ? "chunked" : "multiprocess";
+}
+const char *op_name(Op o) { return o == Op::read ? "read" : o == Op::write ? "write" : "atomic"; }
+
+struct Config {
+    std::vector<Mode> modes;
+    std::vector<Op> ops;
+    std::vector<std::uint64_t> segments;
+    std::vector<int> widths;
+    std::string size;
+    std::uint64_t launch_bytes = 0;  // 0: by segment size
+    int reps = 20, gpus = 0, rank = 0, nranks = 1;
+    bool spawn = false;
+    std::string run_id, exchange_dir;
+};
+
+bool power_of_two(std::uint64_t x) { return x && !(x & (x - 1)); }
+unsigned log2u(std::uint64_t x) {
+    unsigned s = 0;
+    while ((std::uint64_t{1} << s) < x) ++s;
+    return s;
+}
+
+// The first of these environment variables that is set, or "".
+std::string env_first(std::initializer_list<const char *> names) {
+    for (const char *name : names)
+        if (const char *v = std::getenv(name)) return v;
+    return "";
+}
+
+Config parse_config(const suite::Options &opts) {
+    Config c;
+    for (const auto &m : opts.list("modes")) {
+        if (m == "single") c.modes.push_back(Mode::single);
+        else if (m == "chunked") c.modes.push_back(Mode::chunked);
+        else if (m == "multiprocess") c.modes.push_back(Mode::multiprocess);
+        else opts.usage_error("--modes takes single, chunked and multiprocess, got '%s'", m.c_str());
+    }
+    for (const auto &o : opts.list("ops")) {
+        if (o == "read") c.ops.push_back(Op::read);
+        else if (o == "write") c.ops.push_back(Op::write);
+        else if (o == "atomic") c.ops.push_back(Op::atomic);
+        else opts.usage_error("--ops takes read, write and atomic, got '%s'", o.c_str());
+    }
+    for (const auto &s : opts.list("segments")) {
+        std::uint64_t bytes = 0;
+        if (!suite::parse_bytes(s, bytes) || !power_of_two(bytes) || bytes < 4 || bytes > 16384)
+            opts.usage_error("--segments takes powers of two from 4 to 16K, got '%s'", s.c_str());
+        c.segments.push_back(bytes);
+    }
+    for (const auto &w : opts.list("widths")) {
+        if (w != "4" && w != "8" && w != "16") opts.usage_error("--widths takes 4, 8 and 16, got '%s'", w.c_str());
+        c.widths.push_back(std::atoi(w.c_str()));
+    }
+    if (c.modes.empty() || c.ops.empty() || c.segments.empty() || c.widths.empty())
+        opts.usage_error("--modes, --ops, --segments and --widths need at least one value each");
+    c.size = opts.str("size");
+    if (opts.str("launch-bytes") != "auto") {
+        c.launch_bytes = opts.bytes("launch-bytes");
+        if (c.launch_bytes < 16384 || c.launch_bytes % 16384)
+            opts.usage_error("--launch-bytes must be a multiple of 16K");
+    }
+    c.reps = static_cast<int>(opts.integer("reps"));
+    c.gpus = static_cast<int>(opts.integer("gpus"));
+    if (c.reps < 1) opts.usage_error("--reps must be positive");
+    c.spawn = opts.flag("spawn");
+
+    // Rank and size: options first, then what srun, Open MPI, PMIx and jsrun set.
+    std::string rank = opts.str("rank"), size = opts.str("nranks");
+    if (rank.empty()) rank = env_first({"SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "JSM_NAMESPACE_RANK"});
+    if (size.empty())
+        size = env_first({"SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE", "JSM_NAMESPACE_SIZE"});
+    c.rank = rank.empty() ? 0 : std::atoi(rank.c_str());
+    c.nranks = size.empty() ? 1 : std::atoi(size.c_str());
+    if (c.rank > 0 && size.empty()) opts.usage_error("rank %d known but not the number of ranks: pass --nranks", c.rank);
+    if (c.nranks < 1 || c.rank < 0 || c.rank >= c.nranks) opts.usage_error("rank %d of %d is out of range", c.rank, c.nranks);
+    if (c.nranks > 1 && (c.modes.size() != 1 || c.modes[0] != Mode::multiprocess))
+        opts.usage_error("launched as %d ranks: only --modes multiprocess runs one process per GPU", c.nranks);
+    if (c.nranks > kMaxGpus) opts.usage_error("at most %d ranks", kMaxGpus);
+    if (c.spawn && c.nranks > 1) opts.usage_error("--spawn is for a single launch, not for %d ranks", c.nranks);
+
+    // Every rank must name the same exchange files: the job (and step) id.
+    c.run_id = opts.str("run-id");
+    if (c.run_id.empty()) {
+        const std::string slurm = env_first({"SLURM_JOB_ID"});
+        if (!slurm.empty()) c.run_id = "slurm" + slurm + "." + env_first({"SLURM_STEP_ID"});
+        else c.run_id = env_first({"PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid", "LSB_JOBID"});
+    }
+    if (c.nranks > 1 && c.run_id.empty())
+        opts.usage_error("%d ranks but no job id in the environment to name the exchange files: pass --run-id", c.nranks);
+    for (char &ch : c.run_id)
+        if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-') ch = '_';
+    c.exchange_dir = opts.str("exchange-dir");
+    return c;
+}
+
+// ------------------------------------------------------------ exchange --
+
+// Ranks of the multiprocess mode meet through files: a rank publishes
+// "<run>.r<rank>.<tag>" (written, then renamed into place) and reads the
+// others' as they appear. A barrier is a tag that every rank publishes.
+class Exchange {
+  public:
+    Exchange(std::string dir, std::string run, int rank, int nranks)
+        : dir_(std::move(dir)), run_(std::move(run)), rank_(rank), nranks_(nranks) {
+        if (mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST)
+            suite::die("cannot create the exchange directory %s: %s", dir_.c_str(), std::strerror(errno));
+    }
+    int rank() const { return rank_; }
+    int nranks() const { return nranks_; }
+
+    void publish(const std::string &tag, const std::string &data) {
+        const std::string path = file(rank_, tag), tmp = path + ".tmp";
+        FILE *f = std::fopen(tmp.c_str(), "wb");
+        if (!f || std::fwrite(data.data(), 1, data.size(), f) != data.size() || std::fclose(f) != 0)
+            suite::die("cannot write %s: %s", tmp.c_str(), std::strerror(errno));
+        if (std::rename(tmp.c_str(), path.c_str()) != 0)
+            suite::die("cannot rename %s: %s", tmp.c_str(), std::strerror(errno));
+        mine_.push_back(path);
+    }
+
+    // Waits (at most kTimeout seconds) for rank r's tag and returns its data.
+    std::string read(int r, const std::string &tag) const {
+        const std::string path = file(r, tag);
+        const auto begin = std::chrono::steady_clock::now();
+        for (;;) {
+            if (FILE *f = std::fopen(path.c_str(), "rb")) {
+                std::string data;
+                char buf[4096];
+                for (std::size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;) data.append(buf, got);
+                std::fclose(f);
+                return data;
+            }
+            if (std::chrono::steady_clock::now() - begin > std::chrono::seconds(kTimeout))
+                suite::die("rank %d: rank %d did not reach '%s' within %d s (did it fail? see its stderr)", rank_, r,
+                           tag.c_str(), kTimeout);
+            usleep(20);
+        }
+    }
+
+    void barrier(const std::string &tag) {
+        publish(tag, "");
+        for (int r = 0; r < nranks_; ++r) read(r, tag);
+    }
+
+    // After a last barrier every rank has read what it needed: remove ours.
+    void clean() {
+        for (std::size_t i = 0; i + 1 < mine_.size(); ++i) std::remove(mine_[i].c_str());
+    }
+
+  private:
+    static constexpr int kTimeout = 300;
+    std::string file(int r, const std::string &tag) const {
+        return dir_ + "/" + run_ + ".r" + std::to_string(r) + "." + tag;
+    }
+    std::string dir_, run_;
+    int rank_, nranks_;
+    std::vector<std::string> mine_;
+};
+
+// -------------------------------------------------------------- the node --
+
+// One GPU this process drives, with what it needs for every point.
+struct Gpu {
+    int index = 0, device = 0;  // index: its chunk; device: its CUDA device
+    cudaStream_t stream{};
+    cudaEvent_t start{}, stop{};
+    void *local = nullptr;      // read: where segments land
+    unsigned long long *bad = nullptr;
+    unsigned *sum = nullptr;
+    int grid = 0;
+};
+
+// The buffer: its layout and what each mode must release.
+struct Buffer {
+    Layout layout{};
+    bool contiguous = false;
+    CUdeviceptr base = 0;                               // single
+    std::vector<CUmemGenericAllocationHandle> handles;  // single
+    std::vector<void *> owned;                          // chunked, multiprocess: our chunks
+    std::vector<void *> imported;                       // multiprocess: the other ranks' chunks
+};
+
+void setup_gpu(Gpu &g, std::uint64_t local_bytes) {
+    CUDA_CHECK(cudaSetDevice(g.device));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreate(&g.start));
+    CUDA_CHECK(cudaEventCreate(&g.stop));
+    CUDA_CHECK(cudaMalloc(&g.local, local_bytes));
+    CUDA_CHECK(cudaMalloc(&g.bad, sizeof *g.bad));
+    CUDA_CHECK(cudaMalloc(&g.sum, sizeof *g.sum));
+    int sms = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g.device));
+    g.grid = sms * (2048 / kBlock);
+}
+
+void release_gpu(Gpu &g) {
+    CUDA_CHECK(cudaSetDevice(g.device));
+    CUDA_CHECK(cudaFree(g.local));
+    CUDA_CHECK(cudaFree(g.bad));
+    CUDA_CHECK(cudaFree(g.sum));
+    CUDA_CHECK(cudaEventDestroy(g.start));
+    CUDA_CHECK(cudaEventDestroy(g.stop));
+    CUDA_CHECK(cudaStreamDestroy(g.stream));
+}
+
+// Peer access between every pair of this process's devices, or a clear error.
+void enable_peer_access(const std::vector<int> &devices) {
+    for (int a : devices)
+        for (int b : devices) {
+            if (a == b) continue;
+            int can = 0;
+            CUDA_CHECK(cudaDeviceCanAccessPeer(&can, a, b));
+            if (!can)
+                suite::die("GPU %d cannot access GPU %d's memory (cudaDeviceCanAccessPeer = 0): no NVLink or PCIe "
+                           "peer-to-peer path between them",
+                           a, b);
+            CUDA_CHECK(cudaSetDevice(a));
+            const cudaError_t err = cudaDeviceEnablePeerAccess(b, 0);
+            if (err == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+            else CUDA_CHECK(err);
+        }
+}
+
+// single: N physical chunks mapped into one reserved range, readable and
+// writable from every GPU (never multicast: plain cuMemCreate per device).
+void allocate_contiguous(Buffer &b, const std::vector<Gpu> &gpus, std::uint64_t chunk) {
+    const std::size_t n = gpus.size();
+    CUmemAllocationProp probe{};
+    probe.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    probe.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    probe.location.id = gpus[0].device;
+    std::size_t granularity = 0;
+    CU_CHECK(cuMemGetAllocationGranularity(&granularity, &probe, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    if (chunk % granularity) suite::die("a %" PRIu64 "-byte chunk is not a multiple of the VMM granularity, %zu bytes", chunk, granularity);
+    CU_CHECK(cuMemAddressReserve(&b.base, n * chunk, 0, 0, 0));
+    std::vector<CUmemAccessDesc> access(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        CUmemAllocationProp prop{};
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = gpus[i].device;
+        CUmemGenericAllocationHandle h;
+        CU_CHECK(cuMemCreate(&h, chunk, &prop, 0));
+        CU_CHECK(cuMemMap(b.base + i * chunk, chunk, 0, h, 0));
+        b.handles.push_back(h);
+        access[i].location = prop.location;
+        access[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
+    CU_CHECK(cuMemSetAccess(b.base, n * chunk, access.data(), n));
+    b.contiguous = true;
+    b.layout.chunk[0] = reinterpret_cast<char *>(b.base);
+}
+
+// chunked: one cudaMalloc per GPU, the kernels index their table.
+void allocate_table(Buffer &b, const std::vector<Gpu> &gpus, std::uint64_t chunk) {
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+        CUDA_CHECK(cudaSetDevice(gpus[i].device));
+        void *p = nullptr;
+        CUDA_CHECK(cudaMalloc(&p, chunk));
+        b.owned.push_back(p);
+        b.layout.chunk[i] = static_cast<char *>(p);
+    }
+}
+
+// multiprocess: our chunk from cudaMalloc, the others' through CUDA IPC.
+struct Published {
+    cudaIpcMemHandle_t handle;
+    char bus_id[32];
+};
+
+void allocate_shared(Buffer &b, const Gpu &g, std::uint64_t chunk, Exchange &ex) {
+    CUDA_CHECK(cudaSetDevice(g.device));
+    void *p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, chunk));
+    b.owned.push_back(p);
+    b.layout.chunk[ex.rank()] = static_cast<char *>(p);
+    Published mine{};
+    CUDA_CHECK(cudaIpcGetMemHandle(&mine.handle, p));
+    CUDA_CHECK(cudaDeviceGetPCIBusId(mine.bus_id, sizeof mine.bus_id, g.device));
+    ex.publish("handle", std::string(reinterpret_cast<const char *>(&mine), sizeof mine));
+    for (int r = 0; r < ex.nranks(); ++r) {
+        if (r == ex.rank()) continue;
+        const std::string data = ex.read(r, "handle");
+        if (data.size() != sizeof(Published)) suite::die("rank %d's handle file is damaged", r);
+        Published theirs;
+        std::memcpy(&theirs, data.data(), sizeof theirs);
+        int peer = -1, can = 1;
+        if (cudaDeviceGetByPCIBusId(&peer, theirs.bus_id) == cudaSuccess) {
+            CUDA_CHECK(cudaDeviceCanAccessPeer(&can, g.device, peer));
+            if (peer == g.device) suite::die("ranks %d and %d both run on GPU %s: one rank per GPU", ex.rank(), r, mine.bus_id);
+        } else {
+            cudaGetLastError();  // the peer's GPU is not visible here: let IPC say whether it can be reached
+        }
+        if (!can)
+            suite::die("rank %d's GPU (%s) cannot access rank %d's GPU (%s) (cudaDeviceCanAccessPeer = 0)", ex.rank(),
+                       mine.bus_id, r, theirs.bus_id);
+        void *q = nullptr;
+        CUDA_CHECK(cudaIpcOpenMemHandle(&q, theirs.handle, cudaIpcMemLazyEnablePeerAccess));
+        b.imported.push_back(q);
+        b.layout.chunk[r] = static_cast<char *>(q);
+    }
+}
+
+void release_buffer(Buffer &b, const std::vector<Gpu> &gpus, std::uint64_t chunk) {
+    for (void *q : b.imported) CUDA_CHECK(cudaIpcCloseMemHandle(q));
+    if (b.contiguous) {
+        CU_CHECK(cuMemUnmap(b.base, b.handles.size() * chunk));
+        for (auto h : b.handles) CU_CHECK(cuMemRelease(h));
+        CU_CHECK(cuMemAddressFree(b.base, b.handles.size() * chunk));
+    }
+    for (std::size_t i = 0; i < b.owned.size(); ++i) {
+        CUDA_CHECK(cudaSetDevice(gpus[i].device));
+        CUDA_CHECK(cudaFree(b.owned[i]));
+    }
+}
+
+unsigned *chunk_of(const Buffer &b, const Gpu &g) {
+    return reinterpret_cast<unsigned *>(b.contiguous ? b.layout.chunk[0] + g.index * b.layout.chunk_bytes
+                                                     : b.layout.chunk[g.index]);
+}
+
+// ---------------------------------------------------------------- points --
+
+template <Op kOp, bool kContiguous, typename T>
+void launch(const Gpu &g, const Buffer &b, const Pattern &p, std::uint64_t n, unsigned salt, bool verify) {
+    if (verify)
+        verify_kernel<kOp, kContiguous, T>
+            <<<g.grid, kBlock, 0, g.stream>>>(b.layout, p, static_cast<const T *>(g.local), n, salt, g.bad);
+    else
+        scan_kernel<kOp, kContiguous, T><<<g.grid, kBlock, 0, g.stream>>>(b.layout, p, static_cast<T *>(g.local), n, salt);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <Op kOp, typename T>
+void launch(const Gpu &g, const Buffer &b, const Pattern &p, std::uint64_t n, unsigned salt, bool verify) {
+    if (b.contiguous) launch<kOp, true, T>(g, b, p, n, salt, verify);
+    else launch<kOp, false, T>(g, b, p, n, salt, verify);
+}
+
+// One launch (or its verification) of op with `thread_bytes` per thread.
+void dispatch(Op op, int thread_bytes, const Gpu &g, const Buffer &b, const Pattern &p, std::uint64_t launch_bytes,
+              unsigned salt, bool verify) {
+    const std::uint64_t n = launch_bytes / thread_bytes;
+    if (op == Op::atomic) return launch<Op::atomic, unsigned>(g, b, p, n, salt, verify);
+    const bool read = op == Op::read;
+    switch (thread_bytes) {
+    case 4: return read ? launch<Op::read, unsigned>(g, b, p, n, 0, verify) : launch<Op::write, unsigned>(g, b, p, n, salt, verify);
+    case 8: return read ? launch<Op::read, uint2>(g, b, p, n, 0, verify) : launch<Op::write, uint2>(g, b, p, n, salt, verify);
+    default: return read ? launch<Op::read, uint4>(g, b, p, n, 0, verify) : launch<Op::write, uint4>(g, b, p, n, salt, verify);
+    }
+}
+
+// Bytes each GPU moves per launch: small segments are slow, so they get less,
+// which keeps every point at tens of milliseconds.
+std::uint64_t launch_bytes_for(const Config &c, std::uint64_t segment) {
+    if (c.launch_bytes) return c.launch_bytes;
+    return std::min<std::uint64_t>(std::uint64_t{1} << 30, std::max<std::uint64_t>(std::uint64_t{64} << 20, segment << 23));
+}
+
+Pattern pattern_for(std::uint64_t seed, std::uint64_t chunk, std::uint64_t segment, int thread_bytes) {
+    return Pattern{seed, chunk / segment, log2u(segment), log2u(segment / thread_bytes)};
+}
+
+struct Run {
+    const Config &c;
+    Mode mode;
+    std::vector<Gpu> &gpus;  // this process's
+    Buffer &buf;
+    std::uint64_t chunk;
+    int ngpus;               // the node's, all ranks together
+    Exchange *ex;            // multiprocess only
+    int point = 0, printed = 0;
+    unsigned long long adds = 0;  // atomics by this process's GPUs
+
+    bool leader() const { return !ex || ex->rank() == 0; }
+
+    void fill() {
+        for (auto &g : gpus) {
+            CUDA_CHECK(cudaSetDevice(g.device));
+            fill_kernel<<<g.grid, kBlock, 0, g.stream>>>(chunk_of(buf, g), chunk / 4, g.index * (chunk / 4));
+            CUDA_CHECK_LAUNCH();
+        }
+        for (auto &g : gpus) CUDA_CHECK(cudaStreamSynchronize(g.stream));
+    }
+
+    // Sum of this process's chunks' words, modulo 2^32.
+    unsigned checksum() {
+        unsigned total = 0;
+        for (auto &g : gpus) {
+            CUDA_CHECK(cudaSetDevice(g.device));
+            CUDA_CHECK(cudaMemsetAsync(g.sum, 0, sizeof *g.sum, g.stream));
+            sum_kernel<<<g.grid, kBlock, 0, g.stream>>>(chunk_of(buf, g), chunk / 4, g.sum);
+            CUDA_CHECK_LAUNCH();
+            unsigned s = 0;
+            CUDA_CHECK(cudaMemcpyAsync(&s, g.sum, sizeof s, cudaMemcpyDeviceToHost, g.stream));
+            CUDA_CHECK(cudaStreamSynchronize(g.stream));
+            total += s;
+        }
+        return total;
+    }
+
+    // Every GPU at once: one warm-up launch, then `reps` timed launches.
+    void run_point(Op op, std::uint64_t segment, int width) {
+        const int thread_bytes = op == Op::atomic ? 4 : static_cast<int>(std::min<std::uint64_t>(width, segment));
+        const std::uint64_t bytes = launch_bytes_for(c, segment);
+        const unsigned salt = static_cast<unsigned>(mix64(0x5ca1ab1eull + point)) | 1u;
+        auto seed = [&](const Gpu &g, int rep) { return mix64((std::uint64_t(point) << 24) ^ (g.index << 12) ^ rep); };
+        ++point;
+        if (ex) ex->barrier("p" + std::to_string(point));
+        for (auto &g : gpus) {
+            CUDA_CHECK(cudaSetDevice(g.device));
+            dispatch(op, thread_bytes, g, buf, pattern_for(seed(g, 0), chunk, segment, thread_bytes), bytes, salt, false);
+            CUDA_CHECK(cudaEventRecord(g.start, g.stream));
+            for (int rep = 1; rep <= c.reps; ++rep)
+                dispatch(op, thread_bytes, g, buf, pattern_for(seed(g, rep), chunk, segment, thread_bytes), bytes,
+                         salt, false);
+            CUDA_CHECK(cudaEventRecord(g.stop, g.stream));
+        }
+        std::vector<double> rates;
+        std::string mine;
+        for (auto &g : gpus) {
+            CUDA_CHECK(cudaEventSynchronize(g.stop));
+            float ms = 0;
+            CUDA_CHECK(cudaEventElapsedTime(&ms, g.start, g.stop));
+            rates.push_back(static_cast<double>(bytes) * c.reps / (ms / 1e3) / 1e9);
+            mine += std::to_string(rates.back()) + " ";
+            if (op == Op::atomic) adds += (c.reps + 1ull) * (bytes / 4);
+        }
+        // The last launch, verified on each GPU.
+        if (op != Op::atomic) {
+            for (auto &g : gpus) {
+                CUDA_CHECK(cudaSetDevice(g.device));
+                CUDA_CHECK(cudaMemsetAsync(g.bad, 0, sizeof *g.bad, g.stream));
+                dispatch(op, thread_bytes, g, buf, pattern_for(seed(g, c.reps), chunk, segment, thread_bytes), bytes,
+                         salt, true);
+                unsigned long long bad = 0;
+                CUDA_CHECK(cudaMemcpyAsync(&bad, g.bad, sizeof bad, cudaMemcpyDeviceToHost, g.stream));
+                CUDA_CHECK(cudaStreamSynchronize(g.stream));
+                if (bad)
+                    suite::die("%s %s segment=%" PRIu64 " width=%d: %llu of %" PRIu64 " elements on GPU %d do not "
+                               "hold what they must",
+                               mode_name(mode), op_name(op), segment, width, bad, bytes / thread_bytes, g.index);
+            }
+        }
+        if (ex) {
+            ex->publish("r" + std::to_string(point), mine);
+            if (!leader()) return;
+            rates.clear();
+            for (int r = 0; r < ex->nranks(); ++r) rates.push_back(std::atof(ex->read(r, "r" + std::to_string(point)).c_str()));
+        }
+        double sum = 0, lo = rates[0];
+        std::string list;
+        for (double r : rates) {
+            sum += r;
+            lo = std::min(lo, r);
+            char text[32];
+            std::snprintf(text, sizeof text, "%s%.2f", list.empty() ? "" : ",", r);
+            list += text;
+        }
+        std::printf("Scan: mode=%s op=%s segment=%" PRIu64 " width=%d thread_bytes=%d gpus=%d launch_bytes=%" PRIu64
+                    " reps=%d per_gpu_gbs=%s min_gbs=%.2f mean_gbs=%.2f aggregate_gbs=%.2f\n",
+                    mode_name(mode), op_name(op), segment, op == Op::atomic ? 4 : width, thread_bytes, ngpus, bytes,
+                    c.reps, list.c_str(), lo, sum / rates.size(), sum);
+        std::fflush(stdout);
+        ++printed;
+    }
+
+    void run_op(Op op) {
+        // Ranks may still verify the last op's writes in our chunk: fill after all are done.
+        if (ex) ex->barrier("fill" + std::to_string(point));
+        fill();
+        unsigned before = 0;
+        if (op == Op::atomic) {
+            before = checksum();
+            adds = 0;
+        }
+        for (std::uint64_t segment : c.segments) {
+            if (op == Op::atomic) run_point(op, segment, 4);
+            else
+                for (int width : c.widths) run_point(op, segment, width);
+        }
+        if (op != Op::atomic) return;
+        // Every add landed once: the chunks' sum grew by the adds of all GPUs.
+        const std::string tag = std::to_string(point);
+        if (ex) ex->barrier("atomics" + tag);  // every rank's atomics are done
+        unsigned grew = checksum() - before;  // this process's chunks
+        unsigned long long all_adds = adds;
+        if (ex) {
+            ex->publish("a" + tag, std::to_string(grew) + " " + std::to_string(adds));
+            if (!leader()) return;
+            grew = 0;
+            all_adds = 0;
+            for (int r = 0; r < ex->nranks(); ++r) {
+                unsigned g = 0;
+                unsigned long long a = 0;
+                std::sscanf(ex->read(r, "a" + tag).c_str(), "%u %llu", &g, &a);
+                grew += g;
+                all_adds += a;
+            }
+        }
+        if (grew != static_cast<unsigned>(all_adds))
+            suite::die("%s atomic: the buffer's checksum grew by %u, expected %llu modulo 2^32", mode_name(mode), grew,
+                       all_adds);
+        std::printf("Atomics verified: mode=%s adds=%llu\n", mode_name(mode), all_adds);
+    }
+};
+
+std::uint64_t chunk_size(const suite::Options &opts, const Config &c, int ngpus, std::uint64_t gpu_memory) {
+    std::uint64_t total = 0;
+    const std::string text = c.size;
+    if (!text.empty() && text.back() == 'x') {
+        const double f = std::atof(text.c_str());
+        if (f <= 0 || f >= 1) opts.usage_error("--size: a fraction of the GPUs' memory is between 0 and 1x, got '%s'", text.c_str());
+        total = static_cast<std::uint64_t>(f * gpu_memory * ngpus);
+    } else {
+        total = opts.bytes("size");
+    }
+    const std::uint64_t chunk = total / ngpus / kChunkAlign * kChunkAlign;
+    if (chunk < kChunkAlign) opts.usage_error("--size leaves less than 2 MiB per GPU");
+    return chunk;
+}
+
+// One mode from allocation to release; returns the points it printed.
+int run_mode(const Config &c, const suite::Options &opts, Mode mode) {
+    int count = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&count));
+    const bool multi = mode == Mode::multiprocess;
+    const int ngpus = multi ? c.nranks : (c.gpus > 0 ? c.gpus : count);
+    if (!multi && ngpus > count) opts.usage_error("--gpus %d: only %d GPUs visible", ngpus, count);
+    if (ngpus > kMaxGpus) opts.usage_error("at most %d GPUs", kMaxGpus);
+
+    std::vector<Gpu> gpus;
+    if (multi) gpus.push_back(Gpu{c.rank, c.rank % count});
+    else
+        for (int i = 0; i < ngpus; ++i) gpus.push_back(Gpu{i, i});
+
+    std::uint64_t gpu_memory = UINT64_MAX;
+    for (const auto &g : gpus) {
+        cudaDeviceProp prop{};
+        CUDA_CHECK(cudaGetDeviceProperties(&prop, g.device));
+        gpu_memory = std::min<std::uint64_t>(gpu_memory, prop.totalGlobalMem);
+    }
+    const std::uint64_t chunk = chunk_size(opts, c, ngpus, gpu_memory);
+    std::uint64_t local = 0;
+    for (auto s : c.segments) local = std::max(local, launch_bytes_for(c, s));
+    for (auto &g : gpus) {
+        CUDA_CHECK(cudaSetDevice(g.device));
+        std::size_t free_b = 0, total_b = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        if (chunk + local + (std::uint64_t{256} << 20) > free_b)
+            suite::die("GPU %d: a %.2f GB chunk and a %.2f GB local buffer do not fit in its %.2f GB free", g.device,
+                       chunk / 1e9, local / 1e9, free_b / 1e9);
+        setup_gpu(g, local);
+    }
+
+    std::unique_ptr<Exchange> ex;
+    Buffer buf;
+    buf.layout.chunk_bytes = chunk;
+    buf.layout.nchunks = ngpus;
+    if (multi) {
+        const char *tmp = std::getenv("TMPDIR");
+        const std::string dir = c.exchange_dir.empty() ? std::string(tmp ? tmp : "/tmp") + "/mem_scan.xchg." + std::to_string(getuid()) : c.exchange_dir;
+        ex.reset(new Exchange(dir, c.run_id.empty() ? "local" : c.run_id, c.rank, c.nranks));
+        allocate_shared(buf, gpus[0], chunk, *ex);
+    } else {
+        std::vector<int> devices;
+        for (const auto &g : gpus) devices.push_back(g.device);
+        enable_peer_access(devices);
+        if (mode == Mode::single) allocate_contiguous(buf, gpus, chunk);
+        else allocate_table(buf, gpus, chunk);
+    }
+    if (!ex || c.rank == 0) {
+        cudaDeviceProp prop{};
+        CUDA_CHECK(cudaGetDeviceProperties(&prop, gpus[0].device));
+        std::printf("Mode %s: %d x %s, buffer %.2f GB (%.2f GB per GPU), %s; %d timed launches per point; GB/s: "
+                    "bytes of all segments a GPU touched, its own chunk's included, over its kernel time (1e9 B/s), "
+                    "aggregate: their sum over the GPUs\n",
+                    mode_name(mode), ngpus, prop.name, chunk * static_cast<double>(ngpus) / 1e9, chunk / 1e9,
+                    mode == Mode::single ? "one contiguous VMM range"
+                    : multi              ? "one process per GPU, CUDA IPC chunk table"
+                                         : "cudaMalloc chunk table",
+                    c.reps);
+        std::fflush(stdout);
+    }
+
+    Run run{c, mode, gpus, buf, chunk, ngpus, ex.get()};
+    for (Op op : c.ops) run.run_op(op);
+
+    if (ex) ex->barrier("done");  // no rank uses another's chunk any more
+    release_buffer(buf, gpus, chunk);
+    if (ex) {
+        ex->barrier("released");
+        ex->clean();
+    }
+    for (auto &g : gpus) release_gpu(g);
+    if (run.leader()) std::printf("Mode done: mode=%s points=%d\n", mode_name(mode), run.printed);
+    std::fflush(stdout);
+    return run.printed;
+}
+
+// --spawn: this program again as N ranks of the multiprocess mode, one per
+// GPU (what a launcher does elsewhere); the first failure stops the others.
+int spawn_ranks(int argc, char **argv, int nranks) {
+    std::vector<std::string> args;
+    for (int i = 0; i < argc; ++i)
+        if (std::string(argv[i]) != "--spawn") args.push_back(argv[i]);
+    const std::string run = "spawn" + std::to_string(getpid());
+    std::vector<pid_t> pids;
+    std::fflush(stdout);
+    for (int r = 0; r < nranks; ++r) {
+        std::vector<std::string> a = args;
+        for (const char *s : {"--modes", "multiprocess", "--rank"}) a.push_back(s);
+        a.push_back(std::to_string(r));
+        a.push_back("--nranks");
+        a.push_back(std::to_string(nranks));
+        a.push_back("--run-id");
+        a.push_back(run);
+        std::vector<char *> cargv;
+        for (auto &s : a) cargv.push_back(&s[0]);
+        cargv.push_back(nullptr);
+        pid_t pid = 0;
+        const int err = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, cargv.data(), environ);
+        if (err) suite::die("cannot start rank %d: %s", r, std::strerror(err));
+        pids.push_back(pid);
+    }
+    int failed = 0;
+    for (std::size_t left = pids.size(); left > 0; --left) {
+        int status = 0;
+        const pid_t pid = wait(&status);
+        if (pid < 0) suite::die("wait: %s", std::strerror(errno));
+        if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !failed) {
+            failed = 1;
+            std::fprintf(stderr, "error: a multiprocess rank (pid %d) failed; stopping the others\n", pid);
+            for (pid_t p : pids)
+                if (p != pid) kill(p, SIGTERM);
+        }
+    }
+    return failed;
+}
+
+// The GPUs this process sees; none (no device at all) is not an error here.
+int device_count() {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err == cudaErrorNoDevice) {
+        cudaGetLastError();
+        return 0;
+    }
+    CUDA_CHECK(err);
+    return count;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    suite::Options opts("mem_scan", "WholeMemory-style random-access scan: every GPU reads, writes or atomically adds "
+                                    "random segments of a buffer spread over all GPUs; one 'Scan:' line per point.");
+    opts.add("modes", "single,chunked", "single (one VMM range), chunked (pointer table), multiprocess (one process "
+                                        "per GPU, CUDA IPC; needs a launcher or --spawn) (list)");
+    opts.add("ops", "read,write,atomic", "read, write, atomic (list)");
+    opts.add("segments", "4,8,16,32,64,128,256,512,1K,2K,4K,8K,16K", "segment sizes, powers of two 4..16K (list)");
+    opts.add("widths", "4,8,16", "bytes per thread for reads and writes (list; atomics use 4)");
+    opts.add("size", "0.5x", "whole buffer: bytes (K/M/G) or a fraction of the GPUs' memory, e.g. 0.5x");
+    opts.add("launch-bytes", "auto", "bytes each GPU moves per launch (auto: 64M to 1G by segment size)");
+    opts.add("reps", "20", "timed launches per point (after one warm-up launch)");
+    opts.add("gpus", "0", "GPUs of the single-process modes (0: all visible)");
+    opts.add_flag("spawn", "run the multiprocess mode as one child process per GPU (for launchers that start one)");
+    opts.add("rank", "", "multiprocess rank (default: SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMIX_RANK, JSM_NAMESPACE_RANK)");
+    opts.add("nranks", "", "multiprocess ranks (default: SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, JSM_NAMESPACE_SIZE)");
+    opts.add("run-id", "", "names the exchange files; the same for every rank (default: the job's id)");
+    opts.add("exchange-dir", "", "directory for the ranks' exchange files, node-local (default: $TMPDIR or /tmp, "
+                                 "/mem_scan.xchg.<uid>)");
+    opts.parse(argc, argv);
+    const Config c = parse_config(opts);
+
+    const int count = device_count();
+    const int ngpus = c.nranks > 1 ? c.nranks : (c.gpus > 0 ? c.gpus : count);
+    if (ngpus < 2) {
+        std::printf("Skipped: mem_scan needs at least 2 GPUs, %d visible\n", ngpus);
+        return EXIT_SUCCESS;
+    }
+    for (Mode mode : c.modes) {
+        if (mode != Mode::multiprocess) {
+            run_mode(c, opts, mode);
+        } else if (c.nranks > 1) {
+            run_mode(c, opts, mode);
+        } else if (c.spawn) {
+            if (spawn_ranks(argc, argv, c.gpus > 0 ? c.gpus : count)) return EXIT_FAILURE;
+        } else {
+            opts.usage_error("--modes multiprocess needs one process per GPU: launch %d ranks (srun -n, jsrun, "
+                             "mpirun) or pass --spawn",
+                             count);
+        }
+    }
+    return EXIT_SUCCESS;
+}

@@ -1,0 +1,119 @@
+"""Output parsing and arithmetic of checks/multi_gpu.py: the random-access
+scan's and the ping-pong's lines (tests/data/*_h200.txt: their output on the
+pair of H200 joined by NV18), the seeds' speed of light and ping-pong table,
+and the ping-pong's closed form."""
+
+from pathlib import Path
+
+import pytest
+
+from checks.multi_gpu import (
+    PLATEAU_FROM,
+    SEGMENTS,
+    WIDTHS,
+    parse_pingpong,
+    parse_scan,
+    pingpong_bandwidth,
+    pingpong_final,
+    scan_speed_of_light,
+    summarise,
+)
+from systems import data
+
+DATA = Path(__file__).parent / "data"
+MiB = 2**20
+
+
+def scan_points(op=None, mode="single"):
+    points = parse_scan((DATA / "mem_scan_h200.txt").read_text())
+    return [p for p in points if p.mode == mode and (op is None or p.op == op)]
+
+
+@pytest.mark.parametrize("mode", ["single", "chunked", "multiprocess"])
+def test_every_point_of_the_sweep_parses(mode):
+    assert len(scan_points(mode=mode)) == 13 * 3 * 2 + 13
+
+
+def test_every_point_of_one_mode():
+    points = scan_points()
+    assert len(points) == 13 * 3 * 2 + 13  # read and write x widths, atomic at 4 B per thread
+    reads = scan_points("read")
+    assert sorted({p.segment for p in reads}) == SEGMENTS
+    assert sorted({p.width for p in reads}) == WIDTHS
+    assert {p.width for p in scan_points("atomic")} == {4}
+
+
+def test_a_scan_line_has_each_gpu_and_the_aggregate():
+    p = next(p for p in scan_points("read") if p.segment == 4 and p.width == 16)
+    assert (p.mode, p.gpus, p.thread_bytes) == ("single", 2, 4)  # a 4-byte segment is one 4-byte thread
+    assert p.per_gpu == [22.43, 22.43]
+    assert p.min_gbs == 22.43
+    assert p.aggregate_gbs == pytest.approx(sum(p.per_gpu), abs=0.01)
+    assert p.mean_gbs == pytest.approx(p.aggregate_gbs / 2, abs=0.01)
+
+
+def test_summaries_take_each_segments_best_width():
+    reads = scan_points("read")
+    s = summarise(reads, 956.25)
+    best = {seg: max(p.mean_gbs for p in reads if p.segment == seg) for seg in SEGMENTS}
+    assert s["plateau_gbs"] == min(v for seg, v in best.items() if seg >= PLATEAU_FROM)
+    assert s["seg64_gbs"] == best[64]
+    assert s["best_gbs"] == max(best.values())
+    assert s["best_segment"] >= PLATEAU_FROM
+    assert s["plateau_of_sol"] == pytest.approx(s["plateau_gbs"] / 956.25)
+    assert summarise(reads, None)["best_of_sol"] == 0.0
+
+
+def test_the_seeds_speed_of_light_for_the_dgx_a100():
+    # 12 NVLink3 links of 25 GB/s, 300 GB/s per GPU and direction; 7/8 of the
+    # segments cross them: 300 x 8/7 = 342.9 GB/s, the seed's "343".
+    node = data.load_file(Path(data.SYSTEMS_DIR) / "dgx-a100.yaml")["partitions"][0]["node"]
+    gpu_gpu = data.speed_of_light(node)["gpu_gpu"]
+    assert gpu_gpu == pytest.approx(300e9)
+    assert scan_speed_of_light(gpu_gpu, 8) / 1e9 == pytest.approx(342.857, abs=0.001)
+    assert round(scan_speed_of_light(gpu_gpu, 8) / 1e9) == 343
+    assert 260 / (scan_speed_of_light(gpu_gpu, 8) / 1e9) == pytest.approx(0.76, abs=0.005)  # the seed's 76%
+
+
+def test_the_h200_pairs_speed_of_light_doubles_its_link():
+    # 18 NVLink4 links, 478 GB/s per direction; half of each GPU's segments are its own.
+    assert scan_speed_of_light(data.nvlink_bandwidth(4, 18), 2) / 1e9 == pytest.approx(956.25)
+    assert scan_speed_of_light(None, 2) is None
+    assert scan_speed_of_light(300e9, 1) is None
+
+
+@pytest.mark.parametrize(
+    "seconds, bandwidth",
+    [(1.99599, 313.128), (2.39037, 261.466), (22.9334, 27.2528)],  # baseline, manual, NVBit
+)
+def test_the_seeds_pingpong_table_is_size_times_iters_in_gib(seconds, bandwidth):
+    assert pingpong_bandwidth(64 * MiB, 10000, seconds) == pytest.approx(bandwidth, rel=1e-5)
+
+
+def test_pingpong_lines_parse_with_the_baseline_of_the_same_run():
+    runs = parse_pingpong((DATA / "p2p_pingpong_h200.txt").read_text())
+    assert set(runs) == {"baseline", "manual"}
+    time, bw = runs["manual"]
+    assert bw == pytest.approx(pingpong_bandwidth(64 * MiB, 10000, time), rel=1e-4)
+    # On the H200 pair the empty calls cost nothing measurable (the seed: 1.2x on A100).
+    assert time / runs["baseline"][0] == pytest.approx(1.0, abs=0.01)
+
+
+def simulate(a, b, iters):
+    src, dst = a, b
+    for i in range(iters):
+        if i % 2 == 0:
+            dst = src + 2
+        else:
+            src = dst + 2
+    return src, dst
+
+
+@pytest.mark.parametrize("iters", [0, 1, 2, 3, 4, 7, 10, 101, 10000])
+def test_pingpong_closed_form_matches_the_kernels_loop(iters):
+    for a, b in [(0, -1), (65535, -1), (12, 7)]:
+        assert pingpong_final(a, b, iters) == simulate(a, b, iters)
+
+
+def test_pingpong_closed_form_for_the_seeds_iterations():
+    assert pingpong_final(0, -1, 10000) == (20000, 19998)
