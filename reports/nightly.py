@@ -50,6 +50,7 @@ POOLS = ["run([2-9]|[1-9][0-9]+)_bw=steady_runs", r"(read|write)_bw_node(\d+)_ru
 REFERENCE_VARS = (
     r"first_run_bw|steady_bw|copy_engine_bw|(read|write)_bw_node\d+"
     r"|(kernel|total)_us_i[47]_o4|lat_us_\w+_(8|4096|65536|1048576)"
+    r"|plateau_gbs|seg64_gbs|best_gbs|bandwidth|slowdown"
 )
 
 #: Fields that are not a case's parameters or variables.
@@ -203,9 +204,12 @@ def write_references(entries: dict[str, list], stamp: str, directory: Path = REF
     for test, items in entries.items():
         path = directory / f"{test}.yaml"
         text = path.read_text() if path.exists() else f"# References of {test}.\n"
-        text = text.split(marker)[0].rstrip() + "\n\n"
+        # An empty list written as '[]' cannot be followed by entries.
+        kept = [line for line in text.split(marker)[0].rstrip().splitlines() if line.strip() != "[]"]
         body = yaml.safe_dump(items, sort_keys=False, default_flow_style=None, width=120)
-        path.write_text(f"{text}{marker} from the nightly run of {stamp} (later entries refine earlier ones)\n{body}")
+        text = "\n".join(kept) + f"\n\n{marker} from the run of {stamp} (later entries refine earlier ones)\n{body}"
+        yaml.safe_load(text)  # never leave a file the checks cannot read
+        path.write_text(text)
         written.append(path)
     return written
 

@@ -108,3 +108,13 @@ def test_a_wider_justified_tolerance_is_kept(perflogs, tmp_path):
     )
     [entry] = nightly.reference_entries(rows, tolerance=5, directory=refs)["HostMemoryBandwidth"]
     assert entry["values"]["read_bw_node0"][1:] == [-0.5, 0.3, "GiB/s"]
+
+
+def test_an_empty_reference_list_takes_entries(tmp_path):
+    (tmp_path / "X.yaml").write_text("# header\n[]\n# template: - where: ...\n")
+    nightly.write_references(
+        {"X": [{"where": {"system": "a"}, "values": {"bw": [1.0, -0.1, 0.1, "GB/s"]}}]}, "s", tmp_path
+    )
+    assert yaml.safe_load((tmp_path / "X.yaml").read_text()) == [
+        {"where": {"system": "a"}, "values": {"bw": [1.0, -0.1, 0.1, "GB/s"]}}
+    ]

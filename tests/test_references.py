@@ -1,9 +1,11 @@
 """Reference selection from systems/references/*.yaml."""
 
+from pathlib import Path
+
 import pytest
 import yaml
 
-from checks.suite.references import load_entries, matching_values
+from checks.suite.references import REFERENCES_DIR, load_entries, matching_values
 
 ENTRIES = [
     {"where": {"system": "summit"}, "values": {"steady_bw": [63.5, -0.05, 0.05, "GiB/s"]}},
@@ -45,3 +47,9 @@ def test_malformed_entries_are_reported(tmp_path):
     (tmp_path / "X.yaml").write_text(yaml.safe_dump([{"where": {"system": "a"}, "values": {"bw": [1, 2]}}]))
     with pytest.raises(ValueError, match=r"X\.yaml: entry 0: bw: expected \[reference, lower, upper, unit\]"):
         load_entries("X", str(tmp_path))
+
+
+@pytest.mark.parametrize("path", sorted(Path(REFERENCES_DIR).glob("*.yaml")), ids=lambda p: p.name)
+def test_every_references_file_is_readable(path):
+    entries = load_entries(path.stem, str(path.parent))
+    assert isinstance(entries, list)
