@@ -2,9 +2,11 @@
 
 Checks with a figure of their own: the Unified Memory reprex (every run's
 throughput per case, and the steady state against the host link's speed of
-light and the copy engine) and the host bandwidth per NUMA node. Every other
-check gets the generic figure: one bar chart per performance variable, so a
-new check renders without code here. Every figure names the systems, nodes,
+light and the copy engine), the host bandwidth per NUMA node, the DAXPY
+study, the small-copy latency curves and the multi-GPU random-access scan
+against its speed of light. Every other check gets the generic figure: one bar
+chart per performance variable, so a new check renders without code here
+(NO_GENERIC lists the checks that get none: their tables say it all). Every figure names the systems, nodes,
 GPUs, drivers and CUDA versions it covers in its footer.
 """
 
@@ -759,6 +761,162 @@ def latency_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
     return figures
 
 
+# --- Multi-GPU random-access scan ---------------------------------------------
+
+SCAN_TEST = "RandomAccessScan"
+PINGPONG_TEST = "P2PPingPong"
+_SCAN_VAR = re.compile(r"(?P<kind>gbs|agg_gbs|sol)_s(?P<segment>\d+)_w(?P<width>\d+)")
+_SCAN_OPS = ["read", "write", "atomic"]
+_SCAN_MODES = ["single", "chunked", "multiprocess"]
+_SCAN_MODE_LABELS = {
+    "single": "single: one VMM range over the GPUs",
+    "chunked": "chunked: table of chunk pointers",
+    "multiprocess": "multiprocess: a process per GPU, CUDA IPC",
+}
+_SCAN_STYLE = {
+    "single": ("#1f77b4", "-", "o"),
+    "chunked": ("#ff7f0e", "--", "s"),
+    "multiprocess": ("#2ca02c", ":", "^"),
+}
+#: The check's plateau: segments of this many bytes and more (checks.multi_gpu.PLATEAU_FROM).
+SCAN_PLATEAU_FROM = 128
+
+
+def scan_points(group: pd.DataFrame) -> pd.DataFrame:
+    """mode, op, segment, width, kind (gbs, agg_gbs, sol), time, value of one set of runs' scan points."""
+    data = group[group["perf_var"].str.fullmatch(_SCAN_VAR.pattern) & group["value"].notna()]
+    parts = data["perf_var"].str.extract(_SCAN_VAR.pattern)
+    return data.assign(kind=parts["kind"], segment=parts["segment"].astype(int), width=parts["width"].astype(int))[
+        ["mode", "op", "segment", "width", "kind", "time", "value"]
+    ]
+
+
+def scan_speed_of_light(group: pd.DataFrame) -> tuple[float, int] | None:
+    """(per-GPU speed of light in GB/s, GPU count) from the perflog itself: the check logged each
+    point's GB/s and its fraction of the speed of light, and the node's aggregate."""
+    points = scan_points(group)
+    keys = ["mode", "op", "segment", "width", "time"]
+    wide = points.pivot_table(index=keys, columns="kind", values="value", aggfunc="median")
+    if not {"gbs", "sol"} <= set(wide.columns):
+        return None
+    usable = wide[(wide["sol"] > 0) & (wide["gbs"] > 0)]
+    if usable.empty:
+        return None
+    gpus = round(float((usable["agg_gbs"] / usable["gbs"]).median())) if "agg_gbs" in usable else 0
+    return float((usable["gbs"] / usable["sol"]).median()), gpus
+
+
+def scan_curves(group: pd.DataFrame) -> pd.DataFrame:
+    """Per mode, op and segment: the best width's per-GPU GB/s (median over executions) and the
+    spread over widths, as the check's summaries take each segment at its best width."""
+    points = scan_points(group)
+    points = points[points["kind"] == "gbs"]
+    by_width = points.groupby(["mode", "op", "segment", "width"])["value"].median().reset_index()
+    return (
+        by_width.groupby(["mode", "op", "segment"])["value"]
+        .agg(best="max", worst="min")
+        .join(
+            by_width.loc[by_width.groupby(["mode", "op", "segment"])["value"].idxmax()]
+            .set_index(["mode", "op", "segment"])["width"]
+            .rename("best_width")
+        )
+        .reset_index()
+    )
+
+
+def scan_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
+    """Per op a panel of per-GPU GB/s against segment size, a line per mode, the speed of light drawn in."""
+    data = frame[frame["test"] == SCAN_TEST]
+    figures = []
+    for key, group in data.groupby(_group_keys(), dropna=False):
+        curves = scan_curves(group)
+        if curves.empty:
+            continue
+        info = dict(zip(_group_keys(), key))
+        found = scan_speed_of_light(group)
+        sol_gbs, gpus = found if found else (None, 0)
+        ops = [o for o in _SCAN_OPS if o in set(curves["op"])] + sorted(set(curves["op"]) - set(_SCAN_OPS))
+        modes = [m for m in _SCAN_MODES if m in set(curves["mode"])] + sorted(set(curves["mode"]) - set(_SCAN_MODES))
+        segments = sorted(curves["segment"].unique())
+        fig, axes = plt.subplots(1, len(ops), figsize=(5.4 * len(ops), 5.6), sharey=True, squeeze=False)
+        low = curves["worst"].min() / 1.6
+        high = max(curves["best"].max(), sol_gbs or 0) * 1.6
+        for ax, op in zip(axes[0], ops):
+            panel = curves[curves["op"] == op]
+            ax.axvspan(SCAN_PLATEAU_FROM / 2**0.5, segments[-1] * 1.3, color="#f2f2f2", zorder=0)
+            for n, mode in enumerate(modes):
+                curve = panel[panel["mode"] == mode].sort_values("segment")
+                if curve.empty:
+                    continue
+                color, style, marker = _SCAN_STYLE.get(mode, ("#9467bd", "-.", "D"))
+                ax.plot(curve["segment"], curve["best"], color=color, linestyle=style, marker=marker, ms=4 + n,
+                        mfc="none" if n else color, lw=1.4, label=_SCAN_MODE_LABELS.get(mode, mode))  # fmt: skip
+                if (curve["worst"] < curve["best"]).any():
+                    ax.fill_between(curve["segment"], curve["worst"], curve["best"], color=color, alpha=0.12)
+            if sol_gbs:
+                ax.axhline(sol_gbs, color="black", linestyle="--", lw=1.2)
+                ax.text(segments[0], sol_gbs * 1.06, f"speed of light {sol_gbs:.0f} GB/s", fontsize=8, va="bottom")
+            lines = []
+            for mode in modes:
+                plateau = panel[(panel["mode"] == mode) & (panel["segment"] >= SCAN_PLATEAU_FROM)]["best"]
+                if plateau.empty:
+                    continue
+                share = f" = {plateau.min() / sol_gbs:.1%}" if sol_gbs else ""
+                lines.append(f"{mode}: {plateau.min():.0f} GB/s{share}")
+            if lines:
+                title = "plateau (lowest from 128 B)" + (", of speed of light" if sol_gbs else "")
+                ax.text(0.97, 0.04, title + ":\n" + "\n".join(lines), transform=ax.transAxes, fontsize=8,
+                        ha="right", va="bottom", family="monospace",
+                        bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="#999999", alpha=0.9))  # fmt: skip
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_ylim(low, high)
+            _plain_log_ticks(ax.yaxis)
+            ax.set_xticks(segments, [_bytes(s).replace(" ", "\u2009") for s in segments], fontsize=7.5)
+            ax.set_xlim(segments[0] / 1.3, segments[-1] * 1.3)
+            ax.set_xlabel("segment size (bytes, log2 scale)")
+            ax.grid(True, which="major", alpha=0.3)
+            widths = sorted(group.loc[group["op"] == op, "perf_var"].str.extract(r"_w(\d+)$")[0].dropna().astype(int)
+                            .unique())  # fmt: skip
+            ax.set_title(f"{op}" + (f" (widths {', '.join(map(str, widths))} B per thread)" if widths else ""),
+                         fontsize=10)  # fmt: skip
+        axes[0][0].set_ylabel("per-GPU GB/s, mean of the GPUs (log scale)")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        if sol_gbs:
+            link = f"{sol_gbs * (gpus - 1) / gpus:.0f} GB/s" if gpus > 1 else "?"
+            handles.append(Line2D([], [], color="black", linestyle="--"))
+            labels.append(
+                f"speed of light {sol_gbs:.0f} GB/s: per-GPU GPU-GPU (NVLink) bandwidth per direction {link} "
+                f"x N/(N-1), N = {gpus}"
+            )
+        fig.legend(handles, labels, loc="upper center", ncol=2, fontsize=8, frameon=False,
+                   bbox_to_anchor=(0.5, 1 - 0.38 / fig.get_figheight()))  # fmt: skip
+        fig.suptitle(
+            f"Random-access scan over {gpus or 'all'} GPUs: per-GPU bandwidth against segment size "
+            f"({info['system']}:{info['partition']}, {info['gpu_model']})",
+            fontsize=11,
+        )
+        notes = [
+            "each segment at its best width (median of executions), shaded: spread over widths; grey: the plateau",
+            "speed of light derived from the perflog: GB/s over its logged fraction of the speed of light "
+            "(1/N of a GPU's segments are its own)",
+        ]
+        _footer(fig, group, "\n".join(notes))
+        _layout(fig, 1 - 0.8 / fig.get_figheight())
+        fig.subplots_adjust(top=1 - 1.25 / fig.get_figheight())
+        fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, 1.25 / fig.get_figheight()))
+        name = f"scan-{_slug('-'.join(map(str, key)))}.png"
+        fig.savefig(outdir / name, dpi=DPI)
+        plt.close(fig)
+        caption = f"{coverage_text(group)}. " + (
+            f"Speed of light {sol_gbs:.0f} GB/s per GPU, from the perflog (GB/s over fraction of it)."
+            if sol_gbs
+            else ""
+        )
+        figures.append(Figure(SCAN_TEST, outdir / name, "Random-access scan: bandwidth against segment size", caption))
+    return figures
+
+
 # --- Any other check ---------------------------------------------------------
 
 
@@ -835,11 +993,12 @@ SPECIAL = {
     HOST_TEST: [host_numa],
     DAXPY_TEST: [daxpy_figures],
     LATENCY_TEST: [latency_figure],
+    SCAN_TEST: [scan_figure],
 }
 
 #: Checks whose figures show every performance variable: no generic figure even on request
-#: (it would be hundreds of bars, one per point of a curve).
-NO_GENERIC = {DAXPY_TEST, LATENCY_TEST}
+#: (it would be hundreds of bars, one per point of a curve), or whose table says it all.
+NO_GENERIC = {DAXPY_TEST, LATENCY_TEST, SCAN_TEST, PINGPONG_TEST}
 
 
 def render_all(frame: pd.DataFrame, outdir: Path, generic_for_all: bool = False) -> list[Figure]:
@@ -849,6 +1008,6 @@ def render_all(frame: pd.DataFrame, outdir: Path, generic_for_all: bool = False)
         special = SPECIAL.get(test, [])
         for render in special:
             figures += render(frame, outdir)
-        if not special or (generic_for_all and test not in NO_GENERIC):
+        if test not in NO_GENERIC and (not special or generic_for_all):
             figures += generic(frame, outdir, test)
     return figures

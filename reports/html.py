@@ -14,6 +14,8 @@ from .figures import (
     DAXPY_TEST,
     HOST_TEST,
     LATENCY_TEST,
+    PINGPONG_TEST,
+    SCAN_TEST,
     UM_TEST,
     Figure,
     coverage,
@@ -102,6 +104,75 @@ def latency_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def _runs_label(info: dict) -> str:
+    return f"{info['system']}:{info['partition']}, {info['gpu_model']}, driver {info['driver_version']}"
+
+
+def _medians(group: pd.DataFrame, index: list[str]) -> pd.DataFrame:
+    return group.pivot_table(index=index, columns="perf_var", values="value", aggfunc="median")
+
+
+def scan_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The scan's summaries per mode and op (median over executions), one row per set of runs and case."""
+    from .figures import _SCAN_MODES, _SCAN_OPS, _group_keys
+
+    rows = []
+    data = frame[frame["test"] == SCAN_TEST]
+    for key, group in data.groupby(_group_keys(), dropna=False):
+        table = _medians(group, ["mode", "op"])
+        order = sorted(
+            table.index,
+            key=lambda k: (_SCAN_MODES.index(k[0]) if k[0] in _SCAN_MODES else 9,
+                           _SCAN_OPS.index(k[1]) if k[1] in _SCAN_OPS else 9),
+        )  # fmt: skip
+        for mode, op in order:
+            values = table.loc[(mode, op)]
+            row = {"set of runs": _runs_label(dict(zip(_group_keys(), key))), "mode": mode, "op": op}
+            for name, column in (
+                ("seg64_gbs", "64 B segments (GB/s)"),
+                ("plateau_gbs", "plateau, from 128 B (GB/s)"),
+                ("best_gbs", "best (GB/s)"),
+                ("best_segment", "best at segment (B)"),
+            ):
+                row[column] = values.get(name)
+            share = values.get("plateau_of_sol")
+            row["plateau, % of speed of light"] = f"{share:.1%}" if share == share and share is not None else ""
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    if not table.empty:
+        table["best at segment (B)"] = table["best at segment (B)"].astype("Int64")
+        if table["set of runs"].nunique() == 1:
+            table = table.drop(columns="set of runs")
+    return table
+
+
+def pingpong_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per variant its time and bandwidth (median over executions) and the slowdown against the
+    baseline of the same run."""
+    from .figures import _group_keys
+
+    rows = []
+    data = frame[frame["test"] == PINGPONG_TEST]
+    for key, group in data.groupby(_group_keys(), dropna=False):
+        table = _medians(group, ["variant"])
+        order = sorted(table.index, key=lambda v: (v != "baseline", v))
+        for variant in order:
+            values = table.loc[variant]
+            baseline = values.get("time") if variant == "baseline" else values.get("baseline_time")
+            rows.append({
+                "set of runs": _runs_label(dict(zip(_group_keys(), key))),
+                "variant": variant,
+                "time (s)": values.get("time"),
+                "bandwidth (GiB/s)": values.get("bandwidth"),
+                "slowdown vs baseline (x)": values.get("slowdown"),
+                "baseline in the same job (s)": baseline,
+            })  # fmt: skip
+    table = pd.DataFrame(rows)
+    if not table.empty and table["set of runs"].nunique() == 1:
+        table = table.drop(columns="set of runs")
+    return table
+
+
 def _size(size: int) -> str:
     for unit, factor in (("MiB", 2**20), ("KiB", 2**10)):
         if size >= factor:
@@ -169,6 +240,26 @@ def write_report(loaded: Loaded, outdir: Path, title: str, generic_for_all: bool
                 )
             )
             continue
+        if test == SCAN_TEST:
+            parts.append(
+                _table(
+                    scan_table(frame),
+                    "Per-GPU GB/s, median over executions, each segment at its best width: at 64 B segments, the "
+                    "plateau (the lowest from 128 B on), the best and its segment; the plateau as a share of the "
+                    "speed of light (GPU-GPU bandwidth per direction x N/(N-1)). " + coverage_text(data) + ".",
+                )
+            )
+            continue
+        if test == PINGPONG_TEST:
+            parts.append(
+                _table(
+                    pingpong_table(frame),
+                    "The persistent kernel's ping-pong of 64 MiB between two GPUs, 10000 iterations: time, the "
+                    "seed's bandwidth (GiB/s) and the slowdown against the baseline run first in the same job; "
+                    "median over executions. " + coverage_text(data) + ".",
+                )
+            )
+            continue
         table = summary_table(frame, test)
         note = " (anchor points; the figures show every point)" if test == DAXPY_TEST else ""
         parts.append(_table(table, f"Median per case{note}. {coverage_text(data)}."))
@@ -182,6 +273,12 @@ def write_report(loaded: Loaded, outdir: Path, title: str, generic_for_all: bool
         "Variables are &lt;metric&gt;_i&lt;inner&gt;_o&lt;outer&gt;, in µs.</li>"
         f"<li>{html.escape(LATENCY_TEST)}: median of timed copies per size; the dashed line is size divided by the "
         "host link's speed of light per direction.</li>"
+        f"<li>{html.escape(SCAN_TEST)}: every GPU reads, writes or atomically adds random segments of a buffer "
+        "spread over the node's N GPUs; per-GPU GB/s against segment size, one line per way of spreading it. The "
+        "speed of light is the GPU-GPU bandwidth per direction times N/(N-1) (1/N of the segments are local), "
+        "derived in the figure from the perflog (each point's GB/s over its logged fraction of it).</li>"
+        f"<li>{html.escape(PINGPONG_TEST)}: the NVBit seed's persistent ping-pong kernel; slowdown is against the "
+        "baseline of the same job.</li>"
         f"<li>{html.escape(HOST_TEST)}: bandwidth of each NUMA node's memory from threads bound to it.</li>"
         "<li>CUDA (driver) is the CUDA version the driver supports; CUDA runtime is the toolkit the programs "
         "were built with ('unknown' where the perflog predates that field).</li></ul>"

@@ -17,6 +17,7 @@ from reports.figures import (
     latency_crossovers,
     latency_curves,
     render_all,
+    scan_speed_of_light,
 )
 from reports.html import write_report
 from reports.load import load, split_display_name
@@ -279,7 +280,8 @@ def test_every_figure_renders_from_the_committed_perflogs(rendered):
     assert not any(k.startswith(("generic-daxpy", "generic-smallcopy")) for k in kinds)  # hundreds of bars
     for figure in figures:
         assert figure.path.stat().st_size > 10_000
-        assert "NVIDIA H100 80GB HBM3" in figure.caption and "580.159.04" in figure.caption
+        gpu = "NVIDIA H200" if figure.test in ("RandomAccessScan", "P2PPingPong") else "NVIDIA H100 80GB HBM3"
+        assert gpu in figure.caption and "580.159.04" in figure.caption
 
 
 def test_the_report_page_names_what_it_covers(committed, tmp_path):
@@ -291,6 +293,9 @@ def test_the_report_page_names_what_it_covers(committed, tmp_path):
     assert "steady_bw (GiB/s)" in text
     assert "managed+prefetch vs explicit" in text and "Crossovers" in text  # the DAXPY crossover table
     assert "overtakes (from size)" in text  # the latency table
+    assert "plateau, % of speed of light" in text and "69.6%" in text  # the scan table
+    assert "slowdown vs baseline (x)" in text  # the ping-pong table
+    assert "gbs_s4_w4" not in text  # no table of every point
 
 
 def test_html_command_writes_the_report(tmp_path):
@@ -320,12 +325,18 @@ def test_daxpy_crossover_table_has_a_row_per_data_size_and_a_column_per_comparis
     assert cells <= {"—"} | {str(i) for i in range(1, 17)} and "—" in cells
 
 
+def latest(frame):
+    """Each case's latest execution: the perflogs hold several runs, the report takes their medians."""
+    last = frame.groupby(["test", "params"], dropna=False)["time"].transform("max")
+    return frame[frame["time"] == last]
+
+
 def test_daxpy_crossovers_agree_with_the_checks_own_computation(committed):
     from checks.daxpy import crossovers, points_from_perflog
 
     text = (PERFLOGS / "local" / "default" / "DaxpyStudy.log").read_text()
-    [points] = points_from_perflog(text).values()
-    table = daxpy_crossover_table(committed.frame).set_index("data size (B per block)")
+    [points] = points_from_perflog(text).values()  # the latest values of each point
+    table = daxpy_crossover_table(latest(committed.frame)).set_index("data size (B per block)")
     for label, by_size in crossovers(points).items():
         for size, inner in by_size.items():
             assert table.loc[size, label] == ("—" if inner is None else str(inner))
@@ -336,7 +347,7 @@ def test_latency_figure_renders_with_crossovers_and_the_link(committed, rendered
     assert figure.test == "SmallCopyLatency" and figure.path.stat().st_size > 10_000
     assert "NVIDIA H100 80GB HBM3" in figure.caption and "580.159.04" in figure.caption
     assert "PCIe Gen5 x16" in figure.caption  # the speed of light drawn in
-    data = committed.frame[committed.frame["test"] == "SmallCopyLatency"]
+    data = latest(committed.frame[committed.frame["test"] == "SmallCopyLatency"])
     logged = {r.perf_var: r.value for r in data.itertuples() if r.perf_var.startswith("crossover_")}
     assert latency_crossovers(latency_curves(data)) == logged
 
@@ -347,3 +358,17 @@ def test_latency_table_has_a_row_per_method_and_direction(committed):
     table = latency_table(committed.frame)
     assert len(table) == 8 and set(table["direction"]) == {"h2d", "d2h"}
     assert len(table.columns) == 2 + len(LATENCY_SIZES) + 1
+
+
+def test_scan_figure_renders_with_the_speed_of_light_from_the_perflog(committed, rendered):
+    [figure] = [f for f in rendered if f.test == "RandomAccessScan"]
+    assert figure.path.name.startswith("scan-") and figure.path.stat().st_size > 10_000
+    assert "NVIDIA H200" in figure.caption and "580.159.04" in figure.caption and "956 GB/s" in figure.caption
+    sol, gpus = scan_speed_of_light(committed.frame[committed.frame["test"] == "RandomAccessScan"])
+    assert gpus == 2 and sol == pytest.approx(478 * 2, rel=0.01)  # NV18: 478 GB/s per direction x 2/1
+
+
+def test_multi_gpu_checks_get_no_generic_figures(rendered):
+    names = [f.path.name for f in rendered]
+    assert not any(n.startswith(("generic-randomaccessscan", "generic-p2ppingpong")) for n in names)
+    assert [f.test for f in rendered].count("P2PPingPong") == 0  # its table says it all
