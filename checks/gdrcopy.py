@@ -44,6 +44,7 @@ from reframe.core.builtins import (
 )
 from reframe.core.exceptions import SanityError
 
+from checks.suite.base import NodeFacts
 from checks.suite.build import REPO
 from checks.suite.references import references_for
 
@@ -267,7 +268,7 @@ def remote_numa_node(node: dict, local: int) -> int:
     return others[0]
 
 
-class GdrCopyCheck(rfm.RunOnlyRegressionTest):
+class GdrCopyCheck(rfm.RunOnlyRegressionTest, NodeFacts):
     """One of GDRCopy's tests on one GPU, its process placed on a NUMA node."""
 
     valid_systems = ["+gpu", "+detected"]
@@ -292,29 +293,10 @@ class GdrCopyCheck(rfm.RunOnlyRegressionTest):
     #: The NUMA node of placement=remote; None: one on another socket.
     remote_node = variable(int, type(None), value=None)
 
-    # Node facts for the perflog and the references, as the suite's checks
-    # have them (checks/suite/base.py), and where GDRCopy came from.
-    gpu_model = variable(str, value="none", loggable=True)
-    driver_version = variable(str, value="unknown", loggable=True)
-    cuda_version = variable(str, value="unknown", loggable=True)
-    host_link = variable(str, value="unknown", loggable=True)
+    # Where GDRCopy came from, and how the process was bound, for the perflog;
+    # the node facts come from NodeFacts, as for the suite's own checks.
     gdrcopy_prefix = variable(str, value="", loggable=True)
     numa_binding = variable(str, value="none", loggable=True)
-
-    @property
-    def node(self) -> dict:
-        return self.current_partition.extras["node"]
-
-    @run_after("setup")
-    def describe_node(self):
-        node = self.node
-        info = self.current_partition.extras.get("node_info", {})
-        self.gpu_model = node["gpus"].get("model", "none")
-        self.driver_version = info.get("driver_version", "unknown")
-        self.cuda_version = info.get("cuda_driver_version", "unknown")
-        link = node["host_link"]
-        parts = (link["type"], f"gen{link['generation']}" if "generation" in link else None)
-        self.host_link = " ".join(p for p in (*parts, f"x{link['width']}" if "width" in link else None) if p)
 
     @run_after("setup")
     def skip_what_cannot_run(self):

@@ -23,29 +23,14 @@ def cuda_toolkit_version(build_stagedir: str) -> str:
     return "unknown"
 
 
-class SuiteCheck(rfm.RunOnlyRegressionTest):
-    """A run of one of the suite's programs, built once by :class:`SuiteBuild`."""
+class NodeFacts(rfm.RegressionMixin):
+    """The node a check runs on, as every perflog line carries it (see
+    systems/rfm.py) and as references are matched on (checks/suite/references.py)."""
 
-    build = fixture(SuiteBuild, scope="environment")
-    valid_systems = ["*"]
-    valid_prog_environs = ["*"]
-    maintainers = ["gpu-mempaths"]
-    num_tasks = 1
-    num_tasks_per_node = 1
-    exclusive_access = True
-
-    #: The program of src/ this check runs.
-    program = variable(str)
-
-    # Node facts that every perflog line carries (see systems/rfm.py).
     gpu_model = variable(str, value="none", loggable=True)
     driver_version = variable(str, value="unknown", loggable=True)
     cuda_version = variable(str, value="unknown", loggable=True)
     host_link = variable(str, value="unknown", loggable=True)
-    #: The CUDA toolkit the programs were built with, whose runtime (libcudart)
-    #: they link: 'none' for host-only builds, 'unknown' where the build left
-    #: no record of it (Spack builds, dry runs).
-    cuda_runtime_version = variable(str, value="unknown", loggable=True)
 
     @property
     def node(self) -> dict:
@@ -62,7 +47,6 @@ class SuiteCheck(rfm.RunOnlyRegressionTest):
         self.gpu_model = node["gpus"].get("model", "none")
         self.driver_version = info.get("driver_version", "unknown")
         self.cuda_version = info.get("cuda_driver_version", "unknown")
-        self.cuda_runtime_version = cuda_toolkit_version(self.build.stagedir) if self.build.has_cuda else "none"
         link = node["host_link"]
         self.host_link = " ".join(
             str(part)
@@ -73,6 +57,30 @@ class SuiteCheck(rfm.RunOnlyRegressionTest):
             )
             if part
         )
+
+
+class SuiteCheck(rfm.RunOnlyRegressionTest, NodeFacts):
+    """A run of one of the suite's programs, built once by :class:`SuiteBuild`."""
+
+    build = fixture(SuiteBuild, scope="environment")
+    valid_systems = ["*"]
+    valid_prog_environs = ["*"]
+    maintainers = ["gpu-mempaths"]
+    num_tasks = 1
+    num_tasks_per_node = 1
+    exclusive_access = True
+
+    #: The program of src/ this check runs.
+    program = variable(str)
+
+    #: The CUDA toolkit the programs were built with, whose runtime (libcudart)
+    #: they link: 'none' for host-only builds, 'unknown' where the build left
+    #: no record of it (Spack builds, dry runs).
+    cuda_runtime_version = variable(str, value="unknown", loggable=True)
+
+    @run_after("setup")
+    def describe_build(self):
+        self.cuda_runtime_version = cuda_toolkit_version(self.build.stagedir) if self.build.has_cuda else "none"
 
     @run_after("setup")
     def set_executable(self):

@@ -55,6 +55,19 @@ inline bool parse_bytes(const std::string &text, std::uint64_t &bytes) {
     return true;
 }
 
+// Bytes of host memory the kernel can still give without swapping
+// (MemAvailable, not MemTotal); 0 where /proc/meminfo cannot be read.
+inline std::uint64_t host_available_bytes() {
+    FILE *f = std::fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kib = 0;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+    std::fclose(f);
+    return static_cast<std::uint64_t>(kib) * 1024;
+}
+
 // A deliberately small option parser: "--name value", "--name=value" and
 // boolean "--flag"; unknown options and missing values are errors, and
 // "--help" prints every option with its default.

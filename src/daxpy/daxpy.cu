@@ -140,16 +140,6 @@ Config parse_config(const suite::Options &opts) {
     return c;
 }
 
-std::uint64_t host_available_bytes() {
-    FILE *f = std::fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    std::uint64_t kib = 0;
-    while (std::fgets(line, sizeof line, f))
-        if (std::sscanf(line, "MemAvailable: %" SCNu64 " kB", &kib) == 1) break;
-    std::fclose(f);
-    return kib * 1024;
-}
 
 // Refuses, before any point runs, a size the GPU or the host cannot hold:
 // more managed memory than the GPU has free would oversubscribe it.
@@ -163,7 +153,7 @@ void check_capacity(const Config &c) {
         suite::die("x and y of %d rows x %" PRIu64 " bytes take %.2f GiB of %s memory, more than 90%% of the %.2f GiB "
                    "free on the GPU",
                    c.rows, largest, both / gib, alloc_name(c.alloc), free_b / gib);
-    const std::uint64_t host_free = host_available_bytes();
+    const std::uint64_t host_free = suite::host_available_bytes();
     if (host_free && both > 0.8 * static_cast<double>(host_free))
         suite::die("x and y take %.2f GiB of host memory, more than 80%% of the %.2f GiB available", both / gib,
                    host_free / gib);

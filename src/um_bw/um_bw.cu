@@ -122,17 +122,6 @@ void parallel_for(std::size_t n, Body body) {
     for (auto &th : pool) th.join();
 }
 
-std::uint64_t host_available_bytes() {
-    // MemAvailable, not MemTotal: what the host can give without swapping.
-    FILE *f = std::fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    std::uint64_t kib = 0;
-    while (std::fgets(line, sizeof line, f))
-        if (std::sscanf(line, "MemAvailable: %" SCNu64 " kB", &kib) == 1) break;
-    std::fclose(f);
-    return kib * 1024;
-}
 
 // "32G", "1073741824", or "2x" / "0.25x" (multiples of the GPU's memory).
 std::uint64_t parse_size(const suite::Options &opts, std::uint64_t gpu_total) {
@@ -195,7 +184,7 @@ void check_capacity(const Config &c) {
         suite::die("%.2f GiB of managed memory is more than the %.2f GiB free on the GPU: "
                    "pass --allow-oversubscription where the system supports it",
                    c.size / gib, free_b / gib);
-    const std::uint64_t host_free = host_available_bytes();
+    const std::uint64_t host_free = suite::host_available_bytes();
     if (on_host && host_free && c.size > host_free * 0.9)
         suite::die("%.2f GiB of host memory asked for, %.2f GiB available", c.size / gib, host_free / gib);
 }
