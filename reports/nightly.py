@@ -54,7 +54,7 @@ REFERENCE_VARS = (
 )
 
 #: Fields that are not a case's parameters or variables.
-NOT_CASE = set(CORE) | {"program"}
+NOT_CASE = set(CORE) | {"program", "gpu_count"}
 
 
 def now() -> str:
@@ -170,7 +170,7 @@ def reference_entries(rows: pd.DataFrame, tolerance: float, directory: Path = RE
         case = {
             c.removeprefix("param_"): _plain(first[c]) for c in case_fields if pd.notna(first[c]) and first[c] != ""
         }
-        facts = {k: first[k] for k in ("system", "partition", "gpu_model", "host_link")}
+        facts = {k: first[k] for k in ("system", "partition", "gpu_model", "gpu_count", "host_link") if k in first}
         existing = matching_values(load_entries(test, str(directory)), facts, case)
         values = {}
         for var, samples in group.groupby("perf_var"):
@@ -193,7 +193,10 @@ def _plain(value):
 def _where(row) -> dict:
     # Machines described at run time are matched by what they are, not by name.
     if row["system"] in ("local", "ci-slurm"):
-        return {"gpu_model": row["gpu_model"], "host_link": row["host_link"]}
+        where = {"gpu_model": row["gpu_model"], "host_link": row["host_link"]}
+        if "gpu_count" in row and pd.notna(row["gpu_count"]):
+            where["gpu_count"] = int(float(row["gpu_count"]))
+        return where
     return {"system": row["system"]}
 
 

@@ -53,3 +53,12 @@ def test_malformed_entries_are_reported(tmp_path):
 def test_every_references_file_is_readable(path):
     entries = load_entries(path.stem, str(path.parent))
     assert isinstance(entries, list)
+
+
+def test_gpu_count_keeps_a_pairs_figures_off_a_four_gpu_node():
+    entries = [
+        {"where": {"gpu_model": "NVIDIA H200", "gpu_count": 2}, "values": {"plateau_gbs": [668, -0.1, 0.1, "GB/s"]}}
+    ]
+    pair = _facts(gpu_model="NVIDIA H200", gpu_count=2)
+    four = _facts(gpu_model="NVIDIA H200", gpu_count=4)
+    assert matching_values(entries, pair, {}) and not matching_values(entries, four, {})

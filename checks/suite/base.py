@@ -28,6 +28,7 @@ class NodeFacts(rfm.RegressionMixin):
     systems/rfm.py) and as references are matched on (checks/suite/references.py)."""
 
     gpu_model = variable(str, value="none", loggable=True)
+    gpu_count = variable(int, value=0, loggable=True)
     driver_version = variable(str, value="unknown", loggable=True)
     cuda_version = variable(str, value="unknown", loggable=True)
     host_link = variable(str, value="unknown", loggable=True)
@@ -45,6 +46,7 @@ class NodeFacts(rfm.RegressionMixin):
         node = self.node
         info = self.current_partition.extras.get("node_info", {})
         self.gpu_model = node["gpus"].get("model", "none")
+        self.gpu_count = node["gpus"]["count"]
         self.driver_version = info.get("driver_version", "unknown")
         self.cuda_version = info.get("cuda_driver_version", "unknown")
         link = node["host_link"]

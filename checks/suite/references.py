@@ -9,8 +9,9 @@ Each file is a list of entries::
       source: the reprex seed, baseline run    # where the figure comes from
 
 Declared systems are matched by name; machines described at run time
-(``local``) by their GPU model and host link, so a figure measured on one H100
-on PCIe Gen5 applies to any such node and to no other. Later entries refine
+(``local``) by their GPU model and host link, and by their GPU count where
+the figure depends on it, so a figure measured on one H100 on PCIe Gen5
+applies to any such node and to no other. Later entries refine
 earlier ones.
 """
 
@@ -44,6 +45,7 @@ def _facts(check) -> dict:
         "system": check.current_system.name,
         "partition": check.current_partition.name,
         "gpu_model": check.gpu_model,
+        "gpu_count": check.gpu_count,
         "host_link": check.host_link,
     }
 
@@ -68,7 +70,9 @@ def matching_values(entries: list, facts: dict, params: dict) -> dict:
     values = {}
     for entry in entries:
         where, case = entry["where"], entry.get("case", {})
-        if all(facts.get(k) == v for k, v in where.items()) and all(_same(params.get(k), v) for k, v in case.items()):
+        if all(_same(facts.get(k), v) for k, v in where.items()) and all(
+            _same(params.get(k), v) for k, v in case.items()
+        ):
             values.update(entry["values"])
     return values
 
