@@ -353,16 +353,6 @@ class GdrCopyCheck(rfm.RunOnlyRegressionTest, NodeFacts):
             self.executable = "numactl"
             self.executable_opts = ["-N", str(numa), "-l", '"$gdrcopy_test"', *self.test_options()]
 
-    @run_before("run")
-    def apply_launcher_settings(self):
-        # As the suite's checks do (checks/suite/base.py): jsrun's defaults.
-        launcher = self.job.launcher
-        for name, value in self.current_partition.extras.get("launcher_settings", {}).items():
-            if hasattr(type(launcher), name):
-                setattr(launcher, name, value)
-        if hasattr(type(launcher), "gpus_per_task"):
-            launcher.gpus_per_task = self.num_gpus_per_node
-
     def output(self) -> str:
         # Hooks run outside the stage directory: read the output by its full path.
         with open(os.path.join(self.stagedir, self.stdout.evaluate())) as stream:

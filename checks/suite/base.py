@@ -25,7 +25,8 @@ def cuda_toolkit_version(build_stagedir: str) -> str:
 
 class NodeFacts(rfm.RegressionMixin):
     """The node a check runs on, as every perflog line carries it (see
-    systems/rfm.py) and as references are matched on (checks/suite/references.py)."""
+    systems/rfm.py) and as references are matched on (checks/suite/references.py),
+    and the launch defaults the system's data gives."""
 
     gpu_model = variable(str, value="none", loggable=True)
     gpu_count = variable(int, value=0, loggable=True)
@@ -60,6 +61,17 @@ class NodeFacts(rfm.RegressionMixin):
             if part
         )
 
+    @run_before("run")
+    def apply_launcher_settings(self):
+        # Launcher defaults come from the system's data; only launchers that
+        # declare a setting (the suite's jsrun) take it.
+        launcher = self.job.launcher
+        for name, value in self.current_partition.extras.get("launcher_settings", {}).items():
+            if hasattr(type(launcher), name):
+                setattr(launcher, name, value)
+        if hasattr(type(launcher), "gpus_per_task") and self.num_gpus_per_node:
+            launcher.gpus_per_task = self.num_gpus_per_node // max(1, self.num_tasks_per_node or 1)
+
 
 class SuiteCheck(rfm.RunOnlyRegressionTest, NodeFacts):
     """A run of one of the suite's programs, built once by :class:`SuiteBuild`."""
@@ -87,17 +99,6 @@ class SuiteCheck(rfm.RunOnlyRegressionTest, NodeFacts):
     @run_after("setup")
     def set_executable(self):
         self.executable = os.path.join(self.build.stagedir, "bin", self.program)
-
-    @run_before("run")
-    def apply_launcher_settings(self):
-        # Launcher defaults come from the system's data; only launchers that
-        # declare a setting (the suite's jsrun) take it.
-        launcher = self.job.launcher
-        for name, value in self.current_partition.extras.get("launcher_settings", {}).items():
-            if hasattr(type(launcher), name):
-                setattr(launcher, name, value)
-        if hasattr(type(launcher), "gpus_per_task") and self.num_gpus_per_node:
-            launcher.gpus_per_task = self.num_gpus_per_node // max(1, self.num_tasks_per_node or 1)
 
 
 class GpuCheck(SuiteCheck):
