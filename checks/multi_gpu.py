@@ -149,13 +149,13 @@ class MultiGpuCheck(GpuCheck):
     """Needs two GPUs or more that reach each other; skipped with the reason elsewhere."""
 
     @property
-    def gpu_count(self) -> int:
+    def node_gpus(self) -> int:
         return self.node["gpus"]["count"]
 
     @run_after("setup")
     def skip_without_peers(self):
         name = self.current_partition.fullname
-        self.skip_if(self.gpu_count < 2, f"{name} has {self.gpu_count} GPU(s): this check needs two or more")
+        self.skip_if(self.node_gpus < 2, f"{name} has {self.node_gpus} GPU(s): this check needs two or more")
         self.skip_if(
             "multigpu" not in self.current_partition.features,
             f"{name} lacks the 'multigpu' feature (one GPU, or GPUs that cannot reach each other)",
@@ -190,7 +190,7 @@ class RandomAccessScan(MultiGpuCheck):
 
     @run_after("setup")
     def set_tasks(self):
-        gpus = max(1, self.gpu_count)
+        gpus = max(1, self.node_gpus)
         self.num_gpus_per_node = gpus
         spawn = self.mode == "multiprocess" and self.current_partition.launcher_type.registered_name == "local"
         # One task per GPU, except where the launcher starts one process only.
@@ -229,7 +229,7 @@ class RandomAccessScan(MultiGpuCheck):
         return sn.all(checks)
 
     def sol_gbs(self):
-        sol = scan_speed_of_light(self.speed_of_light("gpu_gpu"), self.gpu_count)
+        sol = scan_speed_of_light(self.speed_of_light("gpu_gpu"), self.node_gpus)
         return sol / 1e9 if sol else None
 
     @run_before("performance")

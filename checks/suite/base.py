@@ -23,7 +23,7 @@ def cuda_toolkit_version(build_stagedir: str) -> str:
     return "unknown"
 
 
-class NodeFacts(rfm.RegressionMixin):
+class NodeFacts(rfm.RegressionTestPlugin):
     """The node a check runs on, as every perflog line carries it (see
     systems/rfm.py) and as references are matched on (checks/suite/references.py),
     and the launch defaults the system's data gives."""
