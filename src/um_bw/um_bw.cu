@@ -32,7 +32,7 @@ enum class Alloc { managed, numa, pinned, device };
 struct Config {
     Alloc alloc = Alloc::managed;
     bool accessed_by = false, read_mostly = false, preferred_cpu = false;
-    bool touch_on_host = false, read = true, allow_oversubscription = false, wide_loads = false;
+    bool touch_on_host = false, read = true, allow_oversubscription = false, wide_loads = false, bulk = false;
     std::uint64_t size = 0;
     int runs = 5, device = 0, numa_node = 0, grid = 160, block = 128;
 };
@@ -79,6 +79,65 @@ __global__ void read_kernel(const uint4 *__restrict__ data, std::size_t n, unsig
     // One atomic per warp keeps the reduction off the measured path.
     for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_down_sync(0xffffffffu, acc, offset);
     if ((threadIdx.x & 31) == 0) atomicAdd(sum, acc);
+}
+
+// Bulk copies into shared memory (sm_90's cp.async.bulk, one thread issuing
+// kBulkChunk bytes at a time, kBulkStages in flight per block), then summed
+// from there: the copy engine inside each SM asks the link for whole chunks
+// instead of the 16-byte loads of every thread.
+constexpr int kBulkChunk = 8192;
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ unsigned smem_addr(const void *p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+#endif
+
+__global__ void read_bulk_kernel(const uint4 *__restrict__ data, std::size_t n, unsigned long long *sum) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int kBulkStages = 4;
+    __shared__ __align__(128) uint4 buf[kBulkStages][kBulkChunk / 16];
+    __shared__ __align__(8) unsigned long long bar[kBulkStages];
+    const std::size_t words = kBulkChunk / 16, chunks = n / words;
+    if (threadIdx.x == 0)
+        for (int s = 0; s < kBulkStages; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[s])));
+    __syncthreads();
+    auto issue = [&](int s, std::size_t chunk) {
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(&bar[s])), "r"(kBulkChunk)
+                     : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                         smem_addr(buf[s])),
+                     "l"(data + chunk * words), "r"(kBulkChunk), "r"(smem_addr(&bar[s]))
+                     : "memory");
+    };
+    if (threadIdx.x == 0)
+        for (int s = 0; s < kBulkStages; ++s)
+            if (blockIdx.x + s * static_cast<std::size_t>(gridDim.x) < chunks) issue(s, blockIdx.x + s * gridDim.x);
+    unsigned long long acc = 0;
+    std::size_t k = 0;
+    for (std::size_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x, ++k) {
+        const int s = k % kBulkStages;
+        const unsigned parity = (k / kBulkStages) & 1;
+        unsigned done = 0;
+        while (!done)
+            asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                         : "=r"(done)
+                         : "r"(smem_addr(&bar[s])), "r"(parity)
+                         : "memory");
+        for (std::size_t w = threadIdx.x; w < words; w += blockDim.x) acc += sum16(buf[s][w]);
+        __syncthreads();  // everyone is done with this stage before it is refilled
+        const std::size_t next = chunk + kBulkStages * static_cast<std::size_t>(gridDim.x);
+        if (threadIdx.x == 0 && next < chunks) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            issue(s, next);
+        }
+    }
+    for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_down_sync(0xffffffffu, acc, offset);
+    if ((threadIdx.x & 31) == 0) atomicAdd(sum, acc);
+#else
+    (void)data, (void)n, (void)sum;
+    __trap();  // the host never launches it below sm_90
+#endif
 }
 
 // Stores word i = i ^ salt (as two 64-bit halves), so that a stale or
@@ -159,8 +218,10 @@ Config parse_config(const suite::Options &opts) {
     if (c.touch_on_host && c.alloc == Alloc::device) opts.usage_error("--touch-on-host needs host-accessible memory");
     c.allow_oversubscription = opts.flag("allow-oversubscription");
     const std::string load = opts.str("load");
-    if (load != "plain" && load != "l2-256") opts.usage_error("--load takes plain or l2-256, got '%s'", load.c_str());
+    if (load != "plain" && load != "l2-256" && load != "bulk")
+        opts.usage_error("--load takes plain, l2-256 or bulk, got '%s'", load.c_str());
     c.wide_loads = load == "l2-256";
+    c.bulk = load == "bulk";
     c.runs = static_cast<int>(opts.integer("runs"));
     c.device = static_cast<int>(opts.integer("device"));
     c.numa_node = static_cast<int>(opts.integer("numa-node"));
@@ -378,7 +439,8 @@ int main(int argc, char **argv) {
     opts.add("numa-node", "0", "NUMA node for --alloc numa and for the process");
     opts.add("grid", "160", "grid dimension, or 'auto' for the device's SM count");
     opts.add("block", "128", "block dimension");
-    opts.add("load", "plain", "read kernel loads: plain (the seed's) or l2-256 (256-byte L2 fetches, sm_80+)");
+    opts.add("load", "plain",
+             "read kernel loads: plain (the seed's), l2-256 (256-byte L2 fetches, sm_80+) or bulk (sm_90 bulk copies)");
     opts.add_flag("allow-oversubscription", "allow more managed memory than the GPU has free");
     opts.add_flag("skip-copy-engine", "do not measure the copy engine's bandwidth");
     opts.parse(argc, argv);
@@ -390,8 +452,10 @@ int main(int argc, char **argv) {
     c.grid = opts.str("grid") == "auto" ? prop.multiProcessorCount : static_cast<int>(opts.integer("grid"));
     if (c.grid < 1) opts.usage_error("--grid must be positive or 'auto'");
     if (c.wide_loads && prop.major < 8) opts.usage_error("--load l2-256 needs compute capability 8.0 or later");
-    c.size = parse_size(opts, prop.totalGlobalMem) / 4096 * 4096;
-    if (c.size == 0) opts.usage_error("--size must be at least 4K");
+    if (c.bulk && prop.major < 9) opts.usage_error("--load bulk needs compute capability 9.0 or later");
+    // Whole bulk chunks (8 KiB), so that every read kernel sees every word.
+    c.size = parse_size(opts, prop.totalGlobalMem) / kBulkChunk * kBulkChunk;
+    if (c.size == 0) opts.usage_error("--size must be at least 8K");
 #ifdef SUITE_HAVE_LIBNUMA
     if (numa_available() >= 0 && numa_run_on_node(c.numa_node) != 0)
         suite::die("cannot run on NUMA node %d", c.numa_node);
@@ -414,6 +478,7 @@ int main(int argc, char **argv) {
     if (c.touch_on_host) std::puts("Touching data on host between runs");
     std::printf("Running %s kernel\n", c.read ? "read" : "write");
     if (c.read && c.wide_loads) std::puts("Read loads fetch 256-byte L2 blocks");
+    if (c.read && c.bulk) std::printf("Reads are bulk copies of %d bytes into shared memory\n", kBulkChunk);
     std::fflush(stdout);
 
     suite::EventTimer timer;
@@ -423,7 +488,8 @@ int main(int argc, char **argv) {
         CUDA_CHECK(cudaMemset(sum, 0, sizeof *sum));
         salt = 0x9e3779b97f4a7c15ull * run;
         timer.start();
-        if (c.read && c.wide_loads) read_kernel<true><<<c.grid, c.block>>>(static_cast<const uint4 *>(buf.ptr), n16, sum);
+        if (c.read && c.bulk) read_bulk_kernel<<<c.grid, c.block>>>(static_cast<const uint4 *>(buf.ptr), n16, sum);
+        else if (c.read && c.wide_loads) read_kernel<true><<<c.grid, c.block>>>(static_cast<const uint4 *>(buf.ptr), n16, sum);
         else if (c.read) read_kernel<false><<<c.grid, c.block>>>(static_cast<const uint4 *>(buf.ptr), n16, sum);
         else write_kernel<<<c.grid, c.block>>>(static_cast<uint4 *>(buf.ptr), n16, salt);
         CUDA_CHECK_LAUNCH();
