@@ -75,7 +75,8 @@ class UnifiedMemoryBandwidth(GpuCheck):
     grid = variable(str, value="160")
     block = variable(int, value=128)
 
-    #: Read kernel loads: 'plain' (the seed's) or 'l2-256' (256-byte L2 fetches, sm_80+).
+    #: Read kernel loads: 'plain' (the seed's), 'l2-256' (256-byte L2 fetches,
+    #: sm_80+) or 'bulk' (bulk copies into shared memory, sm_90+).
     load = variable(str, value="plain")
 
     @property
