@@ -20,6 +20,14 @@ from scipy.stats import mannwhitneyu
 #: Fields that identify a case; the field the sets are chosen by is left out.
 CASE_FIELDS = ["system", "partition", "environ", "test", "params", "perf_var", "unit"]
 
+#: Each check's headline figures and a few anchor points: what references
+#: and per-node tables show, rather than every sample of a sweep.
+HEADLINE_VARS = (
+    r"first_run_bw|steady_bw|copy_engine_bw|(read|write)_bw_node\d+"
+    r"|(kernel|total)_us_i[47]_o4|lat_us_\w+_(8|4096|65536|1048576)"
+    r"|plateau_gbs|seg64_gbs|best_gbs|bandwidth|slowdown"
+)
+
 _TIME_UNITS = {"s", "ms", "us", "µs", "ns", "min", "h", "cycles"}
 
 

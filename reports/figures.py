@@ -824,15 +824,33 @@ def scan_curves(group: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _by_gpu_count(group: pd.DataFrame) -> list[tuple[int, pd.DataFrame]]:
+    """The executions of one set of runs split by how many GPUs they spread the
+    buffer over (each point's aggregate over its per-GPU GB/s): the speed of
+    light, N/(N-1) times the link, differs with N."""
+    points = scan_points(group)
+    wide = points.pivot_table(index=["time", "mode", "op", "segment", "width"], columns="kind", values="value")
+    if not {"gbs", "agg_gbs"} <= set(wide.columns):
+        return [(0, group)]
+    gpus = (wide["agg_gbs"] / wide["gbs"]).groupby(level="time").median().round().astype(int)
+    counts = group["time"].map(gpus).fillna(0).astype(int)
+    return [(int(n), group[counts == n]) for n in sorted(counts.unique())]
+
+
 def scan_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
     """Per op a panel of per-GPU GB/s against segment size, a line per mode, the speed of light drawn in."""
     data = frame[frame["test"] == SCAN_TEST]
     figures = []
-    for key, group in data.groupby(_group_keys(), dropna=False):
+    sets = [
+        ((*key, f"{n}gpus"), sub)
+        for key, group in data.groupby(_group_keys(), dropna=False)
+        for n, sub in _by_gpu_count(group)
+    ]
+    for key, group in sets:
         curves = scan_curves(group)
         if curves.empty:
             continue
-        info = dict(zip(_group_keys(), key))
+        info = dict(zip(_group_keys(), key[:-1]))
         found = scan_speed_of_light(group)
         sol_gbs, gpus = found if found else (None, 0)
         ops = [o for o in _SCAN_OPS if o in set(curves["op"])] + sorted(set(curves["op"]) - set(_SCAN_OPS))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .compare import HEADLINE_VARS
 from .figures import (
     DAXPY_TEST,
     HOST_TEST,
@@ -173,6 +174,21 @@ def pingpong_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def node_table(data: pd.DataFrame) -> pd.DataFrame | None:
+    """One row per node where a check ran on several nodes (ReFrame's
+    --distribute), so that a slow node stands out: the medians of the check's
+    headline figures per node, and each node's worst ratio to the median node."""
+    if data["node"].nunique() < 2:
+        return None
+    head = data[data["perf_var"].astype(str).str.fullmatch(HEADLINE_VARS)]
+    head = head if not head.empty else data
+    head = head.assign(figure=(head["params"].fillna("").astype(str) + " " + head["perf_var"].astype(str)).str.strip())
+    table = head.pivot_table(index="node", columns="figure", values="value", aggfunc="median")
+    ratios = table / table.median()
+    table["worst vs median node"] = ratios.apply(lambda row: row.loc[(row - 1).abs().idxmax()], axis=1).round(3)
+    return table.reset_index()
+
+
 def _size(size: int) -> str:
     for unit, factor in (("MiB", 2**20), ("KiB", 2**10)):
         if size >= factor:
@@ -263,6 +279,11 @@ def write_report(loaded: Loaded, outdir: Path, title: str, generic_for_all: bool
         table = summary_table(frame, test)
         note = " (anchor points; the figures show every point)" if test == DAXPY_TEST else ""
         parts.append(_table(table, f"Median per case{note}. {coverage_text(data)}."))
+        per_node = node_table(data)
+        if per_node is not None:
+            parts.append(
+                _table(per_node, "One row per node (medians); a ratio far from 1 marks a node unlike its peers.")
+            )
     parts.append(
         "<h2>Notes</h2><ul>"
         f"<li>{html.escape(UM_TEST)}: 'steady' is the median of runs 2..N; the copy engine is measured by the same "

@@ -45,13 +45,9 @@ REFERENCES = REPO / "systems" / "references"
 POOLS = ["run([2-9]|[1-9][0-9]+)_bw=steady_runs", r"(read|write)_bw_node(\d+)_run\d+=\1_bw_node\2_runs"]
 
 #: The variables an acceptance turns into references: each check's headline
-#: figures and a few anchor points, not every sample (per-run values, every
-#: point of a sweep) whose noise would make the gate flap.
-REFERENCE_VARS = (
-    r"first_run_bw|steady_bw|copy_engine_bw|(read|write)_bw_node\d+"
-    r"|(kernel|total)_us_i[47]_o4|lat_us_\w+_(8|4096|65536|1048576)"
-    r"|plateau_gbs|seg64_gbs|best_gbs|bandwidth|slowdown"
-)
+#: figures and anchor points, not every sample (per-run values, every point of
+#: a sweep) whose noise would make the gate flap.
+REFERENCE_VARS = cli.cmp.HEADLINE_VARS
 
 #: Fields that are not a case's parameters or variables.
 NOT_CASE = set(CORE) | {"program", "gpu_count"}

@@ -361,10 +361,14 @@ def test_latency_table_has_a_row_per_method_and_direction(committed):
 
 
 def test_scan_figure_renders_with_the_speed_of_light_from_the_perflog(committed, rendered):
-    [figure] = [f for f in rendered if f.test == "RandomAccessScan"]
-    assert figure.path.name.startswith("scan-") and figure.path.stat().st_size > 10_000
-    assert "NVIDIA H200" in figure.caption and "580.159.04" in figure.caption and "956 GB/s" in figure.caption
-    sol, gpus = scan_speed_of_light(committed.frame[committed.frame["test"] == "RandomAccessScan"])
+    # The pair and the four H200 have their own figures: N/(N-1) differs.
+    pair, four = sorted((f for f in rendered if f.test == "RandomAccessScan"), key=lambda f: f.path.name)
+    assert pair.path.name.startswith("scan-") and pair.path.stat().st_size > 10_000
+    assert pair.path.name.endswith("2gpus.png") and four.path.name.endswith("4gpus.png")
+    assert "NVIDIA H200" in pair.caption and "580.159.04" in pair.caption and "956 GB/s" in pair.caption
+    assert "638 GB/s" in four.caption or "637 GB/s" in four.caption  # 478 x 4/3
+    scan = committed.frame[committed.frame["test"] == "RandomAccessScan"]
+    sol, gpus = scan_speed_of_light(scan[scan["time"] == scan["time"].min()])
     assert gpus == 2 and sol == pytest.approx(478 * 2, rel=0.01)  # NV18: 478 GB/s per direction x 2/1
 
 
@@ -372,3 +376,20 @@ def test_multi_gpu_checks_get_no_generic_figures(rendered):
     names = [f.path.name for f in rendered]
     assert not any(n.startswith(("generic-randomaccessscan", "generic-p2ppingpong")) for n in names)
     assert [f.test for f in rendered].count("P2PPingPong") == 0  # its table says it all
+
+
+def test_a_slow_node_stands_out_in_the_per_node_table():
+    import pandas as pd
+
+    from reports.html import node_table
+
+    rows = [
+        {"node": node, "params": "", "perf_var": var, "value": value}
+        for node, scale in (("n1", 1.0), ("n2", 1.01), ("n3", 0.6))
+        for var, value in (("read_bw_node0", 68.0 * scale), ("read_bw_node0_run1", 67.0 * scale))
+    ]
+    table = node_table(pd.DataFrame(rows)).set_index("node")
+    assert list(table.columns) == ["read_bw_node0", "worst vs median node"]  # headline figures only
+    assert table.loc["n3", "worst vs median node"] == pytest.approx(0.6, abs=0.01)
+    assert table.loc["n1", "worst vs median node"] == pytest.approx(1.0, abs=0.01)
+    assert node_table(pd.DataFrame(rows[:2])) is None  # one node: nothing to compare
