@@ -107,6 +107,23 @@ def _layout(fig, top: float = 0.95, right: float = 1.0) -> None:
     fig.tight_layout(rect=(0, min(0.3, 0.6 / fig.get_figheight()), right, top))
 
 
+def _inch_margins(fig, top: float, bottom: float) -> None:
+    """Fixed room in inches above the panels (titles, legend) and below them
+    (footer), whatever the figure's height."""
+    fig.subplots_adjust(top=1 - top / fig.get_figheight())
+    fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, bottom / fig.get_figheight()))
+
+
+def _save(fig, outdir: Path, name: str) -> str:
+    fig.savefig(outdir / name, dpi=DPI)
+    plt.close(fig)
+    return name
+
+
+def _key_name(prefix: str, key) -> str:
+    return f"{prefix}-{_slug('-'.join(map(str, key)))}.png"
+
+
 def _varying(frame: pd.DataFrame, fields: list[str]) -> list[str]:
     return [f for f in fields if f in frame and frame[f].nunique(dropna=False) > 1]
 
@@ -230,9 +247,7 @@ def um_per_run(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
         )
         _footer(fig, group, "; ".join(notes + ["shaded: min to max over repeated executions of the case"]))
         _layout(fig, 0.94, 1 - 2.3 / fig.get_figwidth())
-        name = f"um-per-run-{_slug('-'.join(map(str, key)))}.png"
-        fig.savefig(outdir / name, dpi=DPI)
-        plt.close(fig)
+        name = _save(fig, outdir, _key_name("um-per-run", key))
         caption = f"{coverage_text(group)}. " + (f"Speed of light from {link.source}." if link else "")
         figures.append(Figure(UM_TEST, outdir / name, f"Per-run throughput, {info['size_class']}", caption))
     return figures
@@ -335,9 +350,7 @@ def um_steady(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
         )
         _footer(fig, group, f"speed of light: {link.source}" if link else "")
         _layout(fig, 0.92)
-        name = f"um-steady-{_slug('-'.join(map(str, key)))}.png"
-        fig.savefig(outdir / name, dpi=DPI)
-        plt.close(fig)
+        name = _save(fig, outdir, _key_name("um-steady", key))
         caption = f"{coverage_text(group)}. " + (f"Speed of light from {link.source}." if link else "")
         figures.append(Figure(UM_TEST, outdir / name, f"Steady state vs speed of light, {info['size_class']}", caption))
     return figures
@@ -386,9 +399,7 @@ def host_numa(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
     ax.set_ylim(0, stats["max"].max() * 1.2)
     _footer(fig, data, "error bars: min to max over repeated executions" if stats["count"].max() > 1 else "")
     _layout(fig, 1.0)
-    name = "host-bandwidth-numa.png"
-    fig.savefig(outdir / name, dpi=DPI)
-    plt.close(fig)
+    name = _save(fig, outdir, "host-bandwidth-numa.png")
     return [Figure(HOST_TEST, outdir / name, "Host memory bandwidth per NUMA node", coverage_text(data) + ".")]
 
 
@@ -626,11 +637,8 @@ def daxpy_figures(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
                 )
             _footer(fig, group, "\n".join(notes))
             _layout(fig, 1 - 0.55 / fig.get_figheight())
-            fig.subplots_adjust(top=1 - 0.85 / fig.get_figheight())
-            fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, 1.25 / fig.get_figheight()))
-            name = f"daxpy-fig{spec.number}-{_slug('-'.join(map(str, key)))}.png"
-            fig.savefig(outdir / name, dpi=DPI)
-            plt.close(fig)
+            _inch_margins(fig, top=0.85, bottom=1.25)
+            name = _save(fig, outdir, _key_name(f"daxpy-fig{spec.number}", key))
             caption = f"{coverage_text(group)}. {notes[0][0].upper() + notes[0][1:]}." + (
                 f" {notes[1][0].upper() + notes[1][1:]}." if len(notes) > 1 else ""
             )
@@ -751,11 +759,8 @@ def latency_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
             notes.append("not run: " + "; ".join(s for s in skipped if s))
         _footer(fig, group, "; ".join(notes))
         _layout(fig, 1 - 0.8 / fig.get_figheight())
-        fig.subplots_adjust(top=1 - 1.05 / fig.get_figheight())
-        fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, 1.05 / fig.get_figheight()))
-        name = f"latency-{_slug('-'.join(map(str, key)))}.png"
-        fig.savefig(outdir / name, dpi=DPI)
-        plt.close(fig)
+        _inch_margins(fig, top=1.05, bottom=1.05)
+        name = _save(fig, outdir, _key_name("latency", key))
         caption = f"{coverage_text(group)}. " + (f"Speed of light from {link.source}." if link else "")
         figures.append(Figure(LATENCY_TEST, outdir / name, "Latency against copy size", caption))
     return figures
@@ -921,11 +926,8 @@ def scan_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
         ]
         _footer(fig, group, "\n".join(notes))
         _layout(fig, 1 - 0.8 / fig.get_figheight())
-        fig.subplots_adjust(top=1 - 1.25 / fig.get_figheight())
-        fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, 1.25 / fig.get_figheight()))
-        name = f"scan-{_slug('-'.join(map(str, key)))}.png"
-        fig.savefig(outdir / name, dpi=DPI)
-        plt.close(fig)
+        _inch_margins(fig, top=1.25, bottom=1.25)
+        name = _save(fig, outdir, _key_name("scan", key))
         caption = f"{coverage_text(group)}. " + (
             f"Speed of light {sol_gbs:.0f} GB/s per GPU, from the perflog (GB/s over fraction of it)."
             if sol_gbs
@@ -996,9 +998,7 @@ def generic(frame: pd.DataFrame, outdir: Path, test: str, per_figure: int = 8) -
         fig.suptitle(f"{test}: every performance variable, median per case{page}", fontsize=11)
         _footer(fig, data, "whiskers: min to max over repeated executions; '|': reference where the check sets one")
         _layout(fig, 1 - (0.4 + 0.2 * math.ceil(len(series) / 3) * (len(series) > 1)) / fig.get_figheight())
-        name = f"generic-{_slug(test)}-{start // per_figure + 1}.png"
-        fig.savefig(outdir / name, dpi=DPI)
-        plt.close(fig)
+        name = _save(fig, outdir, f"generic-{_slug(test)}-{start // per_figure + 1}.png")
         figures.append(
             Figure(test, outdir / name, f"{test}: every performance variable{page}", coverage_text(data) + ".")
         )

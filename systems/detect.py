@@ -167,22 +167,25 @@ def _describe_gpus(nvml, cuda: CudaDriver | None, sysfs: Path, detected: Detecte
         detected.notes.append("NVML reports no GPU")
         return
     handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-    first = handles[0]
-    major, minor = nvml.nvmlDeviceGetCudaComputeCapability(first)
-    models = {_as_str(nvml.nvmlDeviceGetName(h)) for h in handles}
+    # Every per-GPU value is read once; the node's description is GPU 0's.
+    readings = [_gpu_readings(nvml, i, h, sysfs) for i, h in enumerate(handles)]
+    detected.info["gpus"] = readings
+    first, handle = readings[0], handles[0]
+    major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
+    models = {r["model"] for r in readings}
     if len(models) > 1:
         detected.notes.append(f"mixed GPU models {sorted(models)}: described as GPU 0")
     gpus: dict[str, Any] = {
         "count": count,
-        "model": _as_str(nvml.nvmlDeviceGetName(first)),
-        "memory": _gib(nvml.nvmlDeviceGetMemoryInfo(first).total),
+        "model": first["model"],
+        "memory": _gib(nvml.nvmlDeviceGetMemoryInfo(handle).total),
         "compute_capability": f"{major}.{minor}",
     }
-    affinity = [_gpu_numa(nvml, h, sysfs) for h in handles]
+    affinity = [r["numa"] for r in readings]
     if all(a is not None for a in affinity):
         gpus["numa_affinity"] = affinity
         node["numa_nodes"] = sorted(set(node["numa_nodes"]) | set(affinity))
-    hbm = _hbm_bandwidth(nvml, first)
+    hbm = _hbm_bandwidth(nvml, handle)
     gpus["hbm_bandwidth"] = hbm or "0 GB/s"
     if hbm is None:
         detected.notes.append("HBM bandwidth unknown: NVML gave no memory clock or bus width")
@@ -190,17 +193,14 @@ def _describe_gpus(nvml, cuda: CudaDriver | None, sysfs: Path, detected: Detecte
 
     # The maximum link the GPU and its slot can train to: the current one
     # drops at idle to save power, so it says nothing about the limit.
-    gen = _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(first))
-    width = _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(first))
+    gen, width = first["pcie_max"]
     if gen and width:
         node["host_link"] = {"type": "pcie", "generation": gen, "width": width}
     else:
         detected.notes.append("PCIe link unknown: NVML gave no generation or width")
-    detected.info["gpus"] = [_gpu_readings(nvml, i, h, sysfs) for i, h in enumerate(handles)]
 
-    links, version = _nvlinks(nvml, first)
-    if links and count > 1:
-        node["gpu_link"] = {"type": "nvlink", "generation": version or 4, "links": links}
+    if first["nvlinks"] and count > 1:
+        node["gpu_link"] = {"type": "nvlink", "generation": first["nvlink_version"] or 4, "links": first["nvlinks"]}
     elif count > 1:
         node["gpu_link"] = {"type": "pcie", "generation": gen or 3}
 
