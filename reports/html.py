@@ -209,6 +209,29 @@ def _img(figure: Figure, outdir: Path) -> str:
     )
 
 
+#: Checks whose table is their own rather than the medians per case: the
+#: table's maker and its caption (the coverage is appended).
+DEDICATED_TABLES = {
+    LATENCY_TEST: (
+        latency_table,
+        "Median latency (µs) at a few sizes; 'overtakes': the method is faster than the one named from "
+        "that size on (checks.copy_latency.crossovers on the medians).",
+    ),
+    SCAN_TEST: (
+        scan_table,
+        "Per-GPU GB/s, median over executions, each segment at its best width: at 64 B segments, the "
+        "plateau (the lowest from 128 B on), the best and its segment; the plateau as a share of the "
+        "speed of light (GPU-GPU bandwidth per direction x N/(N-1)).",
+    ),
+    PINGPONG_TEST: (
+        pingpong_table,
+        "The persistent kernel's ping-pong of 64 MiB between two GPUs, 10000 iterations: time, the "
+        "seed's bandwidth (GiB/s) and the slowdown against the baseline run first in the same job; "
+        "median over executions.",
+    ),
+}
+
+
 def write_report(loaded: Loaded, outdir: Path, title: str, generic_for_all: bool = False) -> Path:
     """Figures and index.html under `outdir`; returns the page's path."""
     outdir = Path(outdir)
@@ -247,38 +270,13 @@ def write_report(loaded: Loaded, outdir: Path, title: str, generic_for_all: bool
                 )
             )
         parts += [_img(f, outdir) for f in figures if f.test == test]
-        if test == LATENCY_TEST:
-            parts.append(
-                _table(
-                    latency_table(frame),
-                    "Median latency (µs) at a few sizes; 'overtakes': the method is faster than the one named from "
-                    "that size on (checks.copy_latency.crossovers on the medians). " + coverage_text(data) + ".",
-                )
-            )
-            continue
-        if test == SCAN_TEST:
-            parts.append(
-                _table(
-                    scan_table(frame),
-                    "Per-GPU GB/s, median over executions, each segment at its best width: at 64 B segments, the "
-                    "plateau (the lowest from 128 B on), the best and its segment; the plateau as a share of the "
-                    "speed of light (GPU-GPU bandwidth per direction x N/(N-1)). " + coverage_text(data) + ".",
-                )
-            )
-            continue
-        if test == PINGPONG_TEST:
-            parts.append(
-                _table(
-                    pingpong_table(frame),
-                    "The persistent kernel's ping-pong of 64 MiB between two GPUs, 10000 iterations: time, the "
-                    "seed's bandwidth (GiB/s) and the slowdown against the baseline run first in the same job; "
-                    "median over executions. " + coverage_text(data) + ".",
-                )
-            )
-            continue
-        table = summary_table(frame, test)
-        note = " (anchor points; the figures show every point)" if test == DAXPY_TEST else ""
-        parts.append(_table(table, f"Median per case{note}. {coverage_text(data)}."))
+        dedicated = DEDICATED_TABLES.get(test)
+        if dedicated:
+            make_table, caption = dedicated
+            parts.append(_table(make_table(frame), f"{caption} {coverage_text(data)}."))
+        else:
+            note = " (anchor points; the figures show every point)" if test == DAXPY_TEST else ""
+            parts.append(_table(summary_table(frame, test), f"Median per case{note}. {coverage_text(data)}."))
         per_node = node_table(data)
         if per_node is not None:
             parts.append(
