@@ -36,10 +36,13 @@ _QUANTITY = re.compile(r"^(?P<value>[0-9]+(?:\.[0-9]+)?) ?(?P<prefix>[KMGT]i?)?B
 _PCIE_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
 _PCIE_ENCODING = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
 
-# NVLink: one link's raw rate per direction (GB/s) by generation. NVLink3 gives
-# the DGX A100's 300 GB/s over 12 links; NVLink4's 26.5625 GB/s gives the
-# 478 GB/s per direction of 18 links measured as the H200 pair's limit.
-_NVLINK_GBS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 26.5625, 5: 53.125}
+# NVLink: one link's data rate per direction (GB/s) by generation, as NVIDIA
+# publishes it: half of the per-link bidirectional figure (NVLink3 50 GB/s,
+# NVLink4 50 GB/s, NVLink5 100 GB/s). This is the basis of the seed's 300 GB/s
+# per DGX-A100 GPU (12 x 25); the signalling rates of NVLink4 and 5 (26.5625
+# and 53.125 GB/s) include the line code and FEC, as PCIe's GT/s do before
+# _PCIE_ENCODING.
+_NVLINK_GBS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
 
 
 class SystemDataError(ValueError):

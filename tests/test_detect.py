@@ -39,7 +39,7 @@ def test_two_h200_joined_by_nv18():
     gpus = [FakeGpu(name="NVIDIA H200", nvlinks=[6] * 18, uuid=f"GPU-{i}") for i in range(2)]
     node = _detect(FakeNvml(gpus)).node
     assert node["gpu_link"] == {"type": "nvlink", "generation": 4, "links": 18}
-    assert data.speed_of_light(node)["gpu_gpu"] == pytest.approx(478.1e9, rel=1e-3)
+    assert data.speed_of_light(node)["gpu_gpu"] == pytest.approx(450e9)  # NVIDIA's 900 GB/s, both ways
     assert {"gpu", "multigpu", "nvlink"} <= set(features(node))
 
 
