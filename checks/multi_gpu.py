@@ -26,6 +26,16 @@ DGX-A100's 300 GB/s x 8/7 = 343 GB/s). Perflog names: ``gbs_s<segment>_w<width>`
 best width), ``seg64_gbs``, ``best_gbs`` and ``best_segment``,
 ``best_aggregate_gbs``, ``plateau_of_sol`` and ``best_of_sol``.
 
+Reads and writes are also measured against a yardstick taken in the same run:
+every GPU at once streams through all its peers' chunks (16-byte
+words in order), the same traffic over the links without the randomness.
+``link_gbs`` is that per-GPU rate to the peers, ``link_limit_gbs`` the scan's
+limit that follows (N/(N-1) times it), and ``plateau_of_link`` and
+``best_of_link`` the scan's share of that limit. Where the speed of light
+counts what the links carry, this counts what SM loads and stores get through
+them: on the H200 pair, with both GPUs reading each other at once, about 75%
+of the 450 GB/s per direction.
+
 P2PPingPong (src/p2p_pingpong): the seed's persistent kernel, 64 MiB of int
 between two GPUs, 10000 iterations; variants baseline, manual (an empty
 __noinline__ call around each access) and nvbit (the baseline under the
@@ -59,6 +69,12 @@ _SCAN = re.compile(
     r"thread_bytes=(?P<thread_bytes>\d+) gpus=(?P<gpus>\d+) launch_bytes=(?P<launch_bytes>\d+) reps=(?P<reps>\d+) "
     r"per_gpu_gbs=(?P<per_gpu>[0-9.,]+) min_gbs=(?P<min>\S+) mean_gbs=(?P<mean>\S+) "
     r"aggregate_gbs=(?P<aggregate>\S+)\s*$",
+    re.MULTILINE,
+)
+_LINK = re.compile(
+    r"^Link: mode=(?P<mode>\S+) op=(?P<op>\S+) gpus=(?P<gpus>\d+) launch_bytes=\d+ reps=\d+ "
+    r"per_gpu_gbs=[0-9.,]+ min_gbs=\S+ mean_gbs=(?P<mean>\S+) aggregate_gbs=\S+ "
+    r"scan_limit_gbs=(?P<limit>\S+)\s*$",
     re.MULTILINE,
 )
 _PINGPONG = re.compile(
@@ -100,6 +116,22 @@ def parse_scan(text: str) -> list:
     ]
 
 
+class LinkYardstick(NamedTuple):
+    """What every GPU streaming through its peers' chunks at once reaches in
+    the same run: per-GPU GB/s to its peers, and the scan's limit from it."""
+
+    gbs: float
+    scan_limit_gbs: float
+
+
+def parse_link(text: str, mode: str, op: str) -> LinkYardstick | None:
+    """The 'Link:' line of one mode and op (reads and writes have one)."""
+    for m in _LINK.finditer(text):
+        if (m["mode"], m["op"]) == (mode, op):
+            return LinkYardstick(float(m["mean"]), float(m["limit"]))
+    return None
+
+
 def scan_speed_of_light(gpu_gpu: float | None, gpus: int) -> float | None:
     """The seed's per-GPU limit in bytes/s: the GPU-GPU bandwidth per direction
     times N/(N-1), as (N-1)/N of a GPU's segments cross the links."""
@@ -108,8 +140,9 @@ def scan_speed_of_light(gpu_gpu: float | None, gpus: int) -> float | None:
     return gpu_gpu * gpus / (gpus - 1)
 
 
-def summarise(points: list, sol_gbs: float | None) -> dict:
-    """The summaries of one case: at each segment its best width's mean per-GPU GB/s."""
+def summarise(points: list, sol_gbs: float | None, link_limit_gbs: float | None = None) -> dict:
+    """The summaries of one case: at each segment its best width's mean per-GPU
+    GB/s, against the speed of light and, where measured, the link yardstick."""
     best = {}
     for p in points:
         if p.mean_gbs > best.get(p.segment, (-1.0, None))[0]:
@@ -125,6 +158,9 @@ def summarise(points: list, sol_gbs: float | None) -> dict:
     }
     out["plateau_of_sol"] = out["plateau_gbs"] / sol_gbs if sol_gbs else 0.0
     out["best_of_sol"] = out["best_gbs"] / sol_gbs if sol_gbs else 0.0
+    if link_limit_gbs:
+        out["plateau_of_link"] = out["plateau_gbs"] / link_limit_gbs
+        out["best_of_link"] = out["best_gbs"] / link_limit_gbs
     return out
 
 
@@ -236,7 +272,9 @@ class RandomAccessScan(MultiGpuCheck):
     def set_perf_variables(self):
         if self.is_dry_run():
             return
-        points = [p for p in parse_scan(self._output()) if p.mode == self.mode and p.op == self.op]
+        output = self._output()
+        points = [p for p in parse_scan(output) if p.mode == self.mode and p.op == self.op]
+        link = parse_link(output, self.mode, self.op)
         sol = self.sol_gbs()
         perf = {}
 
@@ -248,8 +286,12 @@ class RandomAccessScan(MultiGpuCheck):
             add(f"gbs_{key}", p.mean_gbs, "GB/s")
             add(f"agg_gbs_{key}", p.aggregate_gbs, "GB/s")
             add(f"sol_{key}", p.mean_gbs / sol if sol else 0.0, "fraction")
-        units = {"best_segment": "B", "plateau_of_sol": "fraction", "best_of_sol": "fraction"}
-        for name, value in summarise(points, sol).items():
+        if link:
+            add("link_gbs", link.gbs, "GB/s")
+            add("link_limit_gbs", link.scan_limit_gbs, "GB/s")
+        fractions = ("plateau_of_sol", "best_of_sol", "plateau_of_link", "best_of_link")
+        units = {"best_segment": "B", **dict.fromkeys(fractions, "fraction")}
+        for name, value in summarise(points, sol, link.scan_limit_gbs if link else None).items():
             add(name, value, units.get(name, "GB/s"))
         self.perf_variables = perf
         self.reference = references_for(self)

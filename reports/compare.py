@@ -25,7 +25,7 @@ CASE_FIELDS = ["system", "partition", "environ", "test", "params", "perf_var", "
 HEADLINE_VARS = (
     r"first_run_bw|steady_bw|copy_engine_bw|(read|write)_bw_node\d+"
     r"|(kernel|total)_us_i[47]_o4|lat_us_\w+_(8|4096|65536|1048576)"
-    r"|plateau_gbs|seg64_gbs|best_gbs|bandwidth|slowdown"
+    r"|plateau_gbs|seg64_gbs|best_gbs|link_gbs|bandwidth|slowdown"
 )
 
 _TIME_UNITS = {"s", "ms", "us", "µs", "ns", "min", "h", "cycles"}

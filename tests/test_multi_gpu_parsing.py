@@ -11,6 +11,7 @@ from checks.multi_gpu import (
     PLATEAU_FROM,
     SEGMENTS,
     WIDTHS,
+    parse_link,
     parse_pingpong,
     parse_scan,
     pingpong_bandwidth,
@@ -46,22 +47,39 @@ def test_every_point_of_one_mode():
 def test_a_scan_line_has_each_gpu_and_the_aggregate():
     p = next(p for p in scan_points("read") if p.segment == 4 and p.width == 16)
     assert (p.mode, p.gpus, p.thread_bytes) == ("single", 2, 4)  # a 4-byte segment is one 4-byte thread
-    assert p.per_gpu == [22.43, 22.43]
-    assert p.min_gbs == 22.43
+    assert p.per_gpu == [22.41, 22.40]
+    assert p.min_gbs == 22.40
     assert p.aggregate_gbs == pytest.approx(sum(p.per_gpu), abs=0.01)
     assert p.mean_gbs == pytest.approx(p.aggregate_gbs / 2, abs=0.01)
 
 
 def test_summaries_take_each_segments_best_width():
     reads = scan_points("read")
-    s = summarise(reads, 956.25)
+    s = summarise(reads, 900.0)
     best = {seg: max(p.mean_gbs for p in reads if p.segment == seg) for seg in SEGMENTS}
     assert s["plateau_gbs"] == min(v for seg, v in best.items() if seg >= PLATEAU_FROM)
     assert s["seg64_gbs"] == best[64]
     assert s["best_gbs"] == max(best.values())
     assert s["best_segment"] >= PLATEAU_FROM
-    assert s["plateau_of_sol"] == pytest.approx(s["plateau_gbs"] / 956.25)
+    assert s["plateau_of_sol"] == pytest.approx(s["plateau_gbs"] / 900.0)
     assert summarise(reads, None)["best_of_sol"] == 0.0
+
+
+def test_link_lines_give_the_yardstick_of_their_mode_and_op():
+    text = (DATA / "mem_scan_h200.txt").read_text()
+    read = parse_link(text, "single", "read")
+    assert read.gbs == 337.69 and read.scan_limit_gbs == 675.38  # x N/(N-1) = 2 on a pair
+    assert parse_link(text, "multiprocess", "write").gbs == 366.70
+    assert parse_link(text, "single", "atomic") is None  # atomics have no yardstick
+    assert parse_link("", "single", "read") is None
+
+
+def test_summaries_against_the_link_yardstick_only_where_measured():
+    reads = scan_points("read")
+    s = summarise(reads, 900.0, 675.38)
+    assert s["plateau_of_link"] == pytest.approx(s["plateau_gbs"] / 675.38)
+    assert s["best_of_link"] == pytest.approx(s["best_gbs"] / 675.38)
+    assert "plateau_of_link" not in summarise(reads, 900.0)
 
 
 def test_the_seeds_speed_of_light_for_the_dgx_a100():
@@ -76,8 +94,9 @@ def test_the_seeds_speed_of_light_for_the_dgx_a100():
 
 
 def test_the_h200_pairs_speed_of_light_doubles_its_link():
-    # 18 NVLink4 links, 478 GB/s per direction; half of each GPU's segments are its own.
-    assert scan_speed_of_light(data.nvlink_bandwidth(4, 18), 2) / 1e9 == pytest.approx(956.25)
+    # 18 NVLink4 links, 450 GB/s per direction (NVIDIA's 900 GB/s counts both
+    # ways); half of each GPU's segments are its own.
+    assert scan_speed_of_light(data.nvlink_bandwidth(4, 18), 2) / 1e9 == pytest.approx(900)
     assert scan_speed_of_light(None, 2) is None
     assert scan_speed_of_light(300e9, 1) is None
 

@@ -18,7 +18,9 @@
 // Every point prints one "Scan:" line with each GPU's rate (decimal GB/s, the
 // bytes of all segments it touched over its own kernel time) and their sum,
 // the node's aggregate. Reads are verified against value0, writes read back,
-// atomics by the change of the buffer's checksum.
+// atomics by the change of the buffer's checksum. Before the points of a read
+// or a write, one "Link:" line gives the yardstick they are measured against
+// in the same run: every GPU streaming through its peers' chunks at once.
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -149,6 +151,42 @@ __global__ void scan_kernel(Layout l, Pattern p, T *__restrict__ local, std::uin
 #pragma unroll
             for (int k = 0; k < kUnroll; ++k)
                 if (e + k * stride < n) local[e + k * stride] = v[k];
+        }
+    }
+}
+
+// The link's yardstick for the scan: every GPU streams through all of its
+// peers' chunks at once (its blocks split among the peers, so that a mesh of
+// direct links is used whole, not one link at a time), 16-byte words in
+// order: the links carry the scan's remote traffic without its randomness.
+// Reads land in `local`, peer after peer; writes store each word's own fill
+// value, so the buffer keeps its known contents.
+template <Op kOp, bool kContiguous>
+__global__ void stream_kernel(Layout l, unsigned self, uint4 *__restrict__ local, std::uint64_t per_peer) {
+    const unsigned peers = l.nchunks - 1, q = blockIdx.x % peers;  // launched with gridDim.x >= peers
+    const unsigned c = (self + 1 + q) % l.nchunks;
+    const std::uint64_t blocks = (gridDim.x - q + peers - 1) / peers;  // this peer's share of the grid
+    const std::uint64_t stride = blocks * blockDim.x;
+    uint4 *peer = reinterpret_cast<uint4 *>(kContiguous ? l.chunk[0] + c * l.chunk_bytes : l.chunk[c]);
+    uint4 *out = local + q * per_peer;
+    for (std::uint64_t e = (blockIdx.x / peers) * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; e < per_peer;
+         e += kUnroll * stride) {
+        uint4 v[kUnroll];
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+            const std::uint64_t i = e + k * stride;
+            if (i >= per_peer) break;
+            if (kOp == Op::read) {
+                v[k] = peer[i];
+            } else {
+                make(v[k], (c * l.chunk_bytes) / 4 + 4 * i, [](std::uint64_t x) { return value0(x); });
+                peer[i] = v[k];
+            }
+        }
+        if (kOp == Op::read) {
+#pragma unroll
+            for (int k = 0; k < kUnroll; ++k)
+                if (e + k * stride < per_peer) out[e + k * stride] = v[k];
         }
     }
 }
@@ -565,6 +603,7 @@ struct Run {
     std::uint64_t chunk;
     int ngpus;               // the node's, all ranks together
     Exchange *ex;            // multiprocess only
+    std::uint64_t local_bytes;  // each GPU's local buffer
     int point = 0, printed = 0;
     unsigned long long adds = 0;  // atomics by this process's GPUs
 
@@ -595,55 +634,41 @@ struct Run {
         return total;
     }
 
-    // Every GPU at once: one warm-up launch, then `reps` timed launches.
-    void run_point(Op op, std::uint64_t segment, int width) {
-        const int thread_bytes = op == Op::atomic ? 4 : static_cast<int>(std::min<std::uint64_t>(width, segment));
-        const std::uint64_t bytes = launch_bytes_for(c, segment);
-        const unsigned salt = static_cast<unsigned>(mix64(0x5ca1ab1eull + point)) | 1u;
-        auto seed = [&](const Gpu &g, int rep) { return mix64((std::uint64_t(point) << 24) ^ (g.index << 12) ^ rep); };
-        ++point;
-        if (ex) ex->barrier("p" + std::to_string(point));
+    // Every GPU at once: launch(g, 0) as a warm-up, then launch(g, 1..reps)
+    // timed; each of this process's GPUs' GB/s for `bytes` per launch.
+    template <typename Launch>
+    std::vector<double> time_launches(std::uint64_t bytes, Launch launch) {
         for (auto &g : gpus) {
             CUDA_CHECK(cudaSetDevice(g.device));
-            dispatch(op, thread_bytes, g, buf, pattern_for(seed(g, 0), chunk, segment, thread_bytes), bytes, salt, false);
+            launch(g, 0);
             CUDA_CHECK(cudaEventRecord(g.start, g.stream));
-            for (int rep = 1; rep <= c.reps; ++rep)
-                dispatch(op, thread_bytes, g, buf, pattern_for(seed(g, rep), chunk, segment, thread_bytes), bytes,
-                         salt, false);
+            for (int rep = 1; rep <= c.reps; ++rep) launch(g, rep);
             CUDA_CHECK(cudaEventRecord(g.stop, g.stream));
         }
         std::vector<double> rates;
-        std::string mine;
         for (auto &g : gpus) {
             CUDA_CHECK(cudaEventSynchronize(g.stop));
             float ms = 0;
             CUDA_CHECK(cudaEventElapsedTime(&ms, g.start, g.stop));
             rates.push_back(static_cast<double>(bytes) * c.reps / (ms / 1e3) / 1e9);
-            mine += std::to_string(rates.back()) + " ";
-            if (op == Op::atomic) adds += (c.reps + 1ull) * (bytes / 4);
         }
-        // The last launch, verified on each GPU.
-        if (op != Op::atomic) {
-            for (auto &g : gpus) {
-                CUDA_CHECK(cudaSetDevice(g.device));
-                CUDA_CHECK(cudaMemsetAsync(g.bad, 0, sizeof *g.bad, g.stream));
-                dispatch(op, thread_bytes, g, buf, pattern_for(seed(g, c.reps), chunk, segment, thread_bytes), bytes,
-                         salt, true);
-                unsigned long long bad = 0;
-                CUDA_CHECK(cudaMemcpyAsync(&bad, g.bad, sizeof bad, cudaMemcpyDeviceToHost, g.stream));
-                CUDA_CHECK(cudaStreamSynchronize(g.stream));
-                if (bad)
-                    suite::die("%s %s segment=%" PRIu64 " width=%d: %llu of %" PRIu64 " elements on GPU %d do not "
-                               "hold what they must",
-                               mode_name(mode), op_name(op), segment, width, bad, bytes / thread_bytes, g.index);
-            }
-        }
-        if (ex) {
-            ex->publish("r" + std::to_string(point), mine);
-            if (!leader()) return;
-            rates.clear();
-            for (int r = 0; r < ex->nranks(); ++r) rates.push_back(std::atof(ex->read(r, "r" + std::to_string(point)).c_str()));
-        }
+        return rates;
+    }
+
+    // Every rank's rates, at the leader; false on the other ranks, which print nothing.
+    bool gather(std::vector<double> &rates, const std::string &tag) {
+        if (!ex) return true;
+        std::string mine;
+        for (double r : rates) mine += std::to_string(r) + " ";
+        ex->publish(tag, mine);
+        if (!leader()) return false;
+        rates.clear();
+        for (int r = 0; r < ex->nranks(); ++r) rates.push_back(std::atof(ex->read(r, tag).c_str()));
+        return true;
+    }
+
+    // "per_gpu_gbs=a,b,... min_gbs=.. mean_gbs=.. aggregate_gbs=.." of the node's GPUs.
+    static std::string rates_text(const std::vector<double> &rates, double &mean) {
         double sum = 0, lo = rates[0];
         std::string list;
         for (double r : rates) {
@@ -653,10 +678,74 @@ struct Run {
             std::snprintf(text, sizeof text, "%s%.2f", list.empty() ? "" : ",", r);
             list += text;
         }
+        mean = sum / rates.size();
+        char tail[128];
+        std::snprintf(tail, sizeof tail, " min_gbs=%.2f mean_gbs=%.2f aggregate_gbs=%.2f", lo, mean, sum);
+        return "per_gpu_gbs=" + list + tail;
+    }
+
+    // The link yardstick of a read or a write: each GPU's rate to its peers
+    // when all stream at once, and the scan's limit that follows from it,
+    // N/(N-1) times that, as 1/N of a GPU's segments never leave it.
+    void run_link(Op op) {
+        const std::uint64_t per_peer = std::min(local_bytes, chunk) / (ngpus - 1) / sizeof(uint4);
+        const std::uint64_t bytes = per_peer * sizeof(uint4) * (ngpus - 1);
+        const std::string tag = std::string("link") + op_name(op);
+        if (ex) ex->barrier(tag);  // every chunk is filled and every rank is here
+        std::vector<double> rates = time_launches(bytes, [&](const Gpu &g, int) {
+            auto *out = static_cast<uint4 *>(g.local);
+            if (op == Op::read && buf.contiguous)
+                stream_kernel<Op::read, true><<<g.grid, kBlock, 0, g.stream>>>(buf.layout, g.index, out, per_peer);
+            else if (op == Op::read)
+                stream_kernel<Op::read, false><<<g.grid, kBlock, 0, g.stream>>>(buf.layout, g.index, out, per_peer);
+            else if (buf.contiguous)
+                stream_kernel<Op::write, true><<<g.grid, kBlock, 0, g.stream>>>(buf.layout, g.index, out, per_peer);
+            else
+                stream_kernel<Op::write, false><<<g.grid, kBlock, 0, g.stream>>>(buf.layout, g.index, out, per_peer);
+            CUDA_CHECK_LAUNCH();
+        });
+        if (!gather(rates, tag + "r")) return;
+        double mean = 0;
+        const std::string text = rates_text(rates, mean);
+        std::printf("Link: mode=%s op=%s gpus=%d launch_bytes=%" PRIu64 " reps=%d %s scan_limit_gbs=%.2f\n",
+                    mode_name(mode), op_name(op), ngpus, bytes, c.reps, text.c_str(), mean * ngpus / (ngpus - 1));
+        std::fflush(stdout);
+    }
+
+    // One point: every GPU at once, then the last launch verified on each GPU.
+    void run_point(Op op, std::uint64_t segment, int width) {
+        const int thread_bytes = op == Op::atomic ? 4 : static_cast<int>(std::min<std::uint64_t>(width, segment));
+        const std::uint64_t bytes = launch_bytes_for(c, segment);
+        const unsigned salt = static_cast<unsigned>(mix64(0x5ca1ab1eull + point)) | 1u;
+        auto seed = [&](const Gpu &g, int rep) { return mix64((std::uint64_t(point) << 24) ^ (g.index << 12) ^ rep); };
+        auto pattern = [&](const Gpu &g, int rep) { return pattern_for(seed(g, rep), chunk, segment, thread_bytes); };
+        ++point;
+        if (ex) ex->barrier("p" + std::to_string(point));
+        std::vector<double> rates = time_launches(bytes, [&](const Gpu &g, int rep) {
+            dispatch(op, thread_bytes, g, buf, pattern(g, rep), bytes, salt, false);
+        });
+        if (op == Op::atomic) adds += gpus.size() * (c.reps + 1ull) * (bytes / 4);
+        if (op != Op::atomic) {
+            for (auto &g : gpus) {
+                CUDA_CHECK(cudaSetDevice(g.device));
+                CUDA_CHECK(cudaMemsetAsync(g.bad, 0, sizeof *g.bad, g.stream));
+                dispatch(op, thread_bytes, g, buf, pattern(g, c.reps), bytes, salt, true);
+                unsigned long long bad = 0;
+                CUDA_CHECK(cudaMemcpyAsync(&bad, g.bad, sizeof bad, cudaMemcpyDeviceToHost, g.stream));
+                CUDA_CHECK(cudaStreamSynchronize(g.stream));
+                if (bad)
+                    suite::die("%s %s segment=%" PRIu64 " width=%d: %llu of %" PRIu64 " elements on GPU %d do not "
+                               "hold what they must",
+                               mode_name(mode), op_name(op), segment, width, bad, bytes / thread_bytes, g.index);
+            }
+        }
+        if (!gather(rates, "r" + std::to_string(point))) return;
+        double mean = 0;
+        const std::string text = rates_text(rates, mean);
         std::printf("Scan: mode=%s op=%s segment=%" PRIu64 " width=%d thread_bytes=%d gpus=%d launch_bytes=%" PRIu64
-                    " reps=%d per_gpu_gbs=%s min_gbs=%.2f mean_gbs=%.2f aggregate_gbs=%.2f\n",
+                    " reps=%d %s\n",
                     mode_name(mode), op_name(op), segment, op == Op::atomic ? 4 : width, thread_bytes, ngpus, bytes,
-                    c.reps, list.c_str(), lo, sum / rates.size(), sum);
+                    c.reps, text.c_str());
         std::fflush(stdout);
         ++printed;
     }
@@ -665,6 +754,7 @@ struct Run {
         // Ranks may still verify the last op's writes in our chunk: fill after all are done.
         if (ex) ex->barrier("fill" + std::to_string(point));
         fill();
+        if (op != Op::atomic) run_link(op);
         unsigned before = 0;
         if (op == Op::atomic) {
             before = checksum();
@@ -779,7 +869,7 @@ int run_mode(const Config &c, const suite::Options &opts, Mode mode) {
         std::fflush(stdout);
     }
 
-    Run run{c, mode, gpus, buf, chunk, ngpus, ex.get()};
+    Run run{c, mode, gpus, buf, chunk, ngpus, ex.get(), local};
     for (Op op : c.ops) run.run_op(op);
 
     if (ex) ex->barrier("done");  // no rank uses another's chunk any more
