@@ -159,7 +159,9 @@ def reference_entries(rows: pd.DataFrame, tolerance: float, directory: Path = RE
     with the wider tolerance an existing reference already justifies."""
     entries: dict[str, list] = {}
     case_fields = [c for c in rows.columns if c not in NOT_CASE]
-    for (test, _), group in rows.groupby(["test", "display_name"], dropna=False):
+    # One entry per case and machine: the same case on two GPUs and on four is two.
+    facts_of = [c for c in ("system", "partition", "gpu_model", "gpu_count", "host_link") if c in rows.columns]
+    for (test, *_), group in rows.groupby(["test", "display_name", *facts_of], dropna=False):
         first = group.iloc[0]
         where = _where(first)
         # A variable named like a table column was loaded as param_NAME.

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -118,3 +119,18 @@ def test_an_empty_reference_list_takes_entries(tmp_path):
     assert yaml.safe_load((tmp_path / "X.yaml").read_text()) == [
         {"where": {"system": "a"}, "values": {"bw": [1.0, -0.1, 0.1, "GB/s"]}}
     ]
+
+
+def test_one_case_on_two_machines_gives_an_entry_each(tmp_path):
+    def rows(gpus, values):
+        return [
+            {"test": "Scan", "display_name": "Scan %op=read", "system": "local", "partition": "default",
+             "gpu_model": "NVIDIA H200", "gpu_count": gpus, "host_link": "pcie gen5 x16", "op": "read",
+             "perf_var": "best_gbs", "value": v, "unit": "GB/s"}
+            for v in values
+        ]  # fmt: skip
+
+    frame = pd.DataFrame(rows(2, [668.0, 670.0, 669.0]) + rows(4, [424.0, 425.0, 426.0]))
+    entries = nightly.reference_entries(frame, tolerance=10, directory=tmp_path)["Scan"]
+    medians = {e["where"]["gpu_count"]: e["values"]["best_gbs"][0] for e in entries}
+    assert medians == {2: 669.0, 4: 425.0}
