@@ -807,8 +807,20 @@ def scan_speed_of_light(group: pd.DataFrame) -> tuple[float, int] | None:
     usable = wide[(wide["sol"] > 0) & (wide["gbs"] > 0)]
     if usable.empty:
         return None
+    # The latest run's: the speed of light is system data, which may have been corrected since.
+    usable = usable.xs(usable.index.get_level_values("time").max(), level="time", drop_level=False)
     gpus = round(float((usable["agg_gbs"] / usable["gbs"]).median())) if "agg_gbs" in usable else 0
     return float((usable["gbs"] / usable["sol"]).median()), gpus
+
+
+def scan_link_limits(group: pd.DataFrame) -> dict[str, float]:
+    """Per op, the scan's limit from the link yardstick its latest runs measured
+    (link_limit_gbs; reads and writes have one), median over the modes."""
+    data = group[(group["perf_var"] == "link_limit_gbs") & group["value"].notna()]
+    if data.empty:
+        return {}
+    latest = data[data["time"] == data.groupby(["mode", "op"])["time"].transform("max")]
+    return latest.groupby("op")["value"].median().to_dict()
 
 
 def scan_curves(group: pd.DataFrame) -> pd.DataFrame:
@@ -842,20 +854,31 @@ def _by_gpu_count(group: pd.DataFrame) -> list[tuple[int, pd.DataFrame]]:
     return [(int(n), group[counts == n]) for n in sorted(counts.unique())]
 
 
+def _by_buffer(group: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The executions split by buffer size (the check's memory_fraction of the
+    GPUs' memory): small random segments depend on it."""
+    if "memory_fraction" not in group or group["memory_fraction"].isna().all():
+        return [("", group)]
+    fractions = group["memory_fraction"].astype(str)
+    return [(f, group[fractions == f]) for f in sorted(fractions.unique(), key=float)]
+
+
 def scan_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
     """Per op a panel of per-GPU GB/s against segment size, a line per mode, the speed of light drawn in."""
     data = frame[frame["test"] == SCAN_TEST]
     figures = []
     sets = [
-        ((*key, f"{n}gpus"), sub)
+        ((*key, f"{n}gpus" + (f"-{fraction}x" if fraction else "")), part, fraction)
         for key, group in data.groupby(_group_keys(), dropna=False)
         for n, sub in _by_gpu_count(group)
+        for fraction, part in _by_buffer(sub)
     ]
-    for key, group in sets:
+    for key, group, fraction in sets:
         curves = scan_curves(group)
         if curves.empty:
             continue
         info = dict(zip(_group_keys(), key[:-1]))
+        limits = scan_link_limits(group)
         found = scan_speed_of_light(group)
         sol_gbs, gpus = found if found else (None, 0)
         ops = [o for o in _SCAN_OPS if o in set(curves["op"])] + sorted(set(curves["op"]) - set(_SCAN_OPS))
@@ -879,6 +902,10 @@ def scan_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
             if sol_gbs:
                 ax.axhline(sol_gbs, color="black", linestyle="--", lw=1.2)
                 ax.text(segments[0], sol_gbs * 1.06, f"speed of light {sol_gbs:.0f} GB/s", fontsize=8, va="bottom")
+            if op in limits:
+                ax.axhline(limits[op], color="#d62728", linestyle=":", lw=1.2)
+                ax.text(segments[0], limits[op] / 1.06, f"link limit {limits[op]:.0f} GB/s (same run)", fontsize=8,
+                        va="top", color="#d62728")  # fmt: skip
             lines = []
             for mode in modes:
                 plateau = panel[(panel["mode"] == mode) & (panel["segment"] >= SCAN_PLATEAU_FROM)]["best"]
@@ -912,11 +939,16 @@ def scan_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
                 f"speed of light {sol_gbs:.0f} GB/s: per-GPU GPU-GPU (NVLink) bandwidth per direction {link} "
                 f"x N/(N-1), N = {gpus}"
             )
+        if limits:
+            handles.append(Line2D([], [], color="#d62728", linestyle=":"))
+            labels.append("link limit: every GPU streaming from its peers at once, x N/(N-1), measured in the run")
         fig.legend(handles, labels, loc="upper center", ncol=2, fontsize=8, frameon=False,
                    bbox_to_anchor=(0.5, 1 - 0.38 / fig.get_figheight()))  # fmt: skip
         fig.suptitle(
             f"Random-access scan over {gpus or 'all'} GPUs: per-GPU bandwidth against segment size "
-            f"({info['system']}:{info['partition']}, {info['gpu_model']})",
+            f"({info['system']}:{info['partition']}, {info['gpu_model']}"
+            + (f", buffer {fraction} of GPU memory" if fraction else "")
+            + ")",
             fontsize=11,
         )
         notes = [
@@ -928,11 +960,12 @@ def scan_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
         _layout(fig, 1 - 0.8 / fig.get_figheight())
         _inch_margins(fig, top=1.25, bottom=1.25)
         name = _save(fig, outdir, _key_name("scan", key))
-        caption = f"{coverage_text(group)}. " + (
-            f"Speed of light {sol_gbs:.0f} GB/s per GPU, from the perflog (GB/s over fraction of it)."
-            if sol_gbs
-            else ""
-        )
+        caption = f"{coverage_text(group)}. " + (f"Buffer: {fraction} of the GPUs' memory. " if fraction else "")
+        if sol_gbs:
+            caption += f"Speed of light {sol_gbs:.0f} GB/s per GPU, from the perflog (GB/s over fraction of it)."
+        if limits:
+            caption += " Link limit measured in the run: " + ", ".join(f"{op} {v:.0f} GB/s" for op, v in limits.items())
+            caption += "."
         figures.append(Figure(SCAN_TEST, outdir / name, "Random-access scan: bandwidth against segment size", caption))
     return figures
 
