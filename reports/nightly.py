@@ -51,6 +51,8 @@ REFERENCE_VARS = cli.cmp.HEADLINE_VARS
 
 #: Fields that are not a case's parameters or variables.
 NOT_CASE = set(CORE) | {"program", "gpu_count"}
+#: What a reference's `where` may name of the machine a row comes from.
+NODE_FACTS = ("system", "partition", "gpu_model", "gpu_count", "host_link")
 
 
 def now() -> str:
@@ -160,7 +162,7 @@ def reference_entries(rows: pd.DataFrame, tolerance: float, directory: Path = RE
     entries: dict[str, list] = {}
     case_fields = [c for c in rows.columns if c not in NOT_CASE]
     # One entry per case and machine: the same case on two GPUs and on four is two.
-    facts_of = [c for c in ("system", "partition", "gpu_model", "gpu_count", "host_link") if c in rows.columns]
+    facts_of = [c for c in NODE_FACTS if c in rows.columns]
     for (test, *_), group in rows.groupby(["test", "display_name", *facts_of], dropna=False):
         first = group.iloc[0]
         where = _where(first)
@@ -168,7 +170,7 @@ def reference_entries(rows: pd.DataFrame, tolerance: float, directory: Path = RE
         case = {
             c.removeprefix("param_"): _plain(first[c]) for c in case_fields if pd.notna(first[c]) and first[c] != ""
         }
-        facts = {k: first[k] for k in ("system", "partition", "gpu_model", "gpu_count", "host_link") if k in first}
+        facts = {k: first[k] for k in facts_of}
         existing = matching_values(load_entries(test, str(directory)), facts, case)
         values = {}
         for var, samples in group.groupby("perf_var"):

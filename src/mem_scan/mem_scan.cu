@@ -571,6 +571,15 @@ void launch(const Gpu &g, const Buffer &b, const Pattern &p, std::uint64_t n, un
     else launch<kOp, false, T>(g, b, p, n, salt, verify);
 }
 
+// One launch of the link yardstick, for either layout of the chunks.
+template <Op kOp>
+void launch_stream(const Gpu &g, const Buffer &b, std::uint64_t per_peer) {
+    auto *out = static_cast<uint4 *>(g.local);
+    if (b.contiguous) stream_kernel<kOp, true><<<g.grid, kBlock, 0, g.stream>>>(b.layout, g.index, out, per_peer);
+    else stream_kernel<kOp, false><<<g.grid, kBlock, 0, g.stream>>>(b.layout, g.index, out, per_peer);
+    CUDA_CHECK_LAUNCH();
+}
+
 // One launch (or its verification) of op with `thread_bytes` per thread.
 void dispatch(Op op, int thread_bytes, const Gpu &g, const Buffer &b, const Pattern &p, std::uint64_t launch_bytes,
               unsigned salt, bool verify) {
@@ -693,16 +702,8 @@ struct Run {
         const std::string tag = std::string("link") + op_name(op);
         if (ex) ex->barrier(tag);  // every chunk is filled and every rank is here
         std::vector<double> rates = time_launches(bytes, [&](const Gpu &g, int) {
-            auto *out = static_cast<uint4 *>(g.local);
-            if (op == Op::read && buf.contiguous)
-                stream_kernel<Op::read, true><<<g.grid, kBlock, 0, g.stream>>>(buf.layout, g.index, out, per_peer);
-            else if (op == Op::read)
-                stream_kernel<Op::read, false><<<g.grid, kBlock, 0, g.stream>>>(buf.layout, g.index, out, per_peer);
-            else if (buf.contiguous)
-                stream_kernel<Op::write, true><<<g.grid, kBlock, 0, g.stream>>>(buf.layout, g.index, out, per_peer);
-            else
-                stream_kernel<Op::write, false><<<g.grid, kBlock, 0, g.stream>>>(buf.layout, g.index, out, per_peer);
-            CUDA_CHECK_LAUNCH();
+            if (op == Op::read) launch_stream<Op::read>(g, buf, per_peer);
+            else launch_stream<Op::write>(g, buf, per_peer);
         });
         if (!gather(rates, tag + "r")) return;
         double mean = 0;
