@@ -33,6 +33,13 @@ namespace suite {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+// 0 + 1 + ... + (n - 1) modulo 2^64: what summing words that hold their own
+// index gives. n (n - 1) / 2 in 64 bits wraps before it halves once n passes
+// 2^32 (a buffer over 32 GiB of 8-byte words), so halve the even factor first.
+constexpr std::uint64_t triangular_mod64(std::uint64_t n) {
+    return n == 0 ? 0 : (n % 2 == 0 ? (n / 2) * (n - 1) : n * ((n - 1) / 2));
+}
+
 // "4096", "64K", "1M", "32G", "1T" (binary multiples, an optional trailing
 // "B" or "iB" is accepted). Returns false on anything else.
 inline bool parse_bytes(const std::string &text, std::uint64_t &bytes) {

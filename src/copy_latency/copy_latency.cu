@@ -16,6 +16,11 @@
 // counts as batch time / batch. Each case prints one line:
 //
 //   Latency: method=pinned direction=h2d size=4096 median_us=2.1234 min_us=2.0011 samples=100 batch=1
+//            block_medians_us=2.1201,2.1250,2.1198,2.1302,2.1234
+//
+// (one line). The block medians split the samples, in the order they were
+// taken, into --blocks consecutive blocks: repeated measurements of the same
+// case within the run, which a comparison between runs can test.
 //
 // The data of each case is checked once before it is timed: the source is
 // filled with a pattern of that case, the destination cleared, one copy made,
@@ -263,15 +268,32 @@ void verify(const Buffers &b, Method m, Dir d, std::size_t n, unsigned salt) {
 // ---------------------------------------------------------------- timing --
 
 struct Timing {
-    int warmup = 10, reps = 100, min_reps = 10;
+    int warmup = 10, reps = 100, min_reps = 10, blocks = 5;
     double min_sample_s = 5e-6, case_budget_s = 0.5;
 };
 
 struct Result {
     double median_us = 0, min_us = 0;
+    std::vector<double> block_medians_us;
     std::size_t samples = 0;
     long batch = 1;
 };
+
+double median_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// The median of each of `blocks` consecutive, nearly equal blocks of `us`.
+std::vector<double> block_medians(const std::vector<double> &us, int blocks) {
+    std::vector<double> medians;
+    for (int k = 0; k < blocks; ++k) {
+        const std::size_t begin = us.size() * k / blocks, end = us.size() * (k + 1) / blocks;
+        medians.push_back(median_of(std::vector<double>(us.begin() + begin, us.begin() + end)));
+    }
+    return medians;
+}
 
 Result measure(const Buffers &b, Method m, Dir d, std::size_t n, const Timing &t) {
     auto t0 = Clock::now();
@@ -288,10 +310,10 @@ Result measure(const Buffers &b, Method m, Dir d, std::size_t n, const Timing &t
         for (long i = 0; i < r.batch; ++i) copy_once(b, m, d, n);
         us.push_back(seconds_since(t0) * 1e6 / static_cast<double>(r.batch));
     }
-    std::sort(us.begin(), us.end());
+    r.block_medians_us = block_medians(us, t.blocks);
     r.samples = us.size();
-    r.min_us = us.front();
-    r.median_us = us.size() % 2 ? us[us.size() / 2] : 0.5 * (us[us.size() / 2 - 1] + us[us.size() / 2]);
+    r.min_us = *std::min_element(us.begin(), us.end());
+    r.median_us = median_of(us);
     return r;
 }
 
@@ -364,6 +386,7 @@ int main(int argc, char **argv) {
     opts.add("reps", "100", "timed samples per case, at most");
     opts.add("min-reps", "10", "timed samples per case, at least (the time budget does not cut below this)");
     opts.add("warmup", "10", "untimed copies before each case");
+    opts.add("blocks", "5", "consecutive blocks of samples whose medians are printed (at most --min-reps)");
     opts.add("sample-us", "5", "shortest sample in microseconds: shorter copies are timed in batches");
     opts.add("case-seconds", "0.5", "time budget per case once --min-reps samples are taken");
     opts.add("device", "0", "CUDA device");
@@ -380,8 +403,11 @@ int main(int argc, char **argv) {
     timing.warmup = static_cast<int>(opts.integer("warmup"));
     timing.min_sample_s = std::atof(opts.str("sample-us").c_str()) * 1e-6;
     timing.case_budget_s = std::atof(opts.str("case-seconds").c_str());
+    timing.blocks = static_cast<int>(opts.integer("blocks"));
     if (timing.reps < 1 || timing.min_reps < 1 || timing.warmup < 0)
         opts.usage_error("--reps and --min-reps must be positive, --warmup not negative");
+    if (timing.blocks < 1 || timing.blocks > timing.min_reps)
+        opts.usage_error("--blocks must be between 1 and --min-reps (%d), got %d", timing.min_reps, timing.blocks);
     const int device = static_cast<int>(opts.integer("device"));
     const int numa_node = static_cast<int>(opts.integer("numa-node"));
 
@@ -442,9 +468,16 @@ int main(int argc, char **argv) {
                 verify(b, m, d, n, ++salt);
                 ++verified;
                 const Result r = measure(b, m, d, n, timing);
+                std::string blocks;
+                for (const double us : r.block_medians_us) {
+                    char text[32];
+                    std::snprintf(text, sizeof text, "%s%.4f", blocks.empty() ? "" : ",", us);
+                    blocks += text;
+                }
                 std::printf("Latency: method=%s direction=%s size=%zu median_us=%.4f min_us=%.4f samples=%zu "
-                            "batch=%ld\n",
-                            method_name(m), dir_name(d), n, r.median_us, r.min_us, r.samples, r.batch);
+                            "batch=%ld block_medians_us=%s\n",
+                            method_name(m), dir_name(d), n, r.median_us, r.min_us, r.samples, r.batch,
+                            blocks.c_str());
                 std::fflush(stdout);
             }
     std::printf("Data verified: %u cases (each method, direction and size)\n", verified);

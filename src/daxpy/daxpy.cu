@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstring>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -329,7 +330,8 @@ int main(int argc, char **argv) {
     opts.add("rows", "100", "N: rows of x and y, one thread block each");
     opts.add("inner", "1-16", "consecutive kernels per outer iteration (list, ranges such as 1-16)");
     opts.add("outer", "1,2,4,8,16", "outer iterations: host-device round trips of y (list)");
-    opts.add("pairs", "", "INNERxOUTER points to run instead of every inner x outer pair (list, e.g. 4x1,4x2)");
+    opts.add("pairs", "", "INNERxOUTER points to run instead of every inner x outer pair (list, e.g. 4x1,4x2); "
+                          "a point named again is measured again (its next sample)");
     opts.add("device", "0", "CUDA device to run on");
     opts.add("numa-node", "-1", "NUMA node to run the process on (-1: leave it where it is)");
     opts.parse(argc, argv);
@@ -372,15 +374,20 @@ int main(int argc, char **argv) {
     std::fflush(stdout);
 
     int verified = 0;
+    // A point named more than once in --pairs is measured again: its lines
+    // are the samples 1, 2, ... of that point.
+    std::map<std::pair<int, int>, int> samples;
     for (const std::uint64_t size : c.sizes) {
+        samples.clear();
         for (const auto &[inner, outer] : c.points) {
             const Timings t = run_point(c, size, inner, outer);
+            const int sample = ++samples[{inner, outer}];
             std::printf("DAXPY alloc=%s prefetch=%s size=%" PRIu64 " rows=%d cols=%" PRIu64
-                        " inner=%d outer=%d kernel_us=%.3f per_kernel_us=%.3f gpu_kernel_us=%.3f touch_us=%.3f "
-                        "alloc_us=%.3f init_us=%.3f warmup_us=%.3f total_us=%.3f\n",
+                        " inner=%d outer=%d sample=%d kernel_us=%.3f per_kernel_us=%.3f gpu_kernel_us=%.3f "
+                        "touch_us=%.3f alloc_us=%.3f init_us=%.3f warmup_us=%.3f total_us=%.3f\n",
                         alloc_name(c.alloc), c.prefetch ? "on" : "off", size, c.rows, size / sizeof(double), inner,
-                        outer, t.kernel_us, t.kernel_us / (static_cast<double>(inner) * outer), t.gpu_kernel_us,
-                        t.touch_us, t.alloc_us, t.init_us, t.warmup_us, t.total_us);
+                        outer, sample, t.kernel_us, t.kernel_us / (static_cast<double>(inner) * outer),
+                        t.gpu_kernel_us, t.touch_us, t.alloc_us, t.init_us, t.warmup_us, t.total_us);
             std::fflush(stdout);
             ++verified;
         }

@@ -165,7 +165,7 @@ std::vector<double> measure(const Topology &topo, int node, const std::string &o
             });
             std::uint64_t total = 0;
             for (auto p : partial) total += p;
-            const std::uint64_t expected = static_cast<std::uint64_t>(n) * (n - 1) / 2;  // a[i] == i
+            const std::uint64_t expected = suite::triangular_mod64(n);  // a[i] == i
             if (total != expected)
                 suite::die("node %d read run %d: sum %llu, expected %llu", node, run,
                            static_cast<unsigned long long>(total), static_cast<unsigned long long>(expected));

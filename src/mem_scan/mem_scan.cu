@@ -29,6 +29,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -230,6 +231,10 @@ __global__ void sum_kernel(const unsigned *chunk, std::uint64_t n, unsigned *sum
 
 enum class Mode { single, chunked, multiprocess };
 
+// Timed launches of a point are split into this many consecutive blocks,
+// each timed on its own: the samples of the point's rates.
+constexpr int kBlocks = 5;
+
 const char *mode_name(Mode m) {
     return m == Mode::single ? "single" : m == Mode::chunked ? "chunked" : "multiprocess";
 }
@@ -295,7 +300,7 @@ Config parse_config(const suite::Options &opts) {
     }
     c.reps = static_cast<int>(opts.integer("reps"));
     c.gpus = static_cast<int>(opts.integer("gpus"));
-    if (c.reps < 1) opts.usage_error("--reps must be positive");
+    if (c.reps < kBlocks) opts.usage_error("--reps must be at least %d (the blocks each point is timed in)", kBlocks);
     c.spawn = opts.flag("spawn");
 
     // Rank and size: options first, then what srun, Open MPI, PMIx and jsrun set.
@@ -397,7 +402,7 @@ class Exchange {
 struct Gpu {
     int index = 0, device = 0;  // index: its chunk; device: its CUDA device
     cudaStream_t stream{};
-    cudaEvent_t start{}, stop{};
+    cudaEvent_t marks[kBlocks + 1]{};  // before the first timed launch and after each block
     void *local = nullptr;      // read: where segments land
     unsigned long long *bad = nullptr;
     unsigned *sum = nullptr;
@@ -417,8 +422,7 @@ struct Buffer {
 void setup_gpu(Gpu &g, std::uint64_t local_bytes) {
     CUDA_CHECK(cudaSetDevice(g.device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreate(&g.start));
-    CUDA_CHECK(cudaEventCreate(&g.stop));
+    for (auto &mark : g.marks) CUDA_CHECK(cudaEventCreate(&mark));
     CUDA_CHECK(cudaMalloc(&g.local, local_bytes));
     CUDA_CHECK(cudaMalloc(&g.bad, sizeof *g.bad));
     CUDA_CHECK(cudaMalloc(&g.sum, sizeof *g.sum));
@@ -432,8 +436,7 @@ void release_gpu(Gpu &g) {
     CUDA_CHECK(cudaFree(g.local));
     CUDA_CHECK(cudaFree(g.bad));
     CUDA_CHECK(cudaFree(g.sum));
-    CUDA_CHECK(cudaEventDestroy(g.start));
-    CUDA_CHECK(cudaEventDestroy(g.stop));
+    for (auto &mark : g.marks) CUDA_CHECK(cudaEventDestroy(mark));
     CUDA_CHECK(cudaStreamDestroy(g.stream));
 }
 
@@ -643,54 +646,88 @@ struct Run {
         return total;
     }
 
+    // One GPU's GB/s over all timed launches of a point, and over each block of them.
+    struct Rates {
+        double whole = 0;
+        double blocks[kBlocks]{};
+    };
+
     // Every GPU at once: launch(g, 0) as a warm-up, then launch(g, 1..reps)
-    // timed; each of this process's GPUs' GB/s for `bytes` per launch.
+    // timed in kBlocks consecutive blocks; each of this process's GPUs' rates
+    // for `bytes` per launch.
     template <typename Launch>
-    std::vector<double> time_launches(std::uint64_t bytes, Launch launch) {
+    std::vector<Rates> time_launches(std::uint64_t bytes, Launch launch) {
         for (auto &g : gpus) {
             CUDA_CHECK(cudaSetDevice(g.device));
             launch(g, 0);
-            CUDA_CHECK(cudaEventRecord(g.start, g.stream));
-            for (int rep = 1; rep <= c.reps; ++rep) launch(g, rep);
-            CUDA_CHECK(cudaEventRecord(g.stop, g.stream));
+            CUDA_CHECK(cudaEventRecord(g.marks[0], g.stream));
+            for (int b = 1, rep = 1; b <= kBlocks; ++b) {
+                for (const int end = c.reps * b / kBlocks; rep <= end; ++rep) launch(g, rep);
+                CUDA_CHECK(cudaEventRecord(g.marks[b], g.stream));
+            }
         }
-        std::vector<double> rates;
+        std::vector<Rates> rates;
         for (auto &g : gpus) {
-            CUDA_CHECK(cudaEventSynchronize(g.stop));
+            CUDA_CHECK(cudaEventSynchronize(g.marks[kBlocks]));
+            Rates r;
+            for (int b = 1; b <= kBlocks; ++b) {
+                float ms = 0;
+                CUDA_CHECK(cudaEventElapsedTime(&ms, g.marks[b - 1], g.marks[b]));
+                const int launches = c.reps * b / kBlocks - c.reps * (b - 1) / kBlocks;
+                r.blocks[b - 1] = static_cast<double>(bytes) * launches / (ms / 1e3) / 1e9;
+            }
             float ms = 0;
-            CUDA_CHECK(cudaEventElapsedTime(&ms, g.start, g.stop));
-            rates.push_back(static_cast<double>(bytes) * c.reps / (ms / 1e3) / 1e9);
+            CUDA_CHECK(cudaEventElapsedTime(&ms, g.marks[0], g.marks[kBlocks]));
+            r.whole = static_cast<double>(bytes) * c.reps / (ms / 1e3) / 1e9;
+            rates.push_back(r);
         }
         return rates;
     }
 
     // Every rank's rates, at the leader; false on the other ranks, which print nothing.
-    bool gather(std::vector<double> &rates, const std::string &tag) {
+    bool gather(std::vector<Rates> &rates, const std::string &tag) {
         if (!ex) return true;
         std::string mine;
-        for (double r : rates) mine += std::to_string(r) + " ";
+        for (const Rates &r : rates) {
+            mine += std::to_string(r.whole);
+            for (const double b : r.blocks) mine += " " + std::to_string(b);
+        }
         ex->publish(tag, mine);
         if (!leader()) return false;
         rates.clear();
-        for (int r = 0; r < ex->nranks(); ++r) rates.push_back(std::atof(ex->read(r, tag).c_str()));
+        for (int rank = 0; rank < ex->nranks(); ++rank) {
+            Rates r;
+            std::istringstream in(ex->read(rank, tag));
+            in >> r.whole;
+            for (double &b : r.blocks) in >> b;
+            if (!in) suite::die("rank %d published unreadable rates for %s", rank, tag.c_str());
+            rates.push_back(r);
+        }
         return true;
     }
 
-    // "per_gpu_gbs=a,b,... min_gbs=.. mean_gbs=.. aggregate_gbs=.." of the node's GPUs.
-    static std::string rates_text(const std::vector<double> &rates, double &mean) {
-        double sum = 0, lo = rates[0];
-        std::string list;
-        for (double r : rates) {
-            sum += r;
-            lo = std::min(lo, r);
-            char text[32];
-            std::snprintf(text, sizeof text, "%s%.2f", list.empty() ? "" : ",", r);
+    // "per_gpu_gbs=a,b,... min_gbs=.. mean_gbs=.. aggregate_gbs=.. block_mean_gbs=b1,..,b5"
+    // of the node's GPUs: each GPU's rate over all timed launches, their
+    // minimum, mean and sum, and the mean over the GPUs of each block's rate.
+    static std::string rates_text(const std::vector<Rates> &rates, double &mean) {
+        double sum = 0, lo = rates[0].whole, blocks[kBlocks]{};
+        std::string list, block_list;
+        char text[32];
+        for (const Rates &r : rates) {
+            sum += r.whole;
+            lo = std::min(lo, r.whole);
+            std::snprintf(text, sizeof text, "%s%.2f", list.empty() ? "" : ",", r.whole);
             list += text;
+            for (int b = 0; b < kBlocks; ++b) blocks[b] += r.blocks[b] / rates.size();
+        }
+        for (const double b : blocks) {
+            std::snprintf(text, sizeof text, "%s%.2f", block_list.empty() ? "" : ",", b);
+            block_list += text;
         }
         mean = sum / rates.size();
         char tail[128];
         std::snprintf(tail, sizeof tail, " min_gbs=%.2f mean_gbs=%.2f aggregate_gbs=%.2f", lo, mean, sum);
-        return "per_gpu_gbs=" + list + tail;
+        return "per_gpu_gbs=" + list + tail + " block_mean_gbs=" + block_list;
     }
 
     // The link yardstick of a read or a write: each GPU's rate to its peers
@@ -701,7 +738,7 @@ struct Run {
         const std::uint64_t bytes = per_peer * sizeof(uint4) * (ngpus - 1);
         const std::string tag = std::string("link") + op_name(op);
         if (ex) ex->barrier(tag);  // every chunk is filled and every rank is here
-        std::vector<double> rates = time_launches(bytes, [&](const Gpu &g, int) {
+        std::vector<Rates> rates = time_launches(bytes, [&](const Gpu &g, int) {
             if (op == Op::read) launch_stream<Op::read>(g, buf, per_peer);
             else launch_stream<Op::write>(g, buf, per_peer);
         });
@@ -722,7 +759,7 @@ struct Run {
         auto pattern = [&](const Gpu &g, int rep) { return pattern_for(seed(g, rep), chunk, segment, thread_bytes); };
         ++point;
         if (ex) ex->barrier("p" + std::to_string(point));
-        std::vector<double> rates = time_launches(bytes, [&](const Gpu &g, int rep) {
+        std::vector<Rates> rates = time_launches(bytes, [&](const Gpu &g, int rep) {
             dispatch(op, thread_bytes, g, buf, pattern(g, rep), bytes, salt, false);
         });
         if (op == Op::atomic) adds += gpus.size() * (c.reps + 1ull) * (bytes / 4);

@@ -101,7 +101,7 @@ Final closed_form(long long a, long long b, long long iters) {
 struct Config {
     std::vector<std::string> variants;
     std::uint64_t size = 0;
-    int iters = 0, block = 0, src_device = 0, dst_device = 1;
+    int iters = 0, block = 0, src_device = 0, dst_device = 1, samples = 1;
     std::string label, nvbit_tool;
 };
 
@@ -111,7 +111,8 @@ const char *table_name(const std::string &variant) {
     return "NVBit Instrumented Version";
 }
 
-// Runs one variant's kernel: once ahead, once timed; verifies; prints.
+// Runs one variant's kernel: once ahead, then `samples` times timed, each
+// from fresh arrays and verified; prints one line per sample.
 void run_variant(const Config &c, const std::string &variant, int *src, int *dst, const std::string &label) {
     const int n = static_cast<int>(c.size / sizeof(int));
     const int grid = n / c.block;  // one thread per element
@@ -128,28 +129,32 @@ void run_variant(const Config &c, const std::string &variant, int *src, int *dst
     init();
     pingpong();  // ahead: JIT, instrumentation, first touches
     CUDA_CHECK(cudaDeviceSynchronize());
-    init();
-    suite::EventTimer timer;
-    timer.start();
-    pingpong();
-    const double seconds = timer.stop();
-
     std::vector<int> hs(n), hd(n);
-    CUDA_CHECK(cudaMemcpy(hs.data(), src, c.size, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(hd.data(), dst, c.size, cudaMemcpyDeviceToHost));
-    for (int i = 0; i < n; ++i) {
-        const Final f = closed_form(i & 0xffff, -1, c.iters);
-        if (hs[i] != f.src || hd[i] != f.dst)
-            suite::die("%s: element %d holds src=%d dst=%d, expected %lld and %lld", label.c_str(), i, hs[i], hd[i],
-                       f.src, f.dst);
+    for (int sample = 1; sample <= c.samples; ++sample) {
+        init();
+        suite::EventTimer timer;
+        timer.start();
+        pingpong();
+        const double seconds = timer.stop();
+
+        CUDA_CHECK(cudaMemcpy(hs.data(), src, c.size, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(hd.data(), dst, c.size, cudaMemcpyDeviceToHost));
+        for (int i = 0; i < n; ++i) {
+            const Final f = closed_form(i & 0xffff, -1, c.iters);
+            if (hs[i] != f.src || hd[i] != f.dst)
+                suite::die("%s sample %d: element %d holds src=%d dst=%d, expected %lld and %lld", label.c_str(),
+                           sample, i, hs[i], hd[i], f.src, f.dst);
+        }
+        const double bandwidth = static_cast<double>(c.size) * c.iters / seconds / suite::kGiB;
+        if (sample == 1)
+            std::printf("| %-27s | %-8.6g | %-16.6g |\n", table_name(label), seconds, bandwidth);
+        std::printf("PingPong: variant=%s size=%" PRIu64 " iters=%d block=%d src_device=%d dst_device=%d "
+                    "sample=%d time_s=%.6g bandwidth_gibs=%.6g\n",
+                    label.c_str(), c.size, c.iters, c.block, c.src_device, c.dst_device, sample, seconds, bandwidth);
+        std::fflush(stdout);
     }
-    const double bandwidth = static_cast<double>(c.size) * c.iters / seconds / suite::kGiB;
-    std::printf("Verified: variant=%s src=a+%lld dst=a+%lld (a = initial src) after %d iterations\n", label.c_str(),
-                closed_form(0, -1, c.iters).src, closed_form(0, -1, c.iters).dst, c.iters);
-    std::printf("| %-27s | %-8.6g | %-16.6g |\n", table_name(label), seconds, bandwidth);
-    std::printf("PingPong: variant=%s size=%" PRIu64 " iters=%d block=%d src_device=%d dst_device=%d time_s=%.6g "
-                "bandwidth_gibs=%.6g\n",
-                label.c_str(), c.size, c.iters, c.block, c.src_device, c.dst_device, seconds, bandwidth);
+    std::printf("Verified: variant=%s samples=%d src=a+%lld dst=a+%lld (a = initial src) after %d iterations\n",
+                label.c_str(), c.samples, closed_form(0, -1, c.iters).src, closed_form(0, -1, c.iters).dst, c.iters);
     std::fflush(stdout);
 }
 
@@ -190,6 +195,7 @@ int main(int argc, char **argv) {
     opts.add("dst-device", "1", "GPU holding dst");
     opts.add("nvbit-tool", "", "the NVBit tool (.so) the nvbit variant preloads");
     opts.add("label", "", "name printed for the variant (the nvbit run's own)");
+    opts.add("samples", "1", "timed runs of each variant, each on fresh arrays");
     opts.parse(argc, argv);
 
     Config c;
@@ -201,6 +207,8 @@ int main(int argc, char **argv) {
     c.dst_device = static_cast<int>(opts.integer("dst-device"));
     c.nvbit_tool = opts.str("nvbit-tool");
     c.label = opts.str("label");
+    c.samples = static_cast<int>(opts.integer("samples"));
+    if (c.samples < 1) opts.usage_error("--samples must be at least 1");
     for (const auto &v : c.variants)
         if (v != "baseline" && v != "manual" && v != "nvbit")
             opts.usage_error("--variants takes baseline, manual and nvbit, got '%s'", v.c_str());

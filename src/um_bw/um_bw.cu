@@ -8,6 +8,10 @@
 // verified: a read returns a checksum the host knows, a write is checked by
 // the host after the last run. The copy engine's bandwidth over the same link
 // is measured once in the same process, as the yardstick for the results.
+//
+// --repeats R runs the seed's whole experiment R times, each on a fresh
+// allocation ("Repeat: r of R" before its runs), so that the first run, which
+// pays for migration, has as many samples as the steady state.
 #include <algorithm>
 #include <atomic>
 #include <cinttypes>
@@ -34,7 +38,7 @@ struct Config {
     bool accessed_by = false, read_mostly = false, preferred_cpu = false;
     bool touch_on_host = false, read = true, allow_oversubscription = false, wide_loads = false, bulk = false;
     std::uint64_t size = 0;
-    int runs = 5, device = 0, numa_node = 0, grid = 160, block = 128;
+    int runs = 5, repeats = 1, device = 0, numa_node = 0, grid = 160, block = 128;
 };
 
 // ---------------------------------------------------------------- kernels --
@@ -223,6 +227,8 @@ Config parse_config(const suite::Options &opts) {
     c.wide_loads = load == "l2-256";
     c.bulk = load == "bulk";
     c.runs = static_cast<int>(opts.integer("runs"));
+    c.repeats = static_cast<int>(opts.integer("repeats"));
+    if (c.repeats < 1) opts.usage_error("--repeats must be >= 1");
     c.device = static_cast<int>(opts.integer("device"));
     c.numa_node = static_cast<int>(opts.integer("numa-node"));
     c.block = static_cast<int>(opts.integer("block"));
@@ -347,7 +353,8 @@ void apply_advice(const Config &c, const Buffer &b) {
     }
 }
 
-// word i == i, so that a read's checksum is n (n - 1) / 2 modulo 2^64.
+// word i == i, so that a read's checksum is n (n - 1) / 2 modulo 2^64
+// (suite::triangular_mod64).
 void fill(const Config &c, const Buffer &b) {
     auto *words = static_cast<std::uint64_t *>(b.ptr);
     const std::size_t n = b.bytes / sizeof(std::uint64_t);
@@ -397,7 +404,6 @@ void verify_written(const Config &c, const Buffer &b, unsigned long long salt) {
         });
         if (bad != SIZE_MAX) suite::die("write verification failed at word %zu", bad.load());
     }
-    std::puts("Write verified by the host");
 }
 
 // The copy engine's rate over the same link, from pinned memory, both ways.
@@ -417,8 +423,11 @@ void measure_copy_engine(const Config &c) {
             const double seconds = timer.stop();
             if (rep > 0) bw.push_back(bytes / seconds / suite::kGiB);
         }
+        std::string samples;
+        for (const double b : bw) samples += (samples.empty() ? "" : ",") + std::to_string(b);
         std::sort(bw.begin(), bw.end());
-        std::printf("Copy engine %s: %g GiB/s\n", h2d ? "host-to-device" : "device-to-host", bw[bw.size() / 2]);
+        std::printf("Copy engine %s: %g GiB/s (samples %s)\n", h2d ? "host-to-device" : "device-to-host",
+                    bw[bw.size() / 2], samples.c_str());
     }
     CUDA_CHECK(cudaFree(dev));
     CUDA_CHECK(cudaFreeHost(host));
@@ -435,6 +444,7 @@ int main(int argc, char **argv) {
     opts.add("op", "read", "read (host-to-device) or write (device-to-host)");
     opts.add("size", "32G", "data size (K/M/G suffixes) or a multiple of the GPU's memory, e.g. 2x");
     opts.add("runs", "5", "kernel runs to measure");
+    opts.add("repeats", "1", "times the whole experiment runs, each on a fresh allocation");
     opts.add("device", "0", "CUDA device to run on");
     opts.add("numa-node", "0", "NUMA node for --alloc numa and for the process");
     opts.add("grid", "160", "grid dimension, or 'auto' for the device's SM count");
@@ -467,14 +477,10 @@ int main(int argc, char **argv) {
                 prop.totalGlobalMem / suite::kGiB, c.size / suite::kGiB, c.size, alloc_name(c.alloc));
     if (!opts.flag("skip-copy-engine")) measure_copy_engine(c);
 
-    Buffer buf = allocate(c);
-    apply_advice(c, buf);
-    fill(c, buf);
-
     unsigned long long *sum = nullptr;
     CUDA_CHECK(cudaMalloc(&sum, sizeof *sum));
     const std::size_t n16 = c.size / sizeof(uint4), n64 = c.size / sizeof(std::uint64_t);
-    const unsigned long long expected = static_cast<unsigned long long>(n64) * (n64 - 1) / 2;
+    const unsigned long long expected = suite::triangular_mod64(n64);
     if (c.touch_on_host) std::puts("Touching data on host between runs");
     std::printf("Running %s kernel\n", c.read ? "read" : "write");
     if (c.read && c.wide_loads) std::puts("Read loads fetch 256-byte L2 blocks");
@@ -482,30 +488,39 @@ int main(int argc, char **argv) {
     std::fflush(stdout);
 
     suite::EventTimer timer;
-    unsigned long long salt = 0;
-    for (int run = 1; run <= c.runs; ++run) {
-        if (c.touch_on_host && run > 1) touch_on_host(buf);
-        CUDA_CHECK(cudaMemset(sum, 0, sizeof *sum));
-        salt = 0x9e3779b97f4a7c15ull * run;
-        timer.start();
-        if (c.read && c.bulk) read_bulk_kernel<<<c.grid, c.block>>>(static_cast<const uint4 *>(buf.ptr), n16, sum);
-        else if (c.read && c.wide_loads) read_kernel<true><<<c.grid, c.block>>>(static_cast<const uint4 *>(buf.ptr), n16, sum);
-        else if (c.read) read_kernel<false><<<c.grid, c.block>>>(static_cast<const uint4 *>(buf.ptr), n16, sum);
-        else write_kernel<<<c.grid, c.block>>>(static_cast<uint4 *>(buf.ptr), n16, salt);
-        CUDA_CHECK_LAUNCH();
-        const double seconds = timer.stop();
-        if (c.read) {
-            unsigned long long got = 0;
-            CUDA_CHECK(cudaMemcpy(&got, sum, sizeof got, cudaMemcpyDeviceToHost));
-            if (got != expected) suite::die("run %d: checksum %llu, expected %llu", run, got, expected);
+    for (int repeat = 1; repeat <= c.repeats; ++repeat) {
+        std::printf("Repeat: %d of %d\n", repeat, c.repeats);
+        Buffer buf = allocate(c);
+        apply_advice(c, buf);
+        fill(c, buf);
+        unsigned long long salt = 0;
+        for (int run = 1; run <= c.runs; ++run) {
+            if (c.touch_on_host && run > 1) touch_on_host(buf);
+            CUDA_CHECK(cudaMemset(sum, 0, sizeof *sum));
+            salt = 0x9e3779b97f4a7c15ull * (static_cast<unsigned long long>(repeat) * c.runs + run);
+            timer.start();
+            const auto *in = static_cast<const uint4 *>(buf.ptr);
+            if (c.read && c.bulk) read_bulk_kernel<<<c.grid, c.block>>>(in, n16, sum);
+            else if (c.read && c.wide_loads) read_kernel<true><<<c.grid, c.block>>>(in, n16, sum);
+            else if (c.read) read_kernel<false><<<c.grid, c.block>>>(in, n16, sum);
+            else write_kernel<<<c.grid, c.block>>>(static_cast<uint4 *>(buf.ptr), n16, salt);
+            CUDA_CHECK_LAUNCH();
+            const double seconds = timer.stop();
+            if (c.read) {
+                unsigned long long got = 0;
+                CUDA_CHECK(cudaMemcpy(&got, sum, sizeof got, cudaMemcpyDeviceToHost));
+                if (got != expected)
+                    suite::die("repeat %d run %d: checksum %llu, expected %llu", repeat, run, got, expected);
+            }
+            std::printf("Throughput: %g GiB/s\n", c.size / seconds / suite::kGiB);
+            std::fflush(stdout);
         }
-        std::printf("Throughput: %g GiB/s\n", c.size / seconds / suite::kGiB);
-        std::fflush(stdout);
+        if (!c.read) verify_written(c, buf, salt);
+        release(buf);
     }
-    if (c.read) std::printf("Checksums verified: %d runs\n", c.runs);
-    else verify_written(c, buf, salt);
+    if (c.read) std::printf("Checksums verified: %d runs\n", c.runs * c.repeats);
+    else std::printf("Write verified by the host: %d repeats\n", c.repeats);
 
     CUDA_CHECK(cudaFree(sum));
-    release(buf);
     return EXIT_SUCCESS;
 }
