@@ -1,7 +1,9 @@
 """Node health: run first, alone with `-t health`, on every node of a partition
-with `--distribute`. Compares what NVML reads on the node with what the
-system's data declares (systems/health.py) and names the GPU and the field of
-every mismatch.
+with `--distribute`. Compares what NVML reads on the node with what is
+expected of it (systems/health.py): the system's data for a declared system,
+the node facts of the accepted run for a system described at run time; and
+names the GPU and the field of every mismatch and of every error the GPUs
+have counted.
 """
 
 import os
@@ -9,14 +11,15 @@ import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import run_before, sanity_function
+from reframe.core.builtins import run_before, sanity_function, variable
+from reframe.core.exceptions import SanityError
 
 from checks.suite.build import REPO
 
 
 @rfm.simple_test
 class NodeHealth(rfm.RunOnlyRegressionTest):
-    descr = "GPUs, links, versions, NUMA affinity and modes against the system's data"
+    descr = "GPUs, links, versions, NUMA affinity, modes and error counters against what is expected of the node"
     valid_systems = ["*"]
     valid_prog_environs = ["*"]
     maintainers = ["gpu-mempaths"]
@@ -27,18 +30,41 @@ class NodeHealth(rfm.RunOnlyRegressionTest):
     executable = sys.executable
     time_limit = "5m"
 
+    #: The accepted run's record, whose node facts a system described at run
+    #: time is held to; '' for the system's perflogs/<system>/accepted.json.
+    accepted = variable(str, value="")
+
+    #: Where to write this node's facts (node-<hostname>.json), for an
+    #: acceptance of the run; '' writes none.
+    facts_dir = variable(str, value="")
+
     @run_before("run")
     def set_options(self):
+        system = self.current_system.name
+        accepted = self.accepted or os.path.join(REPO, "perflogs", system, "accepted.json")
         self.executable_opts = [
             "-m", "systems.health",
-            "--system", self.current_system.name,
+            "--system", system,
             "--partition", self.current_partition.name,
+            "--accepted", accepted,
         ]  # fmt: skip
+        if self.facts_dir:
+            self.executable_opts += ["--facts-out", os.path.join(self.facts_dir, "node-$(hostname).json")]
         self.env_vars["PYTHONPATH"] = REPO + os.pathsep + "$PYTHONPATH"
 
     @sanity_function
     def healthy(self):
         return sn.all([
-            sn.assert_found(r"^Health: [1-9]\d* checks, 0 failures", self.stdout),
-            sn.assert_not_found(r"^FAIL ", self.stdout),
+            _no_failures(self.stdout),
+            sn.assert_found(r"^Health: [1-9]\d* checks, 0 failures", self.stdout, msg="no health summary"),
         ])  # fmt: skip
+
+
+@sn.deferrable
+def _no_failures(stdout: str) -> bool:
+    """Every FAIL line of the health program in the message, GPU and field named."""
+    with open(stdout) as stream:
+        failures = [line.strip() for line in stream if line.startswith("FAIL ")]
+    if failures:
+        raise SanityError("; ".join(failures))
+    return True

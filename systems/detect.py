@@ -2,9 +2,15 @@
 
 GPUs, host link, NVLink and memory come from NVML (nvidia-ml-py); the
 addressing mode (ATS, HMM or none) from the CUDA driver's device attributes;
-CPUs, NUMA nodes and memory from sysfs. Nothing here may fail: a machine with
-no GPU, no driver or no NVML is described as having no GPU, and the reason is
-kept in ``notes`` so that skipped checks can say why.
+CPUs, NUMA nodes and memory from sysfs. Only the GPUs CUDA sees count
+(CUDA_VISIBLE_DEVICES, as a scheduler sets it), numbered as CUDA numbers
+them. Nothing here may fail: a machine with no GPU, no driver or no NVML is
+described as having no GPU, and the reason is kept in ``notes`` so that
+skipped checks can say why.
+
+Per GPU, the readings the health checks judge (systems/health.py) include
+the PCIe link as trained while a copy loads it (links train down when idle)
+and the error counters of ``read_counters``.
 """
 
 from __future__ import annotations
@@ -14,6 +20,9 @@ import ctypes.util
 import os
 import re
 import shutil
+import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,6 +118,50 @@ class CudaDriver:
             return "none"
         return "ats" if self.attribute(device, _CU_PAGEABLE_USES_HOST_PAGE_TABLES) else "hmm"
 
+    def _call(self, name: str, *args) -> None:
+        rc = getattr(self._lib, name)(*args)
+        if rc != 0:
+            raise OSError(f"{name} failed with CUDA error {rc}")
+
+    @contextmanager
+    def load_link(self, bus_id: str, nbytes: int = 64 << 20, settle_s: float = 0.3):
+        """Host-to-device copies on the GPU at `bus_id`, back to back on a
+        thread, for as long as the block runs (and `settle_s` before it): a
+        PCIe link trains up to its working speed only under load."""
+        device, ctx = ctypes.c_int(), ctypes.c_void_p()
+        host, dev = ctypes.c_void_p(), ctypes.c_uint64()
+        self._call("cuDeviceGetByPCIBusId", ctypes.byref(device), bus_id.encode())
+        self._call("cuDevicePrimaryCtxRetain", ctypes.byref(ctx), device)
+        stop, failed = threading.Event(), []
+
+        def copy() -> None:
+            try:
+                self._call("cuCtxSetCurrent", ctx)
+                while not stop.is_set():  # ctypes lets go of the GIL during each copy
+                    self._call("cuMemcpyHtoD_v2", dev, host, ctypes.c_size_t(nbytes))
+            except OSError as err:
+                failed.append(err)
+
+        try:
+            self._call("cuCtxSetCurrent", ctx)
+            self._call("cuMemAllocHost_v2", ctypes.byref(host), ctypes.c_size_t(nbytes))
+            self._call("cuMemAlloc_v2", ctypes.byref(dev), ctypes.c_size_t(nbytes))
+            worker = threading.Thread(target=copy, daemon=True)
+            worker.start()
+            time.sleep(settle_s)
+            if failed:
+                raise failed[0]
+            yield
+        finally:
+            stop.set()
+            if "worker" in locals():
+                worker.join()
+            if dev.value:
+                self._lib.cuMemFree_v2(dev)
+            if host.value:
+                self._lib.cuMemFreeHost(host)
+            self._lib.cuDevicePrimaryCtxRelease(device)
+
 
 def _try(call, default=None):
     try:
@@ -160,15 +213,44 @@ def _as_str(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _describe_gpus(nvml, cuda: CudaDriver | None, sysfs: Path, detected: Detected) -> None:
+def visible_gpus(uuids: list[str], setting: str | None) -> list[int]:
+    """NVML's indices of the GPUs CUDA sees under CUDA_VISIBLE_DEVICES =
+    `setting` (None: unset), in CUDA's order. As CUDA does, the list stops at
+    the first item that names no GPU (an index, or a unique prefix of a UUID)."""
+    if setting is None:
+        return list(range(len(uuids)))
+    seen: list[int] = []
+    for item in (i.strip() for i in setting.split(",")):
+        if item.isdigit() and int(item) < len(uuids):
+            index = int(item)
+        elif item.startswith("GPU-") and sum(u.startswith(item) for u in uuids) == 1:
+            index = next(i for i, u in enumerate(uuids) if u.startswith(item))
+        else:
+            break
+        if index in seen:
+            break
+        seen.append(index)
+    return seen
+
+
+def _describe_gpus(nvml, cuda: CudaDriver | None, sysfs: Path, detected: Detected, load_links: bool) -> None:
     node = detected.node
     count = nvml.nvmlDeviceGetCount()
     if count == 0:
         detected.notes.append("NVML reports no GPU")
         return
-    handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+    every = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+    setting = os.environ.get("CUDA_VISIBLE_DEVICES")
+    visible = visible_gpus([_as_str(_try(lambda h=h: nvml.nvmlDeviceGetUUID(h), "")) for h in every], setting)
+    if not visible:
+        detected.notes.append(f"CUDA_VISIBLE_DEVICES={setting!r} leaves none of the {count} GPU(s) NVML sees")
+        return
+    if len(visible) < count:
+        detected.notes.append(f"{len(visible)} of {count} GPUs visible (CUDA_VISIBLE_DEVICES={setting!r})")
+    handles = [every[i] for i in visible]
+    count = len(handles)
     # Every per-GPU value is read once; the node's description is GPU 0's.
-    readings = [_gpu_readings(nvml, i, h, sysfs) for i, h in enumerate(handles)]
+    readings = [_gpu_readings(nvml, cuda if load_links else None, i, h, sysfs) for i, h in enumerate(handles)]
     detected.info["gpus"] = readings
     first, handle = readings[0], handles[0]
     major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
@@ -210,11 +292,50 @@ def _describe_gpus(nvml, cuda: CudaDriver | None, sysfs: Path, detected: Detecte
         detected.notes.append("addressing mode unknown: no CUDA driver, assumed none")
 
 
-def _gpu_readings(nvml, index: int, handle, sysfs: Path) -> dict[str, Any]:
-    """What the node health checks compare with a system's data, per GPU."""
+def _pcie_current(nvml, handle) -> list:
+    return [
+        _try(lambda: nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
+        _try(lambda: nvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
+    ]
+
+
+def _pcie_trained(nvml, cuda: CudaDriver | None, handle) -> tuple[list | None, str]:
+    """The link's generation and width while a copy loads it, or None and why not."""
+    if cuda is None:
+        return None, "not read under load (no CUDA driver, or not asked for)"
+    bus_id = _as_str(_try(lambda: nvml.nvmlDeviceGetPciInfo(handle).busId, ""))
+    try:
+        with cuda.load_link(bus_id):
+            return _pcie_current(nvml, handle), ""
+    except Exception as err:  # a driver that cannot copy: say so, do not guess
+        return None, f"the link could not be loaded: {err}"
+
+
+def read_counters(nvml, handle) -> dict[str, Any]:
+    """A GPU's error counters and states, None where NVML does not say:
+    PCIe replays and uncorrected ECC errors (volatile: since the driver
+    loaded), row remapping pending or failed (Ampere and later), pages
+    pending retirement (before Ampere)."""
+    enabled = getattr(nvml, "NVML_FEATURE_ENABLED", 1)
+    uncorrected = getattr(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
+    volatile = getattr(nvml, "NVML_VOLATILE_ECC", 0)
+    remap = _try(lambda: nvml.nvmlDeviceGetRemappedRows(handle))
+    retired = _try(lambda: nvml.nvmlDeviceGetRetiredPagesPendingStatus(handle))
+    return {
+        "pcie_replays": _try(lambda: nvml.nvmlDeviceGetPcieReplayCounter(handle)),
+        "ecc_uncorrected": _try(lambda: nvml.nvmlDeviceGetTotalEccErrors(handle, uncorrected, volatile)),
+        "remap_pending": None if remap is None else bool(remap[2]),
+        "remap_failure": None if remap is None else bool(remap[3]),
+        "retired_pending": None if retired is None else retired == enabled,
+    }
+
+
+def _gpu_readings(nvml, cuda: CudaDriver | None, index: int, handle, sysfs: Path) -> dict[str, Any]:
+    """What the node health checks compare with a system's data or an accepted node, per GPU."""
     links, version = _nvlinks(nvml, handle)
     enabled = getattr(nvml, "NVML_FEATURE_ENABLED", 1)
     ecc = _try(lambda: nvml.nvmlDeviceGetEccMode(handle))
+    trained, why = _pcie_trained(nvml, cuda, handle)
     return {
         "index": index,
         "model": _as_str(nvml.nvmlDeviceGetName(handle)),
@@ -223,15 +344,15 @@ def _gpu_readings(nvml, index: int, handle, sysfs: Path) -> dict[str, Any]:
             _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
             _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(handle)),
         ],
-        "pcie_current": [
-            _try(lambda: nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
-            _try(lambda: nvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
-        ],
+        "pcie_current": _pcie_current(nvml, handle),
+        "pcie_trained": trained,
+        "pcie_trained_unknown": why,
         "nvlinks": links,
         "nvlink_version": version,
         "numa": _gpu_numa(nvml, handle, sysfs),
         "persistence_mode": _try(lambda: nvml.nvmlDeviceGetPersistenceMode(handle) == enabled),
         "ecc": None if ecc is None else ecc[0] == enabled,  # (current, pending)
+        "counters": read_counters(nvml, handle),
     }
 
 
@@ -242,8 +363,10 @@ def _versions(nvml, info: dict[str, Any]) -> None:
         info["cuda_driver_version"] = f"{cuda // 1000}.{cuda % 1000 // 10}"
 
 
-def detect_node(nvml=None, cuda_factory=CudaDriver, sysfs: Path = Path("/sys")) -> Detected:
-    """Describe this node; `nvml` and `cuda_factory` are injectable for tests."""
+def detect_node(nvml=None, cuda_factory=CudaDriver, sysfs: Path = Path("/sys"), load_links: bool = False) -> Detected:
+    """Describe this node; `nvml` and `cuda_factory` are injectable for tests.
+    With `load_links`, each GPU's PCIe link is also read while a copy loads
+    it (what the health checks judge; it takes a fraction of a second a GPU)."""
     node: dict[str, Any] = {
         "cpu": _cpu(sysfs),
         "numa_nodes": _numa_nodes(sysfs),
@@ -274,7 +397,7 @@ def detect_node(nvml=None, cuda_factory=CudaDriver, sysfs: Path = Path("/sys")) 
         except OSError as err:
             cuda = None
             detected.notes.append(f"CUDA driver unavailable: {err}")
-        _describe_gpus(nvml, cuda, sysfs, detected)
+        _describe_gpus(nvml, cuda, sysfs, detected, load_links)
     except Exception as err:
         detected.node["gpus"] = _no_gpus()
         detected.notes.append(f"no GPU detected: NVML query failed ({err})")

@@ -1,19 +1,29 @@
-"""Node health: what NVML reads on this node against what the system declares.
+"""Node health: what NVML reads on this node against what is expected of it.
 
-    python -m systems.health --system dgx-a100 --partition gpu
+    python -m systems.health --system NAME --partition NAME [--accepted FILE] [--facts-out FILE]
 
-Compares GPU count and model, driver and CUDA versions (at least the declared
-minimum), each GPU's host link (generation and width: a GPU that trained at
-Gen3 x8 instead of Gen5 x16 is the classic failure), its NVLink links, the
-addressing mode, each GPU's NUMA node, persistence mode, ECC, and the gdrdrv
-device where GDRCopy is declared. One line per finding, naming the GPU and
-the field; the exit status is 1 when anything failed. On a system described at
-run time (``local``) nothing is declared: it reports what it found and passes.
+What is expected comes from the system's data for a declared system, and
+from the node facts of the accepted run (``--accepted``, the system's
+perflogs/<system>/accepted.json) for a system described at run time. Either
+way: the GPU count and each GPU's model, its PCIe generation and width as
+trained (read while a copy loads the link: links train down when idle),
+its NVLink links up and their generation, its NUMA node, its persistence
+and ECC modes; declared systems also give the driver and CUDA minimum, the
+addressing mode and gdrdrv. Faults that need no baseline are judged on every
+node: uncorrected ECC errors since the driver loaded, rows pending remapping
+or a failed remapping, pages pending retirement. One line per finding,
+naming the GPU and the field; the exit status is 1 when anything failed.
+Where nothing is expected (a detected system with no accepted run), the
+facts are reported, the faults still judged, and the summary says so.
+
+``--facts-out`` writes this node's facts as the acceptance stores them.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,51 +59,129 @@ def _at_least(field: str, minimum: str | None, found: str | None) -> list[Findin
     return [Finding(field, ok, f">= {minimum}", found)]
 
 
-def _per_gpu(declared: dict[str, Any], health: dict[str, Any], gpu: dict[str, Any]) -> list[Finding]:
-    i = gpu["index"]
-    gpus, link = declared["gpus"], declared["host_link"]
-    found: list[Finding] = [Finding("model", gpu["model"] == gpus.get("model"), gpus.get("model"), gpu["model"], i)]
-    if link["type"] == "pcie" and "generation" in link:
-        max_gen, _ = gpu["pcie_max"]
-        cur_gen, cur_width = gpu["pcie_current"]
-        # The generation is read as the most the link can train to (it drops
-        # at idle to save power); the width is read as it is now.
-        found.append(Finding("pcie_generation", max_gen == link["generation"], link["generation"], max_gen, i))
-        found.append(Finding("pcie_width", cur_width == link["width"], f"x{link['width']}", f"x{cur_width}", i))
-    gpu_link = declared.get("gpu_link", {})
-    if gpu_link.get("type") in ("nvlink", "nvswitch") and "links" in gpu_link:
-        found.append(Finding("nvlinks_up", gpu["nvlinks"] == gpu_link["links"], gpu_link["links"], gpu["nvlinks"], i))
-        if "generation" in gpu_link:
-            version = gpu["nvlink_version"]
-            found.append(
-                Finding("nvlink_version", version == gpu_link["generation"], gpu_link["generation"], version, i)
-            )
-    affinity = gpus.get("numa_affinity")
-    if affinity is not None and i < len(affinity):
-        found.append(Finding("numa_node", gpu["numa"] == affinity[i], affinity[i], gpu["numa"], i))
-    for field in ("persistence_mode", "ecc"):
-        if field in health:
-            found.append(Finding(field, gpu[field] == health[field], health[field], gpu[field], i))
+# ------------------------------------------------------------ expectations --
+
+
+def expected_from_declared(node: dict[str, Any], health: dict[str, Any], source: str) -> dict[str, Any]:
+    """What a declared system's data says each GPU of a node is."""
+    gpus, link, gpu_link = node["gpus"], node["host_link"], node.get("gpu_link", {})
+    pcie = (
+        [link["generation"], link["width"]]
+        if link["type"] == "pcie" and {"generation", "width"} <= link.keys()
+        else None
+    )
+    nvlink = gpu_link.get("type") in ("nvlink", "nvswitch")
+    affinity = gpus.get("numa_affinity") or []
+    return {
+        "source": source,
+        "gpu_count": gpus["count"],
+        "addressing": node["addressing"],
+        "gdrdrv": node.get("gdrdrv", False),
+        "driver_min": health.get("driver_min"),
+        "cuda_min": health.get("cuda_min"),
+        "gpus": [
+            {
+                "model": gpus.get("model"),
+                "pcie": pcie,
+                "nvlinks": gpu_link.get("links") if nvlink else None,
+                "nvlink_version": gpu_link.get("generation") if nvlink else None,
+                "numa": affinity[i] if i < len(affinity) else None,
+                "persistence_mode": health.get("persistence_mode"),
+                "ecc": health.get("ecc"),
+            }
+            for i in range(gpus["count"])
+        ],
+    }
+
+
+def node_facts(detected: Detected) -> dict[str, Any]:
+    """This node as an accepted run records it, and as later runs are held to."""
+    node = detected.node
+    return {
+        "gpu_count": node["gpus"]["count"],
+        "addressing": node["addressing"],
+        "gdrdrv": node["gdrdrv"],
+        "gpus": [
+            {
+                "model": gpu["model"],
+                "pcie": gpu["pcie_trained"],
+                "nvlinks": gpu["nvlinks"],
+                "nvlink_version": gpu["nvlink_version"],
+                "numa": gpu["numa"],
+                "persistence_mode": gpu["persistence_mode"],
+                "ecc": gpu["ecc"],
+            }
+            for gpu in detected.info.get("gpus", [])
+        ],
+    }
+
+
+def expected_from_accepted(accepted: dict[str, Any], partition: str, source: str) -> dict[str, Any] | None:
+    """The node facts an accepted run recorded for this partition, or None."""
+    facts = (accepted.get("node") or {}).get(partition)
+    if not facts:
+        return None
+    return {"source": source, "driver_min": None, "cuda_min": None, **facts}
+
+
+# -------------------------------------------------------------- judgement --
+
+
+def faults(detected: Detected) -> list[Finding]:
+    """What fails a node whatever it is expected to be: errors it has counted."""
+    found = []
+    for gpu in detected.info.get("gpus", []):
+        counters, i = gpu.get("counters") or {}, gpu["index"]
+        if counters.get("ecc_uncorrected"):
+            found.append(Finding("ecc_uncorrected", False, 0, counters["ecc_uncorrected"], i))
+        for field in ("remap_pending", "remap_failure", "retired_pending"):
+            if counters.get(field):
+                found.append(Finding(field, False, False, True, i))
     return found
 
 
-def evaluate(declared: dict[str, Any] | None, health: dict[str, Any], detected: Detected) -> list[Finding]:
-    """Every finding for this node; `declared` is None where nothing is declared."""
+def _same(field: str, expected: Any, found: Any, gpu: int) -> list[Finding]:
+    return [] if expected is None else [Finding(field, found == expected, expected, found, gpu)]
+
+
+def _per_gpu(expected: dict[str, Any], gpu: dict[str, Any]) -> list[Finding]:
+    i = gpu["index"]
+    found = _same("model", expected.get("model"), gpu["model"], i)
+    pcie = expected.get("pcie")
+    if pcie is not None:
+        trained = gpu.get("pcie_trained")
+        if trained is None:
+            found.append(Finding("pcie_link", False, f"gen{pcie[0]} x{pcie[1]}", gpu.get("pcie_trained_unknown"), i))
+        else:
+            found.append(Finding("pcie_generation", trained[0] == pcie[0], pcie[0], trained[0], i))
+            found.append(Finding("pcie_width", trained[1] == pcie[1], f"x{pcie[1]}", f"x{trained[1]}", i))
+    found += _same("nvlinks_up", expected.get("nvlinks"), gpu["nvlinks"], i)
+    if expected.get("nvlinks"):
+        found += _same("nvlink_version", expected.get("nvlink_version"), gpu["nvlink_version"], i)
+    for field, reading in (("numa_node", "numa"), ("persistence_mode", "persistence_mode"), ("ecc", "ecc")):
+        found += _same(field, expected.get(reading), gpu[reading], i)
+    return found
+
+
+def evaluate(expected: dict[str, Any] | None, detected: Detected) -> list[Finding]:
+    """Every finding for this node; `expected` is None where nothing is expected."""
+    if expected is None:
+        return _report_only(detected) + faults(detected)
     node, info = detected.node, detected.info
-    if declared is None:
-        return _report_only(detected)
     count = node["gpus"]["count"]
-    findings = [Finding("gpu_count", count == declared["gpus"]["count"], declared["gpus"]["count"], count)]
-    findings += _at_least("driver_version", health.get("driver_min"), info.get("driver_version"))
-    findings += _at_least("cuda_driver_version", health.get("cuda_min"), info.get("cuda_driver_version"))
-    if count:
-        findings.append(Finding("addressing", node["addressing"] == declared["addressing"], declared["addressing"],
+    findings = [Finding("gpu_count", count == expected["gpu_count"], expected["gpu_count"], count)]
+    findings += _at_least("driver_version", expected.get("driver_min"), info.get("driver_version"))
+    findings += _at_least("cuda_driver_version", expected.get("cuda_min"), info.get("cuda_driver_version"))
+    if count and expected.get("addressing") is not None:
+        findings.append(Finding("addressing", node["addressing"] == expected["addressing"], expected["addressing"],
                                 node["addressing"]))  # fmt: skip
+    per_gpu = expected.get("gpus", [])
     for gpu in info.get("gpus", []):
-        findings += _per_gpu(declared, health, gpu)
-    if declared.get("gdrdrv"):
+        if gpu["index"] < len(per_gpu):
+            findings += _per_gpu(per_gpu[gpu["index"]], gpu)
+    if expected.get("gdrdrv"):
         findings.append(Finding("gdrdrv", node["gdrdrv"], "/dev/gdrdrv", "present" if node["gdrdrv"] else "absent"))
-    return findings
+    return findings + faults(detected)
 
 
 def _report_only(detected: Detected) -> list[Finding]:
@@ -104,11 +192,17 @@ def _report_only(detected: Detected) -> list[Finding]:
     for gpu in info.get("gpus", []):
         i = gpu["index"]
         findings.append(Finding("model", True, None, gpu["model"], i))
-        gen, width = gpu["pcie_max"]
-        findings.append(Finding("pcie_max", True, None, f"gen{gen} x{width}", i))
+        trained = gpu.get("pcie_trained")
+        link = (
+            f"gen{trained[0]} x{trained[1]}" if trained else f"not read under load ({gpu.get('pcie_trained_unknown')})"
+        )
+        findings.append(Finding("pcie_trained", True, None, link, i))
         findings.append(Finding("nvlinks_up", True, None, gpu["nvlinks"], i))
         findings.append(Finding("numa_node", True, None, gpu["numa"], i))
     return findings
+
+
+# ------------------------------------------------------------------ main --
 
 
 def declared_partition(system: dict[str, Any], partition: str) -> dict[str, Any]:
@@ -118,24 +212,44 @@ def declared_partition(system: dict[str, Any], partition: str) -> dict[str, Any]
     raise data.SystemDataError(f"{system['name']}: no partition named {partition!r}")
 
 
+def expectations(system: dict[str, Any], part: dict[str, Any], accepted: Path | None) -> tuple[dict | None, str]:
+    """What this node is held to, and a line that says by what."""
+    if not system.get("detect"):
+        source = f"systems/{system['name']}.yaml"
+        return expected_from_declared(part["node"], part.get("health", {}), source), f"against {source}"
+    if accepted is None or not accepted.exists():
+        return None, "nothing to judge the node's facts against: no accepted run (./suite accept)"
+    record = json.loads(accepted.read_text())
+    found = expected_from_accepted(record, part["name"], str(accepted))
+    if found is None:
+        return None, f"nothing to judge the node's facts against: {accepted} has no node facts of {part['name']}"
+    return found, f"against the accepted run ({accepted})"
+
+
 def main(argv: list[str] | None = None, detect=detect_node) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--system", required=True)
     parser.add_argument("--partition", required=True)
     parser.add_argument("--systems-dir", type=Path, default=data.SYSTEMS_DIR)
+    parser.add_argument("--accepted", type=Path, help="accepted.json of a detected system (its node facts)")
+    parser.add_argument("--facts-out", type=Path, help="write this node's facts here (JSON)")
     args = parser.parse_args(argv)
 
     system = data.load_file(args.systems_dir / f"{args.system}.yaml")
     part = declared_partition(system, args.partition)
-    detected = detect()
-    declared = None if system.get("detect") else part["node"]
-    findings = evaluate(declared, part.get("health", {}), detected)
+    detected = detect(load_links=True)
+    expected, basis = expectations(system, part, args.accepted)
+    findings = evaluate(expected, detected)
     for note in detected.notes:
         print(f"NOTE {note}")
     for finding in findings:
         print(finding.line())
+    if args.facts_out:
+        args.facts_out.parent.mkdir(parents=True, exist_ok=True)
+        facts = {"host": socket.gethostname(), "partition": args.partition, **node_facts(detected)}
+        args.facts_out.write_text(json.dumps(facts, indent=1) + "\n")
     failures = sum(not f.ok for f in findings)
-    print(f"Health: {len(findings)} checks, {failures} failures")
+    print(f"Health: {len(findings)} checks, {failures} failures, {basis}")
     return 1 if failures else 0
 
 

@@ -83,6 +83,7 @@ def _partition(system: dict[str, Any], part: dict[str, Any], found: detect.Detec
         "launcher_settings": part.get("launcher_settings", {}),
         "gdrcopy_prefix": part.get("gdrcopy_prefix"),
         "nvbit_tool": part.get("nvbit_tool"),
+        "clock_events_allowed": part.get("health", {}).get("clock_events_allowed", []),
         "detected": bool(found),
         "detection_notes": found.notes if found else [],
         "node_info": found.info if found else {},
@@ -178,16 +179,8 @@ def perflog_ignore_keys() -> list[str]:
 
 
 # `reframe --mode nightly` (what ./suite nightly runs after the health checks):
-# every performance check, with the reprex's 'fits' class at 1/16 of GPU
-# memory instead of 1/4 so that the whole selection, the build included,
-# stays well under ten minutes on one H100 (the rates of its link-bound and
-# HBM-bound cases do not depend on the size).
-MODES = [
-    {
-        "name": "nightly",
-        "options": ["-T", "health", "-S", "UnifiedMemoryBandwidth.fits_fraction=0.0625"],
-    }
-]
+# every performance check, as `./suite run` runs them.
+MODES = [{"name": "nightly", "options": ["-T", "health"]}]
 
 
 def logging_config(perflog_dir: Path) -> list[dict[str, Any]]:
@@ -211,6 +204,8 @@ def logging_config(perflog_dir: Path) -> list[dict[str, Any]]:
                     "basedir": str(perflog_dir),
                     "level": "info",
                     "format": PERFLOG_FORMAT,
+                    # With the UTC offset: the nightly's time windows are UTC.
+                    "datefmt": "%FT%T%:z",
                     "ignore_keys": perflog_ignore_keys(),
                     "append": True,
                 }

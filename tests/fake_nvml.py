@@ -1,5 +1,8 @@
-"""A stand-in for pynvml that replays recorded readings of a node."""
+"""A stand-in for pynvml that replays recorded readings of a node, and
+whose GPUs can be made to misbehave (a link trained down, errors counted,
+clocks throttled) to test what the health checks and the watch make of it."""
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -19,10 +22,17 @@ class FakeGpu:
     bus_width: int = 5120
     pcie_max: tuple = (5, 16)
     pcie_current: tuple = (1, 16)  # idle links train down
+    pcie_loaded: tuple = (5, 16)  # ... and up again under a copy
     nvlinks: list = field(default_factory=list)  # NVLink versions of the active links
     uuid: str = "GPU-0"
     persistence: int = 1
     ecc: tuple = (1, 1)
+    replays: int = 1
+    ecc_uncorrected: int = 0  # volatile: since the driver loaded
+    remapped_rows: tuple = (0, 0, 0, 0)  # corrected, uncorrected, pending, failure
+    retired_pending: int = 0
+    clock_events: int = 1  # idle
+    loaded: bool = False  # a copy is loading the link (FakeCuda.load_link)
 
 
 class FakeNvml:
@@ -83,10 +93,10 @@ class FakeNvml:
         return g.pcie_max[1]
 
     def nvmlDeviceGetCurrPcieLinkGeneration(self, g):
-        return g.pcie_current[0]
+        return (g.pcie_loaded if g.loaded else g.pcie_current)[0]
 
     def nvmlDeviceGetCurrPcieLinkWidth(self, g):
-        return g.pcie_current[1]
+        return (g.pcie_loaded if g.loaded else g.pcie_current)[1]
 
     def nvmlDeviceGetNvLinkState(self, g, link):
         if not g.nvlinks:
@@ -105,12 +115,44 @@ class FakeNvml:
     def nvmlDeviceGetEccMode(self, g):
         return g.ecc
 
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+    NVML_VOLATILE_ECC = 0
+
+    def nvmlDeviceGetPcieReplayCounter(self, g):
+        return g.replays
+
+    def nvmlDeviceGetTotalEccErrors(self, g, error_type, counter_type):
+        assert (error_type, counter_type) == (1, 0), "the health checks read uncorrected volatile errors"
+        return g.ecc_uncorrected
+
+    def nvmlDeviceGetRemappedRows(self, g):
+        return g.remapped_rows
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, g):
+        return g.retired_pending
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, g):
+        return g.clock_events
+
 
 class FakeCuda:
-    """Device attributes 88 (pageable access) and 100 (via host page tables)."""
+    """Device attributes 88 (pageable access) and 100 (via host page tables),
+    and a copy that loads a GPU's link (which makes the fake GPU train up)."""
 
-    def __init__(self, pageable=0, host_page_tables=0):
+    def __init__(self, pageable=0, host_page_tables=0, nvml=None):
         self.values = {88: pageable, 100: host_page_tables}
+        self.nvml = nvml
+
+    @contextmanager
+    def load_link(self, bus_id):
+        gpu = next(g for g in self.nvml.gpus if g.bus_id == bus_id) if self.nvml else None
+        if gpu:
+            gpu.loaded = True
+        try:
+            yield
+        finally:
+            if gpu:
+                gpu.loaded = False
 
     def attribute(self, device, attribute):
         return self.values[attribute]

@@ -1,31 +1,33 @@
-"""Node health decisions on recorded NVML readings."""
+"""Node health decisions on recorded NVML readings, and faults injected
+through the fake NVML: each fails with the GPU and the field named."""
 
-import copy
+import json
 
 import pytest
 from fake_nvml import FakeCuda, FakeGpu, FakeNvml
 
 from systems import load_all
 from systems.detect import detect_node
-from systems.health import evaluate, main
+from systems.health import evaluate, expected_from_accepted, expected_from_declared, main, node_facts
 
 
 @pytest.fixture(scope="module")
 def dgx():
     part = load_all()["dgx-a100"]["partitions"][0]
-    return part["node"], part["health"]
+    return expected_from_declared(part["node"], part["health"], "systems/dgx-a100.yaml")
 
 
 def _a100(i, **kw):
     numa = [3, 3, 1, 1, 7, 7, 5, 5][i]
-    base = dict(name="NVIDIA A100-SXM4-80GB", cc=(8, 0), numa=numa, pcie_max=(4, 16), pcie_current=(4, 16),
-                nvlinks=[4] * 12, uuid=f"GPU-{i}")  # fmt: skip
+    base = dict(name="NVIDIA A100-SXM4-80GB", cc=(8, 0), numa=numa, pcie_max=(4, 16), pcie_current=(1, 16),
+                pcie_loaded=(4, 16), nvlinks=[4] * 12, uuid=f"GPU-{i}", bus_id=f"00000000:{i:02x}:00.0")  # fmt: skip
     base.update(kw)
     return FakeGpu(**base)
 
 
 def _readings(gpus, driver="535.104.05", cuda=12020):
-    return detect_node(nvml=FakeNvml(gpus, driver=driver, cuda=cuda), cuda_factory=FakeCuda)
+    nvml = FakeNvml(gpus, driver=driver, cuda=cuda)
+    return detect_node(nvml=nvml, cuda_factory=lambda: FakeCuda(nvml=nvml), load_links=True)
 
 
 def _failures(findings):
@@ -33,45 +35,46 @@ def _failures(findings):
 
 
 def test_healthy_dgx_a100_passes(dgx):
-    node, health = dgx
-    findings = evaluate(node, health, _readings([_a100(i) for i in range(8)]))
+    findings = evaluate(dgx, _readings([_a100(i) for i in range(8)]))
     assert _failures(findings) == []
     assert len(findings) > 8 * 6
 
 
-def test_degraded_link_names_the_gpu_and_field(dgx):
-    node, health = dgx
+def test_a_link_that_trained_down_names_the_gpu_and_field(dgx):
     gpus = [_a100(i) for i in range(8)]
-    gpus[5] = _a100(5, pcie_max=(3, 16), pcie_current=(3, 8))
-    assert _failures(evaluate(node, health, _readings(gpus))) == [
+    gpus[5] = _a100(5, pcie_loaded=(3, 8))  # can train to Gen4 x16, trained to Gen3 x8
+    assert _failures(evaluate(dgx, _readings(gpus))) == [
         "FAIL gpu5 pcie_generation: expected 4, found 3",
         "FAIL gpu5 pcie_width: expected x16, found x8",
     ]
 
 
-def test_idle_link_generation_is_not_a_failure(dgx):
-    node, health = dgx
+def test_the_link_is_judged_as_trained_under_load_not_idle(dgx):
     gpus = [_a100(i, pcie_current=(1, 16)) for i in range(8)]  # power saving at idle
-    assert _failures(evaluate(node, health, _readings(gpus))) == []
+    assert _failures(evaluate(dgx, _readings(gpus))) == []
+
+
+def test_a_link_that_could_not_be_loaded_is_not_passed(dgx):
+    nvml = FakeNvml([_a100(i) for i in range(8)], driver="535.104.05", cuda=12020)
+    readings = detect_node(nvml=nvml, cuda_factory=FakeCuda, load_links=False)
+    failures = _failures(evaluate(dgx, readings))
+    assert len(failures) == 8 and failures[0].startswith("FAIL gpu0 pcie_link: expected gen4 x16, found not read")
 
 
 def test_missing_gpu(dgx):
-    node, health = dgx
-    failures = _failures(evaluate(node, health, _readings([_a100(i) for i in range(7)])))
+    failures = _failures(evaluate(dgx, _readings([_a100(i) for i in range(7)])))
     assert failures == ["FAIL gpu_count: expected 8, found 7"]
 
 
 def test_old_driver(dgx):
-    node, health = dgx
-    failures = _failures(evaluate(node, health, _readings([_a100(i) for i in range(8)], driver="460.32.03")))
+    failures = _failures(evaluate(dgx, _readings([_a100(i) for i in range(8)], driver="460.32.03")))
     assert failures == ["FAIL driver_version: expected >= 470.82, found 460.32.03"]
 
 
 def test_nvlink_down_persistence_off_and_ecc_off(dgx):
-    node, health = dgx
     gpus = [_a100(i) for i in range(8)]
     gpus[2] = _a100(2, nvlinks=[4] * 11, persistence=0, ecc=(0, 0))
-    assert _failures(evaluate(node, health, _readings(gpus))) == [
+    assert _failures(evaluate(dgx, _readings(gpus))) == [
         "FAIL gpu2 nvlinks_up: expected 12, found 11",
         "FAIL gpu2 persistence_mode: expected True, found False",
         "FAIL gpu2 ecc: expected True, found False",
@@ -79,24 +82,107 @@ def test_nvlink_down_persistence_off_and_ecc_off(dgx):
 
 
 def test_wrong_numa_affinity(dgx):
-    node, health = dgx
     gpus = [_a100(i) for i in range(8)]
     gpus[0] = _a100(0, numa=0)
-    node = copy.deepcopy(node)
-    assert _failures(evaluate(node, health, _readings(gpus))) == ["FAIL gpu0 numa_node: expected 3, found 0"]
+    assert _failures(evaluate(dgx, _readings(gpus))) == ["FAIL gpu0 numa_node: expected 3, found 0"]
 
 
-def test_local_reports_and_passes(capsys):
-    status = main(["--system", "local", "--partition", "default"],
-                  detect=lambda: _readings([FakeGpu()], driver="580.159.04", cuda=13000))  # fmt: skip
+@pytest.mark.parametrize(
+    "fault, line",
+    [
+        ({"ecc_uncorrected": 3}, "FAIL gpu4 ecc_uncorrected: expected 0, found 3"),
+        ({"remapped_rows": (0, 1, 1, 0)}, "FAIL gpu4 remap_pending: expected False, found True"),
+        ({"remapped_rows": (0, 1, 0, 1)}, "FAIL gpu4 remap_failure: expected False, found True"),
+        ({"retired_pending": 1}, "FAIL gpu4 retired_pending: expected False, found True"),
+    ],
+)
+def test_counted_errors_fail_with_or_without_a_baseline(dgx, fault, line):
+    gpus = [_a100(i) for i in range(8)]
+    gpus[4] = _a100(4, **fault)
+    readings = _readings(gpus)
+    assert _failures(evaluate(dgx, readings)) == [line]
+    assert _failures(evaluate(None, readings)) == [line]  # nothing expected: still a fault
+
+
+# --- systems described at run time: held to the accepted run's node facts ---
+
+
+def _h200_pair(**gpu1):
+    base = dict(name="NVIDIA H200", nvlinks=[6] * 18)
+    return [FakeGpu(**base, uuid="GPU-0", bus_id="00000000:01:00.0"),
+            FakeGpu(**{**base, **gpu1}, uuid="GPU-1", bus_id="00000000:02:00.0")]  # fmt: skip
+
+
+def _accepted(readings, partition="default"):
+    record = {"runs": [], "node": {partition: node_facts(readings)}}
+    return expected_from_accepted(record, partition, "accepted.json")
+
+
+def test_the_accepted_nodes_facts_are_what_a_detected_node_is_held_to():
+    accepted = _accepted(_readings(_h200_pair()))
+    assert accepted["gpus"][1]["pcie"] == [5, 16] and accepted["gpus"][1]["nvlinks"] == 18
+    assert _failures(evaluate(accepted, _readings(_h200_pair()))) == []
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ({"pcie_loaded": (3, 8)}, ["FAIL gpu1 pcie_generation: expected 5, found 3",
+                                   "FAIL gpu1 pcie_width: expected x16, found x8"]),
+        ({"nvlinks": [6] * 17}, ["FAIL gpu1 nvlinks_up: expected 18, found 17"]),
+        ({"name": "NVIDIA H100 80GB HBM3"}, ["FAIL gpu1 model: expected NVIDIA H200, found NVIDIA H100 80GB HBM3"]),
+        ({"numa": 1}, ["FAIL gpu1 numa_node: expected 0, found 1"]),
+        ({"ecc": (0, 0)}, ["FAIL gpu1 ecc: expected True, found False"]),
+        ({"persistence": 0}, ["FAIL gpu1 persistence_mode: expected True, found False"]),
+    ],
+)  # fmt: skip
+def test_a_detected_node_that_changed_since_its_acceptance_fails(change, expected):
+    accepted = _accepted(_readings(_h200_pair()))
+    assert _failures(evaluate(accepted, _readings(_h200_pair(**change)))) == expected
+
+
+def test_a_gpu_gone_since_the_acceptance_fails():
+    accepted = _accepted(_readings(_h200_pair()))
+    assert _failures(evaluate(accepted, _readings(_h200_pair()[:1]))) == ["FAIL gpu_count: expected 2, found 1"]
+
+
+def _detect(gpus):
+    return lambda load_links=False: _readings(gpus)
+
+
+def test_local_without_an_accepted_run_reports_and_says_it_judged_nothing(capsys, tmp_path):
+    status = main(["--system", "local", "--partition", "default", "--accepted", str(tmp_path / "none.json")],
+                  detect=_detect([FakeGpu()]))  # fmt: skip
     out = capsys.readouterr().out
     assert status == 0
-    assert "PASS gpu0 pcie_max: gen5 x16" in out
-    assert "PASS driver_version: 580.159.04" in out
-    assert out.rstrip().endswith("0 failures")
+    assert "PASS gpu0 pcie_trained: gen5 x16" in out
+    assert "PASS driver_version: 535.104.05" in out
+    assert out.rstrip().endswith(
+        "0 failures, nothing to judge the node's facts against: no accepted run (./suite accept)"
+    )
+
+
+def test_local_against_its_accepted_run_and_the_facts_it_writes(capsys, tmp_path):
+    facts = tmp_path / "node.json"
+    assert (
+        main(["--system", "local", "--partition", "default", "--facts-out", str(facts)], detect=_detect([FakeGpu()]))
+        == 0
+    )
+    record = json.loads(facts.read_text())
+    accepted = tmp_path / "accepted.json"
+    accepted.write_text(
+        json.dumps(
+            {"runs": [], "node": {"default": {k: v for k, v in record.items() if k not in ("host", "partition")}}}
+        )
+    )
+    capsys.readouterr()
+    args = ["--system", "local", "--partition", "default", "--accepted", str(accepted)]
+    assert main(args, detect=_detect([FakeGpu()])) == 0
+    assert main(args, detect=_detect([FakeGpu(pcie_loaded=(4, 16))])) == 1
+    assert "FAIL gpu0 pcie_generation: expected 5, found 4" in capsys.readouterr().out
 
 
 def test_declared_system_fails_with_exit_status_one(capsys):
-    status = main(["--system", "dgx-a100", "--partition", "gpu"], detect=lambda: _readings([FakeGpu()]))
+    status = main(["--system", "dgx-a100", "--partition", "gpu"], detect=_detect([FakeGpu()]))
     assert status == 1
     assert "FAIL gpu_count: expected 8, found 1" in capsys.readouterr().out
