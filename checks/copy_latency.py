@@ -26,10 +26,9 @@ import re
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import run_after, run_before, sanity_function, variable
+from reframe.core.builtins import run_after, run_before, variable
 
 from checks.suite.base import GpuCheck
-from checks.suite.references import references_for
 
 #: Methods that every node with a GPU has; GDRCopy's is added where the
 #: partition declares (or detection finds) gdrdrv.
@@ -39,9 +38,13 @@ DIRECTIONS = ["h2d", "d2h"]
 
 _LATENCY = re.compile(
     r"^Latency: method=(?P<method>\S+) direction=(?P<direction>\S+) size=(?P<size>\d+) "
-    r"median_us=(?P<median>\S+) min_us=(?P<min>\S+) samples=(?P<samples>\d+) batch=(?P<batch>\d+)\s*$",
+    r"median_us=(?P<median>\S+) min_us=(?P<min>\S+) samples=(?P<samples>\d+) batch=(?P<batch>\d+)"
+    r"(?: block_medians_us=(?P<blocks>[0-9.,]+))?\s*$",
     re.MULTILINE,
 )
+
+#: The sizes whose latencies are headline figures: a word, a page, 64 KiB, 1 MiB.
+HEADLINE_SIZES = [8, 4096, 65536, 1048576]
 _SKIPPED = re.compile(r"^Skipped: method=(?P<method>\S+) reason=(?P<reason>.*)$", re.MULTILINE)
 _VERIFIED = re.compile(r"^Data verified: (?P<cases>\d+) cases", re.MULTILINE)
 
@@ -53,6 +56,15 @@ def parse_latencies(text: str, statistic: str = "median") -> dict:
     for m in _LATENCY.finditer(text):
         curves.setdefault((m["method"], m["direction"]), {})[int(m["size"])] = float(m[statistic])
     return curves
+
+
+def parse_block_medians(text: str) -> dict:
+    """{(method, direction, size): [block medians in microseconds]} from the program's output."""
+    return {
+        (m["method"], m["direction"], int(m["size"])): [float(x) for x in m["blocks"].split(",")]
+        for m in _LATENCY.finditer(text)
+        if m["blocks"]
+    }
 
 
 def parse_skipped(text: str) -> dict:
@@ -124,6 +136,12 @@ class SmallCopyLatency(GpuCheck):
     #: CUDA device to measure; the process runs on its NUMA node.
     device = variable(int, value=0)
 
+    #: Consecutive blocks of each case's timings whose medians are the
+    #: samples of the headline latencies.
+    blocks = variable(int, value=5)
+
+    case_variables = ("device",)
+
     #: The methods asked for (set before the run) and, for the perflog's
     #: readers, the legs the program could not run, with the reason.
     methods = variable(typ.List[str], value=[])
@@ -147,18 +165,17 @@ class SmallCopyLatency(GpuCheck):
             "--reps", str(self.reps),
             "--case-seconds", f"{self.case_seconds:g}",
             "--sample-us", f"{self.sample_us:g}",
+            "--blocks", str(self.blocks),
         ]  # fmt: skip
         if "numa" in self.current_partition.features:
-            numa = self.node["gpus"].get("numa_affinity", self.node["numa_nodes"])
-            self.executable_opts += ["--numa-node", str(numa[min(self.device, len(numa) - 1)])]
+            self.executable_opts += ["--numa-node", str(self.gpu_numa_node(self.device))]
 
     def _output(self) -> str:
         # Hooks run outside the stage directory: read the output by its full path.
         with open(os.path.join(self.stagedir, self.stdout.evaluate())) as stream:
             return stream.read()
 
-    @sanity_function
-    def every_case_verified(self):
+    def verified(self):
         return sn.all([
             sn.assert_not_found(r"^error:|CUDA error", self.stderr),
             sn.assert_found(r"^Data verified: \d+ cases", self.stdout),
@@ -171,15 +188,18 @@ class SmallCopyLatency(GpuCheck):
             return
         text = self._output()
         self.skipped_legs = "; ".join(f"{m}: {r}" for m, r in parse_skipped(text).items())
-        curves = parse_latencies(text)
+        curves, blocks = parse_latencies(text), parse_block_medians(text)
         perf = {}
         for (method, direction), curve in sorted(curves.items()):
             for size, us in sorted(curve.items()):
-                perf[perf_name(method, direction, size)] = sn.make_performance_function(sn.defer(us), "us")
+                name = perf_name(method, direction, size)
+                if size in HEADLINE_SIZES:
+                    perf.update(self.headline(name, sn.defer(blocks[(method, direction, size)]), "us", self.blocks))
+                else:
+                    perf[name] = sn.make_performance_function(sn.defer(us), "us")
         for name, size in crossovers(curves).items():
             perf[name] = sn.make_performance_function(sn.defer(size), "B")
         self.perf_variables = perf
-        self.reference = references_for(self)
 
 
 @sn.deferrable

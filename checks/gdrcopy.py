@@ -33,20 +33,11 @@ import shutil
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import (
-    fixture,
-    parameter,
-    performance_function,
-    run_after,
-    run_before,
-    sanity_function,
-    variable,
-)
+from reframe.core.builtins import fixture, parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from checks.suite.base import NodeFacts
+from checks.suite.base import NodeFacts, median
 from checks.suite.build import REPO
-from checks.suite.references import references_for
 
 # ------------------------------------------------------------------ parsing --
 
@@ -269,7 +260,9 @@ def remote_numa_node(node: dict, local: int) -> int:
 
 
 class GdrCopyCheck(rfm.RunOnlyRegressionTest, NodeFacts):
-    """One of GDRCopy's tests on one GPU, its process placed on a NUMA node."""
+    """One of GDRCopy's tests on one GPU, its process placed on a NUMA node,
+    run `repeats` times in one job ("Repeat: k of n" before each): each
+    headline figure's samples are its values in the repeats."""
 
     valid_systems = ["+gpu", "+detected"]
     valid_prog_environs = ["+cuda"]
@@ -293,10 +286,15 @@ class GdrCopyCheck(rfm.RunOnlyRegressionTest, NodeFacts):
     #: The NUMA node of placement=remote; None: one on another socket.
     remote_node = variable(int, type(None), value=None)
 
+    #: Runs of the test in the job: the samples of its headline figures.
+    repeats = variable(int, value=5)
+
     # Where GDRCopy came from, and how the process was bound, for the perflog;
     # the node facts come from NodeFacts, as for the suite's own checks.
     gdrcopy_prefix = variable(str, value="", loggable=True)
     numa_binding = variable(str, value="none", loggable=True)
+
+    case_variables = ("device",)
 
     @run_after("setup")
     def skip_what_cannot_run(self):
@@ -340,18 +338,22 @@ class GdrCopyCheck(rfm.RunOnlyRegressionTest, NodeFacts):
         bindir = os.path.join(prefix, "bin")
         self.env_vars["LD_LIBRARY_PATH"] = f"{prefix}/lib64:{prefix}/lib:$LD_LIBRARY_PATH"
         self.prerun_cmds = [
-            f"gdrcopy_test={bindir}/gdrcopy_{self.gdrcopy_test}",
+            f"export gdrcopy_test={bindir}/gdrcopy_{self.gdrcopy_test}",
             f'[ -x "$gdrcopy_test" ] || gdrcopy_test={bindir}/{self.gdrcopy_test}',
         ]
+        command = ['"$gdrcopy_test"', *self.test_options()]
         numa = self.numa_node()
         if numa is None:
             self.numa_binding = "none (one NUMA node)"
-            self.executable = '"$gdrcopy_test"'
-            self.executable_opts = self.test_options()
         else:
             self.numa_binding = f"numactl -N {numa} -l"
-            self.executable = "numactl"
-            self.executable_opts = ["-N", str(numa), "-l", '"$gdrcopy_test"', *self.test_options()]
+            command = ["numactl", "-N", str(numa), "-l", *command]
+        loop = (
+            f'for repeat in $(seq {self.repeats}); do echo "Repeat: $repeat of {self.repeats}"; '
+            f"{' '.join(command)} || exit $?; done"
+        )
+        self.executable = "bash"
+        self.executable_opts = ["-c", shlex.quote(loop)]
 
     def output(self) -> str:
         # Hooks run outside the stage directory: read the output by its full path.
@@ -359,12 +361,18 @@ class GdrCopyCheck(rfm.RunOnlyRegressionTest, NodeFacts):
             return stream.read()
 
     def ran_to_the_end(self):
-        """GDRCopy's tests close the driver last; an ASSERT stops them before."""
+        """GDRCopy's tests close the driver last (once a repeat); an ASSERT stops them before."""
         return sn.all([
-            sn.assert_found(r"^closing gdrdrv", self.stdout),
+            sn.assert_eq(sn.count(sn.findall(r"^closing gdrdrv", self.stdout)), self.repeats,
+                         msg="{0} of {1} runs of the test closed gdrdrv (an early stop?)"),
             sn.assert_not_found(r"Assertion .* failed|^ERROR", self.stdout),
             sn.assert_not_found(r"Assertion .* failed|^ERROR", self.stderr),
         ])  # fmt: skip
+
+
+def split_repeats(text: str) -> list:
+    """The output of each repeat of a test (after its "Repeat: k of n" line), in order."""
+    return re.split(r"^Repeat: \d+ of \d+\n", text, flags=re.MULTILINE)[1:]
 
 
 @rfm.simple_test
@@ -372,9 +380,9 @@ class GdrCopySanity(GdrCopyCheck):
     descr = "GDRCopy's sanity (unit tests of libgdrapi and gdrdrv)"
     gdrcopy_test = "sanity"
     tags = {"gdrcopy"}
+    repeats = 1  # unit tests: a pass or a failure, no figures
 
-    @sanity_function
-    def every_unit_test_passes(self):
+    def verified(self):
         return _sanity_passes(self.stdout)
 
 
@@ -401,6 +409,8 @@ class GdrCopyBandwidth(GdrCopyCheck):
     #: Copy offset into the buffer (-o).
     copy_offset = variable(int, value=0)
 
+    case_variables = ("device", "copy_offset")
+
     def test_options(self) -> list:
         return [
             "-d", str(self.device),
@@ -409,26 +419,23 @@ class GdrCopyBandwidth(GdrCopyCheck):
             "-c", str(self.copy_size),
         ]  # fmt: skip
 
-    @sanity_function
-    def both_directions_measured(self):
+    def verified(self):
         return sn.all([
             self.ran_to_the_end(),
-            sn.assert_found(rf"^writing test, size={self.copy_size} offset={self.copy_offset} ", self.stdout),
-            sn.assert_found(r"^write BW: ", self.stdout),
-            sn.assert_found(r"^read BW: ", self.stdout),
+            sn.assert_eq(sn.count(sn.findall(rf"^writing test, size={self.copy_size} offset={self.copy_offset} ",
+                                             self.stdout)), self.repeats),
+            sn.assert_eq(sn.count(sn.findall(rf"^write BW: {_BW}", self.stdout)), self.repeats),
+            sn.assert_eq(sn.count(sn.findall(rf"^read BW: {_BW}", self.stdout)), self.repeats),
         ])  # fmt: skip
 
-    @performance_function("MB/s")
-    def write_bw(self):
-        return sn.extractsingle(rf"^write BW: {_BW}", self.stdout, "bw", float)
-
-    @performance_function("MB/s")
-    def read_bw(self):
-        return sn.extractsingle(rf"^read BW: {_BW}", self.stdout, "bw", float)
-
     @run_before("performance")
-    def set_references(self):
-        self.reference = references_for(self)
+    def set_perf_variables(self):
+        self.perf_variables = {
+            **self.headline("write_bw", sn.extractall(rf"^write BW: {_BW}", self.stdout, "bw", float), "MB/s",
+                            self.repeats),
+            **self.headline("read_bw", sn.extractall(rf"^read BW: {_BW}", self.stdout, "bw", float), "MB/s",
+                            self.repeats),
+        }  # fmt: skip
 
 
 @rfm.simple_test
@@ -445,6 +452,8 @@ class GdrCopyLatency(GdrCopyCheck):
     #: Also time cuMemcpy (-c), the rows "cuMemcpy_H2D/D2H".
     with_cumemcpy = variable(bool, value=True)
 
+    case_variables = ("device", "buffer_size")
+
     def test_options(self) -> list:
         return ["-d", str(self.device), "-s", str(self.buffer_size)] + (["-c"] if self.with_cumemcpy else [])
 
@@ -453,33 +462,49 @@ class GdrCopyLatency(GdrCopyCheck):
             ["cuMemcpy_H2D", "cuMemcpy_D2H"] if self.with_cumemcpy else []
         )
 
-    @sanity_function
-    def every_table_complete(self):
-        return sn.all([self.ran_to_the_end(), _copylat_complete(self.stdout, self.required_rows(), COPYLAT_SIZES)])
+    def verified(self):
+        return sn.all([
+            self.ran_to_the_end(),
+            _copylat_complete(self.stdout, self.required_rows(), COPYLAT_SIZES, self.repeats),
+        ])  # fmt: skip
 
     @run_before("performance")
     def set_perf_variables(self):
         if self.is_dry_run():
             return
-        # The whole table, every row and size: lat_us_<method>_<direction>_<size>.
+        # The whole table, every row and size: lat_us_<method>_<direction>_<size>;
+        # the sizes of COPYLAT_SIZES are headline figures with a sample per repeat.
+        tables = [parse_copylat(text) for text in split_repeats(self.output())]
         perf = {}
-        for row, curve in parse_copylat(self.output()).items():
+        for row, curve in tables[0].items():
             method, direction = COPYLAT_ROWS[row]
-            for size, us in sorted(curve.items()):
-                perf[f"lat_us_{method}_{direction}_{size}"] = sn.make_performance_function(sn.defer(us), "us")
+            for size in sorted(curve):
+                name, samples = f"lat_us_{method}_{direction}_{size}", [t[row][size] for t in tables]
+                if size in COPYLAT_SIZES:
+                    perf.update(self.headline(name, sn.defer(samples), "us", self.repeats))
+                else:
+                    perf[name] = sn.make_performance_function(median(sn.defer(samples)), "us")
         self.perf_variables = perf
-        self.reference = references_for(self)
 
 
 @sn.deferrable
-def _copylat_complete(stdout: str, rows: list, sizes: list) -> bool:
+def _copylat_complete(stdout: str, rows: list, sizes: list, repeats: int) -> bool:
     with open(stdout) as stream:
-        table = parse_copylat(stream.read())
-    for row in rows:
-        missing = [s for s in sizes if s not in table.get(row, {})]
-        if missing:
-            raise SanityError(f"copylat: no {row} row for sizes {missing}")
+        tables = [parse_copylat(text) for text in split_repeats(stream.read())]
+    if len(tables) != repeats:
+        raise SanityError(f"copylat: {len(tables)} runs in the output, {repeats} asked for")
+    for k, table in enumerate(tables, start=1):
+        for row in rows:
+            missing = [s for s in sizes if s not in table.get(row, {})]
+            if missing:
+                raise SanityError(f"copylat run {k}: no {row} row for sizes {missing}")
+        if {r: sorted(c) for r, c in table.items()} != {r: sorted(c) for r, c in tables[0].items()}:
+            raise SanityError(f"copylat run {k}: other rows or sizes than run 1's")
     return True
+
+
+#: apiperf's headline size: one GPU page.
+APIPERF_HEADLINE_SIZE = 65536
 
 
 @rfm.simple_test
@@ -491,21 +516,26 @@ class GdrCopyApiPerf(GdrCopyCheck):
     #: Largest buffer (-s): rows for 64 KiB (a GPU page), 128 KiB, ... up to it.
     max_size = variable(int, value=2**20)
 
+    case_variables = ("device",)
+
     def test_options(self) -> list:
         return ["-d", str(self.device), "-s", str(self.max_size)]
 
-    @sanity_function
-    def every_size_timed(self):
+    def verified(self):
         rows = sn.count(sn.extractall(_APIPERF_ROW.pattern, self.stdout, "size"))
-        return sn.all([self.ran_to_the_end(), sn.assert_eq(rows, apiperf_rows(self.max_size))])
+        return sn.all([self.ran_to_the_end(), sn.assert_eq(rows, self.repeats * apiperf_rows(self.max_size))])
 
     @run_before("performance")
     def set_perf_variables(self):
         if self.is_dry_run():
             return
+        tables = [parse_apiperf(text) for text in split_repeats(self.output())]
         perf = {}
-        for size, times in sorted(parse_apiperf(self.output()).items()):
+        for size in sorted(tables[0]):
             for op in APIPERF_OPS:
-                perf[f"{op}_us_{size}"] = sn.make_performance_function(sn.defer(times[op]), "us")
+                name, samples = f"{op}_us_{size}", [t[size][op] for t in tables]
+                if size == APIPERF_HEADLINE_SIZE:
+                    perf.update(self.headline(name, sn.defer(samples), "us", self.repeats))
+                else:
+                    perf[name] = sn.make_performance_function(median(sn.defer(samples)), "us")
         self.perf_variables = perf
-        self.reference = references_for(self)

@@ -24,7 +24,10 @@ DGX-A100's 300 GB/s x 8/7 = 343 GB/s). Perflog names: ``gbs_s<segment>_w<width>`
 (mean per-GPU GB/s), ``agg_gbs_...``, ``sol_...``, and the summaries
 ``plateau_gbs`` (lowest over segments of 128 B and more, at each segment's
 best width), ``seg64_gbs``, ``best_gbs`` and ``best_segment``,
-``best_aggregate_gbs``, ``plateau_of_sol`` and ``best_of_sol``.
+``best_aggregate_gbs``, ``plateau_of_sol`` and ``best_of_sol``. A point's
+timed launches are timed in five consecutive blocks too; the headline
+figures (``plateau_gbs``, ``seg64_gbs``, ``best_gbs``, ``link_gbs``) are also
+computed from each block alone, and those are their samples.
 
 Reads and writes are also measured against a yardstick taken in the same run:
 every GPU at once streams through all its peers' chunks (16-byte
@@ -43,6 +46,9 @@ NVBit tool that the partition's ``nvbit_tool`` names; skipped elsewhere).
 Every job runs the baseline first, so each variant's slowdown is measured
 against a baseline of the same run. Bandwidth is the seed's: size * ITERS /
 time / 2^30 (its "GB/s" are GiB/s: 64 MiB x 10000 / 1.99599 s = 313.128).
+Each variant runs `samples` times; a variant's slowdown sample k is its k-th
+time over the baseline's k-th. The baseline has no slowdown: it would be its
+own time over itself.
 """
 
 from __future__ import annotations
@@ -54,32 +60,36 @@ from typing import NamedTuple
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
+from reframe.core.builtins import parameter, run_after, run_before, variable
 
-from checks.suite.base import GpuCheck
-from checks.suite.references import references_for
+from checks.suite.base import GpuCheck, median
 
 SEGMENTS = [4 << i for i in range(13)]  # 4 B .. 16 KiB
 WIDTHS = [4, 8, 16]
 ATOMIC_WIDTHS = [4]
 PLATEAU_FROM = 128  # the seed: "if the segment size is 128 bytes or more, about 260 GB/s"
 
+#: Blocks each point's timed launches are timed in (src/mem_scan's kBlocks),
+#: and the scan's headline figures, whose samples those blocks give.
+SCAN_BLOCKS = 5
+HEADLINE_SCAN = ("plateau_gbs", "seg64_gbs", "best_gbs")
+
 _SCAN = re.compile(
     r"^Scan: mode=(?P<mode>\S+) op=(?P<op>\S+) segment=(?P<segment>\d+) width=(?P<width>\d+) "
     r"thread_bytes=(?P<thread_bytes>\d+) gpus=(?P<gpus>\d+) launch_bytes=(?P<launch_bytes>\d+) reps=(?P<reps>\d+) "
     r"per_gpu_gbs=(?P<per_gpu>[0-9.,]+) min_gbs=(?P<min>\S+) mean_gbs=(?P<mean>\S+) "
-    r"aggregate_gbs=(?P<aggregate>\S+)\s*$",
+    r"aggregate_gbs=(?P<aggregate>\S+)(?: block_mean_gbs=(?P<blocks>[0-9.,]+))?\s*$",
     re.MULTILINE,
 )
 _LINK = re.compile(
     r"^Link: mode=(?P<mode>\S+) op=(?P<op>\S+) gpus=(?P<gpus>\d+) launch_bytes=\d+ reps=\d+ "
     r"per_gpu_gbs=[0-9.,]+ min_gbs=\S+ mean_gbs=(?P<mean>\S+) aggregate_gbs=\S+ "
-    r"scan_limit_gbs=(?P<limit>\S+)\s*$",
+    r"(?:block_mean_gbs=(?P<blocks>[0-9.,]+) )?scan_limit_gbs=(?P<limit>\S+)\s*$",
     re.MULTILINE,
 )
 _PINGPONG = re.compile(
     r"^PingPong: variant=(?P<variant>\S+) size=(?P<size>\d+) iters=(?P<iters>\d+) block=\d+ src_device=\d+ "
-    r"dst_device=\d+ time_s=(?P<time>\S+) bandwidth_gibs=(?P<bw>\S+)\s*$",
+    r"dst_device=\d+(?: sample=(?P<sample>\d+))? time_s=(?P<time>\S+) bandwidth_gibs=(?P<bw>\S+)\s*$",
     re.MULTILINE,
 )
 
@@ -95,6 +105,11 @@ class ScanPoint(NamedTuple):
     min_gbs: float
     mean_gbs: float
     aggregate_gbs: float
+    block_means: tuple = ()  # the mean per-GPU rate of each block of timed launches
+
+
+def _floats(text: str | None) -> tuple:
+    return tuple(float(x) for x in text.split(",")) if text else ()
 
 
 def parse_scan(text: str) -> list:
@@ -111,6 +126,7 @@ def parse_scan(text: str) -> list:
             float(m["min"]),
             float(m["mean"]),
             float(m["aggregate"]),
+            _floats(m["blocks"]),
         )
         for m in _SCAN.finditer(text)
     ]
@@ -122,13 +138,14 @@ class LinkYardstick(NamedTuple):
 
     gbs: float
     scan_limit_gbs: float
+    block_means: tuple = ()
 
 
 def parse_link(text: str, mode: str, op: str) -> LinkYardstick | None:
     """The 'Link:' line of one mode and op (reads and writes have one)."""
     for m in _LINK.finditer(text):
         if (m["mode"], m["op"]) == (mode, op):
-            return LinkYardstick(float(m["mean"]), float(m["limit"]))
+            return LinkYardstick(float(m["mean"]), float(m["limit"]), _floats(m["blocks"]))
     return None
 
 
@@ -149,24 +166,45 @@ def summarise(points: list, sol_gbs: float | None, link_limit_gbs: float | None 
             best[p.segment] = (p.mean_gbs, p.aggregate_gbs)
     plateau = [bw for seg, (bw, _) in best.items() if seg >= PLATEAU_FROM]
     top_segment = max(best, key=lambda s: best[s][0])
+    # What the sweep did not measure, or a limit that is unknown, is None, never made up.
     out = {
-        "plateau_gbs": min(plateau) if plateau else 0.0,
-        "seg64_gbs": best.get(64, (0.0, None))[0],
+        "plateau_gbs": min(plateau) if plateau else None,
+        "seg64_gbs": best[64][0] if 64 in best else None,
         "best_gbs": best[top_segment][0],
         "best_segment": top_segment,
         "best_aggregate_gbs": max(agg for _, agg in best.values()),
     }
-    out["plateau_of_sol"] = out["plateau_gbs"] / sol_gbs if sol_gbs else 0.0
-    out["best_of_sol"] = out["best_gbs"] / sol_gbs if sol_gbs else 0.0
-    if link_limit_gbs:
-        out["plateau_of_link"] = out["plateau_gbs"] / link_limit_gbs
-        out["best_of_link"] = out["best_gbs"] / link_limit_gbs
+    for name, limit in (("sol", sol_gbs), ("link", link_limit_gbs)):
+        if limit:
+            out[f"plateau_of_{name}"] = out["plateau_gbs"] / limit if out["plateau_gbs"] is not None else None
+            out[f"best_of_{name}"] = out["best_gbs"] / limit
     return out
 
 
 def parse_pingpong(text: str) -> dict:
-    """{variant: (seconds, GiB/s)} from p2p_pingpong's output."""
-    return {m["variant"]: (float(m["time"]), float(m["bw"])) for m in _PINGPONG.finditer(text)}
+    """{variant: (seconds, GiB/s)} from p2p_pingpong's output (its first sample)."""
+    found = {}
+    for m in _PINGPONG.finditer(text):
+        found.setdefault(m["variant"], (float(m["time"]), float(m["bw"])))
+    return found
+
+
+def parse_pingpong_samples(text: str) -> dict:
+    """{variant: [(seconds, GiB/s), ...]} in sample order, from p2p_pingpong's output."""
+    found: dict = {}
+    for m in _PINGPONG.finditer(text):
+        found.setdefault(m["variant"], []).append((float(m["time"]), float(m["bw"])))
+    return found
+
+
+def block_summaries(points: list, sol_gbs: float | None, blocks: int) -> list:
+    """:func:`summarise` of each block of timed launches alone: the samples of the summaries."""
+    out = []
+    for k in range(blocks):
+        if any(len(p.block_means) != blocks for p in points):
+            raise ValueError(f"a Scan line without {blocks} block rates")
+        out.append(summarise([p._replace(mean_gbs=p.block_means[k]) for p in points], sol_gbs))
+    return out
 
 
 def pingpong_bandwidth(size: int, iters: int, seconds: float) -> float:
@@ -218,8 +256,11 @@ class RandomAccessScan(MultiGpuCheck):
     memory_fraction = variable(float, value=0.5)
     segments = variable(typ.List[int], value=SEGMENTS)
     widths = variable(typ.List[int], value=WIDTHS)
-    #: Timed launches per point (after one warm-up launch).
+    #: Timed launches per point (after one warm-up launch), timed in
+    #: SCAN_BLOCKS blocks: the samples of the headline figures.
     reps = variable(int, value=20)
+
+    case_variables = ("memory_fraction", "segments", "widths")
 
     def point_widths(self) -> list:
         return ATOMIC_WIDTHS if self.op == "atomic" else self.widths
@@ -250,8 +291,7 @@ class RandomAccessScan(MultiGpuCheck):
         if multi and self.num_tasks == 1:
             self.executable_opts.append("--spawn")
 
-    @sanity_function
-    def every_point_verified(self):
+    def verified(self):
         expected = len(self.segments) * len(self.point_widths())
         found = sn.count(sn.findall(rf"^Scan: mode={self.mode} op={self.op} ", self.stdout))
         checks = [
@@ -267,6 +307,12 @@ class RandomAccessScan(MultiGpuCheck):
     def sol_gbs(self):
         sol = scan_speed_of_light(self.speed_of_light("gpu_gpu"), self.node_gpus)
         return sol / 1e9 if sol else None
+
+    def figure_limit(self, figure: str) -> float | None:
+        if figure in HEADLINE_SCAN:
+            return self.sol_gbs()
+        gpu_gpu = self.speed_of_light("gpu_gpu")
+        return gpu_gpu / 1e9 if figure == "link_gbs" and gpu_gpu else None
 
     @run_before("performance")
     def set_perf_variables(self):
@@ -285,16 +331,22 @@ class RandomAccessScan(MultiGpuCheck):
             key = f"s{p.segment}_w{p.width}"
             add(f"gbs_{key}", p.mean_gbs, "GB/s")
             add(f"agg_gbs_{key}", p.aggregate_gbs, "GB/s")
-            add(f"sol_{key}", p.mean_gbs / sol if sol else 0.0, "fraction")
+            if sol:  # a fraction of an unknown limit is not logged
+                add(f"sol_{key}", p.mean_gbs / sol, "fraction")
         if link:
-            add("link_gbs", link.gbs, "GB/s")
+            perf.update(self.headline("link_gbs", sn.defer(list(link.block_means)), "GB/s", SCAN_BLOCKS))
             add("link_limit_gbs", link.scan_limit_gbs, "GB/s")
         fractions = ("plateau_of_sol", "best_of_sol", "plateau_of_link", "best_of_link")
         units = {"best_segment": "B", **dict.fromkeys(fractions, "fraction")}
+        blocks = block_summaries(points, sol, SCAN_BLOCKS)
         for name, value in summarise(points, sol, link.scan_limit_gbs if link else None).items():
-            add(name, value, units.get(name, "GB/s"))
+            if value is None:
+                continue
+            if name in HEADLINE_SCAN:
+                perf.update(self.headline(name, sn.defer([b[name] for b in blocks]), "GB/s", SCAN_BLOCKS))
+            else:
+                add(name, value, units.get(name, "GB/s"))
         self.perf_variables = perf
-        self.reference = references_for(self)
 
 
 @rfm.simple_test
@@ -311,6 +363,11 @@ class P2PPingPong(MultiGpuCheck):
     size = variable(str, value="64M")
     iters = variable(int, value=10000)
     nvbit_tool = variable(str, value="", loggable=True)
+
+    #: Timed runs of each variant: the samples of its figures.
+    samples = variable(int, value=5)
+
+    case_variables = ("size", "iters")
 
     @run_after("setup")
     def skip_without_nvbit(self):
@@ -334,32 +391,35 @@ class P2PPingPong(MultiGpuCheck):
             "--variants", ",".join(self.variants()),
             "--size", self.size,
             "--iters", str(self.iters),
+            "--samples", str(self.samples),
         ]  # fmt: skip
         if self.variant == "nvbit":
             self.executable_opts += ["--nvbit-tool", self.nvbit_tool]
 
-    @sanity_function
-    def every_variant_verified(self):
+    def verified(self):
         return sn.all(
             [
                 sn.assert_not_found(r"^error:|CUDA error", self.stderr),
                 sn.assert_not_found(r"^Skipped:", self.stdout),
-                *(sn.assert_found(rf"^Verified: variant={v} ", self.stdout) for v in self.variants()),
-                *(sn.assert_found(rf"^PingPong: variant={v} ", self.stdout) for v in self.variants()),
+                *(sn.assert_found(rf"^Verified: variant={v} samples={self.samples} ", self.stdout)
+                  for v in self.variants()),
+                *(sn.assert_eq(sn.count(sn.findall(rf"^PingPong: variant={v} ", self.stdout)), self.samples)
+                  for v in self.variants()),
             ]
-        )
+        )  # fmt: skip
 
     @run_before("performance")
     def set_perf_variables(self):
         if self.is_dry_run():
             return
-        runs = parse_pingpong(self._output())
-        base_time, base_bw = runs["baseline"]
-        time, bw = runs[self.variant]
-        perf = {"time": (time, "s"), "bandwidth": (bw, "GiB/s"), "slowdown": (time / base_time, "x")}
-        if self.variant != "baseline":
-            perf.update({"baseline_time": (base_time, "s"), "baseline_bandwidth": (base_bw, "GiB/s")})
-        self.perf_variables = {
-            name: sn.make_performance_function(sn.defer(value), unit) for name, (value, unit) in perf.items()
+        runs = parse_pingpong_samples(self._output())
+        base, mine = runs["baseline"], runs[self.variant]
+        perf = {
+            **self.headline("bandwidth", sn.defer([bw for _, bw in mine]), "GiB/s", self.samples),
+            "time": sn.make_performance_function(median(sn.defer([t for t, _ in mine])), "s"),
         }
-        self.reference = references_for(self)
+        if self.variant != "baseline":
+            slowdowns = [t / tb for (t, _), (tb, _) in zip(mine, base)]
+            perf.update(self.headline("slowdown", sn.defer(slowdowns), "x", self.samples))
+            perf["baseline_bandwidth"] = sn.make_performance_function(median(sn.defer([bw for _, bw in base])), "GiB/s")
+        self.perf_variables = perf

@@ -3,20 +3,29 @@
 A kernel of 160 x 128 threads (the seed's launch) reads or writes a buffer in
 managed, NUMA-local, pinned or device memory, five times; the first run shows
 what migration costs, the median of the others what the steady state is. The
-copy engine's bandwidth over the same link, measured in the same process, and
-the link's speed of light (systems/) say how far each figure is from the best
+program repeats that whole experiment on fresh allocations (`repeats`), so
+each headline figure has one sample per repeat: ``first_run_bw`` (run 1),
+``steady_bw`` (the median of runs 2..5) and ``copy_engine_bw`` (the copy
+engine's rate over the same link, measured in the same process). The link's
+speed of light (systems/) bounds them and says how far each is from the best
 this node can do.
+
+Size classes, as the seed's: ``small`` is its 1 GiB on every GPU; ``oversubscribed``
+is twice the GPU's memory (the seed's 32 GiB on a 16 GB V100) and runs only where
+the system declares managed-memory oversubscription safe.
 """
+
+from __future__ import annotations
 
 import os
 import re
+import statistics
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import parameter, performance_function, run_after, run_before, sanity_function, variable
+from reframe.core.builtins import parameter, run_after, run_before, variable
 
-from checks.suite.base import GpuCheck
-from checks.suite.references import references_for
+from checks.suite.base import GpuCheck, median
 from systems import parse_quantity
 
 GiB = 2**30
@@ -34,7 +43,12 @@ MEMORY_CASES = [
     ("device", "none"),
 ]
 
+#: Where the data of each allocator can be when the GPU reads it in the
+#: steady state: managed memory may migrate to the GPU, device memory is there.
+_RESIDENT_ON_GPU = {"managed", "device"}
+
 _THROUGHPUT = r"^Throughput: (?P<bw>\S+) GiB/s"
+_COPY_ENGINE = r"^Copy engine {direction}: \S+ GiB/s \(samples (?P<samples>[0-9.,]+)\)"
 
 
 def parse_throughputs(text: str) -> list:
@@ -44,11 +58,23 @@ def parse_throughputs(text: str) -> list:
 
 def steady_state(runs: list) -> float:
     """Median of runs 2..N: the first run pays for migration and page faults."""
-    rest = sorted(runs[1:])
-    if not rest:
+    if len(runs) < 2:
         raise ValueError("the steady state needs at least two runs")
-    mid = len(rest) // 2
-    return rest[mid] if len(rest) % 2 else 0.5 * (rest[mid - 1] + rest[mid])
+    return statistics.median(runs[1:])
+
+
+@sn.deferrable
+def per_repeat(throughputs, runs: int, repeats: int, figure) -> list:
+    """`figure` (a function of one repeat's runs) for each repeat, in order."""
+    values = list(throughputs)
+    if len(values) != runs * repeats:
+        raise sn.SanityError(f"{len(values)} 'Throughput:' lines for {repeats} repeats of {runs} runs")
+    return [figure(values[r * runs : (r + 1) * runs]) for r in range(repeats)]
+
+
+@sn.deferrable
+def floats(text: str) -> list:
+    return [float(x) for x in text.split(",")]
 
 
 @rfm.simple_test
@@ -60,16 +86,21 @@ class UnifiedMemoryBandwidth(GpuCheck):
     memory = parameter(MEMORY_CASES, fmt=lambda m: m[0] if m[1] == "none" else f"{m[0]}+{m[1]}")
     touch_on_host = parameter([False, True], fmt=lambda t: "touch" if t else "notouch")
     op = parameter(["read", "write"])
-    size_class = parameter(["fits", "oversubscribed"])
+    size_class = parameter(["small", "oversubscribed"])
 
-    #: Data size of the 'fits' class, as a fraction of the GPU's memory.
-    fits_fraction = variable(float, value=0.25)
+    #: Data size of the 'small' class: the seed's "small data".
+    small_size = variable(str, value="1G")
 
     #: Data size of the 'oversubscribed' class, as a multiple of the GPU's memory.
     oversubscription_factor = variable(float, value=2.0)
 
-    #: Kernel runs per case (the seed's five).
+    #: Kernel runs per repeat (the seed's five) and repeats of the whole
+    #: experiment on fresh allocations: the samples of each headline figure.
     runs = variable(int, value=5)
+    repeats = variable(int, value=5)
+
+    #: Copies the copy engine's rate is the median of (after one warm-up).
+    copy_engine_samples = 5
 
     #: The seed's launch: 160 blocks of 128 threads.
     grid = variable(str, value="160")
@@ -79,6 +110,8 @@ class UnifiedMemoryBandwidth(GpuCheck):
     #: sm_80+) or 'bulk' (bulk copies into shared memory, sm_90+).
     load = variable(str, value="plain")
 
+    case_variables = ("size", "load", "grid", "block")
+
     @property
     def allocator(self) -> str:
         return self.memory[0]
@@ -87,21 +120,23 @@ class UnifiedMemoryBandwidth(GpuCheck):
     def advice(self) -> str:
         return self.memory[1]
 
+    @property
+    def size(self) -> str:
+        """The data size as the program takes it: bytes, or a multiple of GPU memory."""
+        return self.small_size if self.size_class == "small" else f"{self.oversubscription_factor:g}x"
+
     @run_after("init")
     def drop_meaningless_cases(self):
         # Device memory is never on the host, so there is nothing to touch.
         self.skip_if(self.allocator == "device" and self.touch_on_host, "device memory cannot be touched on the host")
-        # Each GPU write to a read-duplicated page collapses every copy of it:
-        # a 20 GiB buffer then takes many minutes a run, past any nightly budget.
+        # Each GPU write to a read-duplicated page collapses every copy of it.
         self.skip_if(
             self.advice == "read-mostly" and self.op == "write",
             "read-mostly is advice for data the GPU only reads; GPU writes fault on every duplicated page",
         )
 
-    def data_size(self) -> float:
-        gpu_memory = parse_quantity(self.node["gpus"]["memory"])
-        factor = self.fits_fraction if self.size_class == "fits" else self.oversubscription_factor
-        return factor * gpu_memory
+    def oversubscribed_size(self) -> float:
+        return self.oversubscription_factor * parse_quantity(self.node["gpus"]["memory"])
 
     @run_after("setup")
     def skip_what_cannot_run_safely(self):
@@ -117,24 +152,23 @@ class UnifiedMemoryBandwidth(GpuCheck):
         )
         host = parse_quantity(self.node["host_memory"])
         self.skip_if(
-            self.data_size() > 0.8 * host,
-            f"{self.data_size() / GiB:.0f} GiB does not fit in 80% of the host's {host / GiB:.0f} GiB",
+            self.oversubscribed_size() > 0.8 * host,
+            f"{self.oversubscribed_size() / GiB:.0f} GiB does not fit in 80% of the host's {host / GiB:.0f} GiB",
         )
 
     @run_before("run")
     def set_options(self):
-        factor = self.fits_fraction if self.size_class == "fits" else self.oversubscription_factor
-        numa = self.node["gpus"].get("numa_affinity", [self.node["numa_nodes"][0]])[0]
         self.executable_opts = [
             "--alloc", self.allocator,
             "--advise", self.advice,
             "--op", self.op,
-            "--size", f"{factor:g}x",
+            "--size", self.size,
             "--runs", str(self.runs),
+            "--repeats", str(self.repeats),
             "--grid", self.grid,
             "--block", str(self.block),
             "--load", self.load,
-            "--numa-node", str(numa),
+            "--numa-node", str(self.gpu_numa_node()),
         ]  # fmt: skip
         if self.touch_on_host:
             self.executable_opts.append("--touch-on-host")
@@ -151,59 +185,54 @@ class UnifiedMemoryBandwidth(GpuCheck):
         if rejected:
             self.skip(f"the driver rejects {self.advice}: {rejected[0]}")
 
-    @sanity_function
-    def verified_runs(self):
-        verified = "Checksums verified" if self.op == "read" else "Write verified by the host"
+    def verified(self):
+        verified = (
+            rf"^Checksums verified: {self.runs * self.repeats} runs"
+            if self.op == "read"
+            else rf"^Write verified by the host: {self.repeats} repeats"
+        )
         return sn.all([
             sn.assert_found(rf"^Running {self.op} kernel", self.stdout),
-            sn.assert_eq(sn.count(sn.findall(_THROUGHPUT, self.stdout)), self.runs),
+            sn.assert_eq(sn.count(sn.findall(_THROUGHPUT, self.stdout)), self.runs * self.repeats),
             sn.assert_found(verified, self.stdout),
-            sn.assert_found(r"^Copy engine host-to-device", self.stdout),
+            sn.assert_found(self.copy_engine_pattern(), self.stdout),
         ])  # fmt: skip
 
-    def throughputs(self) -> list:
-        return sn.evaluate(sn.extractall(_THROUGHPUT, self.stdout, "bw", float))
+    def copy_engine_pattern(self) -> str:
+        # The copy engine in the direction of this case's data flow.
+        return _COPY_ENGINE.format(direction="host-to-device" if self.op == "read" else "device-to-host")
 
-    def copy_engine(self) -> float:
-        """The copy engine's rate in the direction of this case's data flow."""
-        direction = "host-to-device" if self.op == "read" else "device-to-host"
-        return sn.evaluate(sn.extractsingle(rf"^Copy engine {direction}: (\S+) GiB/s", self.stdout, 1, float))
+    def throughputs(self):
+        return sn.extractall(_THROUGHPUT, self.stdout, "bw", float)
 
-    @performance_function("GiB/s")
-    def first_run_bw(self):
-        return self.throughputs()[0]
-
-    @performance_function("GiB/s")
-    def steady_bw(self):
-        return steady_state(self.throughputs())
-
-    @performance_function("GiB/s")
-    def copy_engine_bw(self):
-        return self.copy_engine()
-
-    @performance_function("fraction")
-    def steady_of_copy_engine(self):
-        return steady_state(self.throughputs()) / self.copy_engine()
-
-    @performance_function("fraction")
-    def steady_of_link(self):
-        sol = self.speed_of_light("host_link")
-        return steady_state(self.throughputs()) * GiB / sol if sol else 0.0
+    def figure_limit(self, figure: str) -> float | None:
+        link, hbm = self.speed_of_light("host_link"), self.speed_of_light("hbm")
+        on_gpu = self.allocator in _RESIDENT_ON_GPU
+        limits = {
+            "copy_engine_bw": link,
+            "first_run_bw": hbm if self.allocator == "device" else link,
+            "steady_bw": hbm if on_gpu else link,
+        }
+        limit = limits.get(figure)
+        return limit / GiB if limit else None
 
     @run_before("performance")
     def set_perf_variables(self):
-        per_run = {
-            f"run{i + 1}_bw": sn.make_performance_function(
-                sn.extractsingle(_THROUGHPUT, self.stdout, "bw", float, item=i), "GiB/s"
-            )
-            for i in range(self.runs)
+        throughputs = self.throughputs()
+        first = per_repeat(throughputs, self.runs, self.repeats, lambda runs: runs[0])
+        steady = per_repeat(throughputs, self.runs, self.repeats, steady_state)
+        copy_engine = floats(sn.extractsingle(self.copy_engine_pattern(), self.stdout, "samples"))
+        perf = {
+            **self.headline("first_run_bw", first, "GiB/s", self.repeats),
+            **self.headline("steady_bw", steady, "GiB/s", self.repeats),
+            **self.headline("copy_engine_bw", copy_engine, "GiB/s", self.copy_engine_samples),
         }
-        self.perf_variables = {
-            **per_run,
-            "first_run_bw": self.first_run_bw(),
-            "steady_bw": self.steady_bw(),
-            "copy_engine_bw": self.copy_engine_bw(),
-            "steady_of_copy_engine": self.steady_of_copy_engine(),
-            "steady_of_link": self.steady_of_link(),
-        }
-        self.reference = references_for(self)
+        # The curve over runs (migration, then the steady state): each run's median over the repeats.
+        for i in range(self.runs):
+            runs_i = per_repeat(throughputs, self.runs, self.repeats, lambda runs, i=i: runs[i])
+            perf[f"run{i + 1}_bw"] = sn.make_performance_function(median(runs_i), "GiB/s")
+        perf["steady_of_copy_engine"] = sn.make_performance_function(median(steady) / median(copy_engine), "fraction")
+        link = self.speed_of_light("host_link")
+        if link:  # a fraction of an unknown limit is not logged
+            perf["steady_of_link"] = sn.make_performance_function(median(steady) * GiB / link, "fraction")
+        self.perf_variables = perf

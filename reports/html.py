@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from .compare import HEADLINE_VARS
 from .figures import (
     DAXPY_TEST,
     HOST_TEST,
@@ -174,16 +173,21 @@ def pingpong_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def node_table(data: pd.DataFrame) -> pd.DataFrame | None:
+def headline_figures(data: pd.DataFrame) -> set:
+    """The figures logged with samples: the headline figures (checks/suite/keys.py)."""
+    return set(data.loc[data["sample"].notna(), "figure"])
+
+
+def node_table(data: pd.DataFrame, headline: set) -> pd.DataFrame | None:
     """One row per node where a check ran on several nodes (ReFrame's
     --distribute), so that a slow node stands out: the medians of the check's
     headline figures per node, and each node's worst ratio to the median node."""
     if data["node"].nunique() < 2:
         return None
-    head = data[data["perf_var"].astype(str).str.fullmatch(HEADLINE_VARS)]
+    head = data[data["sample"].isna() & data["figure"].isin(headline)]
     head = head if not head.empty else data
-    head = head.assign(figure=(head["params"].fillna("").astype(str) + " " + head["perf_var"].astype(str)).str.strip())
-    table = head.pivot_table(index="node", columns="figure", values="value", aggfunc="median")
+    head = head.assign(column=(head["params"].fillna("").astype(str) + " " + head["perf_var"].astype(str)).str.strip())
+    table = head.pivot_table(index="node", columns="column", values="value", aggfunc="median")
     ratios = table / table.median()
     table["worst vs median node"] = ratios.apply(lambda row: row.loc[(row - 1).abs().idxmax()], axis=1).round(3)
     return table.reset_index()
@@ -236,7 +240,9 @@ def write_report(loaded: Loaded, outdir: Path, title: str, generic_for_all: bool
     """Figures and index.html under `outdir`; returns the page's path."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    frame = loaded.frame
+    # The samples of headline figures are for the gate; the report shows their medians.
+    headline = headline_figures(loaded.frame)
+    frame = loaded.frame[loaded.frame["sample"].isna()]
     figures = render_all(frame, outdir, generic_for_all)
     parts = [
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
@@ -277,7 +283,7 @@ def write_report(loaded: Loaded, outdir: Path, title: str, generic_for_all: bool
         else:
             note = " (anchor points; the figures show every point)" if test == DAXPY_TEST else ""
             parts.append(_table(summary_table(frame, test), f"Median per case{note}. {coverage_text(data)}."))
-        per_node = node_table(data)
+        per_node = node_table(data, headline)
         if per_node is not None:
             parts.append(
                 _table(per_node, "One row per node (medians); a ratio far from 1 marks a node unlike its peers.")

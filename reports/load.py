@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from checks.suite.keys import split_sample
+
 #: Perflog header fields -> columns of the tidy table.
 RENAME = {
     "job_completion_time": "time",
@@ -52,8 +54,11 @@ CORE = [
     "host_link",
     "test",
     "params",
+    "case",
     "display_name",
     "perf_var",
+    "figure",
+    "sample",
     "value",
     "unit",
     "ref",
@@ -86,6 +91,7 @@ _NATIVE = (
         "display_name",
         "result",
         "jobid",
+        "case",
     }
 )
 
@@ -329,11 +335,27 @@ def load(paths, warn=sys.stderr) -> Loaded:
     for column in ("driver_version", "cuda_version", "cuda_runtime_version", "node", "gpu_model", "host_link"):
         table[column] = table[column].fillna("unknown").astype(str)
     table["line"] = table["line"].astype(int)
+    _add_keys(table)
     loaded = Loaded(table, issues, files)
     if warn is not None:
         for issue in issues:
             print(f"warning: {issue}", file=warn)
     return loaded
+
+
+def _add_keys(table: pd.DataFrame) -> None:
+    """The figure and sample each value is (checks/suite/keys.py), the case of
+    records older than the 'case' field (their parameters), and GPU counts as
+    whole numbers, so that records of every format key alike."""
+    split = [split_sample(str(v)) for v in table["perf_var"]]
+    table["figure"] = [figure for figure, _ in split]
+    table["sample"] = pd.array([k for _, k in split], dtype="Int64")
+    has_case = table["case"].notna() & (table["case"].astype(str) != "")
+    table["case"] = table["case"].where(has_case, table["params"]).fillna("")
+    counts = (
+        pd.to_numeric(table["gpu_count"], errors="coerce") if "gpu_count" in table else pd.Series(index=table.index)
+    )
+    table["gpu_count"] = counts.map(lambda c: "" if pd.isna(c) else str(int(c)))
 
 
 def param_names(frame: pd.DataFrame) -> list[str]:

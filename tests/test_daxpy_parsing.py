@@ -13,7 +13,7 @@ from checks.daxpy import (
     METRICS,
     Point,
     _pairs,
-    _point_value,
+    _point_samples,
     crossover,
     crossovers,
     figure_points,
@@ -275,7 +275,13 @@ def test_the_checks_sanity_and_performance_extraction():
     path = str(DATA / "daxpy_h100_managed_off_800000.txt")
     assert sn.evaluate(_pairs(sn.extractall(_POINT_PAIR, path, [1, 2], int))) == figure_points()
     lines = sn.extractall(_POINT, path, 1)
-    assert sn.evaluate(_point_value(lines, 4, 4, "kernel_us")) == pytest.approx(59757.552)
-    assert sn.evaluate(_point_value(lines, 7, 16, "per_kernel_us")) > 0
+    assert sn.evaluate(_point_samples(lines, 4, 4, "kernel_us")) == [pytest.approx(59757.552)]
+    assert sn.evaluate(_point_samples(lines, 7, 16, "per_kernel_us"))[0] > 0
     with pytest.raises(sn.SanityError, match="no DAXPY line for inner=3 outer=3"):
-        sn.evaluate(_point_value(lines, 3, 3, "kernel_us"))
+        sn.evaluate(_point_samples(lines, 3, 3, "kernel_us"))
+
+
+def test_a_point_measured_again_gives_its_samples_in_order():
+    lines = [_line(inner=4, outer=4, kernel_us=v).removeprefix("DAXPY ") + f" sample={k}"
+             for k, v in ((2, 20.0), (1, 10.0), (3, 30.0))]  # fmt: skip
+    assert sn.evaluate(_point_samples(lines, 4, 4, "kernel_us")) == [10.0, 20.0, 30.0]

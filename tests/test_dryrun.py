@@ -162,9 +162,11 @@ def test_multi_gpu_checks_on_the_dgx_a100(tmp_path_factory):
         assert "--spawn" not in line
     pingpong = sorted(_launch_line(p.read_text()) for p in stage.glob("P2PPingPong*/rfm_job.sh"))
     assert [ln.split("bin/p2p_pingpong ")[1] for ln in pingpong] == [
-        "--variants baseline --size 64M --iters 10000",
-        "--variants baseline,manual --size 64M --iters 10000",
+        "--variants baseline --size 64M --iters 10000 --samples 5",
+        "--variants baseline,manual --size 64M --iters 10000 --samples 5",
     ]
+    # Every GPU program runs under the NVML watch, on the node, after srun.
+    assert all(re.search(r"^srun .* -m systems\.watch --allow none -- \S+/bin/p2p_pingpong ", ln) for ln in pingpong)
     for path in stage.glob("P2PPingPong*/rfm_job.sh"):
         assert "#SBATCH --ntasks=1\n" in path.read_text()
         assert "#SBATCH --gpus-per-node=2" in path.read_text()

@@ -109,6 +109,20 @@ def _srun_lines(tmp: Path, partition: str, environ: str, test: str) -> list:
     )
 
 
+def _tests_run(tmp: Path, partition: str, environ: str, test: str) -> list:
+    """What each job runs under the NVML watch: GDRCopy's test, `repeats` times, and the repeats."""
+    found = []
+    for line in _srun_lines(tmp, partition, environ, test):
+        match = re.fullmatch(
+            r"srun --cpus-per-task=40 \S+ -m systems\.watch --allow none -- bash -c 'for repeat in \$\(seq (\d+)\); "
+            r'do echo "Repeat: \$repeat of \1"; (.*) \|\| exit \$\?; done\'',
+            line,
+        )
+        assert match, line
+        found.append((match[2], int(match[1])))
+    return found
+
+
 def test_gdrcopy_from_the_systems_installation(dryrun):
     tmp, _ = dryrun
     jobs = _scripts(tmp, "installed", "cuda", "GdrCopyBandwidth")
@@ -116,7 +130,7 @@ def test_gdrcopy_from_the_systems_installation(dryrun):
     for job in jobs:
         assert "export LD_LIBRARY_PATH=/opt/gdrcopy/lib64:/opt/gdrcopy/lib:$LD_LIBRARY_PATH" in job
         # GDRCopy 2.4 and later name the test gdrcopy_copybw, older ones copybw.
-        assert "gdrcopy_test=/opt/gdrcopy/bin/gdrcopy_copybw\n" in job
+        assert "export gdrcopy_test=/opt/gdrcopy/bin/gdrcopy_copybw\n" in job
         assert '[ -x "$gdrcopy_test" ] || gdrcopy_test=/opt/gdrcopy/bin/copybw\n' in job
         assert "#SBATCH --gres=gpu:1" in job
 
@@ -124,8 +138,8 @@ def test_gdrcopy_from_the_systems_installation(dryrun):
 def test_copybw_bound_to_the_gpus_node_and_to_the_other_socket(dryrun):
     tmp, _ = dryrun
     # Managed memory is skipped: only the device-memory cases have job scripts.
-    assert _srun_lines(tmp, "installed", "cuda", "GdrCopyBandwidth") == [
-        f'srun --cpus-per-task=40 numactl -N {node} -l "$gdrcopy_test" -d 0 -s {size} -o 0 -c {size}'
+    assert _tests_run(tmp, "installed", "cuda", "GdrCopyBandwidth") == [
+        (f'numactl -N {node} -l "$gdrcopy_test" -d 0 -s {size} -o 0 -c {size}', 5)
         for node in (0, 1)
         for size in (131072, 65536)
     ]
@@ -133,17 +147,17 @@ def test_copybw_bound_to_the_gpus_node_and_to_the_other_socket(dryrun):
 
 def test_copylat_apiperf_and_sanity_command_lines(dryrun):
     tmp, _ = dryrun
-    assert _srun_lines(tmp, "installed", "cuda", "GdrCopyLatency") == [
-        f'srun --cpus-per-task=40 numactl -N {node} -l "$gdrcopy_test" -d 0 -s 16777216 -c' for node in (0, 1)
+    assert _tests_run(tmp, "installed", "cuda", "GdrCopyLatency") == [
+        (f'numactl -N {node} -l "$gdrcopy_test" -d 0 -s 16777216 -c', 5) for node in (0, 1)
     ]
-    assert _srun_lines(tmp, "installed", "cuda", "GdrCopyApiPerf") == [
-        f'srun --cpus-per-task=40 numactl -N {node} -l "$gdrcopy_test" -d 0 -s 1048576' for node in (0, 1)
+    assert _tests_run(tmp, "installed", "cuda", "GdrCopyApiPerf") == [
+        (f'numactl -N {node} -l "$gdrcopy_test" -d 0 -s 1048576', 5) for node in (0, 1)
     ]
-    assert _srun_lines(tmp, "installed", "cuda", "GdrCopySanity") == [
-        f'srun --cpus-per-task=40 numactl -N {node} -l "$gdrcopy_test"' for node in (0, 1)
+    assert _tests_run(tmp, "installed", "cuda", "GdrCopySanity") == [
+        (f'numactl -N {node} -l "$gdrcopy_test"', 1) for node in (0, 1)
     ]
     for job in _scripts(tmp, "installed", "cuda", "GdrCopyLatency"):
-        assert "gdrcopy_test=/opt/gdrcopy/bin/gdrcopy_copylat\n" in job
+        assert "export gdrcopy_test=/opt/gdrcopy/bin/gdrcopy_copylat\n" in job
 
 
 def test_an_installation_named_by_the_system_needs_no_build(dryrun):
@@ -152,7 +166,7 @@ def test_an_installation_named_by_the_system_needs_no_build(dryrun):
     assert "nothing to build: GDRCopy from /opt/gdrcopy" in build
     assert "spack" not in build.replace("GdrCopyBuild", "")
     for job in _scripts(tmp, "installed", "spack", "GdrCopyApiPerf"):
-        assert "gdrcopy_test=/opt/gdrcopy/bin/gdrcopy_apiperf\n" in job
+        assert "export gdrcopy_test=/opt/gdrcopy/bin/gdrcopy_apiperf\n" in job
 
 
 def test_spack_environments_build_spacks_gdrcopy(dryrun):
@@ -167,7 +181,7 @@ def test_spack_environments_build_spacks_gdrcopy(dryrun):
     jobs = _scripts(tmp, "spack-built", "spack", "GdrCopyLatency")
     assert jobs
     for job in jobs:
-        found = re.search(r"^gdrcopy_test=(\S+)/GdrCopyBuild_\w+/gdrcopy/bin/gdrcopy_copylat$", job, re.M)
+        found = re.search(r"^export gdrcopy_test=(\S+)/GdrCopyBuild_\w+/gdrcopy/bin/gdrcopy_copylat$", job, re.M)
         assert found and found[1] == str(tmp / "stage" / SYSTEM / "spack-built" / "spack")
 
 

@@ -24,6 +24,7 @@ from checks.gdrcopy import (
     parse_sanity,
     remote_numa_node,
     sanity_failure,
+    split_repeats,
 )
 from checks.suite.references import load_entries, matching_values
 
@@ -188,14 +189,21 @@ def test_newer_copylat_rows_with_median_min_and_cumemcpy():
     }
 
 
-def test_the_copylat_check_needs_every_chosen_size(seed, tmp_path):
+def _repeated(text: str, repeats: int) -> str:
+    return "".join(f"Repeat: {k} of {repeats}\n{text}" for k in range(1, repeats + 1))
+
+
+def test_the_copylat_check_needs_every_chosen_size_in_every_run(seed, tmp_path):
     out = tmp_path / "rfm_job.out"
-    out.write_text(seed["copylat"])
+    out.write_text(_repeated(seed["copylat"], 3))
     gdr_rows = ["gdr_copy_to_mapping", "gdr_copy_from_mapping"]
-    assert sn.evaluate(_copylat_complete(str(out), gdr_rows, COPYLAT_SIZES))
+    assert sn.evaluate(_copylat_complete(str(out), gdr_rows, COPYLAT_SIZES, 3))
+    assert split_repeats(out.read_text())[2] == seed["copylat"]
     # The seed ran copylat without -c: no cuMemcpy rows.
-    with pytest.raises(SanityError, match=r"no cuMemcpy_H2D row for sizes \[8, 4096, 65536, 1048576\]"):
-        sn.evaluate(_copylat_complete(str(out), [*gdr_rows, "cuMemcpy_H2D"], COPYLAT_SIZES))
+    with pytest.raises(SanityError, match=r"copylat run 1: no cuMemcpy_H2D row for sizes \[8, 4096, 65536, 1048576\]"):
+        sn.evaluate(_copylat_complete(str(out), [*gdr_rows, "cuMemcpy_H2D"], COPYLAT_SIZES, 3))
+    with pytest.raises(SanityError, match=r"copylat: 3 runs in the output, 5 asked for"):
+        sn.evaluate(_copylat_complete(str(out), gdr_rows, COPYLAT_SIZES, 5))
 
 
 # ------------------------------------------------------------------ apiperf --

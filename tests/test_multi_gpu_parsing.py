@@ -11,8 +11,10 @@ from checks.multi_gpu import (
     PLATEAU_FROM,
     SEGMENTS,
     WIDTHS,
+    block_summaries,
     parse_link,
     parse_pingpong,
+    parse_pingpong_samples,
     parse_scan,
     pingpong_bandwidth,
     pingpong_final,
@@ -62,7 +64,7 @@ def test_summaries_take_each_segments_best_width():
     assert s["best_gbs"] == max(best.values())
     assert s["best_segment"] >= PLATEAU_FROM
     assert s["plateau_of_sol"] == pytest.approx(s["plateau_gbs"] / 900.0)
-    assert summarise(reads, None)["best_of_sol"] == 0.0
+    assert "best_of_sol" not in summarise(reads, None)  # no fraction of an unknown limit
 
 
 def test_link_lines_give_the_yardstick_of_their_mode_and_op():
@@ -136,3 +138,39 @@ def test_pingpong_closed_form_matches_the_kernels_loop(iters):
 
 def test_pingpong_closed_form_for_the_seeds_iterations():
     assert pingpong_final(0, -1, 10000) == (20000, 19998)
+
+
+BLOCK_SCAN = (
+    "Scan: mode=single op=read segment={segment} width=16 thread_bytes=16 gpus=2 launch_bytes=1048576 reps=20 "
+    "per_gpu_gbs=660.00,670.00 min_gbs=660.00 mean_gbs={mean} aggregate_gbs=1330.00 block_mean_gbs={blocks}"
+)
+
+
+def test_block_rates_are_the_samples_of_the_headline_summaries():
+    text = "\n".join([
+        BLOCK_SCAN.format(segment=64, mean=360.0, blocks="359,360,361,362,358"),
+        BLOCK_SCAN.format(segment=128, mean=665.0, blocks="664,665,666,663,667"),
+        BLOCK_SCAN.format(segment=256, mean=668.0, blocks="668,669,667,670,666"),
+        "Link: mode=single op=read gpus=2 launch_bytes=1 reps=20 per_gpu_gbs=337.00,338.00 min_gbs=337.00 "
+        "mean_gbs=337.50 aggregate_gbs=675.00 block_mean_gbs=337,338,337,338,337 scan_limit_gbs=675.00",
+    ])  # fmt: skip
+    points = parse_scan(text)
+    assert points[0].block_means == (359.0, 360.0, 361.0, 362.0, 358.0)
+    blocks = block_summaries(points, 900.0, 5)
+    assert [b["plateau_gbs"] for b in blocks] == [664.0, 665.0, 666.0, 663.0, 666.0]
+    assert [b["seg64_gbs"] for b in blocks] == [359.0, 360.0, 361.0, 362.0, 358.0]
+    assert parse_link(text, "single", "read").block_means == (337.0, 338.0, 337.0, 338.0, 337.0)
+    with pytest.raises(ValueError, match="without 5 block rates"):
+        block_summaries(parse_scan((DATA / "mem_scan_h200.txt").read_text()), 900.0, 5)  # older output
+
+
+def test_every_pingpong_sample_parses_in_order():
+    text = "\n".join(
+        f"PingPong: variant={v} size=67108864 iters=10000 block=256 src_device=0 dst_device=1 sample={k} "
+        f"time_s={t} bandwidth_gibs={640 / t:.4f}"
+        for v, times in (("baseline", (1.0, 1.01)), ("manual", (1.2, 1.21)))
+        for k, t in enumerate(times, start=1)
+    )
+    samples = parse_pingpong_samples(text)
+    assert [t for t, _ in samples["manual"]] == [1.2, 1.21]
+    assert parse_pingpong(text)["baseline"] == (1.0, 640.0)

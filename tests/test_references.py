@@ -62,3 +62,39 @@ def test_gpu_count_keeps_a_pairs_figures_off_a_four_gpu_node():
     pair = _facts(gpu_model="NVIDIA H200", gpu_count=2)
     four = _facts(gpu_model="NVIDIA H200", gpu_count=4)
     assert matching_values(entries, pair, {}) and not matching_values(entries, four, {})
+
+
+def _accepted_node_kinds(frame, system: str, accepted: dict) -> set:
+    """The kinds of node (model, count, link) the accepted runs ran on."""
+    from reports.nightly import run_rows
+
+    rows = frame[run_rows(frame, system, accepted["runs"])]
+    return set(map(tuple, rows[["gpu_model", "gpu_count", "host_link"]].drop_duplicates().values))
+
+
+def test_every_case_run_on_an_accepted_machine_has_a_reference_for_each_headline_figure():
+    import json
+
+    from checks.suite.keys import parse_case
+    from reports.load import load
+
+    perflogs = Path(REFERENCES_DIR).parent.parent / "perflogs"
+    missing, judged = [], 0
+    for accepted_file in sorted(perflogs.glob("*/accepted.json")):
+        system, accepted = accepted_file.parent.name, json.loads(accepted_file.read_text())
+        if "runs" not in accepted:
+            continue  # a record from before samples: nothing keyed on cases yet
+        frame = load(perflogs / system, warn=None).frame
+        kinds = _accepted_node_kinds(frame, system, accepted)
+        heads = frame[frame["sample"].notna() & (frame["case"] != frame["params"])]
+        keys = ["test", "case", "system", "partition", "gpu_model", "gpu_count", "host_link"]
+        for (test, case, *facts), group in heads.groupby(keys):
+            facts = dict(zip(keys[2:], facts))
+            if (facts["gpu_model"], facts["gpu_count"], facts["host_link"]) not in kinds:
+                continue
+            values = matching_values(load_entries(test), facts, parse_case(case))
+            for figure in sorted(group["figure"].unique()):
+                judged += 1
+                if figure not in values:
+                    missing.append(f"{system} {facts['gpu_model']}: {test} {case} {figure}")
+    assert not missing, f"{len(missing)} of {judged} headline figures have no reference:\n" + "\n".join(missing[:20])

@@ -1,14 +1,23 @@
-"""Base classes of the run-only checks: the shared build, node facts for the
-perflog, launcher defaults from the system's data, and the GPU skip rule."""
+"""Base classes of the run-only checks: the shared build, node facts and the
+case for the perflog, headline figures with their samples, references from
+data, the NVML watch around every program that uses a GPU, launcher defaults
+from the system's data, and the GPU skip rule."""
+
+from __future__ import annotations
 
 import glob
 import os
 import re
+import statistics
+import sys
 
 import reframe as rfm
-from reframe.core.builtins import fixture, run_after, run_before, variable
+import reframe.utility.sanity as sn
+from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 
-from .build import SuiteBuild
+from .build import REPO, SuiteBuild
+from .keys import NODE_FACTS, format_case, format_value, sample_name
+from .references import references_for
 
 
 def cuda_toolkit_version(build_stagedir: str) -> str:
@@ -23,16 +32,39 @@ def cuda_toolkit_version(build_stagedir: str) -> str:
     return "unknown"
 
 
+@sn.deferrable
+def median(values) -> float:
+    """The median of a figure's samples (the value references judge)."""
+    values = list(values)
+    if not values:
+        raise sn.SanityError("no samples to take the median of")
+    return statistics.median(values)
+
+
+#: What the NVML watch prints when the program ran on healthy GPUs
+#: (systems/watch.py): every GPU watched, no fault.
+_WATCHED = r"^Watch: [1-9]\d* GPU\(s\) watched for \S+ s, 0 fault\(s\)$"
+
+
 class NodeFacts(rfm.RegressionTestPlugin):
-    """The node a check runs on, as every perflog line carries it (see
-    systems/rfm.py) and as references are matched on (checks/suite/references.py),
-    and the launch defaults the system's data gives."""
+    """The node a check runs on and the case it measures, as every perflog
+    line carries them and as references are matched on (checks/suite/keys.py);
+    the launch defaults the system's data gives; and the NVML watch around
+    every program that uses a GPU, whose faults fail the check."""
 
     gpu_model = variable(str, value="none", loggable=True)
     gpu_count = variable(int, value=0, loggable=True)
     driver_version = variable(str, value="unknown", loggable=True)
     cuda_version = variable(str, value="unknown", loggable=True)
     host_link = variable(str, value="unknown", loggable=True)
+
+    #: The case: the parameters and the `case_variables`, 'name=value' sorted
+    #: by name. With the node facts it keys references, baselines and comparisons.
+    case = variable(str, value="", loggable=True)
+
+    #: Variables that change what the check measures (sizes, launch shapes);
+    #: with the parameters they make the case. Repetitions are not among them.
+    case_variables: tuple = ()
 
     @property
     def node(self) -> dict:
@@ -41,6 +73,35 @@ class NodeFacts(rfm.RegressionTestPlugin):
     def speed_of_light(self, link: str):
         """A link's limit per direction in bytes per second, or None."""
         return self.current_partition.extras["speed_of_light"].get(link)
+
+    def figure_limit(self, figure: str) -> float | None:
+        """The physical limit of a figure, in its own unit, where one is known."""
+        return None
+
+    def node_facts(self) -> dict:
+        values = {
+            "system": self.current_system.name,
+            "partition": self.current_partition.name,
+            "gpu_model": self.gpu_model,
+            "gpu_count": self.gpu_count,
+            "host_link": self.host_link,
+        }
+        return {name: values[name] for name in NODE_FACTS}
+
+    def case_items(self) -> dict:
+        """The case's items: parameters as the test's name shows them, and the case variables."""
+        cls = type(self)
+        items = {p: cls.raw_params[p].format(getattr(self, p)) for p in cls.param_space.params}
+        items.update({v: format_value(getattr(self, v)) for v in self.case_variables})
+        return items
+
+    def headline(self, name: str, samples, unit: str, count: int) -> dict:
+        """The performance variables of a headline figure: the median of its
+        `count` samples (a deferred list) under `name`, and each sample."""
+        perf = {name: sn.make_performance_function(median(samples), unit)}
+        for k in range(1, count + 1):
+            perf[sample_name(name, k)] = sn.make_performance_function(sn.getitem(samples, k - 1), unit)
+        return perf
 
     @run_after("setup")
     def describe_node(self):
@@ -61,6 +122,13 @@ class NodeFacts(rfm.RegressionTestPlugin):
             if part
         )
 
+    @run_after("setup")
+    def describe_case(self):
+        self.case = format_case(self.case_items())
+
+    def uses_gpu(self) -> bool:
+        return bool(self.num_gpus_per_node) and self.node["gpus"]["count"] > 0
+
     @run_before("run")
     def apply_launcher_settings(self):
         # Launcher defaults come from the system's data; only launchers that
@@ -71,6 +139,40 @@ class NodeFacts(rfm.RegressionTestPlugin):
                 setattr(launcher, name, value)
         if hasattr(type(launcher), "gpus_per_task") and self.num_gpus_per_node:
             launcher.gpus_per_task = self.num_gpus_per_node // max(1, self.num_tasks_per_node or 1)
+
+    @run_before("run", always_last=True)
+    def watch_the_gpus(self):
+        # The watch runs where the program runs (after srun or jsrun, on the
+        # compute node), so it sees the GPUs the program uses.
+        if not self.uses_gpu():
+            return
+        allowed = self.current_partition.extras.get("clock_events_allowed", [])
+        self.executable_opts = ["-m", "systems.watch", "--allow", ",".join(allowed) or "none", "--",
+                                self.executable, *self.executable_opts]  # fmt: skip
+        self.executable = sys.executable
+        self.env_vars["PYTHONPATH"] = REPO + os.pathsep + "$PYTHONPATH"
+
+    @run_before("performance", always_last=True)
+    def set_references(self):
+        self.reference = references_for(self)
+
+    def verified(self):
+        """What the program must have printed for its figures to count (a
+        deferred assertion); every check defines it."""
+        raise NotImplementedError(f"{type(self).__name__} does not say how its output is verified")
+
+    def watched(self):
+        """No fault on any GPU while the program ran (systems/watch.py)."""
+        if not self.uses_gpu():
+            return sn.assert_true(True)
+        return sn.all([
+            sn.assert_not_found(r"^Watch: FAIL", self.stdout, msg="a GPU fault during the run (see 'Watch: FAIL')"),
+            sn.assert_found(_WATCHED, self.stdout, msg="the NVML watch did not report (see 'Watch:' in the output)"),
+        ])  # fmt: skip
+
+    @sanity_function
+    def validate(self):
+        return sn.all([self.verified(), self.watched()])
 
 
 class SuiteCheck(rfm.RunOnlyRegressionTest, NodeFacts):
@@ -114,3 +216,8 @@ class GpuCheck(SuiteCheck):
         extras = self.current_partition.extras
         reasons = "; ".join(extras.get("detection_notes", [])) or "the partition declares no GPU"
         self.skip_if(extras["node"]["gpus"]["count"] == 0, f"no GPU on {self.current_partition.fullname}: {reasons}")
+
+    def gpu_numa_node(self, device: int = 0) -> int:
+        """The NUMA node of a GPU (the first NUMA node where affinity is unknown)."""
+        affinity = self.node["gpus"].get("numa_affinity") or [self.node["numa_nodes"][0]]
+        return affinity[min(device, len(affinity) - 1)]

@@ -2,25 +2,32 @@
 
 Each file is a list of entries::
 
-    - where: {system: summit}                  # or partition, gpu_model, host_link
-      case: {allocator: numa, op: read}        # test parameters; optional
+    - where: {system: summit}                  # or partition, gpu_model, gpu_count, host_link
+      case: {memory: numa, op: read}           # items of the case (checks/suite/keys.py); optional
       values:
-        steady_bw: [63.5, -0.05, 0.05, GiB/s]  # reference, lower, upper, unit
+        steady_bw: [63.5, -0.05, null, GiB/s]  # reference, lower, upper, unit
       source: the reprex seed, baseline run    # where the figure comes from
 
 Declared systems are matched by name; machines described at run time
 (``local``) by their GPU model and host link, and by their GPU count where
 the figure depends on it, so a figure measured on one H100 on PCIe Gen5
-applies to any such node and to no other. Later entries refine
+applies to any such node and to no other. An entry applies to a case when
+every item of its ``case`` is one of the case's; later entries refine
 earlier ones.
+
+A bandwidth's upper bound is its physical limit, not a tolerance: where the
+check knows the speed of light of a figure (from systems/), the bound is set
+from it whatever the file says; ``null`` leaves a bound open.
 """
+
+from __future__ import annotations
 
 import os
 
 import yaml
-from reframe.core.warnings import suppress_deprecations
 
 from .build import REPO
+from .keys import direction
 
 REFERENCES_DIR = os.path.join(REPO, "systems", "references")
 
@@ -40,19 +47,9 @@ def load_entries(check_name: str, directory: str = REFERENCES_DIR) -> list:
     return entries
 
 
-def _facts(check) -> dict:
-    return {
-        "system": check.current_system.name,
-        "partition": check.current_partition.name,
-        "gpu_model": check.gpu_model,
-        "gpu_count": check.gpu_count,
-        "host_link": check.host_link,
-    }
-
-
 def _same(a, b) -> bool:
     """Equal as numbers where both are numbers (5 == 5.0), else as text;
-    lists as ReFrame's perflogs write them ('1,2,4')."""
+    lists as the case string writes them ('1,2,4')."""
     if isinstance(a, (list, tuple)):
         a = ",".join(str(x) for x in a)
     try:
@@ -61,29 +58,34 @@ def _same(a, b) -> bool:
         return str(a) == str(b)
 
 
-def matching_values(entries: list, facts: dict, params: dict) -> dict:
+def matching_values(entries: list, facts: dict, case: dict) -> dict:
     """Merge the values of every entry whose 'where' and 'case' match.
 
-    `params` holds the test's parameters (as its name shows them) and its
-    variables, so a case can also pin a variable such as a data size.
+    `facts` are the node facts (checks/suite/keys.py's NODE_FACTS), `case`
+    the case's items (parameters as the test's name shows them, and the
+    variables that change what it measures).
     """
     values = {}
     for entry in entries:
-        where, case = entry["where"], entry.get("case", {})
+        where, items = entry["where"], entry.get("case", {})
         if all(_same(facts.get(k), v) for k, v in where.items()) and all(
-            _same(params.get(k), v) for k, v in case.items()
+            _same(case.get(k), v) for k, v in items.items()
         ):
             values.update(entry["values"])
     return values
 
 
-def references_for(check, check_name: str = None) -> dict:
+def bounded_by_limit(value: list, limit: float | None) -> tuple:
+    """A reference [ref, lower, upper, unit] whose upper bound, for a figure
+    where higher is better and whose physical limit is known, is that limit."""
+    ref, lower, upper, unit = value
+    if limit and ref and direction(unit) == "higher":
+        upper = round(limit / ref - 1, 6)
+    return (ref, lower, upper, unit)
+
+
+def references_for(check) -> dict:
     """ReFrame's `reference` for this test case on its current partition."""
-    name = check_name or type(check).__name__
-    # Parameters as the test's name shows them (e.g. memory=managed+accessed-by).
-    raw = type(check).raw_params
-    with suppress_deprecations():  # var_space also lists ReFrame's deprecated aliases
-        params = {v: getattr(check, v, None) for v in type(check).var_space.vars}
-    params.update({p: raw[p].format(getattr(check, p)) for p in type(check).param_space.params})
-    values = matching_values(load_entries(name), _facts(check), params)
-    return {check.current_partition.fullname: {k: tuple(v) for k, v in values.items()}} if values else {}
+    values = matching_values(load_entries(type(check).__name__), check.node_facts(), check.case_items())
+    bounded = {name: bounded_by_limit(value, check.figure_limit(name)) for name, value in values.items()}
+    return {check.current_partition.fullname: bounded} if bounded else {}
