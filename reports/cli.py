@@ -1,4 +1,9 @@
-"""python -m reports load|compare|html: perflogs to tables, comparisons and figures."""
+"""python -m reports load|compare|html: perflogs to tables, comparisons and figures.
+
+compare exits 0 when every headline figure was judged and none regressed,
+2 on a regression, 3 when a figure could not be judged (or nothing could be
+compared: no data, an unknown field, a usage error).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import compare as cmp
+from . import gate
 from .load import load
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,52 +54,65 @@ def cmd_load(args) -> int:
     return 1 if args.strict and loaded.issues else 0
 
 
+#: Exit statuses of a comparison (and of ./suite nightly, which adds 1 for a failed check).
+PASSED, REGRESSION, UNJUDGED = 0, 2, 3
+
+
+def verdict_status(result: pd.DataFrame, allow_unjudged: bool) -> int:
+    """2 on any regression; else 3 on any figure that could not be judged, unless allowed; else 0."""
+    if (result["verdict"] == "regression").any():
+        return REGRESSION
+    if (result["verdict"] == "unjudged").any() and not allow_unjudged:
+        return UNJUDGED
+    return PASSED
+
+
+def print_verdicts(result: pd.DataFrame, csv: str | Path, out=None) -> None:
+    """The table of every figure, the CSV, and the figures that need a look."""
+    out = out or sys.stdout
+    shown = result.drop(columns=["p_improved"], errors="ignore").copy()
+    shown["change_pct"] = shown["change_pct"].map(lambda v: f"{v:+.1f}%" if v == v else "")
+    shown["threshold_pct"] = shown["threshold_pct"].map(lambda v: f"{v:.1f}%" if v == v else "")
+    for column in ("p_value", "p_adjusted"):
+        shown[column] = shown[column].map(lambda v: f"{v:.3g}" if v == v else "")
+    for column in ("median_base", "median_new"):
+        shown[column] = shown[column].map(lambda v: f"{v:.4g}" if v == v else "")
+    with pd.option_context("display.max_colwidth", 60, "display.width", 250):
+        print(shown.drop(columns=["reason"]).to_string(index=False), file=out)
+    result.to_csv(csv, index=False)
+    print(f"\ntable written to {csv}", file=out)
+    print(gate.summary_line(result), file=out)
+    for _, row in result[result["verdict"].isin(["regression", "unjudged"])].iterrows():
+        what = f"{row.get('test', '')} {row.get('case', '')} {row['figure']}".replace("  ", " ")
+        if row["verdict"] == "regression":
+            print(f"  REGRESSION {what}: {row['median_base']:.4g} -> {row['median_new']:.4g} {row['unit']} "
+                  f"({row['change_pct']:+.1f}%, threshold {row['threshold_pct']:.1f}%, "
+                  f"p = {row['p_adjusted']:.2g} after Holm)", file=out)  # fmt: skip
+        else:
+            print(f"  UNJUDGED {what}: {row['reason']}", file=out)
+
+
 def cmd_compare(args) -> int:
     loaded = load(_paths(args))
     frame = _filter(loaded.frame, args)
     if frame.empty:
         print("error: no performance values to compare (check the paths, --test and --var)", file=sys.stderr)
-        return 2
-    for spec in args.pool:
-        frame = cmp.pool(frame, spec)
+        return UNJUDGED
     try:
-        result = cmp.compare(
-            frame,
-            args.by,
-            args.base,
-            args.new,
-            alpha=args.alpha,
-            threshold=args.threshold,
-            case_fields=args.key.split(",") if args.key else None,
-        )
-    except KeyError as err:
+        for spec in args.pool:
+            frame = cmp.pool(frame, spec)
+        result = cmp.compare(frame, args.by, args.base, args.new, alpha=args.alpha, threshold=args.threshold)
+    except (KeyError, ValueError) as err:
         print(f"error: {err.args[0]}", file=sys.stderr)
-        return 2
+        return UNJUDGED
     if result.empty:
-        print(f"nothing to compare: no values with {args.by} matching {args.base!r} or {args.new!r}", file=sys.stderr)
-        return 2
-    shown = result.copy()
-    shown["change_pct"] = shown["change_pct"].map(lambda v: f"{v:+.1f}%" if v == v else "")
-    shown["p_value"] = shown["p_value"].map(lambda v: f"{v:.3g}" if v is not None and v == v else "")
-    for column in ("median_base", "median_new"):
-        shown[column] = shown[column].map(lambda v: f"{v:.4g}" if v == v else "")
-    print(f"{args.by}: base {args.base!r} vs new {args.new!r} (Mann-Whitney U, two-sided, alpha {args.alpha})")
-    print(shown.drop(columns=["flagged"]).to_string(index=False))
-    result.to_csv(args.csv, index=False)
-    print(f"\ntable written to {args.csv}")
-    counts = result["verdict"].value_counts()
-    print("verdicts: " + ", ".join(f"{v}: {n}" for v, n in counts.items()))
-    flagged = result[result["flagged"]]
-    if args.threshold is not None and not flagged.empty:
-        print(f"\n{len(flagged)} significant regression(s) of {args.threshold}% or more:", file=sys.stderr)
-        for _, row in flagged.iterrows():
-            print(
-                f"  {row.get('test', '')} {row.get('params', '')} {row['perf_var']}: "
-                f"{row['median_base']:.4g} -> {row['median_new']:.4g} {row['unit']} ({row['change_pct']:+.1f}%)",
-                file=sys.stderr,
-            )
-        return 1
-    return 0
+        print(f"nothing to compare: no headline figure (with samples) has {args.by} {args.base!r} or "
+              f"{args.new!r}", file=sys.stderr)  # fmt: skip
+        return UNJUDGED
+    print(f"{args.by}: base {args.base!r} vs new {args.new!r} (Student's t on log values beyond each figure's "
+          f"threshold, one-sided, Holm-corrected, alpha {args.alpha})")  # fmt: skip
+    print_verdicts(result, args.csv)
+    return verdict_status(result, args.allow_unjudged)
 
 
 def cmd_html(args) -> int:
@@ -134,14 +153,17 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--base", required=True, help="value, glob or version prefix (570, 570.x); for time FROM..TO")
     p.add_argument("--new", required=True, help="as --base")
-    p.add_argument("--threshold", type=float, help="exit 1 on a significant regression of at least PCT percent")
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    p.add_argument(
+        "--threshold", type=float, metavar="PCT",
+        help="practical threshold in percent for every figure (default: each figure's reference tolerance)",
+    )  # fmt: skip
+    p.add_argument("--alpha", type=float, default=0.05, help="family-wise significance level (default 0.05)")
     p.add_argument(
         "--pool", action="append", default=[], metavar="REGEX=NAME",
-        help="also treat the variables matching REGEX as samples of one variable NAME "
-        "(e.g. 'run([2-9]|[1-9][0-9]+)_bw=steady_runs')",
+        help="also treat the figures matching REGEX as samples of one figure NAME "
+        "(for records older than samples, e.g. 'run([2-9])_bw=steady_runs')",
     )  # fmt: skip
-    p.add_argument("--key", help=f"comma-separated fields that identify a case (default {','.join(cmp.CASE_FIELDS)})")
+    p.add_argument("--allow-unjudged", action="store_true", help="exit 0, not 3, when some figures cannot be judged")
     p.add_argument("--csv", default="compare.csv", help="CSV file of the comparison (default compare.csv)")
     p.set_defaults(func=cmd_compare)
 
@@ -157,5 +179,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exit:
+        # A comparison that could not start judged nothing: 3, not the 2 of a regression.
+        if exit.code == 2 and argv[:1] == ["compare"]:
+            return UNJUDGED
+        raise
     return args.func(args)

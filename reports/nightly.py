@@ -1,20 +1,27 @@
-"""The nightly entry point and the acceptance of a run as the new baseline.
+"""The nightly entry point and the acceptance of runs as the baseline.
 
-    ./suite nightly [--system NAME] [--threshold PCT] [-- reframe options]
-    ./suite accept STAMP [--system NAME] [--write-references --tolerance PCT]
+    ./suite nightly [--system NAME] [--alpha A] [--allow-unjudged] [--no-report] [-- reframe options]
+    ./suite accept STAMP [STAMP ...] [--system NAME] [--write-references] [--min-tolerance PCT]
 
-`nightly` runs the health checks (``-t health``), then every other check that
-can run (ReFrame's ``nightly`` mode, see systems/rfm.py), with ReFrame's
-results storage on and its JSON run report kept. It then compares the run's
-perflog lines with those of the last accepted run of the same system
-(``reports compare --by time``, pooled repeated runs, Mann-Whitney U), writes
-the HTML report of the run with the comparison beside it, and exits non-zero
-on a failed check (1) or on a significant regression past the threshold (2).
-Everything a run leaves is under reports/nightly/<system>/<stamp>/.
+`nightly` runs the health checks (``-t health``), then every other check
+that can run (ReFrame's ``nightly`` mode), with ReFrame's results storage on
+and its JSON run reports kept; judges every headline figure of the run
+against the accepted baseline's samples (reports/gate.py); writes the
+comparison (compare.csv, one verdict per figure) and the HTML report under
+reports/nightly/<system>/<stamp>/; and exits with
 
-`accept` makes a run the system's baseline (perflogs/<system>/accepted.json)
-and, with --write-references, writes the run's medians back as the system's
-references (systems/references/<Check>.yaml) with the tolerance given.
+    0  as accepted: every check passed, every headline figure was judged, none moved;
+    1  a check failed: the node is unhealthy or a program did not measure;
+    2  something moved: a figure out of its reference's bounds, or flagged by the gate;
+    3  not judged: no accepted baseline, a figure or the node's facts without one,
+       or a comparison that could not be made (--allow-unjudged turns this into 0).
+
+`accept` makes one or more runs the system's baseline
+(perflogs/<system>/accepted.json: the runs, and the node facts their health
+checks recorded) and, with --write-references, writes references from them
+into systems/references/<Check>.yaml: per case and headline figure the
+median of the runs and a tolerance from their spread, which needs at least
+three runs on separately started nodes.
 """
 
 from __future__ import annotations
@@ -24,35 +31,38 @@ import datetime as dt
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
+from checks.suite.keys import CASE_KEY, NODE_FACTS, direction, parse_case
 from checks.suite.references import load_entries, matching_values
+from systems import data
 
-from . import cli
-from .load import CORE, load
+from . import cli, gate
+from .compare import select_mask
+from .load import load
 
 REPO = Path(__file__).resolve().parent.parent
 NIGHTLY_DIR = REPO / "reports" / "nightly"
 PERFLOGS = REPO / "perflogs"
 REFERENCES = REPO / "systems" / "references"
 
-#: Repeated runs inside one case count as samples of one variable.
-POOLS = ["run([2-9]|[1-9][0-9]+)_bw=steady_runs", r"(read|write)_bw_node(\d+)_run\d+=\1_bw_node\2_runs"]
+FAILED, MOVED, UNJUDGED = 1, cli.REGRESSION, cli.UNJUDGED
 
-#: The variables an acceptance turns into references: each check's headline
-#: figures and anchor points, not every sample (per-run values, every point of
-#: a sweep) whose noise would make the gate flap.
-REFERENCE_VARS = cli.cmp.HEADLINE_VARS
-
-#: Fields that are not a case's parameters or variables.
-NOT_CASE = set(CORE) | {"program", "gpu_count"}
-#: What a reference's `where` may name of the machine a row comes from.
-NODE_FACTS = ("system", "partition", "gpu_model", "gpu_count", "host_link")
+#: Runs on separately started nodes that tolerances are taken from, at least.
+MIN_RUNS = 3
+#: A tolerance covers this many standard deviations of the runs' medians
+#: between nodes, and of the samples within a run (robust: from the MAD).
+BETWEEN_RUNS_SIGMAS = 4.0
+WITHIN_RUN_SIGMAS = 3.0
+#: A rate's lower bound stays above a tenth of its reference.
+MAX_RATE_TOLERANCE = 0.9
 
 
 def now() -> str:
@@ -63,14 +73,10 @@ def selected_system(explicit: str | None) -> str:
     """The system ReFrame would pick on this machine, unless one is named."""
     if explicit:
         return explicit
-    sys.path.insert(0, str(REPO))
     import socket
 
-    from systems.rfm import site_configuration
-
-    host = socket.gethostname()
-    for system in site_configuration()["systems"]:
-        if any(re.match(pattern, host) for pattern in system["hostnames"]):
+    for system in data.load_all().values():
+        if any(re.match(pattern, socket.gethostname()) for pattern in system["hostnames"]):
             return system["name"]
     return "local"
 
@@ -89,29 +95,72 @@ def accepted_file(system: str) -> Path:
     return PERFLOGS / system / "accepted.json"
 
 
-def run_rows(system: str, start: str, end: str) -> pd.DataFrame:
-    frame = load([PERFLOGS]).frame
-    window = cli.cmp.select(frame[frame["system"] == system], "time", f"{start}..{end}")
-    return window
+def read_accepted(system: str) -> dict | None:
+    """The system's baseline: its runs (older records held one run) and node facts."""
+    path = accepted_file(system)
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    if "runs" not in record:
+        record = {"system": system, "runs": [record], "node": {}}
+    return record
 
 
-def compare_with_accepted(system: str, run: dict, outdir: Path, threshold: float | None) -> int:
-    """0: no regression past the threshold; 2: a significant one; no baseline: 0."""
-    baseline = accepted_file(system)
-    if not baseline.exists():
-        print(f"nightly: no accepted run for {system} yet: accept this one with ./suite accept {run['stamp']}")
-        return 0
-    base = json.loads(baseline.read_text())
-    argv = ["compare", str(PERFLOGS), "--by", "time", "--base", f"{base['start']}..{base['end']}",
-            "--new", f"{run['start']}..{run['end']}", "--csv", str(outdir / "compare.csv"),
-            "--key", "system,partition,environ,test,params,perf_var,unit"]  # fmt: skip
-    for spec in POOLS:
-        argv += ["--pool", spec]
-    if threshold is not None:
-        argv += ["--threshold", str(threshold)]
-    print(f"nightly: comparing with the run accepted on {base['stamp']}", flush=True)
-    status = cli.main(argv)
-    return {0: 0, 1: 2}.get(status, 0)
+def outcomes(report: Path) -> dict:
+    """The test cases of a ReFrame run report by outcome: passed, skipped,
+    failed (a program did not measure) and moved (failed its references)."""
+    found = {"passed": [], "skipped": [], "failed": [], "moved": []}
+    if not report.exists():
+        found["failed"].append(f"no run report ({report.name}): ReFrame did not finish")
+        return found
+    for run in json.loads(report.read_text()).get("runs", [])[-1:]:  # the last try of each case
+        for case in run["testcases"]:
+            name = case["display_name"]
+            if case["result"] == "pass":
+                found["passed"].append(name)
+            elif case["result"] == "skip":
+                found["skipped"].append(name)
+            elif case.get("fail_phase") == "performance":
+                found["moved"].append(f"{name}: {' '.join(str(case.get('fail_reason', '')).split())}")
+            elif case["result"] == "fail_deps":
+                found["failed"].append(f"{name}: not run, a test it depends on (the build) failed")
+            else:
+                why = str(case.get("fail_reason") or case["result"]).strip()
+                found["failed"].append(f"{name} ({case.get('fail_phase') or case['result']}): {why}")
+    return found
+
+
+def run_rows(frame: pd.DataFrame, system: str, runs: list[dict]) -> pd.Series:
+    """Which rows of `frame` the given runs of `system` logged."""
+    mask = pd.Series(False, index=frame.index)
+    for run in runs:
+        mask |= select_mask(frame, "time", f"{run['start']}..{run['end']}")
+    return mask & (frame["system"] == system)
+
+
+def judge_run(system: str, run: dict, accepted: dict | None, outdir: Path, alpha: float) -> pd.DataFrame | None:
+    """The gate's verdict on every headline figure of the run, or None without a baseline."""
+    if accepted is None:
+        print(f"nightly: no accepted run for {system}: nothing to judge against; accept runs with "
+              f"./suite accept {run['stamp']} [more stamps] --write-references")  # fmt: skip
+        return None
+    frame = load([PERFLOGS / system], warn=None).frame
+    base, new = run_rows(frame, system, accepted["runs"]), run_rows(frame, system, [run])
+    result = gate.judge(frame, base, new, alpha)
+    stamps = ", ".join(r["stamp"] for r in accepted["runs"])
+    print(f"nightly: judged against the accepted run(s) {stamps} (Student's t on log values beyond each figure's "
+          f"threshold, Holm-corrected, alpha {alpha})")  # fmt: skip
+    cli.print_verdicts(result, outdir / "compare.csv")
+    return result
+
+
+def nightly_status(found: dict, result: pd.DataFrame | None, node_judged: bool, allow_unjudged: bool) -> int:
+    if found["failed"]:
+        return FAILED
+    if found["moved"] or (result is not None and (result["verdict"] == "regression").any()):
+        return MOVED
+    unjudged = result is None or (result["verdict"] == "unjudged").any() or not node_judged
+    return UNJUDGED if unjudged and not allow_unjudged else 0
 
 
 def nightly(args) -> int:
@@ -120,32 +169,48 @@ def nightly(args) -> int:
     outdir = NIGHTLY_DIR / system / stamp.replace(":", "")
     outdir.mkdir(parents=True, exist_ok=True)
     run = {"system": system, "stamp": stamp, "start": stamp}
+    accepted = read_accepted(system)
 
-    health = reframe(system, outdir / "health-report.json", "-t", "health", *args.reframe)
+    health = reframe(system, outdir / "health-report.json", "-t", "health", "-S", f"NodeHealth.facts_dir={outdir}",
+                     *args.reframe)  # fmt: skip
+    found = outcomes(outdir / "health-report.json")
     run["health"] = "pass" if health == 0 else "fail"
-    status = 0
-    if health != 0:
-        print("nightly: the health checks failed: no performance checks on an unhealthy node", file=sys.stderr)
-        status = 1
+    if health == 0:
+        reframe(system, outdir / "run-report.json", "--mode", "nightly", *args.reframe)
+        checks = outcomes(outdir / "run-report.json")
+        found = {k: found[k] + checks[k] for k in found}
+        run["checks"] = "pass" if not (checks["failed"] or checks["moved"]) else "fail"
     else:
-        perf = reframe(system, outdir / "run-report.json", "--mode", "nightly", *args.reframe)
-        run["checks"] = "pass" if perf == 0 else "fail"
-        status = 1 if perf else 0
+        print("nightly: the health checks failed: no performance checks on an unhealthy node", file=sys.stderr)
     run["end"] = now()
     (outdir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
 
-    if health == 0:
-        regression = compare_with_accepted(system, run, outdir, args.threshold)
-        status = status or regression
-        cli.main(["html", str(PERFLOGS), "-o", str(outdir), "--title",
-                  f"Nightly run of {system}, {stamp} UTC"] + _window_filter(run))  # fmt: skip
-    print(f"nightly: {run.get('checks', 'not run')} checks, health {run['health']}; results in {outdir}")
+    result = judge_run(system, run, accepted, outdir, args.alpha) if health == 0 else None
+    node_judged = bool(accepted and accepted.get("node"))
+    if health == 0 and not args.no_report:
+        cli.main(["html", str(PERFLOGS / system), "-o", str(outdir), "--title", f"Nightly run of {system}, {stamp} UTC",
+                  "--since", run["start"], "--until", run["end"]])  # fmt: skip
+    status = nightly_status(found, result, node_judged, args.allow_unjudged)
+    report_outcome(found, result, node_judged, status, outdir)
     return status
 
 
-def _window_filter(run: dict) -> list[str]:
-    # The HTML report covers this run only: its time window, through --since/--until.
-    return ["--since", run["start"], "--until", run["end"]]
+_MEANING = {0: "as accepted", FAILED: "a check failed", MOVED: "something moved", UNJUDGED: "not judged"}
+
+
+def report_outcome(found: dict, result: pd.DataFrame | None, node_judged: bool, status: int, outdir: Path) -> None:
+    for kind in ("failed", "moved"):
+        for line in found[kind]:
+            print(f"nightly: {kind.upper()} {line}", file=sys.stderr)
+    if not node_judged:
+        print("nightly: UNJUDGED the node's facts: the accepted baseline records none", file=sys.stderr)
+    gate_line = gate.summary_line(result) if result is not None else "no baseline: no figure judged"
+    print(f"nightly: checks {len(found['passed'])} passed, {len(found['failed'])} failed, "
+          f"{len(found['moved'])} out of their references, {len(found['skipped'])} skipped; {gate_line}")  # fmt: skip
+    print(f"nightly: exit {status} ({_MEANING[status]}); results in {outdir}")
+
+
+# ---------------------------------------------------------------- accept --
 
 
 def find_run(system: str, stamp: str) -> tuple[Path, dict]:
@@ -156,52 +221,84 @@ def find_run(system: str, stamp: str) -> tuple[Path, dict]:
     return outdir, json.loads(path.read_text())
 
 
-def reference_entries(rows: pd.DataFrame, tolerance: float, directory: Path = REFERENCES) -> dict[str, list]:
-    """Per check, one entry per case: the run's medians with +-tolerance, or
-    with the wider tolerance an existing reference already justifies."""
+def node_facts_of(outdirs: list[Path]) -> dict:
+    """Per partition, the node facts the runs' health checks recorded; runs that disagree are named."""
+    facts: dict = {}
+    for outdir in outdirs:
+        for path in sorted(outdir.glob("node-*.json")):
+            record = json.loads(path.read_text())
+            partition, host = record.pop("partition"), record.pop("host")
+            if partition in facts and facts[partition] != record:
+                print(f"accept: warning: {path} ({host}) differs from the first node of {partition}", file=sys.stderr)
+            facts.setdefault(partition, record)
+    return facts
+
+
+def _robust_spread(samples: np.ndarray) -> float:
+    """The relative standard deviation of samples, from their median absolute deviation."""
+    median = float(np.median(samples))
+    return 1.4826 * float(np.median(np.abs(samples - median))) / median if median else 0.0
+
+
+def tolerance(runs: list[np.ndarray], minimum: float, better: str) -> tuple[float, float]:
+    """A figure's reference (the median of the runs' medians) and tolerance:
+    the larger of `minimum`, BETWEEN_RUNS_SIGMAS times the runs' medians'
+    relative standard deviation, and WITHIN_RUN_SIGMAS times the samples'."""
+    medians = [float(np.median(r)) for r in runs]
+    ref = statistics.median(medians)
+    between = statistics.stdev(medians) / ref if len(medians) > 1 and ref else 0.0
+    within = statistics.median(_robust_spread(r) for r in runs)
+    spread = max(minimum, BETWEEN_RUNS_SIGMAS * between, WITHIN_RUN_SIGMAS * within)
+    return ref, min(spread, MAX_RATE_TOLERANCE) if better == "higher" else spread
+
+
+def _where(row: pd.Series, detected: bool) -> dict:
+    # Machines described at run time are matched by what they are, not by name.
+    if not detected:
+        return {"system": row["system"], "partition": row["partition"]}
+    where = {"gpu_model": row["gpu_model"], "host_link": row["host_link"]}
+    if str(row.get("gpu_count", "")).isdigit():
+        where["gpu_count"] = int(row["gpu_count"])
+    return where
+
+
+def reference_entries(
+    samples: pd.DataFrame, minimum: float, detected: bool, directory: Path = REFERENCES
+) -> dict[str, list]:
+    """Per check, one entry per case and kind of node: each headline figure's
+    reference and tolerance from the runs (samples: the runs' sample rows,
+    with a 'run' column). A wider tolerance an existing reference gives is kept."""
     entries: dict[str, list] = {}
-    case_fields = [c for c in rows.columns if c not in NOT_CASE]
-    # One entry per case and machine: the same case on two GPUs and on four is two.
-    facts_of = [c for c in NODE_FACTS if c in rows.columns]
-    for (test, *_), group in rows.groupby(["test", "display_name", *facts_of], dropna=False):
-        first = group.iloc[0]
-        where = _where(first)
-        # A variable named like a table column was loaded as param_NAME.
-        case = {
-            c.removeprefix("param_"): _plain(first[c]) for c in case_fields if pd.notna(first[c]) and first[c] != ""
-        }
-        facts = {k: first[k] for k in facts_of}
-        existing = matching_values(load_entries(test, str(directory)), facts, case)
+    keys = [k for k in CASE_KEY if k in samples.columns]
+    for _, case in samples.groupby([samples[k].fillna("").astype(str) for k in keys]):
+        first = case.iloc[0]
+        facts = {k: first.get(k) for k in NODE_FACTS}
+        items = parse_case(first["case"])
+        existing = matching_values(load_entries(first["test"], str(directory)), facts, items)
         values = {}
-        for var, samples in group.groupby("perf_var"):
-            if not re.fullmatch(REFERENCE_VARS, var):
+        for (figure, unit), rows in case.groupby(["figure", "unit"]):
+            better = direction(unit)
+            if better is None:
                 continue
-            median = float(samples["value"].median())
-            low, high = -tolerance / 100, tolerance / 100
-            if var in existing:
-                low, high = min(low, existing[var][1]), max(high, existing[var][2])
-            values[var] = [round(median, 6), low, high, str(samples["unit"].iloc[0])]
+            runs = [g["value"].to_numpy(float) for _, g in rows.groupby("run")]
+            ref, spread = tolerance(runs, minimum, better)
+            old = existing.get(figure)
+            if better == "higher":
+                if old and old[1] is not None and old[1] < -spread:
+                    spread = -old[1]
+                values[figure] = [round(ref, 6), -round(spread, 4), None, unit]
+            else:
+                if old and old[2] is not None and old[2] > spread:
+                    spread = old[2]
+                values[figure] = [round(ref, 6), None, round(spread, 4), unit]
         if values:
-            entries.setdefault(test, []).append({"where": where, "case": case, "values": values})
+            entry = {"where": _where(first, detected), "case": items, "values": values}
+            entries.setdefault(first["test"], []).append(entry)
     return entries
 
 
-def _plain(value):
-    return value.item() if hasattr(value, "item") else value
-
-
-def _where(row) -> dict:
-    # Machines described at run time are matched by what they are, not by name.
-    if row["system"] in ("local", "ci-slurm"):
-        where = {"gpu_model": row["gpu_model"], "host_link": row["host_link"]}
-        if "gpu_count" in row and pd.notna(row["gpu_count"]):
-            where["gpu_count"] = int(float(row["gpu_count"]))
-        return where
-    return {"system": row["system"]}
-
-
-def write_references(entries: dict[str, list], stamp: str, directory: Path = REFERENCES) -> list[Path]:
-    """Append (or replace) this acceptance's section in each check's file."""
+def write_references(entries: dict[str, list], note: str, directory: Path = REFERENCES) -> list[Path]:
+    """Append (or replace) the acceptance's section in each check's file."""
     marker = "# --- written by ./suite accept"
     written = []
     for test, items in entries.items():
@@ -210,25 +307,49 @@ def write_references(entries: dict[str, list], stamp: str, directory: Path = REF
         # An empty list written as '[]' cannot be followed by entries.
         kept = [line for line in text.split(marker)[0].rstrip().splitlines() if line.strip() != "[]"]
         body = yaml.safe_dump(items, sort_keys=False, default_flow_style=None, width=120)
-        text = "\n".join(kept) + f"\n\n{marker} from the run of {stamp} (later entries refine earlier ones)\n{body}"
+        text = "\n".join(kept) + f"\n\n{marker} from {note} (later entries refine earlier ones)\n{body}"
         yaml.safe_load(text)  # never leave a file the checks cannot read
         path.write_text(text)
         written.append(path)
     return written
 
 
+def accepted_samples(system: str, runs: list[dict]) -> pd.DataFrame:
+    """The sample rows of the runs, each with the index of its run."""
+    frame = load([PERFLOGS / system], warn=None).frame
+    parts = []
+    for i, run in enumerate(runs):
+        rows = frame[run_rows(frame, system, [run]) & frame["sample"].notna()]
+        parts.append(rows.assign(run=i))
+    return pd.concat(parts, ignore_index=True) if parts else frame.iloc[0:0]
+
+
 def accept(args) -> int:
     system = selected_system(args.system)
-    outdir, run = find_run(system, args.stamp)
-    if run.get("checks") != "pass":
-        print(f"accept: run {args.stamp} did not pass its checks; accepting it anyway", file=sys.stderr)
+    found = [find_run(system, stamp) for stamp in args.stamps]
+    runs = [run for _, run in found]
+    for run in runs:
+        if run.get("checks") != "pass" or run.get("health") != "pass":
+            print(
+                f"accept: warning: run {run['stamp']} did not pass all its checks; accepting it anyway", file=sys.stderr
+            )
+    if args.write_references and len(runs) < MIN_RUNS and args.min_tolerance is None:
+        print(f"accept: references need the spread of at least {MIN_RUNS} runs on separately started nodes, "
+              f"{len(runs)} given; give more stamps, or a tolerance with --min-tolerance", file=sys.stderr)  # fmt: skip
+        return 2
+    record = {"system": system, "accepted": now(), "runs": runs, "node": node_facts_of([o for o, _ in found])}
     target = accepted_file(system)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(run, indent=1) + "\n")
-    print(f"accept: {args.stamp} is now the baseline of {system} ({target.relative_to(REPO)})")
+    target.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"accept: {', '.join(args.stamps)} now the baseline of {system} ({target.relative_to(REPO)})")
+    if not record["node"]:
+        print("accept: warning: the runs recorded no node facts: health on this system judges nothing", file=sys.stderr)
     if args.write_references:
-        rows = run_rows(system, run["start"], run["end"])
-        for path in write_references(reference_entries(rows, args.tolerance), run["stamp"]):
+        minimum = (args.min_tolerance if args.min_tolerance is not None else 3.0) / 100
+        detected = bool(data.load_all()[system].get("detect"))
+        entries = reference_entries(accepted_samples(system, runs), minimum, detected)
+        note = f"the runs {', '.join(args.stamps)}"
+        for path in write_references(entries, note):
             print(f"accept: references written to {path.relative_to(REPO)}")
     return 0
 
@@ -236,22 +357,30 @@ def accept(args) -> int:
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m reports.nightly", description=__doc__.splitlines()[0])
     sub = top.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("nightly", help="health checks, performance checks, comparison, report")
+    p = sub.add_parser("nightly", help="health checks, performance checks, the gate, the report")
     p.add_argument("--system", help="the system to run (default: the one ReFrame picks on this machine)")
-    p.add_argument("--threshold", type=float, default=5.0, help="regression threshold in percent (default 5)")
+    p.add_argument("--alpha", type=float, default=0.05, help="family-wise significance level of the gate")
+    p.add_argument("--allow-unjudged", action="store_true", help="exit 0, not 3, when something could not be judged")
+    p.add_argument("--no-report", action="store_true", help="skip the HTML report")
     p.add_argument("reframe", nargs=argparse.REMAINDER, help="further ReFrame options, after --")
     p.set_defaults(func=nightly)
-    p = sub.add_parser("accept", help="make a nightly run the baseline")
-    p.add_argument("stamp", help="the run's stamp (reports/nightly/<system>/<stamp>)")
+    p = sub.add_parser("accept", help="make nightly runs the baseline")
+    p.add_argument("stamps", nargs="+", metavar="STAMP", help="the runs' stamps (reports/nightly/<system>/<stamp>)")
     p.add_argument("--system")
-    p.add_argument("--write-references", action="store_true", help="write the run's medians as references")
-    p.add_argument("--tolerance", type=float, default=10.0, help="reference tolerance in percent (default 10)")
+    p.add_argument("--write-references", action="store_true", help="write references from the runs")
+    p.add_argument(
+        "--min-tolerance", type=float, metavar="PCT",
+        help=f"smallest tolerance in percent (default 3); with fewer than {MIN_RUNS} runs, the tolerance itself",
+    )  # fmt: skip
     p.set_defaults(func=accept)
     return top
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exit:  # a usage error judged nothing: 3, not the 2 of something that moved
+        return UNJUDGED if exit.code == 2 else exit.code
     if getattr(args, "reframe", None) and args.reframe[0] == "--":
         args.reframe = args.reframe[1:]
     return args.func(args)
