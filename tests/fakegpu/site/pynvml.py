@@ -1,0 +1,25 @@
+"""A stand-in for nvidia-ml-py on a machine without a GPU (tests/test_fake_gpu.py):
+one H100 on PCIe Gen5, from tests/fake_nvml.py. GPU_MEMPATHS_FAKE_GPU
+('field=value,...') changes the GPU's readings, to inject a fault."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+from fake_nvml import FakeGpu, FakeNvml  # noqa: E402
+
+
+def _gpu() -> FakeGpu:
+    gpu = FakeGpu()
+    for item in filter(None, os.environ.get("GPU_MEMPATHS_FAKE_GPU", "").split(",")):
+        name, _, value = item.partition("=")
+        setattr(gpu, name, type(getattr(gpu, name))(int(value)))
+    return gpu
+
+
+_nvml = FakeNvml([_gpu()])
+
+
+def __getattr__(name):
+    return getattr(_nvml, name)

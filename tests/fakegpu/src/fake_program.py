@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""The suite's programs as a node with one H100 would run them, minus the GPU.
+
+Installed under each program's name by src/CMakeLists.txt here (the fake
+build of tests/test_fake_gpu.py); it prints what the real program prints,
+in the same format, for the options the checks pass, with values drawn
+around one H100's figures with a small run-to-run noise.
+
+    GPU_MEMPATHS_FAKE_SEED      seeds the noise (a node's "session")
+    GPU_MEMPATHS_FAKE_SLOWDOWN  'program=factor,...': rates times factor, times over it
+"""
+
+import os
+import random
+import statistics
+import sys
+
+
+def options(argv: list) -> dict:
+    found, i = {}, 0
+    while i < len(argv):
+        name = argv[i].removeprefix("--")
+        if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            found[name] = argv[i + 1]
+            i += 2
+        else:
+            found[name] = True
+            i += 1
+    return found
+
+
+def factor(program: str) -> float:
+    for item in filter(None, os.environ.get("GPU_MEMPATHS_FAKE_SLOWDOWN", "").split(",")):
+        name, _, value = item.partition("=")
+        if name == program:
+            return float(value)
+    return 1.0
+
+
+def noisy(rng: random.Random, value: float, spread: float = 0.005) -> float:
+    return value * rng.lognormvariate(0.0, spread)
+
+
+def um_bw(rng, opts, slow):
+    read = opts.get("op", "read") == "read"
+    alloc, advise = opts.get("alloc", "managed"), opts.get("advise", "none")
+    runs, repeats = int(opts.get("runs", 5)), int(opts.get("repeats", 1))
+    steady = {"device": 2000.0, "managed": 2000.0 if advise in ("none", "read-mostly") else 47.5}.get(alloc, 47.5)
+    first = {"device": 1990.0, "managed": 5.0 if advise != "preferred-location-cpu" else 1.0}.get(alloc, 47.3)
+    if opts.get("touch-on-host") and alloc == "managed" and advise in ("none", "read-mostly"):
+        steady = 6.0
+    print("Running on device 0 with grid dim 160 and block dim 128")
+    for direction in ("host-to-device", "device-to-host"):
+        samples = [noisy(rng, 51.2 * slow) for _ in range(5)]
+        print(
+            f"Copy engine {direction}: {statistics.median(samples):g} GiB/s (samples "
+            + ",".join(f"{s:f}" for s in samples)
+            + ")"
+        )
+    print(f"Running {'read' if read else 'write'} kernel")
+    for repeat in range(1, repeats + 1):
+        print(f"Repeat: {repeat} of {repeats}")
+        for run in range(1, runs + 1):
+            print(f"Throughput: {noisy(rng, (first if run == 1 else steady) * slow):g} GiB/s")
+    print(f"Checksums verified: {runs * repeats} runs" if read else f"Write verified by the host: {repeats} repeats")
+
+
+def host_bw(rng, opts, slow):
+    nodes, runs = opts.get("nodes", "0").split(","), int(opts.get("runs", 5))
+    for node in nodes:
+        for op, level in (("read", 68.0), ("write", 41.0)):
+            values = [noisy(rng, level * slow, 0.01) for _ in range(runs)]
+            for run, value in enumerate(values, start=1):
+                print(f"Node {node} {op} run {run}: {value:.4f} GiB/s")
+            print(f"Node {node} {op}: {statistics.median(values):.4f} GiB/s (median of {runs} runs)")
+
+
+def daxpy(rng, opts, slow):
+    counts = {}
+    pairs = [tuple(map(int, p.split("x"))) for p in opts["pairs"].split(",")]
+    alloc, prefetch, size = opts["alloc"], opts["prefetch"], int(opts["size"])
+    for inner, outer in pairs:
+        counts[(inner, outer)] = counts.get((inner, outer), 0) + 1
+        kernel = noisy(rng, (size / 800) * 10.0 * inner * outer / slow, 0.02)
+        total = kernel * 3
+        print(
+            f"DAXPY alloc={alloc} prefetch={prefetch} size={size} rows=100 cols={size // 8} inner={inner} "
+            f"outer={outer} sample={counts[(inner, outer)]} kernel_us={kernel:.3f} "
+            f"per_kernel_us={kernel / (inner * outer):.3f} gpu_kernel_us={kernel * 0.9:.3f} "
+            f"touch_us={kernel:.3f} alloc_us=10.000 init_us=10.000 warmup_us=10.000 total_us={total:.3f}"
+        )
+    print(f"Verified: {len(pairs)} points (y as the kernels and touches must leave it)")
+
+
+def copy_latency(rng, opts, slow):
+    methods = [m for m in opts["methods"].split(",") if m != "gdrcopy"]
+    if "gdrcopy" in opts["methods"].split(","):
+        print("Skipped: method=gdrcopy reason=built without GDRCopy")
+    blocks, top = int(opts.get("blocks", 5)), opts.get("max-size", "16M")
+    top = int(top[:-1]) * {"K": 1 << 10, "M": 1 << 20}[top[-1]] if top[-1] in "KM" else int(top)
+    sizes, cases = [1 << i for i in range(top.bit_length())], 0
+    for direction in opts["directions"].split(","):
+        for method in methods:
+            for size in sizes:
+                base = {"pageable": 5.5, "pinned": 7.0, "async": 7.0, "zerocopy": 11.0}[method] + size / 50e3
+                medians = [noisy(rng, base / slow, 0.01) for _ in range(blocks)]
+                print(
+                    f"Latency: method={method} direction={direction} size={size} "
+                    f"median_us={statistics.median(medians):.4f} min_us={min(medians):.4f} samples=100 batch=1 "
+                    f"block_medians_us=" + ",".join(f"{m:.4f}" for m in medians)
+                )
+                cases += 1
+    print(f"Data verified: {cases} cases (each method, direction and size)")
+
+
+def skipped(rng, opts, slow):
+    print("Skipped: needs at least 2 GPUs, 1 visible")
+
+
+PROGRAMS = {
+    "um_bw": um_bw,
+    "host_bw": host_bw,
+    "daxpy": daxpy,
+    "copy_latency": copy_latency,
+    "mem_scan": skipped,
+    "p2p_pingpong": skipped,
+}
+
+
+def main() -> int:
+    program = os.path.basename(sys.argv[0])
+    opts = options(sys.argv[1:])
+    seed = f"{os.environ.get('GPU_MEMPATHS_FAKE_SEED', '0')} {program} {' '.join(sys.argv[1:])}"
+    PROGRAMS[program](random.Random(seed), opts, factor(program))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

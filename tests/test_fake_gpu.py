@@ -1,0 +1,145 @@
+"""The nightly verdict end to end, through ReFrame, on a machine without a GPU.
+
+A copy of the repository gets a system whose node is described at run time
+through a fake NVML (tests/fakegpu/site/pynvml.py: one H100) and whose
+programs are fakes that print the real programs' output with a small noise
+(tests/fakegpu/src/fake_program.py). On it: three nightly runs on "separately
+started nodes" (other noise seeds) exit 3, since nothing is accepted yet;
+they are accepted, with references from their spread; a fourth run exits 0
+with every headline figure judged; a run with host memory at half speed
+exits 2 and flags exactly the host bandwidth figures; a GPU that counted an
+uncorrected ECC error fails health (1); a GPU throttled during the run fails
+the checks it ran (1).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+
+FAKE_SYSTEM = {
+    "name": "fakegpu",
+    "description": "One H100 that NVML and the programs only pretend to have (tests/test_fake_gpu.py)",
+    "hostnames": [],
+    "detect": True,
+    # No CUDA compiler is used: the fake build installs scripts ('true' keeps the cuda feature).
+    "environments": [{"name": "gnu", "cc": "gcc", "cxx": "g++", "nvcc": "true", "features": ["cuda"]}],
+    "partitions": [
+        {
+            "name": "default",
+            "description": "The fake node",
+            "scheduler": "local",
+            "launcher": "local",
+            "environments": ["gnu"],
+            "max_jobs": 4,
+        }
+    ],
+}
+
+#: The checks a nightly of the fake node runs (the multi-GPU ones skip on one GPU).
+CHECKS = ["-n", "HostMemoryBandwidth|UnifiedMemoryBandwidth|DaxpyStudy|SmallCopyLatency|NodeHealth"]
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fakegpu")
+    copy = root / "repo"
+    ignore = shutil.ignore_patterns(".git", ".venv", "build", "stage", "output", "perflogs", "nightly", "h100",
+                                    "__pycache__", "*.log")  # fmt: skip
+    shutil.copytree(REPO, copy, ignore=ignore)
+    (copy / "perflogs").mkdir()
+    (copy / "systems" / "fakegpu.yaml").write_text(yaml.safe_dump(FAKE_SYSTEM, sort_keys=False))
+    (root / "home").mkdir()
+    return copy
+
+
+def nightly(repo: Path, seed: int, **env) -> tuple[int, str, Path]:
+    """One nightly run of the fake node; its exit status, output and results folder."""
+    environ = {
+        **os.environ,
+        "PYTHONPATH": f"{repo / 'tests' / 'fakegpu' / 'site'}{os.pathsep}{repo}",
+        "HOME": str(repo.parent / "home"),  # ReFrame's results database
+        "GPU_MEMPATHS_FAKE_SEED": str(seed),
+        **env,
+    }
+    before = set((repo / "reports" / "nightly" / "fakegpu").glob("*"))
+    sources = repo / "tests" / "fakegpu" / "src"
+    cmd = [sys.executable, "-m", "reports.nightly", "nightly", "--system", "fakegpu", "--no-report",
+           "--", *CHECKS, "-S", f"SuiteBuild.sourcesdir={sources}"]  # fmt: skip
+    result = subprocess.run(cmd, cwd=repo, env=environ, capture_output=True, text=True, timeout=600)
+    (outdir,) = set((repo / "reports" / "nightly" / "fakegpu").glob("*")) - before
+    return result.returncode, result.stdout + result.stderr, outdir
+
+
+def accept(repo: Path, *stamps: str) -> subprocess.CompletedProcess:
+    environ = {**os.environ, "PYTHONPATH": f"{repo / 'tests' / 'fakegpu' / 'site'}{os.pathsep}{repo}"}
+    cmd = [sys.executable, "-m", "reports.nightly", "accept", *stamps, "--system", "fakegpu", "--write-references"]
+    return subprocess.run(cmd, cwd=repo, env=environ, capture_output=True, text=True, timeout=120)
+
+
+def stamp(outdir: Path) -> str:
+    return json.loads((outdir / "run.json").read_text())["stamp"]
+
+
+@pytest.fixture(scope="module")
+def accepted(repo):
+    """Three runs, not judged (nothing accepted), then accepted with references."""
+    runs = [nightly(repo, seed) for seed in (1, 2, 3)]
+    for status, output, _ in runs:
+        assert status == 3, output[-4000:]
+        assert "no accepted run for fakegpu" in output
+    result = accept(repo, *(stamp(outdir) for _, _, outdir in runs))
+    assert result.returncode == 0, result.stdout + result.stderr
+    return repo
+
+
+def test_unchanged_node_passes_with_every_figure_judged(accepted):
+    status, output, outdir = nightly(accepted, 4)
+    assert status == 0, output[-4000:]
+    table = pd.read_csv(outdir / "compare.csv")
+    assert (table["verdict"] == "pass").all(), table[table["verdict"] != "pass"].to_string()
+    assert {"HostMemoryBandwidth", "UnifiedMemoryBandwidth", "DaxpyStudy", "SmallCopyLatency"} <= set(table["test"])
+    assert "0 flagged as regressions" in output and "0 could not be judged" in output
+
+
+def test_half_speed_host_memory_is_flagged_and_nothing_else(accepted):
+    status, output, outdir = nightly(accepted, 5, GPU_MEMPATHS_FAKE_SLOWDOWN="host_bw=0.5")
+    assert status == 2, output[-4000:]
+    table = pd.read_csv(outdir / "compare.csv")
+    flagged = table[table["verdict"] == "regression"]
+    assert set(flagged["figure"]) == {"read_bw_node0", "write_bw_node0"}
+    assert (flagged["change_pct"] < -40).all()
+    assert "HostMemoryBandwidth" in output and "failed to meet reference" in output
+
+
+def test_an_uncorrected_ecc_error_fails_health(accepted):
+    status, output, _ = nightly(accepted, 6, GPU_MEMPATHS_FAKE_GPU="ecc_uncorrected=2")
+    assert status == 1, output[-4000:]
+    assert "no performance checks on an unhealthy node" in output
+
+
+def test_a_gpu_throttled_during_the_run_fails_the_checks(accepted):
+    status, output, outdir = nightly(accepted, 7, GPU_MEMPATHS_FAKE_GPU="clock_events=64")  # HW thermal slowdown
+    assert status == 1, output[-4000:]
+    job_outputs = "".join(p.read_text() for p in (accepted / "stage").rglob("rfm_job.out"))
+    assert "Watch: FAIL gpu0 clock_events: hw_thermal_slowdown during the run" in job_outputs
+
+
+def test_accepted_references_bound_rates_by_physics_and_tolerate_the_spread(accepted):
+    entries = yaml.safe_load((accepted / "systems" / "references" / "UnifiedMemoryBandwidth.yaml").read_text())
+    written = [e for e in entries if e["where"].get("gpu_model") == "NVIDIA H100 80GB HBM3" and "size" in e["case"]]
+    assert written
+    for entry in written:
+        for figure, (_, lower, upper, unit) in entry["values"].items():
+            assert unit == "GiB/s" and upper is None and -0.9 <= lower <= -0.03, (figure, lower)
+    accepted_record = json.loads((accepted / "perflogs" / "fakegpu" / "accepted.json").read_text())
+    assert len(accepted_record["runs"]) == 3
+    assert accepted_record["node"]["default"]["gpus"][0]["model"] == "NVIDIA H100 80GB HBM3"
