@@ -15,8 +15,10 @@ DRIVER = r"""
 #include <cstdlib>
 #include "suite.hpp"
 int main(int argc, char **argv) {
-    for (int i = 1; i < argc; ++i)
-        std::printf("%llu\n", static_cast<unsigned long long>(suite::triangular_mod64(std::strtoull(argv[i], nullptr, 10))));
+    for (int i = 1; i < argc; ++i) {
+        const unsigned long long n = std::strtoull(argv[i], nullptr, 10);
+        std::printf("%llu\n", static_cast<unsigned long long>(suite::triangular_mod64(n)));
+    }
 }
 """
 
