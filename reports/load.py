@@ -345,12 +345,14 @@ def load(paths, warn=sys.stderr) -> Loaded:
 
 def _add_keys(table: pd.DataFrame) -> None:
     """The figure and sample each value is (checks/suite/keys.py), the case of
-    records older than the 'case' field (their parameters), and GPU counts as
-    whole numbers, so that records of every format key alike."""
+    records older than the 'case' field (their parameters; 'case_logged' says
+    which records carried one), and GPU counts as whole numbers, so that
+    records of every format key alike."""
     split = [split_sample(str(v)) for v in table["perf_var"]]
     table["figure"] = [figure for figure, _ in split]
     table["sample"] = pd.array([k for _, k in split], dtype="Int64")
     has_case = table["case"].notna() & (table["case"].astype(str) != "")
+    table["case_logged"] = has_case
     table["case"] = table["case"].where(has_case, table["params"]).fillna("")
     counts = (
         pd.to_numeric(table["gpu_count"], errors="coerce") if "gpu_count" in table else pd.Series(index=table.index)

@@ -40,8 +40,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from checks.suite.keys import CASE_KEY, NODE_FACTS, direction, parse_case
-from checks.suite.references import load_entries, matching_values
+from checks.suite.keys import CASE_KEY, NODE_FACTS, direction, format_case, parse_case
+from checks.suite.references import load_entries, matching_values, same_value
 from systems import data
 
 from . import cli, gate
@@ -240,16 +240,42 @@ def _robust_spread(samples: np.ndarray) -> float:
     return 1.4826 * float(np.median(np.abs(samples - median))) / median if median else 0.0
 
 
-def tolerance(runs: list[np.ndarray], minimum: float, better: str) -> tuple[float, float]:
-    """A figure's reference (the median of the runs' medians) and tolerance:
-    the larger of `minimum`, BETWEEN_RUNS_SIGMAS times the runs' medians'
-    relative standard deviation, and WITHIN_RUN_SIGMAS times the samples'."""
+def tolerance(runs: list[np.ndarray], minimum: float, better: str, history: list[float] = ()) -> tuple[float, float]:
+    """A figure's reference (the median of the accepted runs' medians) and
+    tolerance: the larger of `minimum`, BETWEEN_RUNS_SIGMAS times the relative
+    standard deviation of the runs' medians about the reference (the accepted
+    runs', and the values of earlier runs on other nodes in `history`), and
+    WITHIN_RUN_SIGMAS times the samples' (robust, from the MAD)."""
     medians = [float(np.median(r)) for r in runs]
     ref = statistics.median(medians)
-    between = statistics.stdev(medians) / ref if len(medians) > 1 and ref else 0.0
+    others = [*medians, *history]
+    between = (sum((m / ref - 1) ** 2 for m in others) / (len(others) - 1)) ** 0.5 if len(others) > 1 and ref else 0.0
     within = statistics.median(_robust_spread(r) for r in runs)
     spread = max(minimum, BETWEEN_RUNS_SIGMAS * between, WITHIN_RUN_SIGMAS * within)
     return ref, min(spread, MAX_RATE_TOLERANCE) if better == "higher" else spread
+
+
+def case_rows(frame: pd.DataFrame, test: str, items: dict, facts: dict, environ: str) -> pd.DataFrame:
+    """The figure values (no samples) `frame` holds of one case on one kind of
+    node: by the case field where a record carries one, else by the parameters
+    and variables it logged (records older than the case field)."""
+    rows = frame[(frame["test"] == test) & frame["sample"].isna() & (frame["environ"] == environ)]
+    for name, value in facts.items():
+        if name == "gpu_count":  # older records may not say
+            rows = rows[(rows[name] == str(value)) | (rows[name] == "")]
+        else:
+            rows = rows[rows[name] == value]
+    logged = rows["case_logged"] & (rows["case"] == format_case(items))
+    older = ~rows["case_logged"]
+    for name, value in items.items():
+        column = name if name in rows.columns else f"param_{name}"
+        older &= rows[column].map(lambda v, value=value: same_value(v, value)) if column in rows.columns else False
+    return rows[logged | older]
+
+
+def history_of(frame: pd.DataFrame, runs: list[dict], system: str) -> pd.DataFrame:
+    """The system's records outside the accepted runs: runs on other nodes, earlier."""
+    return frame[(frame["system"] == system) & ~run_rows(frame, system, runs)]
 
 
 def _where(row: pd.Series, detected: bool) -> dict:
@@ -263,11 +289,17 @@ def _where(row: pd.Series, detected: bool) -> dict:
 
 
 def reference_entries(
-    samples: pd.DataFrame, minimum: float, detected: bool, directory: Path = REFERENCES
+    samples: pd.DataFrame,
+    minimum: float,
+    detected: bool,
+    directory: Path = REFERENCES,
+    history: pd.DataFrame | None = None,
 ) -> dict[str, list]:
     """Per check, one entry per case and kind of node: each headline figure's
     reference and tolerance from the runs (samples: the runs' sample rows,
-    with a 'run' column). A wider tolerance an existing reference gives is kept."""
+    with a 'run' column) and, where `history` (load.py's table) holds runs of
+    the same case on the same kind of node, from their spread too. A wider
+    tolerance an existing reference gives is kept."""
     entries: dict[str, list] = {}
     keys = [k for k in CASE_KEY if k in samples.columns]
     for _, case in samples.groupby([samples[k].fillna("").astype(str) for k in keys]):
@@ -275,13 +307,16 @@ def reference_entries(
         facts = {k: first.get(k) for k in NODE_FACTS}
         items = parse_case(first["case"])
         existing = matching_values(load_entries(first["test"], str(directory)), facts, items)
+        earlier = case_rows(history, first["test"], items, facts, first["environ"]) if history is not None else None
         values = {}
         for (figure, unit), rows in case.groupby(["figure", "unit"]):
             better = direction(unit)
             if better is None:
                 continue
             runs = [g["value"].to_numpy(float) for _, g in rows.groupby("run")]
-            ref, spread = tolerance(runs, minimum, better)
+            # One value per earlier run of the case: its jobs' figure, by completion time.
+            past = [] if earlier is None else earlier[earlier["figure"] == figure].groupby("time")["value"].median()
+            ref, spread = tolerance(runs, minimum, better, [float(v) for v in past])
             old = existing.get(figure)
             if better == "higher":
                 if old and old[1] is not None and old[1] < -spread:
@@ -314,9 +349,8 @@ def write_references(entries: dict[str, list], note: str, directory: Path = REFE
     return written
 
 
-def accepted_samples(system: str, runs: list[dict]) -> pd.DataFrame:
+def accepted_samples(frame: pd.DataFrame, system: str, runs: list[dict]) -> pd.DataFrame:
     """The sample rows of the runs, each with the index of its run."""
-    frame = load([PERFLOGS / system], warn=None).frame
     parts = []
     for i, run in enumerate(runs):
         rows = frame[run_rows(frame, system, [run]) & frame["sample"].notna()]
@@ -347,7 +381,9 @@ def accept(args) -> int:
     if args.write_references:
         minimum = (args.min_tolerance if args.min_tolerance is not None else 3.0) / 100
         detected = bool(data.load_all()[system].get("detect"))
-        entries = reference_entries(accepted_samples(system, runs), minimum, detected)
+        frame = load([PERFLOGS / system], warn=None).frame
+        samples, history = accepted_samples(frame, system, runs), history_of(frame, runs, system)
+        entries = reference_entries(samples, minimum, detected, history=history)
         note = f"the runs {', '.join(args.stamps)}"
         for path in write_references(entries, note):
             print(f"accept: references written to {path.relative_to(REPO)}")

@@ -157,3 +157,26 @@ def test_references_need_three_runs(tmp_path, monkeypatch, capsys):
     args = nightly.parser().parse_args(["accept", "2026-11-20T03:00:00", "2026-11-21T03:00:00", "--write-references"])
     assert nightly.accept(args) == 2
     assert "at least 3 runs on separately started nodes, 2 given" in capsys.readouterr().err
+
+
+def test_earlier_runs_of_a_case_widen_its_tolerance(tmp_path):
+    """Records older than the case field match by their logged fields; their spread counts."""
+    facts = {"system": "local", "partition": "default", **H100}
+    history = pd.DataFrame(
+        [
+            {**facts, "test": "SmallCopyLatency", "environ": "gnu", "case": "", "case_logged": False, "device": "0",
+             "figure": "lat_us_pinned_h2d_8", "sample": None, "value": v, "time": t}
+            for t, v in (("2026-11-22T10:00", 8.5), ("2026-11-22T11:00", 8.9))
+        ]
+        + [{**facts, "test": "SmallCopyLatency", "environ": "gnu", "case": "", "case_logged": False, "device": "1",
+            "figure": "lat_us_pinned_h2d_8", "sample": None, "value": 99.0, "time": "2026-11-22T12:00"}]
+    ).astype({"sample": "Int64"})  # fmt: skip
+    rows = _samples("SmallCopyLatency", "device=0", "lat_us_pinned_h2d_8", "us", [[7.0, 7.01, 6.99]] * 3)
+    samples = pd.DataFrame(rows)
+    alone = nightly.reference_entries(samples, 0.03, True, tmp_path)["SmallCopyLatency"][0]
+    widened = nightly.reference_entries(samples, 0.03, True, tmp_path, history=history)["SmallCopyLatency"][0]
+    assert alone["values"]["lat_us_pinned_h2d_8"][2] == 0.03
+    # 8.5 and 8.9 us against 7.0: four times their RMS deviation (device=1's 99 us is another case).
+    deviations = [0, 0, 0, 8.5 / 7 - 1, 8.9 / 7 - 1]
+    expected = 4 * (sum(d * d for d in deviations) / 4) ** 0.5
+    assert widened["values"]["lat_us_pinned_h2d_8"][2] == pytest.approx(expected, abs=1e-4)

@@ -47,7 +47,7 @@ def load_entries(check_name: str, directory: str = REFERENCES_DIR) -> list:
     return entries
 
 
-def _same(a, b) -> bool:
+def same_value(a, b) -> bool:
     """Equal as numbers where both are numbers (5 == 5.0), else as text;
     lists as the case string writes them ('1,2,4')."""
     if isinstance(a, (list, tuple)):
@@ -68,8 +68,8 @@ def matching_values(entries: list, facts: dict, case: dict) -> dict:
     values = {}
     for entry in entries:
         where, items = entry["where"], entry.get("case", {})
-        if all(_same(facts.get(k), v) for k, v in where.items()) and all(
-            _same(case.get(k), v) for k, v in items.items()
+        if all(same_value(facts.get(k), v) for k, v in where.items()) and all(
+            same_value(case.get(k), v) for k, v in items.items()
         ):
             values.update(entry["values"])
     return values
