@@ -130,10 +130,14 @@ def test_run_report_outcomes(tmp_path):
         {"display_name": "A", "result": "pass"},
         {"display_name": "B", "result": "skip"},
         {
-            "display_name": "C",
+            "display_name": "C %op=read",
             "result": "fail",
             "fail_phase": "performance",
             "fail_reason": "failed to meet\n reference",
+            "perfvalues": {
+                "local:default:bw": [1, 2, -0.1, None, "GB/s", "fail"],
+                "local:default:bw.s1": [1, 0, None, None, "GB/s", "pass"],
+            },
         },
         {"display_name": "D", "result": "fail", "fail_phase": "sanity", "fail_reason": "a GPU fault"},
         {"display_name": "E", "result": "fail_deps"},
@@ -142,7 +146,7 @@ def test_run_report_outcomes(tmp_path):
     report.write_text(json.dumps({"runs": [{"testcases": cases}]}))
     found = nightly.outcomes(report)
     assert found["passed"] == ["A"] and found["skipped"] == ["B"]
-    assert found["moved"] == ["C: failed to meet reference"]
+    assert found["moved"] == ["C %op=read: failed to meet reference"] and found["moved"][0].figures == ["bw"]
     assert found["failed"] == ["D (sanity): a GPU fault", "E: not run, a test it depends on (the build) failed"]
     assert nightly.outcomes(tmp_path / "missing.json")["failed"]
 
@@ -180,3 +184,21 @@ def test_earlier_runs_of_a_case_widen_its_tolerance(tmp_path):
     deviations = [0, 0, 0, 8.5 / 7 - 1, 8.9 / 7 - 1]
     expected = 4 * (sum(d * d for d in deviations) / 4) ** 0.5
     assert widened["values"]["lat_us_pinned_h2d_8"][2] == pytest.approx(expected, abs=1e-4)
+
+
+def test_the_gate_decides_where_it_judged_a_figure_out_of_its_reference():
+    miss = nightly.ReferenceMiss("C %op=read", "failed to meet reference(s): bw=1 GB/s", ["bw"])
+    other = nightly.ReferenceMiss("C %op=write", "failed to meet reference(s): curve=1 GB/s", ["curve"])
+    records = pd.DataFrame({"display_name": ["C %op=read", "C %op=write"], "case": ["op=read", "op=write"]})
+
+    def result(verdict):
+        return pd.DataFrame([{"test": "C", "case": "op=read", "figure": "bw", "verdict": verdict}])
+
+    # Judged and passed: the median left its bounds within the noise; reported, not a move.
+    assert nightly.decided_by_the_gate([miss], result("pass"), records) == ([], [miss])
+    # Flagged: the gate's regression makes the move (exit 2 through the result).
+    assert nightly.decided_by_the_gate([miss], result("regression"), records) == ([], [])
+    # Not judged (no samples, another figure, or no gate at all): the reference decides.
+    assert nightly.decided_by_the_gate([miss], result("unjudged"), records) == ([miss], [])
+    assert nightly.decided_by_the_gate([other], result("pass"), records) == ([other], [])
+    assert nightly.decided_by_the_gate([miss], None, records) == ([miss], [])
