@@ -49,6 +49,7 @@ import yaml
 from checks.suite.keys import CASE_KEY, NODE_FACTS, direction, format_case, parse_case
 from checks.suite.references import load_entries, matching_values, same_value
 from systems import data
+from systems.health import same_kind
 
 from . import cli, gate
 from .compare import select_mask
@@ -229,7 +230,7 @@ def nightly(args) -> int:
 
     result, records = judge_run(system, run, accepted, outdir, args.alpha) if health == 0 else (None, None)
     found["moved"], within_noise = decided_by_the_gate(found["moved"], result, records)
-    node_judged = bool(accepted and accepted.get("node"))
+    node_judged = node_facts_judged(accepted, outdir)
     if health == 0 and not args.no_report:
         cli.main(["html", str(PERFLOGS / system), "-o", str(outdir), "--title", f"Nightly run of {system}, {stamp} UTC",
                   "--since", run["start"], "--until", run["end"]])  # fmt: skip
@@ -241,6 +242,16 @@ def nightly(args) -> int:
     return status
 
 
+def node_facts_judged(accepted: dict | None, outdir: Path) -> bool:
+    """Whether health held every node of the run to accepted node facts of its kind."""
+    if not accepted or not accepted.get("node"):
+        return False
+    records = [json.loads(p.read_text()) for p in outdir.glob("node-*.json")]
+    return bool(records) and all(
+        r["partition"] in accepted["node"] and same_kind(accepted["node"][r["partition"]], r) for r in records
+    )
+
+
 _MEANING = {0: "as accepted", FAILED: "a check failed", MOVED: "something moved", UNJUDGED: "not judged"}
 
 
@@ -249,7 +260,8 @@ def report_outcome(found: dict, result: pd.DataFrame | None, node_judged: bool, 
         for line in found[kind]:
             print(f"nightly: {kind.upper()} {line}", file=sys.stderr)
     if not node_judged:
-        print("nightly: UNJUDGED the node's facts: the accepted baseline records none", file=sys.stderr)
+        print("nightly: UNJUDGED the node's facts: the accepted baseline records none of this kind of node",
+              file=sys.stderr)  # fmt: skip
     gate_line = gate.summary_line(result) if result is not None else "no baseline: no figure judged"
     print(f"nightly: checks {len(found['passed'])} passed, {len(found['failed'])} failed, "
           f"{len(found['moved'])} out of references the gate does not judge, {len(found['skipped'])} skipped; "

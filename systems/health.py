@@ -124,6 +124,17 @@ def expected_from_accepted(accepted: dict[str, Any], partition: str, source: str
     return {"source": source, "driver_min": None, "cuda_min": None, **facts}
 
 
+def kind_of(facts: dict[str, Any]) -> str:
+    """'NVIDIA H100 80GB HBM3': the GPU models of a node's facts, what tells kinds of node apart."""
+    return ", ".join(sorted({gpu["model"] for gpu in facts.get("gpus", [])})) or "no GPU"
+
+
+def same_kind(accepted: dict[str, Any], facts: dict[str, Any]) -> bool:
+    """Whether a node is of the kind an accepted run ran on: the same GPU
+    models (a node that lost a GPU is the same kind, and fails its count)."""
+    return kind_of(accepted) == kind_of(facts)
+
+
 # -------------------------------------------------------------- judgement --
 
 
@@ -212,8 +223,12 @@ def declared_partition(system: dict[str, Any], partition: str) -> dict[str, Any]
     raise data.SystemDataError(f"{system['name']}: no partition named {partition!r}")
 
 
-def expectations(system: dict[str, Any], part: dict[str, Any], accepted: Path | None) -> tuple[dict | None, str]:
-    """What this node is held to, and a line that says by what."""
+def expectations(
+    system: dict[str, Any], part: dict[str, Any], accepted: Path | None, detected: Detected
+) -> tuple[dict | None, str]:
+    """What this node is held to, and a line that says by what. A system
+    described at run time is held to its accepted run's node facts where the
+    node is of the same kind; another kind has nothing to be judged against."""
     if not system.get("detect"):
         source = f"systems/{system['name']}.yaml"
         return expected_from_declared(part["node"], part.get("health", {}), source), f"against {source}"
@@ -223,6 +238,12 @@ def expectations(system: dict[str, Any], part: dict[str, Any], accepted: Path | 
     found = expected_from_accepted(record, part["name"], str(accepted))
     if found is None:
         return None, f"nothing to judge the node's facts against: {accepted} has no node facts of {part['name']}"
+    this = node_facts(detected)
+    if not same_kind(found, this):
+        return None, (
+            f"nothing to judge the node's facts against: the accepted run's node has {kind_of(found)}, "
+            f"this one {kind_of(this)}"
+        )
     return found, f"against the accepted run ({accepted})"
 
 
@@ -238,7 +259,7 @@ def main(argv: list[str] | None = None, detect=detect_node) -> int:
     system = data.load_file(args.systems_dir / f"{args.system}.yaml")
     part = declared_partition(system, args.partition)
     detected = detect(load_links=True)
-    expected, basis = expectations(system, part, args.accepted)
+    expected, basis = expectations(system, part, args.accepted, detected)
     findings = evaluate(expected, detected)
     for note in detected.notes:
         print(f"NOTE {note}")

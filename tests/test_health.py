@@ -186,3 +186,20 @@ def test_declared_system_fails_with_exit_status_one(capsys):
     status = main(["--system", "dgx-a100", "--partition", "gpu"], detect=_detect([FakeGpu()]))
     assert status == 1
     assert "FAIL gpu_count: expected 8, found 1" in capsys.readouterr().out
+
+
+def test_another_kind_of_node_than_the_accepted_one_is_not_judged_against_it(capsys, tmp_path):
+    facts = tmp_path / "node.json"
+    main(["--system", "local", "--partition", "default", "--facts-out", str(facts)], detect=_detect([FakeGpu()]))
+    record = {k: v for k, v in json.loads(facts.read_text()).items() if k not in ("host", "partition")}
+    accepted = tmp_path / "accepted.json"
+    accepted.write_text(json.dumps({"runs": [], "node": {"default": record}}))
+    capsys.readouterr()
+    args = ["--system", "local", "--partition", "default", "--accepted", str(accepted)]
+    assert main(args, detect=_detect([FakeGpu(name="NVIDIA H200")])) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith(
+        "nothing to judge the node's facts against: the accepted run's node has NVIDIA H100 80GB HBM3, "
+        "this one NVIDIA H200"
+    )
+    assert main(args, detect=_detect([FakeGpu(), FakeGpu(uuid="GPU-1")])) == 1  # the same kind, one GPU more

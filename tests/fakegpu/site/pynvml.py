@@ -1,5 +1,5 @@
 """A stand-in for nvidia-ml-py on a machine without a GPU (tests/test_fake_gpu.py):
-one H100 on PCIe Gen5, from tests/fake_nvml.py. GPU_MEMPATHS_FAKE_GPU
+one H100 on PCIe Gen5 under a name of its own, from tests/fake_nvml.py. GPU_MEMPATHS_FAKE_GPU
 ('field=value,...') changes the GPU's readings, to inject a fault."""
 
 import os
@@ -10,8 +10,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from fake_nvml import FakeGpu, FakeNvml  # noqa: E402
 
 
+#: Not the real H100's name: references of machines described at run time
+#: match by GPU model, and the real one's are committed.
+NAME = "NVIDIA H100 80GB HBM3 (fake)"
+
+
 def _gpu() -> FakeGpu:
-    gpu = FakeGpu()
+    gpu = FakeGpu(name=NAME)
     for item in filter(None, os.environ.get("GPU_MEMPATHS_FAKE_GPU", "").split(",")):
         name, _, value = item.partition("=")
         setattr(gpu, name, type(getattr(gpu, name))(int(value)))
