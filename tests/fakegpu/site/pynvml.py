@@ -9,7 +9,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 from fake_nvml import FakeGpu, FakeNvml  # noqa: E402
 
-
 #: Not the real H100's name: references of machines described at run time
 #: match by GPU model, and the real one's are committed.
 NAME = "NVIDIA H100 80GB HBM3 (fake)"
