@@ -37,17 +37,26 @@ MIN_SAMPLES = 3
 VERDICTS = ("pass", "regression", "improvement", "unjudged")
 
 
+def bounds(better: str, threshold: float) -> tuple[float, float]:
+    """The ratios new/base beyond which a figure is worse, and better, by more
+    than `threshold`: a rate worse below 1 - t, a time worse above 1 + t (as
+    their references bound them), each better beyond the mirror bound."""
+    if better == "higher":
+        return max(1e-9, 1 - threshold), 1 + threshold
+    return 1 + threshold, max(1e-9, 1 - threshold)
+
+
 def margin_p_value(base: np.ndarray, new: np.ndarray, better: str, threshold: float, worse: bool = True) -> float:
     """One-sided p-value that `new` is worse (or, with worse=False, better)
-    than `base` by more than `threshold` (a fraction), Student's t on logs."""
-    log_base, log_new = np.log(base), np.log(new)
-    # A worse rate is smaller, a worse time larger: turn times into rates.
-    if better == "lower":
-        log_base, log_new = -log_base, -log_new
-    if worse:
-        shifted, alternative = log_base + math.log(max(1e-9, 1 - threshold)), "less"
-    else:
-        shifted, alternative = log_base + math.log(1 + threshold), "greater"
+    than `base` by more than `threshold` (a fraction): Student's t on the logs
+    of the samples, the baseline's shifted by the bound's ratio."""
+    worse_ratio, better_ratio = bounds(better, threshold)
+    ratio = worse_ratio if worse else better_ratio
+    # The new samples beyond base * ratio: below it for a worse rate or a better time.
+    alternative = "less" if (better == "higher") == worse else "greater"
+    if better == "lower" and not worse and threshold >= 1:
+        return 1.0  # a time cannot fall by 100% or more
+    log_new, shifted = np.log(new), np.log(base) + math.log(ratio)
     if np.var(log_new) == 0 and np.var(shifted) == 0:  # no spread at all: the means decide
         gap = log_new.mean() - shifted.mean()
         return 0.0 if (gap < 0 if alternative == "less" else gap > 0) else 1.0
@@ -128,6 +137,9 @@ def _judge_one(info: dict, samples: pd.DataFrame, figure_rows: pd.DataFrame, thr
         return row
     row["p_value"] = margin_p_value(base, new, better, limit)
     row["p_improved"] = margin_p_value(base, new, better, limit, worse=False)
+    if not (math.isfinite(row["p_value"]) and math.isfinite(row["p_improved"])):
+        row["reason"] = "the test gave no p-value (samples without spread on one side only?)"
+        return row
     row["verdict"] = "pass"
     return row
 
@@ -145,6 +157,8 @@ def _why_unjudged(base, new, better, limit, unit) -> str:
         return f"unit {unit!r} says neither 'higher is better' nor 'lower is better'"
     if limit is None:
         return "no practical threshold: no reference gives this figure a tolerance"
+    if not (np.isfinite(base).all() and np.isfinite(new).all()):
+        return "values that are not finite numbers (a zero time, a failed parse?) cannot be judged"
     if (base <= 0).any() or (new <= 0).any():
         return "values that are not positive cannot be compared as ratios"
     return ""

@@ -138,3 +138,26 @@ def test_samples_and_figures_load_apart(tmp_path):
     assert sorted(frame["figure"].unique()) == ["bw"]
     assert frame["sample"].dropna().astype(int).tolist() == [1, 2, 3, 1, 2, 3]
     assert (frame["case"] == "op=read").all()
+
+
+@pytest.mark.parametrize("threshold", [0.22, 0.5, 1.5])
+def test_a_time_is_flagged_just_beyond_one_plus_its_threshold(threshold):
+    """A time's reference bounds it at base * (1 + t), t above 1 included: the gate flags there too."""
+    rng = np.random.default_rng(5)
+
+    def frame(scale):
+        rows = []
+        for run, side in ((0, "base"), (1, "base"), (2, "base"), (3, "new")):
+            factor = scale if side == "new" else 1.0
+            rows += samples("t_us", 100 * factor * np.exp(rng.normal(0, 0.005, 5)), side, run, "us", threshold)
+        return pd.DataFrame(rows).astype({"sample": "Int64"})
+
+    [beyond] = judged(frame((1 + threshold) * 1.05)).to_dict("records")
+    [within] = judged(frame((1 + threshold) * 0.95)).to_dict("records")
+    assert beyond["verdict"] == "regression" and within["verdict"] == "pass"
+
+
+def test_a_sample_that_is_not_finite_is_not_judged():
+    rows = samples("x", [1.0, 1.0, 1.1, 1.0, 1.0], "base", 0) + samples("x", [1.0, np.inf, 1.0, 1.0, 1.0], "new", 1)
+    [row] = judged(pd.DataFrame(rows).astype({"sample": "Int64"})).to_dict("records")
+    assert row["verdict"] == "unjudged" and "not finite" in row["reason"]
