@@ -40,6 +40,7 @@ import re
 import statistics
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -114,15 +115,40 @@ def read_accepted(system: str) -> dict | None:
 
 
 class ReferenceMiss(str):
-    """A test case that failed its references: its line, and the figures that missed."""
+    """A test case that failed its references: its line, and for each figure
+    that missed, the bound it crossed ('lower' or 'upper')."""
 
     name: str
-    figures: list
+    figures: dict
 
-    def __new__(cls, name: str, reason: str, figures: list):
+    def __new__(cls, name: str, reason: str, figures: dict):
         miss = super().__new__(cls, f"{name}: {' '.join(reason.split())}")
         miss.name, miss.figures = name, figures
         return miss
+
+
+def missed_bound(value: float, ref: float, lower, upper) -> str:
+    """Which bound of its reference a value crossed."""
+    return "upper" if upper is not None and value > ref * (1 + upper) else "lower"
+
+
+def _classify(case: dict, found: dict) -> None:
+    """A failed test case: out of its references (moved) where a figure failed
+    them, else a check that did not measure (failed)."""
+    name = case["display_name"]
+    if case["result"] == "fail_deps":
+        found["failed"].append(f"{name}: not run, a test it depends on (the build) failed")
+        return
+    missed = {
+        key.split(":")[-1]: missed_bound(v[0], v[1], v[2], v[3])
+        for key, v in (case.get("perfvalues") or {}).items()
+        if v[-1] == "fail" and v[0] is not None and v[1]
+    }
+    why = " ".join(str(case.get("fail_reason") or case["result"]).split())
+    if case.get("fail_phase") == "performance" and missed:
+        found["moved"].append(ReferenceMiss(name, why, missed))
+    else:
+        found["failed"].append(f"{name} ({case.get('fail_phase') or case['result']}): {why}")
 
 
 def outcomes(report: Path) -> dict:
@@ -134,19 +160,12 @@ def outcomes(report: Path) -> dict:
         return found
     for run in json.loads(report.read_text()).get("runs", [])[-1:]:  # the last try of each case
         for case in run["testcases"]:
-            name = case["display_name"]
             if case["result"] == "pass":
-                found["passed"].append(name)
+                found["passed"].append(case["display_name"])
             elif case["result"] == "skip":
-                found["skipped"].append(name)
-            elif case.get("fail_phase") == "performance":
-                missed = [k.split(":")[-1] for k, v in (case.get("perfvalues") or {}).items() if v[-1] == "fail"]
-                found["moved"].append(ReferenceMiss(name, str(case.get("fail_reason", "")), missed))
-            elif case["result"] == "fail_deps":
-                found["failed"].append(f"{name}: not run, a test it depends on (the build) failed")
+                found["skipped"].append(case["display_name"])
             else:
-                why = str(case.get("fail_reason") or case["result"]).strip()
-                found["failed"].append(f"{name} ({case.get('fail_phase') or case['result']}): {why}")
+                _classify(case, found)
     return found
 
 
@@ -176,24 +195,34 @@ def judge_run(system: str, run: dict, accepted: dict | None, outdir: Path, alpha
     return result, frame[new]
 
 
-def decided_by_the_gate(moved: list, result: pd.DataFrame | None, frame: pd.DataFrame | None) -> tuple[list, list]:
-    """The reference misses the gate did not judge (they count as moves), and
-    those it judged and passed: figures whose median left their reference's
-    bounds within the noise of their samples (they are reported)."""
-    if result is None or frame is None or result.empty:
-        return list(moved), []
-    judged = result[result["verdict"] != "unjudged"]
-    verdicts = {(t, c, f): v for t, c, f, v in judged[["test", "case", "figure", "verdict"]].itertuples(index=False)}
-    cases = dict(zip(frame["display_name"], frame["case"]))
-    counted, within_noise = [], []
-    for miss in moved:
-        test = miss.name.split(" ", 1)[0]
-        found = [verdicts.get((test, cases.get(miss.name), f)) for f in getattr(miss, "figures", [])]
-        if found and all(v in ("pass", "improvement") for v in found):
+def decided_by_the_gate(found: dict, result: pd.DataFrame | None, frame: pd.DataFrame | None) -> list:
+    """Sort the reference misses of `found['moved']` by who decides them.
+
+    A rate above its upper bound (its physical limit) is a measurement that
+    cannot be right: a failed check. A miss of a figure the gate judged and
+    passed is a median out of its bounds within the noise of its samples: it
+    is returned, to be reported. Every other miss stays a move.
+    """
+    judged = {}
+    if result is not None and frame is not None and not result.empty:
+        cases = dict(zip(frame["display_name"], frame["case"]))
+        for test, case, figure, verdict, better in result[["test", "case", "figure", "verdict", "better"]].itertuples(
+            index=False
+        ):
+            judged[(test, case, figure)] = (verdict, better)
+    within_noise, moved = [], []
+    for miss in found["moved"]:
+        test, case = miss.name.split(" ", 1)[0], cases.get(miss.name) if judged else None
+        verdicts = {f: judged.get((test, case, f), (None, None)) for f in miss.figures}
+        beyond_physics = [f for f, side in miss.figures.items() if side == "upper" and verdicts[f][1] == "higher"]
+        if beyond_physics:
+            found["failed"].append(f"{miss} (above the physical limit: {', '.join(beyond_physics)})")
+        elif all(verdicts[f][0] == "pass" for f in miss.figures):
             within_noise.append(miss)
-        elif not found or any(v is None for v in found):
-            counted.append(miss)  # a figure the gate did not judge: the reference decides
-    return counted, within_noise
+        else:
+            moved.append(miss)
+    found["moved"] = moved
+    return within_noise
 
 
 def nightly_status(found: dict, result: pd.DataFrame | None, node_judged: bool, allow_unjudged: bool) -> int:
@@ -202,7 +231,8 @@ def nightly_status(found: dict, result: pd.DataFrame | None, node_judged: bool, 
         return FAILED
     if found["moved"] or (result is not None and (result["verdict"] == "regression").any()):
         return MOVED
-    unjudged = result is None or (result["verdict"] == "unjudged").any() or not node_judged
+    # No figure at all is nothing judged, not everything judged.
+    unjudged = result is None or result.empty or (result["verdict"] == "unjudged").any() or not node_judged
     return UNJUDGED if unjudged and not allow_unjudged else 0
 
 
@@ -229,11 +259,10 @@ def nightly(args) -> int:
     (outdir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
 
     result, records = judge_run(system, run, accepted, outdir, args.alpha) if health == 0 else (None, None)
-    found["moved"], within_noise = decided_by_the_gate(found["moved"], result, records)
+    within_noise = decided_by_the_gate(found, result, records)
     node_judged = node_facts_judged(accepted, outdir)
     if health == 0 and not args.no_report:
-        cli.main(["html", str(PERFLOGS / system), "-o", str(outdir), "--title", f"Nightly run of {system}, {stamp} UTC",
-                  "--since", run["start"], "--until", run["end"]])  # fmt: skip
+        write_html(system, run, outdir)
     status = nightly_status(found, result, node_judged, args.allow_unjudged)
     for miss in within_noise:
         print(f"nightly: WITHIN NOISE {miss} (the gate passed {', '.join(miss.figures)}: not beyond the threshold "
@@ -250,6 +279,16 @@ def node_facts_judged(accepted: dict | None, outdir: Path) -> bool:
     return bool(records) and all(
         r["partition"] in accepted["node"] and same_kind(accepted["node"][r["partition"]], r) for r in records
     )
+
+
+def write_html(system: str, run: dict, outdir: Path) -> None:
+    """The run's HTML report; a report that cannot be drawn changes no verdict."""
+    try:
+        title = f"Nightly run of {system}, {run['stamp']} UTC"
+        cli.main(["html", str(PERFLOGS / system), "-o", str(outdir), "--title", title,
+                  "--since", run["start"], "--until", run["end"]])  # fmt: skip
+    except Exception as err:  # matplotlib and pandas raise many kinds
+        print(f"nightly: warning: no HTML report: {err!r}", file=sys.stderr)
 
 
 _MEANING = {0: "as accepted", FAILED: "a check failed", MOVED: "something moved", UNJUDGED: "not judged"}
@@ -301,17 +340,24 @@ def _robust_spread(samples: np.ndarray) -> float:
 
 def tolerance(runs: list[np.ndarray], minimum: float, better: str, history: list[float] = ()) -> tuple[float, float]:
     """A figure's reference (the median of the accepted runs' medians) and
-    tolerance: the larger of `minimum`, BETWEEN_RUNS_SIGMAS times the relative
-    standard deviation of the runs' medians about the reference (the accepted
-    runs', and the values of earlier runs on other nodes in `history`), and
-    WITHIN_RUN_SIGMAS times the samples' (robust, from the MAD)."""
+    tolerance: the larger of `minimum`, BETWEEN_RUNS_SIGMAS times the spread
+    of the runs' medians about the reference (the accepted runs', and the
+    values of earlier runs on other nodes in `history`), and
+    WITHIN_RUN_SIGMAS times the samples'. Both spreads are robust standard
+    deviations (1.4826 times the median absolute deviation), so that one odd
+    run among a few does not widen a tolerance until nothing fails it."""
     medians = [float(np.median(r)) for r in runs]
     ref = statistics.median(medians)
-    others = [*medians, *history]
-    between = (sum((m / ref - 1) ** 2 for m in others) / (len(others) - 1)) ** 0.5 if len(others) > 1 and ref else 0.0
+    deviations = [abs(m / ref - 1) for m in (*medians, *history)] if ref else [0.0]
+    between = 1.4826 * statistics.median(deviations)
     within = statistics.median(_robust_spread(r) for r in runs)
     spread = max(minimum, BETWEEN_RUNS_SIGMAS * between, WITHIN_RUN_SIGMAS * within)
     return ref, min(spread, MAX_RATE_TOLERANCE) if better == "higher" else spread
+
+
+def outside(ref: float, spread: float, better: str, value: float) -> bool:
+    """Whether a value fails a reference [ref, -spread, -] (rates) or [ref, -, +spread] (times)."""
+    return value < ref * (1 - spread) if better == "higher" else value > ref * (1 + spread)
 
 
 def case_rows(frame: pd.DataFrame, test: str, items: dict, facts: dict, environ: str) -> pd.DataFrame:
@@ -333,8 +379,11 @@ def case_rows(frame: pd.DataFrame, test: str, items: dict, facts: dict, environ:
 
 
 def history_of(frame: pd.DataFrame, runs: list[dict], system: str) -> pd.DataFrame:
-    """The system's records outside the accepted runs: runs on other nodes, earlier."""
-    return frame[(frame["system"] == system) & ~run_rows(frame, system, runs)]
+    """The system's records outside the accepted runs that passed their
+    checks: runs on other nodes, earlier, not the runs that failed (a fault
+    injected, a node that was sick) whose figures would widen tolerances."""
+    passed = frame["result"].fillna("pass") == "pass"
+    return frame[(frame["system"] == system) & ~run_rows(frame, system, runs) & passed]
 
 
 def _where(row: pd.Series, detected: bool) -> dict:
@@ -351,44 +400,51 @@ def reference_entries(
     samples: pd.DataFrame,
     minimum: float,
     detected: bool,
-    directory: Path = REFERENCES,
     history: pd.DataFrame | None = None,
-) -> dict[str, list]:
+    required_runs: int = MIN_RUNS,
+) -> tuple[dict[str, list], list[str]]:
     """Per check, one entry per case and kind of node: each headline figure's
     reference and tolerance from the runs (samples: the runs' sample rows,
     with a 'run' column) and, where `history` (load.py's table) holds runs of
-    the same case on the same kind of node, from their spread too. A wider
-    tolerance an existing reference gives is kept."""
+    the same case on the same kind of node, from their spread too; and the
+    warnings: a case seen in fewer than `required_runs` runs gets no reference
+    (its figures stay unjudged), an accepted run outside a figure's tolerance
+    is named."""
     entries: dict[str, list] = {}
+    warnings: list[str] = []
     keys = [k for k in CASE_KEY if k in samples.columns]
     for _, case in samples.groupby([samples[k].fillna("").astype(str) for k in keys]):
         first = case.iloc[0]
         facts = {k: first.get(k) for k in NODE_FACTS}
         items = parse_case(first["case"])
-        existing = matching_values(load_entries(first["test"], str(directory)), facts, items)
+        what = f"{first['test']} {first['case']} on {first['gpu_model']}"
+        if case["run"].nunique() < required_runs:
+            warnings.append(f"{what}: in {case['run'].nunique()} of the runs, {required_runs} needed: no reference")
+            continue
         earlier = case_rows(history, first["test"], items, facts, first["environ"]) if history is not None else None
         values = {}
         for (figure, unit), rows in case.groupby(["figure", "unit"]):
             better = direction(unit)
             if better is None:
                 continue
-            runs = [g["value"].to_numpy(float) for _, g in rows.groupby("run")]
+            runs = {run: g["value"].to_numpy(float) for run, g in rows.groupby("run")}
             # One value per earlier run of the case: its jobs' figure, by completion time.
             past = [] if earlier is None else earlier[earlier["figure"] == figure].groupby("time")["value"].median()
-            ref, spread = tolerance(runs, minimum, better, [float(v) for v in past])
-            old = existing.get(figure)
-            if better == "higher":
-                if old and old[1] is not None and old[1] < -spread:
-                    spread = -old[1]
-                values[figure] = [round(ref, 6), -round(spread, 4), None, unit]
-            else:
-                if old and old[2] is not None and old[2] > spread:
-                    spread = old[2]
-                values[figure] = [round(ref, 6), None, round(spread, 4), unit]
+            ref, spread = tolerance(list(runs.values()), minimum, better, [float(v) for v in past])
+            for run, values_of_run in runs.items():
+                median = float(np.median(values_of_run))
+                if outside(ref, spread, better, median):
+                    warnings.append(f"{what} {figure}: accepted run {run + 1} ({median:.4g} {unit}) is outside "
+                                    f"the tolerance the runs give ({ref:.4g} {unit}, {spread:.0%})")  # fmt: skip
+            bound = round(spread, 4)
+            values[figure] = (
+                [round(ref, 6), -bound, None, unit] if better == "higher" else [round(ref, 6), None, bound, unit]
+            )
         if values:
-            entry = {"where": _where(first, detected), "case": items, "values": values}
-            entries.setdefault(first["test"], []).append(entry)
-    return entries
+            entries.setdefault(first["test"], []).append(
+                {"where": _where(first, detected), "case": items, "values": values}
+            )
+    return entries, warnings
 
 
 def write_references(entries: dict[str, list], note: str, directory: Path = REFERENCES) -> list[Path]:
@@ -429,7 +485,7 @@ def accept(args) -> int:
     if args.write_references and len(runs) < MIN_RUNS and args.min_tolerance is None:
         print(f"accept: references need the spread of at least {MIN_RUNS} runs on separately started nodes, "
               f"{len(runs)} given; give more stamps, or a tolerance with --min-tolerance", file=sys.stderr)  # fmt: skip
-        return 2
+        return UNJUDGED
     record = {"system": system, "accepted": now(), "runs": runs, "node": node_facts_of([o for o, _ in found])}
     target = accepted_file(system)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -442,11 +498,55 @@ def accept(args) -> int:
         detected = bool(data.load_all()[system].get("detect"))
         frame = load([PERFLOGS / system], warn=None).frame
         samples, history = accepted_samples(frame, system, runs), history_of(frame, runs, system)
-        entries = reference_entries(samples, minimum, detected, history=history)
+        entries, warnings = reference_entries(samples, minimum, detected, history, min(MIN_RUNS, len(runs)))
+        for line in warnings:
+            print(f"accept: warning: {line}", file=sys.stderr)
         note = f"the runs {', '.join(args.stamps)}"
         for path in write_references(entries, note):
             print(f"accept: references written to {path.relative_to(REPO)}")
     return 0
+
+
+def with_current_thresholds(frame: pd.DataFrame, rows: pd.Series) -> pd.DataFrame:
+    """`frame` with the thresholds of the chosen figure rows taken from the
+    references as they are now, instead of those logged when the run ran."""
+    frame = frame.copy()
+    entries: dict = {}
+    for index in frame.index[rows & frame["sample"].isna()]:
+        row = frame.loc[index]
+        if row["test"] not in entries:
+            entries[row["test"]] = load_entries(row["test"])
+        facts = {k: row[k] for k in NODE_FACTS}
+        value = matching_values(entries[row["test"]], facts, parse_case(row["case"])).get(row["figure"])
+        lower, upper = (value[1], value[2]) if value else (None, None)
+        frame.loc[index, ["lower_thres", "upper_thres"]] = [np.nan if lower is None else lower,
+                                                             np.nan if upper is None else upper]  # fmt: skip
+    return frame
+
+
+def rejudge(args) -> int:
+    """The gate's verdict on earlier runs against the accepted baseline and the
+    references as they are now: what a change of references or of the gate
+    would have said of them (rejudged.csv beside each run's compare.csv)."""
+    system = selected_system(args.system)
+    accepted = read_accepted(system)
+    if accepted is None:
+        print(f"rejudge: no accepted run for {system}", file=sys.stderr)
+        return UNJUDGED
+    frame = load([PERFLOGS / system], warn=None).frame
+    base, worst = run_rows(frame, system, accepted["runs"]), 0
+    for stamp in args.stamps:
+        outdir, run = find_run(system, stamp)
+        new = run_rows(frame, system, [run])
+        result = gate.judge(with_current_thresholds(frame, new), base, new, args.alpha)
+        result.to_csv(outdir / "rejudged.csv", index=False)
+        status = cli.verdict_status(result, allow_unjudged=False) if not result.empty else UNJUDGED
+        print(f"rejudge: {stamp}: {gate.summary_line(result)}; exit {status} ({_MEANING[status]})")
+        for row in result[result["verdict"] == "regression"].itertuples():
+            change = f"{row.change_pct:+.1f}% (threshold {row.threshold_pct:.1f}%)"
+            print(f"  REGRESSION {row.test} {row.case} {row.figure}: {change}")
+        worst = max(worst, status)
+    return worst
 
 
 def parser() -> argparse.ArgumentParser:
@@ -468,6 +568,11 @@ def parser() -> argparse.ArgumentParser:
         help=f"smallest tolerance in percent (default 3); with fewer than {MIN_RUNS} runs, the tolerance itself",
     )  # fmt: skip
     p.set_defaults(func=accept)
+    p = sub.add_parser("rejudge", help="judge earlier runs again against the references as they are now")
+    p.add_argument("stamps", nargs="+", metavar="STAMP")
+    p.add_argument("--system")
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.set_defaults(func=rejudge)
     return top
 
 
@@ -478,7 +583,17 @@ def main(argv=None) -> int:
         return UNJUDGED if exit.code == 2 else exit.code
     if getattr(args, "reframe", None) and args.reframe[0] == "--":
         args.reframe = args.reframe[1:]
-    return args.func(args)
+    try:
+        return args.func(args)
+    except SystemExit as err:  # a message of our own (no such run...)
+        if err.code in (0, None) or isinstance(err.code, int):
+            raise
+        print(err.code, file=sys.stderr)
+        return UNJUDGED
+    except Exception as err:  # an error of the suite itself judged nothing
+        traceback.print_exc()
+        print(f"{args.command}: error, nothing judged: {err}", file=sys.stderr)
+        return UNJUDGED
 
 
 if __name__ == "__main__":

@@ -97,4 +97,5 @@ def test_every_case_run_on_an_accepted_machine_has_a_reference_for_each_headline
                 judged += 1
                 if figure not in values:
                     missing.append(f"{system} {facts['gpu_model']}: {test} {case} {figure}")
+    assert judged > 0, "no accepted machine's cases found: the test checked nothing"
     assert not missing, f"{len(missing)} of {judged} headline figures have no reference:\n" + "\n".join(missing[:20])
