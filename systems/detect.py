@@ -152,6 +152,8 @@ class CudaDriver:
             if failed:
                 raise failed[0]
             yield
+            if failed:  # the copies stopped while the link was read: it may have been idle
+                raise failed[0]
         finally:
             stop.set()
             if "worker" in locals():
@@ -160,6 +162,7 @@ class CudaDriver:
                 self._lib.cuMemFree_v2(dev)
             if host.value:
                 self._lib.cuMemFreeHost(host)
+            self._lib.cuCtxSetCurrent(None)
             self._lib.cuDevicePrimaryCtxRelease(device)
 
 

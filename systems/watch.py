@@ -135,11 +135,21 @@ def run(argv: list[str], nvml=None, environ=None) -> int:
     except Exception as err:  # no NVML, no driver: the run is not watched, and says so
         problem = f"no GPU watched: NVML could not be read ({err})"
 
+    # A check's time limit ends the job with SIGTERM: pass it on to the program
+    # (or, before it started, start it no more), then report.
+    child, received = None, []
+
+    def forward(signum, _frame):
+        received.append(signum)
+        if child is not None:
+            child.send_signal(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, forward)
     start = time.monotonic()
     child = subprocess.Popen(command)
-    # A check's time limit ends the job with SIGTERM: pass it on, then report.
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda s, _f: child.send_signal(s))
+    if received:
+        child.send_signal(received[0])
     status = child.wait()
     elapsed = time.monotonic() - start
 

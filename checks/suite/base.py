@@ -151,6 +151,10 @@ class NodeFacts(rfm.RegressionTestPlugin):
                                 self.executable, *self.executable_opts]  # fmt: skip
         self.executable = sys.executable
         self.env_vars["PYTHONPATH"] = REPO + os.pathsep + "$PYTHONPATH"
+        # CUDA's default order puts the fastest GPU first, NVML's is the PCI
+        # bus's: the same order makes CUDA_VISIBLE_DEVICES name the same GPUs
+        # to the program and to the watch (and to detection).
+        self.env_vars["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
 
     @run_before("performance", always_last=True)
     def set_references(self):

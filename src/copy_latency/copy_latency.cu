@@ -406,8 +406,10 @@ int main(int argc, char **argv) {
     timing.blocks = static_cast<int>(opts.integer("blocks"));
     if (timing.reps < 1 || timing.min_reps < 1 || timing.warmup < 0)
         opts.usage_error("--reps and --min-reps must be positive, --warmup not negative");
+    // Each block needs samples: --min-reps is the fewest a case takes (it is capped by --reps above).
     if (timing.blocks < 1 || timing.blocks > timing.min_reps)
-        opts.usage_error("--blocks must be between 1 and --min-reps (%d), got %d", timing.min_reps, timing.blocks);
+        opts.usage_error("--blocks must be between 1 and --min-reps and --reps (%d), got %d", timing.min_reps,
+                         timing.blocks);
     const int device = static_cast<int>(opts.integer("device"));
     const int numa_node = static_cast<int>(opts.integer("numa-node"));
 

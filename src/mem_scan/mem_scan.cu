@@ -691,6 +691,7 @@ struct Run {
         for (const Rates &r : rates) {
             mine += std::to_string(r.whole);
             for (const double b : r.blocks) mine += " " + std::to_string(b);
+            mine += " ";
         }
         ex->publish(tag, mine);
         if (!leader()) return false;
