@@ -58,13 +58,13 @@ def cmd_load(args) -> int:
 PASSED, REGRESSION, UNJUDGED = 0, 2, 3
 
 
-def verdict_status(result: pd.DataFrame, allow_unjudged: bool) -> int:
-    """2 on any regression; else 3 on any figure that could not be judged, unless allowed; else 0."""
-    if (result["verdict"] == "regression").any():
+def verdict_status(result: pd.DataFrame | None, allow_unjudged: bool) -> int:
+    """2 on any regression; else 3 when a figure could not be judged or there
+    was none to judge (no result, or an empty one), unless allowed; else 0."""
+    if result is not None and (result["verdict"] == "regression").any():
         return REGRESSION
-    if (result["verdict"] == "unjudged").any() and not allow_unjudged:
-        return UNJUDGED
-    return PASSED
+    unjudged = result is None or result.empty or (result["verdict"] == "unjudged").any()
+    return UNJUDGED if unjudged and not allow_unjudged else PASSED
 
 
 def print_verdicts(result: pd.DataFrame, csv: str | Path, out=None) -> None:

@@ -229,11 +229,12 @@ def nightly_status(found: dict, result: pd.DataFrame | None, node_judged: bool, 
     """`found['moved']`: the reference misses the gate did not decide."""
     if found["failed"]:
         return FAILED
-    if found["moved"] or (result is not None and (result["verdict"] == "regression").any()):
+    if found["moved"]:
         return MOVED
-    # No figure at all is nothing judged, not everything judged.
-    unjudged = result is None or result.empty or (result["verdict"] == "unjudged").any() or not node_judged
-    return UNJUDGED if unjudged and not allow_unjudged else 0
+    status = cli.verdict_status(result, allow_unjudged)
+    if status == 0 and not node_judged and not allow_unjudged:
+        return UNJUDGED
+    return status
 
 
 def nightly(args) -> int:
@@ -540,7 +541,7 @@ def rejudge(args) -> int:
         new = run_rows(frame, system, [run])
         result = gate.judge(with_current_thresholds(frame, new), base, new, args.alpha)
         result.to_csv(outdir / "rejudged.csv", index=False)
-        status = cli.verdict_status(result, allow_unjudged=False) if not result.empty else UNJUDGED
+        status = cli.verdict_status(result, allow_unjudged=False)
         print(f"rejudge: {stamp}: {gate.summary_line(result)}; exit {status} ({_MEANING[status]})")
         for row in result[result["verdict"] == "regression"].itertuples():
             change = f"{row.change_pct:+.1f}% (threshold {row.threshold_pct:.1f}%)"
