@@ -333,10 +333,12 @@ def node_facts_of(outdirs: list[Path]) -> dict:
     return facts
 
 
-def _robust_spread(samples: np.ndarray) -> float:
-    """The relative standard deviation of samples, from their median absolute deviation."""
-    median = float(np.median(samples))
-    return 1.4826 * float(np.median(np.abs(samples - median))) / median if median else 0.0
+def robust_relative_sd(values, center: float | None = None) -> float:
+    """The standard deviation of `values` relative to `center` (their median
+    by default), from their median absolute deviation about it."""
+    values = np.asarray(values, dtype=float)
+    center = float(np.median(values)) if center is None else center
+    return 1.4826 * float(np.median(np.abs(values / center - 1))) if center else 0.0
 
 
 def tolerance(runs: list[np.ndarray], minimum: float, better: str, history: list[float] = ()) -> tuple[float, float]:
@@ -349,9 +351,8 @@ def tolerance(runs: list[np.ndarray], minimum: float, better: str, history: list
     run among a few does not widen a tolerance until nothing fails it."""
     medians = [float(np.median(r)) for r in runs]
     ref = statistics.median(medians)
-    deviations = [abs(m / ref - 1) for m in (*medians, *history)] if ref else [0.0]
-    between = 1.4826 * statistics.median(deviations)
-    within = statistics.median(_robust_spread(r) for r in runs)
+    between = robust_relative_sd([*medians, *history], center=ref)
+    within = statistics.median(robust_relative_sd(r) for r in runs)
     spread = max(minimum, BETWEEN_RUNS_SIGMAS * between, WITHIN_RUN_SIGMAS * within)
     return ref, min(spread, MAX_RATE_TOLERANCE) if better == "higher" else spread
 
