@@ -54,7 +54,7 @@ from systems.health import same_kind
 
 from . import cli, gate
 from .compare import select_mask
-from .load import load
+from .load import Loaded, load
 
 REPO = Path(__file__).resolve().parent.parent
 NIGHTLY_DIR = REPO / "reports" / "nightly"
@@ -179,20 +179,22 @@ def run_rows(frame: pd.DataFrame, system: str, runs: list[dict]) -> pd.Series:
 
 def judge_run(system: str, run: dict, accepted: dict | None, outdir: Path, alpha: float) -> tuple:
     """The gate's verdict on every headline figure of the run (None without a
-    baseline), and the run's records."""
-    frame = load([PERFLOGS / system], warn=None).frame
+    baseline), and the run's records (what its report is drawn from)."""
+    loaded = load([PERFLOGS / system], warn=None)
+    frame = loaded.frame
     new = run_rows(frame, system, [run])
+    records = Loaded(frame[new], loaded.issues, loaded.files)
     if accepted is None:
         print(f"nightly: no accepted run for {system}: nothing to judge against; accept runs with "
               f"./suite accept {run['stamp']} [more stamps] --write-references")  # fmt: skip
-        return None, frame[new]
+        return None, records
     base = run_rows(frame, system, accepted["runs"])
     result = gate.judge(frame, base, new, alpha)
     stamps = ", ".join(r["stamp"] for r in accepted["runs"])
     print(f"nightly: judged against the accepted run(s) {stamps} (Student's t on log values beyond each figure's "
           f"threshold, Holm-corrected, alpha {alpha})")  # fmt: skip
     cli.print_verdicts(result, outdir / "compare.csv")
-    return result, frame[new]
+    return result, records
 
 
 def decided_by_the_gate(found: dict, result: pd.DataFrame | None, frame: pd.DataFrame | None) -> list:
@@ -203,16 +205,14 @@ def decided_by_the_gate(found: dict, result: pd.DataFrame | None, frame: pd.Data
     passed is a median out of its bounds within the noise of its samples: it
     is returned, to be reported. Every other miss stays a move.
     """
-    judged = {}
+    judged, cases = {}, {}
     if result is not None and frame is not None and not result.empty:
         cases = dict(zip(frame["display_name"], frame["case"]))
-        for test, case, figure, verdict, better in result[["test", "case", "figure", "verdict", "better"]].itertuples(
-            index=False
-        ):
-            judged[(test, case, figure)] = (verdict, better)
+        columns = ["test", "case", "figure", "verdict", "better"]
+        judged = {(t, c, f): (v, b) for t, c, f, v, b in result[columns].itertuples(index=False)}
     within_noise, moved = [], []
     for miss in found["moved"]:
-        test, case = miss.name.split(" ", 1)[0], cases.get(miss.name) if judged else None
+        test, case = miss.name.split(" ", 1)[0], cases.get(miss.name)
         verdicts = {f: judged.get((test, case, f), (None, None)) for f in miss.figures}
         beyond_physics = [f for f, side in miss.figures.items() if side == "upper" and verdicts[f][1] == "higher"]
         if beyond_physics:
@@ -260,10 +260,10 @@ def nightly(args) -> int:
     (outdir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
 
     result, records = judge_run(system, run, accepted, outdir, args.alpha) if health == 0 else (None, None)
-    within_noise = decided_by_the_gate(found, result, records)
+    within_noise = decided_by_the_gate(found, result, records.frame if records is not None else None)
     node_judged = node_facts_judged(accepted, outdir)
-    if health == 0 and not args.no_report:
-        write_html(system, run, outdir)
+    if records is not None and not args.no_report:
+        write_html(system, run, records, outdir)
     status = nightly_status(found, result, node_judged, args.allow_unjudged)
     for miss in within_noise:
         print(f"nightly: WITHIN NOISE {miss} (the gate passed {', '.join(miss.figures)}: not beyond the threshold "
@@ -282,12 +282,17 @@ def node_facts_judged(accepted: dict | None, outdir: Path) -> bool:
     )
 
 
-def write_html(system: str, run: dict, outdir: Path) -> None:
-    """The run's HTML report; a report that cannot be drawn changes no verdict."""
+def write_html(system: str, run: dict, records: Loaded, outdir: Path) -> None:
+    """The run's HTML report, from the records the gate judged; a report that
+    cannot be drawn changes no verdict."""
+    if records.frame.empty:
+        print("nightly: warning: no HTML report: the run logged no performance values", file=sys.stderr)
+        return
     try:
-        title = f"Nightly run of {system}, {run['stamp']} UTC"
-        cli.main(["html", str(PERFLOGS / system), "-o", str(outdir), "--title", title,
-                  "--since", run["start"], "--until", run["end"]])  # fmt: skip
+        from .html import write_report
+
+        page = write_report(records, outdir, f"Nightly run of {system}, {run['stamp']} UTC")
+        print(f"report written to {page}")
     except Exception as err:  # matplotlib and pandas raise many kinds
         print(f"nightly: warning: no HTML report: {err!r}", file=sys.stderr)
 
