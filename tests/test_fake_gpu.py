@@ -144,3 +144,17 @@ def test_accepted_references_bound_rates_by_physics_and_tolerate_the_spread(acce
     accepted_record = json.loads((accepted / "perflogs" / "fakegpu" / "accepted.json").read_text())
     assert len(accepted_record["runs"]) == 3
     assert accepted_record["node"]["default"]["gpus"][0]["model"] == FAKE_MODEL
+
+
+def test_the_two_gpu_checks_never_run_on_one_gpu(repo):
+    """mem_scan and p2p_pingpong print "Skipped" and exit 0 on one GPU: the
+    checks must skip such a node themselves, with the reason, and run nothing."""
+    environ = {**os.environ, "PYTHONPATH": f"{repo / 'tests' / 'fakegpu' / 'site'}{os.pathsep}{repo}"}
+    cmd = [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
+           "-C", "reframe_settings.py", "-c", "checks", "--system", "fakegpu", "--dry-run",
+           "-n", "RandomAccessScan|P2PPingPong", "--prefix", str(repo.parent / "dry")]  # fmt: skip
+    result = subprocess.run(cmd, cwd=repo, env=environ, capture_output=True, text=True, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "has 1 GPU(s): this check needs two or more" in output
+    assert not list((repo.parent / "dry").rglob("rfm_job.sh")), "a job script was written for a skipped check"

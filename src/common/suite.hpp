@@ -6,11 +6,15 @@
 // mistake a failed run for a slow one.
 #pragma once
 
+#include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,7 +25,7 @@
 
 namespace suite {
 
-[[noreturn]] inline void die(const char *fmt, ...) {
+[[noreturn]] __attribute__((format(printf, 1, 2))) inline void die(const char *fmt, ...) {
     std::va_list args;
     va_start(args, fmt);
     std::fputs("error: ", stderr);
@@ -40,26 +44,84 @@ constexpr std::uint64_t triangular_mod64(std::uint64_t n) {
     return n == 0 ? 0 : (n % 2 == 0 ? (n / 2) * (n - 1) : n * ((n - 1) / 2));
 }
 
-// "4096", "64K", "1M", "32G", "1T" (binary multiples, an optional trailing
-// "B" or "iB" is accepted). Returns false on anything else.
+// "4096", "4096B", "64K", "1.5M", "32GiB", "1T": decimal digits with an
+// optional fraction, then an optional binary multiple (K, M, G, T, upper or
+// lower case, optionally "i") and an optional "B". The whole text must be
+// read and the result must be a whole number of bytes below 2^64: NaN,
+// infinities, exponents, signs and trailing junk are all rejected.
 inline bool parse_bytes(const std::string &text, std::uint64_t &bytes) {
-    if (text.empty()) return false;
+    std::size_t i = 0;
+    const std::size_t n = text.size();
+    std::uint64_t whole = 0;
+    const std::size_t first_digit = i;
+    for (; i < n && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
+        const unsigned digit = static_cast<unsigned>(text[i] - '0');
+        if (whole > (UINT64_MAX - digit) / 10) return false;
+        whole = whole * 10 + digit;
+    }
+    if (i == first_digit) return false;
+    std::string fraction;
+    if (i < n && text[i] == '.') {
+        for (++i; i < n && std::isdigit(static_cast<unsigned char>(text[i])); ++i) fraction += text[i];
+        if (fraction.empty()) return false;
+    }
+    int shift = 0;
+    if (i < n) {
+        switch (std::toupper(static_cast<unsigned char>(text[i]))) {
+        case 'K': shift = 10; break;
+        case 'M': shift = 20; break;
+        case 'G': shift = 30; break;
+        case 'T': shift = 40; break;
+        default: break;
+        }
+        if (shift) {
+            ++i;
+            // "Ki" only as the start of "KiB".
+            if (i < n && text[i] == 'i' && !(i + 1 < n && (text[i + 1] == 'B' || text[i + 1] == 'b'))) return false;
+            if (i < n && text[i] == 'i') ++i;
+        }
+    }
+    if (i < n && (text[i] == 'B' || text[i] == 'b')) ++i;
+    if (i != n) return false;
+    if (whole > (UINT64_MAX >> shift)) return false;
+    std::uint64_t value = whole << shift;
+    if (!fraction.empty()) {
+        // The fraction times the multiple must be whole bytes: 1.5K is 1536, 0.1K is not a size.
+        const long double part = std::strtold(("0." + fraction).c_str(), nullptr) * std::ldexp(1.0L, shift);
+        if (part != std::floor(part) || static_cast<long double>(UINT64_MAX - value) < part) return false;
+        value += static_cast<std::uint64_t>(part);
+    }
+    bytes = value;
+    return true;
+}
+
+// The whole text as a decimal integer, without overflow.
+inline bool parse_integer(const std::string &text, long long &value) {
+    if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return false;
     char *end = nullptr;
     errno = 0;
-    const double value = std::strtod(text.c_str(), &end);
-    if (errno != 0 || end == text.c_str() || value < 0) return false;
-    std::string unit(end);
-    if (unit.size() > 1 && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
-    if (unit.size() > 1 && unit.back() == 'i') unit.pop_back();
-    double scale = 1.0;
-    if (unit.empty()) scale = 1.0;
-    else if (unit == "K" || unit == "k") scale = 1024.0;
-    else if (unit == "M" || unit == "m") scale = 1024.0 * 1024.0;
-    else if (unit == "G" || unit == "g") scale = kGiB;
-    else if (unit == "T" || unit == "t") scale = kGiB * 1024.0;
-    else return false;
-    bytes = static_cast<std::uint64_t>(value * scale);
-    return true;
+    value = std::strtoll(text.c_str(), &end, 10);
+    return errno == 0 && *end == '\0';
+}
+
+// The whole text as a finite real number (no NaN, no infinity, no overflow).
+inline bool parse_real(const std::string &text, double &value) {
+    if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return false;
+    char *end = nullptr;
+    errno = 0;
+    value = std::strtod(text.c_str(), &end);
+    return errno == 0 && *end == '\0' && std::isfinite(value);
+}
+
+// 4096 as "4K", 1 << 30 as "1G": how sizes are written on the command line.
+inline std::string format_bytes(std::uint64_t bytes) {
+    static const char *units[] = {"", "K", "M", "G", "T", "P", "E"};
+    int u = 0;
+    while (bytes >= 1024 && bytes % 1024 == 0 && u < 6) {
+        bytes /= 1024;
+        ++u;
+    }
+    return std::to_string(bytes) + units[u];
 }
 
 // Bytes of host memory the kernel can still give without swapping
@@ -131,40 +193,111 @@ class Options {
 
     bool flag(const std::string &name) const { return values_.count(name) != 0 && spec(name).is_flag; }
 
-    long long integer(const std::string &name) const {
+    // Each getter reads the whole value and checks its range, naming the
+    // option and the value in the error (exit status 2), so that a typo can
+    // never run as a default, a zero or a NaN.
+
+    // An integer from lo to hi.
+    long long integer(const std::string &name, long long lo, long long hi) const {
         const std::string text = str(name);
-        char *end = nullptr;
-        errno = 0;
-        const long long value = std::strtoll(text.c_str(), &end, 10);
-        if (errno != 0 || text.empty() || *end != '\0')
-            usage_error("option '--%s' expects an integer, got '%s'", name.c_str(), text.c_str());
+        long long value = 0;
+        if (!parse_integer(text, value) || value < lo || value > hi)
+            usage_error("option '--%s' expects an integer from %lld to %lld, got '%s'", name.c_str(), lo, hi,
+                        text.c_str());
         return value;
     }
 
-    std::uint64_t bytes(const std::string &name) const {
-        std::uint64_t value = 0;
-        if (!parse_bytes(str(name), value))
-            usage_error("option '--%s' expects a size such as 4096, 64K, 1G, got '%s'", name.c_str(),
-                        str(name).c_str());
+    // The same for an int, whose bounds then fit it.
+    int integer32(const std::string &name, int lo, int hi) const { return static_cast<int>(integer(name, lo, hi)); }
+
+    // A finite real number from lo to hi.
+    double real(const std::string &name, double lo, double hi) const {
+        const std::string text = str(name);
+        double value = 0.0;
+        if (!parse_real(text, value) || value < lo || value > hi)
+            usage_error("option '--%s' expects a number from %g to %g, got '%s'", name.c_str(), lo, hi, text.c_str());
         return value;
     }
 
-    // Comma-separated values, e.g. "--op read,write".
+    // A size in bytes (see parse_bytes) from lo to hi.
+    std::uint64_t bytes(const std::string &name, std::uint64_t lo = 1, std::uint64_t hi = UINT64_MAX) const {
+        return bytes_item(name, str(name), lo, hi);
+    }
+
+    // Comma-separated values, e.g. "--op read,write". An empty value is an
+    // empty list; an empty item ("a,,b", "a,") is an error.
     std::vector<std::string> list(const std::string &name) const {
         std::vector<std::string> items;
-        std::string text = str(name), item;
+        const std::string text = str(name);
+        if (text.empty()) return items;
+        std::string item;
         for (char c : text + ",") {
-            if (c == ',') {
-                if (!item.empty()) items.push_back(item);
-                item.clear();
-            } else {
+            if (c != ',') {
                 item += c;
+                continue;
             }
+            if (item.empty()) usage_error("option '--%s' has an empty item in '%s'", name.c_str(), text.c_str());
+            items.push_back(item);
+            item.clear();
         }
         return items;
     }
 
-    [[noreturn]] void usage_error(const char *fmt, ...) const {
+    // A list of sizes, each from lo to hi.
+    std::vector<std::uint64_t> bytes_list(const std::string &name, std::uint64_t lo = 1,
+                                          std::uint64_t hi = UINT64_MAX) const {
+        std::vector<std::uint64_t> sizes;
+        for (const auto &item : list(name)) sizes.push_back(bytes_item(name, item, lo, hi));
+        return sizes;
+    }
+
+    // One of the allowed words.
+    std::string choice(const std::string &name, std::initializer_list<const char *> allowed) const {
+        return checked_word(name, str(name), allowed);
+    }
+
+    // A list of allowed words; at least one.
+    std::vector<std::string> choices(const std::string &name, std::initializer_list<const char *> allowed) const {
+        std::vector<std::string> words = list(name);
+        if (words.empty()) usage_error("option '--%s' needs at least one value", name.c_str());
+        for (const auto &w : words) checked_word(name, w, allowed);
+        return words;
+    }
+
+    // "2x" (a multiple of some whole, such as the GPU's memory, known only
+    // once CUDA runs) or a size in bytes.
+    struct Amount {
+        double factor = 0.0;  // > 0 for a multiple
+        std::uint64_t bytes = 0;
+        std::uint64_t of(std::uint64_t whole) const {
+            return factor > 0 ? static_cast<std::uint64_t>(factor * static_cast<double>(whole)) : bytes;
+        }
+    };
+
+    // A multiple in (0, max_factor] or a size of at least min_bytes.
+    Amount amount(const std::string &name, double max_factor, std::uint64_t min_bytes) const {
+        const std::string text = str(name);
+        Amount a;
+        if (!text.empty() && text.back() == 'x') {
+            if (!parse_real(text.substr(0, text.size() - 1), a.factor) || a.factor <= 0 || a.factor > max_factor)
+                usage_error("option '--%s' expects a multiple above 0 and up to %gx, got '%s'", name.c_str(),
+                            max_factor, text.c_str());
+            return a;
+        }
+        a.bytes = bytes_item(name, text, min_bytes, UINT64_MAX);
+        return a;
+    }
+
+    // Host memory for --<name>: at most `share` of what the host has available.
+    void require_host_memory(const std::string &name, std::uint64_t bytes, double share) const {
+        const std::uint64_t available = host_available_bytes();
+        if (available && static_cast<double>(bytes) > share * static_cast<double>(available))
+            usage_error("option '--%s' %s asks for %.2f GiB of host memory, more than %.0f%% of the %.2f GiB available",
+                        name.c_str(), str(name).c_str(), static_cast<double>(bytes) / kGiB, share * 100,
+                        static_cast<double>(available) / kGiB);
+    }
+
+    [[noreturn]] __attribute__((format(printf, 2, 3))) void usage_error(const char *fmt, ...) const {
         std::va_list args;
         va_start(args, fmt);
         std::fprintf(stderr, "%s: ", program_.c_str());
@@ -179,6 +312,30 @@ class Options {
         std::string default_value, help;
         bool is_flag = false;
     };
+
+    std::uint64_t bytes_item(const std::string &name, const std::string &text, std::uint64_t lo,
+                             std::uint64_t hi) const {
+        std::uint64_t value = 0;
+        if (!parse_bytes(text, value))
+            usage_error("option '--%s' expects a size such as 4096, 64K or 1G, got '%s'", name.c_str(), text.c_str());
+        if (value < lo && hi == UINT64_MAX)
+            usage_error("option '--%s' expects a size of at least %s, got '%s'", name.c_str(), format_bytes(lo).c_str(),
+                        text.c_str());
+        if (value < lo || value > hi)
+            usage_error("option '--%s' expects a size from %s to %s, got '%s'", name.c_str(), format_bytes(lo).c_str(),
+                        format_bytes(hi).c_str(), text.c_str());
+        return value;
+    }
+
+    const std::string &checked_word(const std::string &name, const std::string &word,
+                                    std::initializer_list<const char *> allowed) const {
+        std::string names;
+        for (const char *a : allowed) {
+            if (word == a) return word;
+            names += (names.empty() ? "" : ", ") + std::string(a);
+        }
+        usage_error("option '--%s' takes %s, got '%s'", name.c_str(), names.c_str(), word.c_str());
+    }
 
     const Spec &spec(const std::string &name) const {
         auto it = specs_.find(name);
@@ -218,6 +375,29 @@ inline void cuda_check(cudaError_t err, const char *call, const char *file, int 
 #define CUDA_CHECK(call) ::suite::cuda_check((call), #call, __FILE__, __LINE__)
 // After a kernel launch: launch errors now, execution errors at the next sync.
 #define CUDA_CHECK_LAUNCH() ::suite::cuda_check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+// The CUDA devices this process sees; none at all (cudaErrorNoDevice) is 0.
+inline int device_count() {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err == cudaErrorNoDevice) {
+        cudaGetLastError();
+        return 0;
+    }
+    CUDA_CHECK(err);
+    return count;
+}
+
+// The device that option --<name> names, checked against the visible ones
+// (an argument error, exit status 2, like every other bad option).
+inline int visible_device(const Options &opts, const std::string &name) {
+    const int device = opts.integer32(name, 0, std::numeric_limits<int>::max());
+    const int count = device_count();
+    if (device >= count)
+        opts.usage_error("option '--%s' names device %d, but %d %s visible", name.c_str(), device, count,
+                         count == 1 ? "is" : "are");
+    return device;
+}
 
 // Times work on one stream with a pair of CUDA events.
 class EventTimer {

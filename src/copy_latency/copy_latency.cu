@@ -319,47 +319,56 @@ Result measure(const Buffers &b, Method m, Dir d, std::size_t n, const Timing &t
 
 // --------------------------------------------------------------- options --
 
+// Copies up to 16 GiB: the pageable, pinned and staging buffers are each as
+// large as the largest copy.
+constexpr std::uint64_t kMaxCopy = 16ull << 30;
+
 std::vector<std::size_t> parse_sizes(const suite::Options &opts) {
     std::vector<std::size_t> sizes;
-    for (const auto &item : opts.list("sizes")) {
-        std::uint64_t v = 0;
-        if (!suite::parse_bytes(item, v) || v == 0)
-            opts.usage_error("--sizes: expected sizes such as 1,8,4K,1M, got '%s'", item.c_str());
-        sizes.push_back(v);
-    }
+    for (const std::uint64_t v : opts.bytes_list("sizes", 1, kMaxCopy)) sizes.push_back(v);
     if (sizes.empty()) {
-        const std::uint64_t lo = opts.bytes("min-size"), hi = opts.bytes("max-size");
-        if (lo == 0 || hi < lo) opts.usage_error("need 0 < --min-size <= --max-size");
+        const std::uint64_t lo = opts.bytes("min-size", 1, kMaxCopy), hi = opts.bytes("max-size", 1, kMaxCopy);
+        if (hi < lo)
+            opts.usage_error("option '--max-size' %s is below '--min-size' %s", opts.str("max-size").c_str(),
+                             opts.str("min-size").c_str());
         for (std::uint64_t s = lo; s <= hi; s *= 2) sizes.push_back(s);
     }
     std::sort(sizes.begin(), sizes.end());
     sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    // Pageable, pinned and staging host buffers of the largest size.
+    opts.require_host_memory(opts.str("sizes").empty() ? "max-size" : "sizes", 3 * sizes.back(), 0.8);
     return sizes;
 }
 
 std::vector<Method> parse_methods(const suite::Options &opts) {
     std::vector<Method> methods;
-    for (const auto &name : opts.list("methods")) {
+    for (const auto &name : opts.choices("methods", {"pageable", "pinned", "async", "zerocopy", "gdrcopy"})) {
         if (name == "pageable") methods.push_back(Method::pageable);
         else if (name == "pinned") methods.push_back(Method::pinned);
         else if (name == "async") methods.push_back(Method::async);
         else if (name == "zerocopy") methods.push_back(Method::zerocopy);
-        else if (name == "gdrcopy") methods.push_back(Method::gdrcopy);
-        else opts.usage_error("unknown method '%s' (pageable, pinned, async, zerocopy, gdrcopy)", name.c_str());
+        else methods.push_back(Method::gdrcopy);
     }
-    if (methods.empty()) opts.usage_error("--methods is empty");
     return methods;
 }
 
 std::vector<Dir> parse_dirs(const suite::Options &opts) {
     std::vector<Dir> dirs;
-    for (const auto &name : opts.list("directions")) {
-        if (name == "h2d") dirs.push_back(Dir::h2d);
-        else if (name == "d2h") dirs.push_back(Dir::d2h);
-        else opts.usage_error("unknown direction '%s' (h2d, d2h)", name.c_str());
-    }
-    if (dirs.empty()) opts.usage_error("--directions is empty");
+    for (const auto &name : opts.choices("directions", {"h2d", "d2h"}))
+        dirs.push_back(name == "h2d" ? Dir::h2d : Dir::d2h);
     return dirs;
+}
+
+Timing parse_timing(const suite::Options &opts) {
+    Timing t;
+    t.reps = opts.integer32("reps", 1, 10000000);
+    t.min_reps = std::min(opts.integer32("min-reps", 1, 10000000), t.reps);
+    t.warmup = opts.integer32("warmup", 0, 10000000);
+    t.min_sample_s = opts.real("sample-us", 0.0, 1e6) * 1e-6;
+    t.case_budget_s = opts.real("case-seconds", 0.0, 86400.0);
+    // Each block needs samples: --min-reps is the fewest a case takes (capped by --reps above).
+    t.blocks = opts.integer32("blocks", 1, t.min_reps);
+    return t;
 }
 
 // Why the GDRCopy leg cannot run here, or an empty string when it can.
@@ -397,30 +406,17 @@ int main(int argc, char **argv) {
     const std::vector<std::size_t> sizes = parse_sizes(opts);
     std::vector<Method> methods = parse_methods(opts);
     const std::vector<Dir> dirs = parse_dirs(opts);
-    Timing timing;
-    timing.reps = static_cast<int>(opts.integer("reps"));
-    timing.min_reps = static_cast<int>(std::min(opts.integer("min-reps"), opts.integer("reps")));
-    timing.warmup = static_cast<int>(opts.integer("warmup"));
-    timing.min_sample_s = std::atof(opts.str("sample-us").c_str()) * 1e-6;
-    timing.case_budget_s = std::atof(opts.str("case-seconds").c_str());
-    timing.blocks = static_cast<int>(opts.integer("blocks"));
-    if (timing.reps < 1 || timing.min_reps < 1 || timing.warmup < 0)
-        opts.usage_error("--reps and --min-reps must be positive, --warmup not negative");
-    // Each block needs samples: --min-reps is the fewest a case takes (it is capped by --reps above).
-    if (timing.blocks < 1 || timing.blocks > timing.min_reps)
-        opts.usage_error("--blocks must be between 1 and --min-reps and --reps (%d), got %d", timing.min_reps,
-                         timing.blocks);
-    const int device = static_cast<int>(opts.integer("device"));
-    const int numa_node = static_cast<int>(opts.integer("numa-node"));
-
+    const Timing timing = parse_timing(opts);
+    const int numa_node = opts.integer32("numa-node", -1, 1 << 16);
     Buffers b;
-    b.block = static_cast<int>(opts.integer("block"));
-    if (b.block < 32 || b.block > 1024 || b.block % 32) opts.usage_error("--block must be a multiple of 32 up to 1024");
+    b.block = opts.integer32("block", 32, 1024);
+    if (b.block % 32) opts.usage_error("option '--block' expects a multiple of 32, got %d", b.block);
 
     if (numa_node >= 0) {
 #ifdef SUITE_HAVE_LIBNUMA
         if (numa_available() < 0) suite::die("libnuma reports no NUMA support on this host");
-        if (numa_run_on_node(numa_node) != 0) suite::die("cannot run on NUMA node %d", numa_node);
+        if (numa_run_on_node(numa_node) != 0)
+            opts.usage_error("option '--numa-node': cannot run on NUMA node %d", numa_node);
         numa_set_preferred(numa_node);
         std::printf("Host NUMA node: %d\n", numa_node);
 #else
@@ -428,6 +424,8 @@ int main(int argc, char **argv) {
 #endif
     }
 
+    // CUDA starts once the process is on its node, so its own host memory is there too.
+    const int device = suite::visible_device(opts, "device");
     CUDA_CHECK(cudaSetDevice(device));
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));

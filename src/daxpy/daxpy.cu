@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -74,22 +75,33 @@ const char *alloc_name(Alloc a) {
     }
 }
 
-// "1,2,4", "1-16" or a mix: positive integers, ranges inclusive.
+// The largest inner or outer count: beyond it a sweep would run for days.
+constexpr long long kMaxCount = 1000000;
+
+// One positive count of --<name> within an item such as "4" or "1-16".
+int count_in(const suite::Options &opts, const std::string &name, const std::string &item, const std::string &text) {
+    long long v = 0;
+    if (!suite::parse_integer(text, v) || v < 1 || v > kMaxCount)
+        opts.usage_error("option '--%s' takes integers from 1 to %lld and ranges such as 1,2,4 or 1-16, got '%s'",
+                         name.c_str(), kMaxCount, item.c_str());
+    return static_cast<int>(v);
+}
+
+// "1,2,4", "1-16" or a mix: positive integers, ranges inclusive and ascending.
 std::vector<int> parse_ints(const suite::Options &opts, const std::string &name) {
     std::vector<int> values;
     for (const auto &item : opts.list(name)) {
-        int lo = 0, hi = 0;
-        char tail = 0;
-        if (std::sscanf(item.c_str(), "%d-%d%c", &lo, &hi, &tail) == 2 && lo >= 1 && hi >= lo) {
-            for (int v = lo; v <= hi; ++v) values.push_back(v);
-        } else if (std::sscanf(item.c_str(), "%d%c", &lo, &tail) == 1 && lo >= 1) {
-            values.push_back(lo);
-        } else {
-            opts.usage_error("--%s takes positive integers and ranges such as 1,2,4 or 1-16, got '%s'", name.c_str(),
-                             item.c_str());
+        const auto dash = item.find('-', 1);
+        if (dash == std::string::npos) {
+            values.push_back(count_in(opts, name, item, item));
+            continue;
         }
+        const int lo = count_in(opts, name, item, item.substr(0, dash));
+        const int hi = count_in(opts, name, item, item.substr(dash + 1));
+        if (hi < lo) opts.usage_error("option '--%s': range '%s' runs backwards", name.c_str(), item.c_str());
+        for (int v = lo; v <= hi; ++v) values.push_back(v);
     }
-    if (values.empty()) opts.usage_error("--%s needs at least one value", name.c_str());
+    if (values.empty()) opts.usage_error("option '--%s' needs at least one value", name.c_str());
     return values;
 }
 
@@ -97,16 +109,14 @@ std::vector<int> parse_ints(const suite::Options &opts, const std::string &name)
 // --pairs names (the check asks for the figures' lines only).
 std::vector<std::pair<int, int>> parse_points(const suite::Options &opts) {
     std::vector<std::pair<int, int>> points;
-    if (!opts.str("pairs").empty()) {
-        for (const auto &item : opts.list("pairs")) {
-            int inner = 0, outer = 0;
-            char tail = 0;
-            if (std::sscanf(item.c_str(), "%dx%d%c", &inner, &outer, &tail) != 2 || inner < 1 || outer < 1)
-                opts.usage_error("--pairs takes INNERxOUTER items such as 4x8, got '%s'", item.c_str());
-            points.emplace_back(inner, outer);
-        }
-        return points;
+    for (const auto &item : opts.list("pairs")) {
+        const auto x = item.find('x');
+        if (x == std::string::npos)
+            opts.usage_error("option '--pairs' takes INNERxOUTER items such as 4x8, got '%s'", item.c_str());
+        points.emplace_back(count_in(opts, "pairs", item, item.substr(0, x)),
+                            count_in(opts, "pairs", item, item.substr(x + 1)));
     }
+    if (!points.empty()) return points;
     for (int inner : parse_ints(opts, "inner"))
         for (int outer : parse_ints(opts, "outer")) points.emplace_back(inner, outer);
     return points;
@@ -114,50 +124,44 @@ std::vector<std::pair<int, int>> parse_points(const suite::Options &opts) {
 
 Config parse_config(const suite::Options &opts) {
     Config c;
-    const std::string alloc = opts.str("alloc");
-    if (alloc == "system") c.alloc = Alloc::system;
-    else if (alloc == "managed") c.alloc = Alloc::managed;
-    else if (alloc == "explicit") c.alloc = Alloc::explicit_copy;
-    else opts.usage_error("--alloc takes system, managed or explicit, got '%s'", alloc.c_str());
-    const std::string prefetch = opts.str("prefetch");
-    if (prefetch != "on" && prefetch != "off") opts.usage_error("--prefetch takes on or off, got '%s'", prefetch.c_str());
-    c.prefetch = prefetch == "on";
+    const std::string alloc = opts.choice("alloc", {"system", "managed", "explicit"});
+    c.alloc = alloc == "system" ? Alloc::system : alloc == "managed" ? Alloc::managed : Alloc::explicit_copy;
+    c.prefetch = opts.choice("prefetch", {"on", "off"}) == "on";
     if (c.prefetch && c.alloc == Alloc::explicit_copy)
-        opts.usage_error("--prefetch on is for system and managed memory: explicit copies move y themselves");
-    c.rows = static_cast<int>(opts.integer("rows"));
-    c.device = static_cast<int>(opts.integer("device"));
-    c.numa_node = static_cast<int>(opts.integer("numa-node"));
-    if (c.rows < 1) opts.usage_error("--rows must be positive");
-    for (const auto &text : opts.list("size")) {
-        std::uint64_t bytes = 0;
-        if (!suite::parse_bytes(text, bytes) || bytes == 0 || bytes % sizeof(double) ||
-            bytes / sizeof(double) > 0x7fffffffu)
-            opts.usage_error("--size takes bytes per thread block, multiples of 8 such as 800 or 64K, got '%s'",
-                             text.c_str());
+        opts.usage_error("option '--prefetch on' is for system and managed memory: explicit copies move y themselves");
+    c.rows = opts.integer32("rows", 1, 1 << 24);
+    c.device = opts.integer32("device", 0, std::numeric_limits<int>::max());  // checked against the GPUs later
+    c.numa_node = opts.integer32("numa-node", -1, 1 << 16);
+    // Bytes per thread block: whole doubles, a column count an int can index.
+    for (const std::uint64_t bytes : opts.bytes_list("size", sizeof(double), 0x7fffffffull * sizeof(double))) {
+        if (bytes % sizeof(double))
+            opts.usage_error("option '--size' takes multiples of 8 bytes such as 800 or 64K, got %" PRIu64, bytes);
         c.sizes.push_back(bytes);
     }
-    if (c.sizes.empty()) opts.usage_error("--size needs at least one value");
+    if (c.sizes.empty()) opts.usage_error("option '--size' needs at least one value");
     c.points = parse_points(opts);
+    // x and y of the largest size are in host memory for system and managed
+    // memory, and y's host copy for explicit copies: at most 80% of what the host has.
+    const std::uint64_t largest = *std::max_element(c.sizes.begin(), c.sizes.end());
+    const long double both = 2.0L * c.rows * largest;
+    if (both > static_cast<long double>(UINT64_MAX))
+        opts.usage_error("option '--size' %s times --rows %d overflows 64 bits", opts.str("size").c_str(), c.rows);
+    opts.require_host_memory("size", static_cast<std::uint64_t>(both), 0.8);
     return c;
 }
 
-
-// Refuses, before any point runs, a size the GPU or the host cannot hold:
-// more managed memory than the GPU has free would oversubscribe it.
-void check_capacity(const Config &c) {
+// Refuses, before any point runs, a size the GPU cannot hold: more managed
+// memory than the GPU has free would oversubscribe it.
+void check_capacity(const suite::Options &opts, const Config &c) {
     const std::uint64_t largest = *std::max_element(c.sizes.begin(), c.sizes.end());
     const double both = 2.0 * static_cast<double>(c.rows) * static_cast<double>(largest);  // x and y
     std::size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     const double gib = suite::kGiB;
     if (c.alloc != Alloc::system && both > 0.9 * static_cast<double>(free_b))
-        suite::die("x and y of %d rows x %" PRIu64 " bytes take %.2f GiB of %s memory, more than 90%% of the %.2f GiB "
-                   "free on the GPU",
-                   c.rows, largest, both / gib, alloc_name(c.alloc), free_b / gib);
-    const std::uint64_t host_free = suite::host_available_bytes();
-    if (host_free && both > 0.8 * static_cast<double>(host_free))
-        suite::die("x and y take %.2f GiB of host memory, more than 80%% of the %.2f GiB available", both / gib,
-                   host_free / gib);
+        opts.usage_error("option '--size': x and y of %d rows x %" PRIu64 " bytes take %.2f GiB of %s memory, more "
+                         "than 90%% of the %.2f GiB free on the GPU",
+                         c.rows, largest, both / gib, alloc_name(c.alloc), free_b / gib);
 }
 
 // ---------------------------------------------------------------- arrays --
@@ -336,7 +340,15 @@ int main(int argc, char **argv) {
     opts.add("numa-node", "-1", "NUMA node to run the process on (-1: leave it where it is)");
     opts.parse(argc, argv);
 
-    const Config c = parse_config(opts);
+    Config c = parse_config(opts);
+#ifdef SUITE_HAVE_LIBNUMA
+    // Bound before CUDA starts, so that CUDA's own host memory is on the node too.
+    if (c.numa_node >= 0 && numa_available() >= 0 && numa_run_on_node(c.numa_node) != 0)
+        opts.usage_error("option '--numa-node': cannot run on NUMA node %d", c.numa_node);
+#else
+    if (c.numa_node >= 0) std::puts("NUMA placement unavailable (built without libnuma): --numa-node ignored");
+#endif
+    c.device = suite::visible_device(opts, "device");
     CUDA_CHECK(cudaSetDevice(c.device));
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, c.device));
@@ -351,13 +363,7 @@ int main(int argc, char **argv) {
     if (c.prefetch && !concurrent)
         suite::die("--prefetch on needs cudaDevAttrConcurrentManagedAccess, which device %d (%s) lacks", c.device,
                    prop.name);
-#ifdef SUITE_HAVE_LIBNUMA
-    if (c.numa_node >= 0 && numa_available() >= 0 && numa_run_on_node(c.numa_node) != 0)
-        suite::die("cannot run on NUMA node %d", c.numa_node);
-#else
-    if (c.numa_node >= 0) std::puts("NUMA placement unavailable (built without libnuma): --numa-node ignored");
-#endif
-    check_capacity(c);
+    check_capacity(opts, c);
 
     std::printf("Device %d: %s, %.2f GiB; pageable memory access: %s\n", c.device, prop.name,
                 prop.totalGlobalMem / suite::kGiB,

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <thread>
 
 #include "suite.hpp"
@@ -139,15 +140,19 @@ double median(std::vector<double> v) {
     return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
+// The nodes --nodes names: "all", or a list of node numbers this host has.
 std::vector<int> select_nodes(const Topology &topo, const suite::Options &opts) {
     if (opts.str("nodes") == "all") return topo.nodes;
     std::vector<int> chosen;
     for (const auto &item : opts.list("nodes")) {
-        const int node = std::atoi(item.c_str());
+        long long node = -1;
+        if (!suite::parse_integer(item, node) || node < 0 || node > std::numeric_limits<int>::max())
+            opts.usage_error("option '--nodes' takes 'all' or NUMA node numbers such as 0,1, got '%s'", item.c_str());
         if (std::find(topo.nodes.begin(), topo.nodes.end(), node) == topo.nodes.end())
-            suite::die("NUMA node %s does not exist on this host", item.c_str());
-        chosen.push_back(node);
+            opts.usage_error("option '--nodes': NUMA node %lld does not exist on this host", node);
+        chosen.push_back(static_cast<int>(node));
     }
+    if (chosen.empty()) opts.usage_error("option '--nodes' needs 'all' or at least one node");
     return chosen;
 }
 
@@ -198,20 +203,18 @@ int main(int argc, char **argv) {
     opts.parse(argc, argv);
 
     const Topology topo = detect_topology();
-    const std::uint64_t size = opts.bytes("size");
-    const int runs = static_cast<int>(opts.integer("runs"));
-    const long long threads_opt = opts.integer("threads");
-    const std::vector<std::string> ops = opts.list("op");
-    if (runs < 1) opts.usage_error("--runs must be at least 1");
-    if (threads_opt < 0) opts.usage_error("--threads must not be negative");
-    if (size < 4096) opts.usage_error("--size must be at least 4K");
-    for (const auto &op : ops)
-        if (op != "read" && op != "write") opts.usage_error("--op takes read and/or write, got '%s'", op.c_str());
+    const std::uint64_t size = opts.bytes("size", 4096);
+    const int runs = opts.integer32("runs", 1, 1000000);
+    const int threads_opt = opts.integer32("threads", 0, 1 << 20);
+    const std::vector<std::string> ops = opts.choices("op", {"read", "write"});
+    const std::vector<int> nodes = select_nodes(topo, opts);
+    // Each node's buffer is freed before the next one's is taken.
+    opts.require_host_memory("size", size, 0.9);
 
     std::printf("NUMA nodes: %zu (%s)\n", topo.nodes.size(),
                 topo.numa ? "libnuma placement" : "no libnuma: plain allocation, no binding");
     const std::size_t n = size / sizeof(std::uint64_t);
-    for (int node : select_nodes(topo, opts)) {
+    for (int node : nodes) {
         const unsigned threads = threads_opt > 0 ? static_cast<unsigned>(threads_opt) : cpus_of_node(topo, node);
         if (threads == 0) {
             std::printf("Node %d: no CPUs, skipped\n", node);

@@ -31,6 +31,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda.h>
@@ -245,7 +246,7 @@ struct Config {
     std::vector<Op> ops;
     std::vector<std::uint64_t> segments;
     std::vector<int> widths;
-    std::string size;
+    suite::Options::Amount size;     // bytes, or a fraction of the GPUs' memory
     std::uint64_t launch_bytes = 0;  // 0: by segment size
     int reps = 20, gpus = 0, rank = 0, nranks = 1;
     bool spawn = false;
@@ -259,70 +260,78 @@ unsigned log2u(std::uint64_t x) {
     return s;
 }
 
-// The first of these environment variables that is set, or "".
-std::string env_first(std::initializer_list<const char *> names) {
+// The first of these environment variables that is set, with its name; "" if none is.
+std::pair<std::string, std::string> env_first(std::initializer_list<const char *> names) {
     for (const char *name : names)
-        if (const char *v = std::getenv(name)) return v;
-    return "";
+        if (const char *v = std::getenv(name)) return {name, v};
+    return {"", ""};
+}
+
+// A rank or rank count from its option or, failing that, the launcher's
+// environment variable; what does not parse is an error naming where it came from.
+int rank_value(const suite::Options &opts, const std::string &option, std::initializer_list<const char *> vars,
+               int fallback, int lo) {
+    std::string from = "option '--" + option + "'", text = opts.str(option);
+    if (text.empty()) {
+        const auto [var, value] = env_first(vars);
+        if (var.empty()) return fallback;
+        from = "environment variable " + var;
+        text = value;
+    }
+    long long v = 0;
+    if (!suite::parse_integer(text, v) || v < lo || v > kMaxGpus * 64)
+        opts.usage_error("%s expects an integer from %d, got '%s'", from.c_str(), lo, text.c_str());
+    return static_cast<int>(v);
 }
 
 Config parse_config(const suite::Options &opts) {
     Config c;
-    for (const auto &m : opts.list("modes")) {
-        if (m == "single") c.modes.push_back(Mode::single);
-        else if (m == "chunked") c.modes.push_back(Mode::chunked);
-        else if (m == "multiprocess") c.modes.push_back(Mode::multiprocess);
-        else opts.usage_error("--modes takes single, chunked and multiprocess, got '%s'", m.c_str());
-    }
-    for (const auto &o : opts.list("ops")) {
-        if (o == "read") c.ops.push_back(Op::read);
-        else if (o == "write") c.ops.push_back(Op::write);
-        else if (o == "atomic") c.ops.push_back(Op::atomic);
-        else opts.usage_error("--ops takes read, write and atomic, got '%s'", o.c_str());
-    }
-    for (const auto &s : opts.list("segments")) {
-        std::uint64_t bytes = 0;
-        if (!suite::parse_bytes(s, bytes) || !power_of_two(bytes) || bytes < 4 || bytes > 16384)
-            opts.usage_error("--segments takes powers of two from 4 to 16K, got '%s'", s.c_str());
+    for (const auto &m : opts.choices("modes", {"single", "chunked", "multiprocess"}))
+        c.modes.push_back(m == "single" ? Mode::single : m == "chunked" ? Mode::chunked : Mode::multiprocess);
+    for (const auto &o : opts.choices("ops", {"read", "write", "atomic"}))
+        c.ops.push_back(o == "read" ? Op::read : o == "write" ? Op::write : Op::atomic);
+    for (const std::uint64_t bytes : opts.bytes_list("segments", 4, 16384)) {
+        if (!power_of_two(bytes))
+            opts.usage_error("option '--segments' takes powers of two from 4 to 16K, got %" PRIu64, bytes);
         c.segments.push_back(bytes);
     }
-    for (const auto &w : opts.list("widths")) {
-        if (w != "4" && w != "8" && w != "16") opts.usage_error("--widths takes 4, 8 and 16, got '%s'", w.c_str());
-        c.widths.push_back(std::atoi(w.c_str()));
-    }
-    if (c.modes.empty() || c.ops.empty() || c.segments.empty() || c.widths.empty())
-        opts.usage_error("--modes, --ops, --segments and --widths need at least one value each");
-    c.size = opts.str("size");
+    if (c.segments.empty()) opts.usage_error("option '--segments' needs at least one value");
+    for (const auto &w : opts.choices("widths", {"4", "8", "16"})) c.widths.push_back(w == "4" ? 4 : w == "8" ? 8 : 16);
+    // A fraction of the GPUs' memory below 1 (the GPUs need some for themselves), or bytes.
+    c.size = opts.amount("size", 1.0, kChunkAlign);
+    if (c.size.factor >= 1.0)
+        opts.usage_error("option '--size' expects a fraction of the GPUs' memory below 1x, got '%s'",
+                         opts.str("size").c_str());
     if (opts.str("launch-bytes") != "auto") {
-        c.launch_bytes = opts.bytes("launch-bytes");
-        if (c.launch_bytes < 16384 || c.launch_bytes % 16384)
-            opts.usage_error("--launch-bytes must be a multiple of 16K");
+        c.launch_bytes = opts.bytes("launch-bytes", 16384, 64ull << 30);
+        if (c.launch_bytes % 16384)
+            opts.usage_error("option '--launch-bytes' expects a multiple of 16K, got '%s'",
+                             opts.str("launch-bytes").c_str());
     }
-    c.reps = static_cast<int>(opts.integer("reps"));
-    c.gpus = static_cast<int>(opts.integer("gpus"));
-    if (c.reps < kBlocks) opts.usage_error("--reps must be at least %d (the blocks each point is timed in)", kBlocks);
+    c.reps = opts.integer32("reps", kBlocks, 1000000);  // at least one launch per timed block
+    c.gpus = opts.integer32("gpus", 0, kMaxGpus);
+    if (c.gpus == 1) opts.usage_error("option '--gpus' expects 0 (all visible) or 2 to %d GPUs, got 1", kMaxGpus);
     c.spawn = opts.flag("spawn");
 
     // Rank and size: options first, then what srun, Open MPI, PMIx and jsrun set.
-    std::string rank = opts.str("rank"), size = opts.str("nranks");
-    if (rank.empty()) rank = env_first({"SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "JSM_NAMESPACE_RANK"});
-    if (size.empty())
-        size = env_first({"SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE", "JSM_NAMESPACE_SIZE"});
-    c.rank = rank.empty() ? 0 : std::atoi(rank.c_str());
-    c.nranks = size.empty() ? 1 : std::atoi(size.c_str());
-    if (c.rank > 0 && size.empty()) opts.usage_error("rank %d known but not the number of ranks: pass --nranks", c.rank);
-    if (c.nranks < 1 || c.rank < 0 || c.rank >= c.nranks) opts.usage_error("rank %d of %d is out of range", c.rank, c.nranks);
+    const bool size_known = !opts.str("nranks").empty() ||
+                            !env_first({"SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE", "JSM_NAMESPACE_SIZE"}).first.empty();
+    c.rank = rank_value(opts, "rank", {"SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "JSM_NAMESPACE_RANK"}, 0, 0);
+    c.nranks = rank_value(opts, "nranks", {"SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE", "JSM_NAMESPACE_SIZE"}, 1, 1);
+    if (c.rank > 0 && !size_known)
+        opts.usage_error("rank %d known but not the number of ranks: pass --nranks", c.rank);
+    if (c.rank >= c.nranks) opts.usage_error("option '--rank': rank %d of %d is out of range", c.rank, c.nranks);
     if (c.nranks > 1 && (c.modes.size() != 1 || c.modes[0] != Mode::multiprocess))
         opts.usage_error("launched as %d ranks: only --modes multiprocess runs one process per GPU", c.nranks);
-    if (c.nranks > kMaxGpus) opts.usage_error("at most %d ranks", kMaxGpus);
-    if (c.spawn && c.nranks > 1) opts.usage_error("--spawn is for a single launch, not for %d ranks", c.nranks);
+    if (c.nranks > kMaxGpus) opts.usage_error("option '--nranks': at most %d ranks, got %d", kMaxGpus, c.nranks);
+    if (c.spawn && c.nranks > 1) opts.usage_error("option '--spawn' is for a single launch, not for %d ranks", c.nranks);
 
     // Every rank must name the same exchange files: the job (and step) id.
     c.run_id = opts.str("run-id");
     if (c.run_id.empty()) {
-        const std::string slurm = env_first({"SLURM_JOB_ID"});
-        if (!slurm.empty()) c.run_id = "slurm" + slurm + "." + env_first({"SLURM_STEP_ID"});
-        else c.run_id = env_first({"PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid", "LSB_JOBID"});
+        const std::string slurm = env_first({"SLURM_JOB_ID"}).second;
+        if (!slurm.empty()) c.run_id = "slurm" + slurm + "." + env_first({"SLURM_STEP_ID"}).second;
+        else c.run_id = env_first({"PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid", "LSB_JOBID"}).second;
     }
     if (c.nranks > 1 && c.run_id.empty())
         opts.usage_error("%d ranks but no job id in the environment to name the exchange files: pass --run-id", c.nranks);
@@ -831,17 +840,13 @@ struct Run {
 };
 
 std::uint64_t chunk_size(const suite::Options &opts, const Config &c, int ngpus, std::uint64_t gpu_memory) {
-    std::uint64_t total = 0;
-    const std::string text = c.size;
-    if (!text.empty() && text.back() == 'x') {
-        const double f = std::atof(text.c_str());
-        if (f <= 0 || f >= 1) opts.usage_error("--size: a fraction of the GPUs' memory is between 0 and 1x, got '%s'", text.c_str());
-        total = static_cast<std::uint64_t>(f * gpu_memory * ngpus);
-    } else {
-        total = opts.bytes("size");
-    }
+    const std::uint64_t total = c.size.factor > 0 ? c.size.of(gpu_memory * ngpus) : c.size.bytes;
     const std::uint64_t chunk = total / ngpus / kChunkAlign * kChunkAlign;
-    if (chunk < kChunkAlign) opts.usage_error("--size leaves less than 2 MiB per GPU");
+    if (chunk < kChunkAlign)
+        opts.usage_error("option '--size' %s leaves less than 2 MiB per GPU", opts.str("size").c_str());
+    if (chunk > gpu_memory)
+        opts.usage_error("option '--size' %s asks for %.2f GiB per GPU, more than a GPU's %.2f GiB",
+                         opts.str("size").c_str(), chunk / suite::kGiB, gpu_memory / suite::kGiB);
     return chunk;
 }
 
@@ -963,23 +968,13 @@ int spawn_ranks(int argc, char **argv, int nranks) {
     return failed;
 }
 
-// The GPUs this process sees; none (no device at all) is not an error here.
-int device_count() {
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err == cudaErrorNoDevice) {
-        cudaGetLastError();
-        return 0;
-    }
-    CUDA_CHECK(err);
-    return count;
-}
-
 }  // namespace
 
 int main(int argc, char **argv) {
     suite::Options opts("mem_scan", "WholeMemory-style random-access scan: every GPU reads, writes or atomically adds "
-                                    "random segments of a buffer spread over all GPUs; one 'Scan:' line per point.");
+                                    "random segments of a buffer spread over all GPUs; one 'Scan:' line per point. "
+                                    "With fewer than two GPUs visible it prints 'Skipped: ...' and exits 0 (the "
+                                    "suite's check never runs it there).");
     opts.add("modes", "single,chunked", "single (one VMM range), chunked (pointer table), multiprocess (one process "
                                         "per GPU, CUDA IPC; needs a launcher or --spawn) (list)");
     opts.add("ops", "read,write,atomic", "read, write, atomic (list)");
@@ -998,7 +993,7 @@ int main(int argc, char **argv) {
     opts.parse(argc, argv);
     const Config c = parse_config(opts);
 
-    const int count = device_count();
+    const int count = suite::device_count();
     const int ngpus = c.nranks > 1 ? c.nranks : (c.gpus > 0 ? c.gpus : count);
     if (ngpus < 2) {
         std::printf("Skipped: mem_scan needs at least 2 GPUs, %d visible\n", ngpus);

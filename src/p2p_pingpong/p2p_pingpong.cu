@@ -18,6 +18,7 @@
 // 64 MB x 10000 iterations in 1.99599 s are 313.128 only in units of 2^30
 // bytes (and 64 MB is 64 MiB), so the unit is GiB/s under the seed's label.
 // The final values are verified against their closed form.
+#include <algorithm>
 #include <cinttypes>
 #include <cstring>
 #include <string>
@@ -185,7 +186,9 @@ void run_under_nvbit(int argc, char **argv, const Config &c) {
 
 int main(int argc, char **argv) {
     suite::Options opts("p2p_pingpong", "The NVBit seed's P2P ping-pong: a persistent kernel moves an array between "
-                                        "two GPUs ITERS times; one 'PingPong:' line per variant.");
+                                        "two GPUs ITERS times; one 'PingPong:' line per variant. With fewer than two GPUs "
+                                        "visible it prints 'Skipped: ...' and exits 0 (the suite's check never "
+                                        "runs it there).");
     opts.add("variants", "baseline", "baseline, manual (empty __noinline__ calls around each access), nvbit (the "
                                      "baseline under --nvbit-tool) (list; run in this order)");
     opts.add("size", "64M", "bytes of each array (the seed's 64 MB = 64 MiB of int)");
@@ -199,34 +202,35 @@ int main(int argc, char **argv) {
     opts.parse(argc, argv);
 
     Config c;
-    c.variants = opts.list("variants");
-    c.size = opts.bytes("size");
-    c.iters = static_cast<int>(opts.integer("iters"));
-    c.block = static_cast<int>(opts.integer("block"));
-    c.src_device = static_cast<int>(opts.integer("src-device"));
-    c.dst_device = static_cast<int>(opts.integer("dst-device"));
+    c.variants = opts.choices("variants", {"baseline", "manual", "nvbit"});
+    c.iters = opts.integer32("iters", 0, std::numeric_limits<int>::max());
+    c.block = opts.integer32("block", 32, 1024);
+    // One int per thread, an int index per element: below 8 GiB.
+    c.size = opts.bytes("size", sizeof(int) * c.block, 0x7fffffffull * sizeof(int));
+    if (c.size % (sizeof(int) * c.block))
+        opts.usage_error("option '--size' expects a multiple of 4 * --block (%zu) bytes, got '%s'",
+                         sizeof(int) * c.block, opts.str("size").c_str());
+    c.src_device = opts.integer32("src-device", 0, std::numeric_limits<int>::max());
+    c.dst_device = opts.integer32("dst-device", 0, std::numeric_limits<int>::max());
+    if (c.src_device == c.dst_device)
+        opts.usage_error("options '--src-device' and '--dst-device' must name two different GPUs, both are %d",
+                         c.src_device);
     c.nvbit_tool = opts.str("nvbit-tool");
     c.label = opts.str("label");
-    c.samples = static_cast<int>(opts.integer("samples"));
-    if (c.samples < 1) opts.usage_error("--samples must be at least 1");
-    for (const auto &v : c.variants)
-        if (v != "baseline" && v != "manual" && v != "nvbit")
-            opts.usage_error("--variants takes baseline, manual and nvbit, got '%s'", v.c_str());
-    if (c.iters < 0 || c.block < 32 || c.block > 1024) opts.usage_error("--iters >= 0 and --block 32..1024");
-    if (c.size == 0 || c.size % (sizeof(int) * c.block) || c.size / sizeof(int) > 0x7fffffffu)
-        opts.usage_error("--size must be a multiple of 4 * --block bytes (below 8 GiB)");
+    c.samples = opts.integer32("samples", 1, 1000000);
+    if (std::find(c.variants.begin(), c.variants.end(), "nvbit") != c.variants.end() && c.nvbit_tool.empty())
+        opts.usage_error("option '--variants nvbit' needs --nvbit-tool (the NVBit tool's .so)");
 
-    int count = 0;
-    const cudaError_t counted = cudaGetDeviceCount(&count);
-    if (counted == cudaErrorNoDevice) count = 0;
-    else CUDA_CHECK(counted);
+    // The checks run this program on nodes of two GPUs or more only; on fewer
+    // it says so and measures nothing (see --help).
+    const int count = suite::device_count();
     if (count < 2) {
         std::printf("Skipped: the ping-pong needs 2 GPUs, %d visible\n", count);
         return EXIT_SUCCESS;
     }
-    if (c.src_device == c.dst_device || c.src_device >= count || c.dst_device >= count || c.src_device < 0 ||
-        c.dst_device < 0)
-        opts.usage_error("--src-device and --dst-device must be two different GPUs of the %d visible", count);
+    if (c.src_device >= count || c.dst_device >= count)
+        opts.usage_error("options '--src-device' %d and '--dst-device' %d: %d GPUs are visible", c.src_device,
+                         c.dst_device, count);
     int can = 0;
     CUDA_CHECK(cudaDeviceCanAccessPeer(&can, c.src_device, c.dst_device));
     if (!can)

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cinttypes>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,8 +38,9 @@ struct Config {
     Alloc alloc = Alloc::managed;
     bool accessed_by = false, read_mostly = false, preferred_cpu = false;
     bool touch_on_host = false, read = true, allow_oversubscription = false, wide_loads = false, bulk = false;
-    std::uint64_t size = 0;
-    int runs = 5, repeats = 1, device = 0, numa_node = 0, grid = 160, block = 128;
+    suite::Options::Amount amount;  // --size as given: bytes or a multiple of the GPU's memory
+    std::uint64_t size = 0;          // in bytes, once the GPU's memory is known
+    int runs = 5, repeats = 1, device = 0, numa_node = 0, grid = 0 /* 0: the SM count */, block = 128;
 };
 
 // ---------------------------------------------------------------- kernels --
@@ -186,74 +188,56 @@ void parallel_for(std::size_t n, Body body) {
 }
 
 
-// "32G", "1073741824", or "2x" / "0.25x" (multiples of the GPU's memory).
-std::uint64_t parse_size(const suite::Options &opts, std::uint64_t gpu_total) {
-    const std::string text = opts.str("size");
-    if (!text.empty() && text.back() == 'x') {
-        char *end = nullptr;
-        const double factor = std::strtod(text.c_str(), &end);
-        if (end != text.c_str() + text.size() - 1 || factor <= 0)
-            opts.usage_error("--size: expected a multiple of GPU memory such as 2x, got '%s'", text.c_str());
-        return static_cast<std::uint64_t>(factor * static_cast<double>(gpu_total));
-    }
-    return opts.bytes("size");
-}
-
 Config parse_config(const suite::Options &opts) {
     Config c;
-    const std::string alloc = opts.str("alloc");
-    if (alloc == "managed") c.alloc = Alloc::managed;
-    else if (alloc == "numa") c.alloc = Alloc::numa;
-    else if (alloc == "pinned") c.alloc = Alloc::pinned;
-    else if (alloc == "device") c.alloc = Alloc::device;
-    else opts.usage_error("--alloc takes managed, numa, pinned or device, got '%s'", alloc.c_str());
-    for (const auto &a : opts.list("advise")) {
-        if (a == "accessed-by") c.accessed_by = true;
-        else if (a == "read-mostly") c.read_mostly = true;
-        else if (a == "preferred-location-cpu") c.preferred_cpu = true;
-        else if (a != "none") opts.usage_error("unknown --advise '%s'", a.c_str());
+    const std::string alloc = opts.choice("alloc", {"managed", "numa", "pinned", "device"});
+    c.alloc = alloc == "managed" ? Alloc::managed
+              : alloc == "numa"  ? Alloc::numa
+              : alloc == "pinned" ? Alloc::pinned
+                                  : Alloc::device;
+    for (const auto &a : opts.choices("advise", {"none", "accessed-by", "read-mostly", "preferred-location-cpu"})) {
+        c.accessed_by |= a == "accessed-by";
+        c.read_mostly |= a == "read-mostly";
+        c.preferred_cpu |= a == "preferred-location-cpu";
     }
     if ((c.accessed_by || c.read_mostly || c.preferred_cpu) && c.alloc != Alloc::managed)
-        opts.usage_error("--advise applies to --alloc managed only");
-    const std::string op = opts.str("op");
-    if (op != "read" && op != "write") opts.usage_error("--op takes read or write, got '%s'", op.c_str());
-    c.read = op == "read";
+        opts.usage_error("option '--advise' applies to --alloc managed only, got --alloc %s", alloc.c_str());
+    c.read = opts.choice("op", {"read", "write"}) == "read";
     c.touch_on_host = opts.flag("touch-on-host");
-    if (c.touch_on_host && c.alloc == Alloc::device) opts.usage_error("--touch-on-host needs host-accessible memory");
+    if (c.touch_on_host && c.alloc == Alloc::device)
+        opts.usage_error("option '--touch-on-host' needs host-accessible memory, not --alloc device");
     c.allow_oversubscription = opts.flag("allow-oversubscription");
-    const std::string load = opts.str("load");
-    if (load != "plain" && load != "l2-256" && load != "bulk")
-        opts.usage_error("--load takes plain, l2-256 or bulk, got '%s'", load.c_str());
+    const std::string load = opts.choice("load", {"plain", "l2-256", "bulk"});
     c.wide_loads = load == "l2-256";
     c.bulk = load == "bulk";
-    c.runs = static_cast<int>(opts.integer("runs"));
-    c.repeats = static_cast<int>(opts.integer("repeats"));
-    if (c.repeats < 1) opts.usage_error("--repeats must be >= 1");
-    c.device = static_cast<int>(opts.integer("device"));
-    c.numa_node = static_cast<int>(opts.integer("numa-node"));
-    c.block = static_cast<int>(opts.integer("block"));
-    if (c.runs < 1 || c.block < 32 || c.block > 1024 || c.block % 32)
-        opts.usage_error("--runs must be >= 1 and --block a multiple of 32 up to 1024");
+    c.runs = opts.integer32("runs", 1, 1000000);
+    c.device = opts.integer32("device", 0, std::numeric_limits<int>::max());  // checked against the GPUs later
+    c.repeats = opts.integer32("repeats", 1, 1000000);
+    c.numa_node = opts.integer32("numa-node", 0, 1 << 16);
+    c.block = opts.integer32("block", 32, 1024);
+    if (c.block % 32) opts.usage_error("option '--block' expects a multiple of 32, got %d", c.block);
+    if (opts.str("grid") != "auto") c.grid = opts.integer32("grid", 1, std::numeric_limits<int>::max());
+    // A multiple of the GPU's memory up to 64x, or at least one bulk chunk.
+    c.amount = opts.amount("size", 64.0, kBulkChunk);
     return c;
 }
 
-// Refuses sizes the GPU or the host cannot hold: asking for more managed
-// memory than the GPU has free can hang the GPU, so oversubscription must be
-// asked for explicitly, and then the host must have room for all of it.
-void check_capacity(const Config &c) {
+// Refuses sizes the GPU or the host cannot hold, naming --size: asking for
+// more managed memory than the GPU has free can hang the GPU, so
+// oversubscription must be asked for explicitly, and then the host must have
+// room for all of it.
+void check_capacity(const suite::Options &opts, const Config &c) {
     std::size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     const double gib = suite::kGiB;
-    const bool on_host = c.alloc != Alloc::device;
     if (c.alloc == Alloc::device && c.size > free_b)
-        suite::die("%.2f GiB of device memory asked for, %.2f GiB free", c.size / gib, free_b / gib);
+        opts.usage_error("option '--size' %s asks for %.2f GiB of device memory, %.2f GiB free",
+                         opts.str("size").c_str(), c.size / gib, free_b / gib);
     if (c.alloc == Alloc::managed && c.size > free_b && !c.allow_oversubscription)
-        suite::die("%.2f GiB of managed memory is more than the %.2f GiB free on the GPU: "
-                   "pass --allow-oversubscription where the system supports it",
-                   c.size / gib, free_b / gib);
-    const std::uint64_t host_free = suite::host_available_bytes();
-    if (on_host && host_free && c.size > host_free * 0.9)
-        suite::die("%.2f GiB of host memory asked for, %.2f GiB available", c.size / gib, host_free / gib);
+        opts.usage_error("option '--size' %s asks for %.2f GiB of managed memory, more than the %.2f GiB free on "
+                         "the GPU: pass --allow-oversubscription where the system supports it",
+                         opts.str("size").c_str(), c.size / gib, free_b / gib);
+    if (c.alloc != Alloc::device) opts.require_host_memory("size", c.size, 0.9);
 }
 
 // ------------------------------------------------------------- allocation --
@@ -456,21 +440,28 @@ int main(int argc, char **argv) {
     opts.parse(argc, argv);
 
     Config c = parse_config(opts);
+    if (c.amount.factor == 0) c.size = c.amount.bytes / kBulkChunk * kBulkChunk;
+    if (c.size && c.alloc != Alloc::device) opts.require_host_memory("size", c.size, 0.9);
+#ifdef SUITE_HAVE_LIBNUMA
+    // Bound before CUDA starts, so that CUDA's own host memory is on the node too.
+    if (numa_available() >= 0 && numa_run_on_node(c.numa_node) != 0)
+        opts.usage_error("option '--numa-node': cannot run on NUMA node %d", c.numa_node);
+#endif
+    c.device = suite::visible_device(opts, "device");
     CUDA_CHECK(cudaSetDevice(c.device));
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, c.device));
-    c.grid = opts.str("grid") == "auto" ? prop.multiProcessorCount : static_cast<int>(opts.integer("grid"));
-    if (c.grid < 1) opts.usage_error("--grid must be positive or 'auto'");
-    if (c.wide_loads && prop.major < 8) opts.usage_error("--load l2-256 needs compute capability 8.0 or later");
-    if (c.bulk && prop.major < 9) opts.usage_error("--load bulk needs compute capability 9.0 or later");
+    if (c.grid == 0) c.grid = prop.multiProcessorCount;
+    if (c.wide_loads && prop.major < 8)
+        opts.usage_error("option '--load l2-256' needs compute capability 8.0 or later, device %d is %d.%d", c.device,
+                         prop.major, prop.minor);
+    if (c.bulk && prop.major < 9)
+        opts.usage_error("option '--load bulk' needs compute capability 9.0 or later, device %d is %d.%d", c.device,
+                         prop.major, prop.minor);
     // Whole bulk chunks (8 KiB), so that every read kernel sees every word.
-    c.size = parse_size(opts, prop.totalGlobalMem) / kBulkChunk * kBulkChunk;
-    if (c.size == 0) opts.usage_error("--size must be at least 8K");
-#ifdef SUITE_HAVE_LIBNUMA
-    if (numa_available() >= 0 && numa_run_on_node(c.numa_node) != 0)
-        suite::die("cannot run on NUMA node %d", c.numa_node);
-#endif
-    check_capacity(c);
+    c.size = c.amount.of(prop.totalGlobalMem) / kBulkChunk * kBulkChunk;
+    if (c.size == 0) opts.usage_error("option '--size' %s is less than 8K", opts.str("size").c_str());
+    check_capacity(opts, c);
 
     std::printf("Running on device %d with grid dim %d and block dim %d\n", c.device, c.grid, c.block);
     std::printf("Device: %s, %.2f GiB; data size %.3f GiB (%" PRIu64 " bytes), %s memory\n", prop.name,

@@ -1,0 +1,317 @@
+"""Every program, run with inputs nobody here wrote, on a machine without a GPU.
+
+Each bad value must end the program with exit status 2 and a message that
+names the option, before CUDA starts (so the error is the same on a GPU node);
+each good value must get past the options (here it then fails on the missing
+driver, which is not exit status 2). The size parser itself is tested on the
+host with a small C++ driver, as test_checksums does.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+#: Where ``./suite test`` builds every program (build_all in ./suite).
+BUILD = Path(os.environ.get("GPU_MEMPATHS_BUILD", REPO / "build" / "all-archs"))
+PROGRAMS = ["um_bw", "daxpy", "copy_latency", "host_bw", "mem_scan", "p2p_pingpong"]
+
+
+@pytest.fixture(scope="module")
+def built() -> Path:
+    """The build directory, built here if ./suite test has not built it."""
+    if not all((BUILD / p).exists() for p in PROGRAMS):
+        cmake = shutil.which("cmake")
+        assert cmake, "cmake is needed to build the programs under test"
+        subprocess.run([cmake, "-S", str(REPO / "src"), "-B", str(BUILD)], check=True)
+        subprocess.run([cmake, "--build", str(BUILD), "-j", str(os.cpu_count() or 1)], check=True)
+    return BUILD
+
+
+def _stub_driver_dir(tmp: Path) -> str | None:
+    """A directory holding libcuda.so.1 as CUDA's stub library, for mem_scan,
+    which links the driver API and cannot start at all where no driver is
+    installed; the stub answers every call with an error, after the options."""
+    for root in filter(None, [os.environ.get("CUDA_HOME"), "/usr/local/cuda"]):
+        for sub in ("lib64/stubs", "lib/stubs", "targets/x86_64-linux/lib/stubs"):
+            stub = Path(root) / sub / "libcuda.so"
+            if stub.exists():
+                (tmp / "libcuda.so.1").symlink_to(stub)
+                return str(tmp)
+    return None
+
+
+@pytest.fixture(scope="module")
+def run(built, tmp_path_factory):
+    env = dict(os.environ)
+    if not Path("/dev/nvidiactl").exists():
+        stub = _stub_driver_dir(tmp_path_factory.mktemp("stub"))
+        if stub:
+            env["LD_LIBRARY_PATH"] = stub + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+
+    def _run(program: str, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(built / program), *args], capture_output=True, text=True, env=env, timeout=60)
+
+    return _run
+
+
+# (program, arguments, the option the message must name)
+BAD = [
+    # sizes: zero, negative, NaN, infinities, exponents, overflow, junk, fractional bytes
+    ("um_bw", ["--size", "0"], "--size"),
+    ("um_bw", ["--size", "-1G"], "--size"),
+    ("um_bw", ["--size", "nanx"], "--size"),
+    ("um_bw", ["--size", "1e30x"], "--size"),
+    ("um_bw", ["--size", "infx"], "--size"),
+    ("um_bw", ["--size", "0x"], "--size"),
+    ("um_bw", ["--size", "65x"], "--size"),
+    ("um_bw", ["--size", "1e30"], "--size"),
+    ("um_bw", ["--size", "99999999999T"], "--size"),
+    ("um_bw", ["--size", "32GG"], "--size"),
+    ("um_bw", ["--size", "2K"], "--size"),
+    ("um_bw", ["--size", "1024P"], "--size"),
+    ("um_bw", ["--alloc", "numa", "--size", "100000T"], "--size"),  # over host memory
+    ("um_bw", ["--alloc", "mangaed"], "--alloc"),
+    ("um_bw", ["--advise", "accessed-by,,read-mostly"], "--advise"),
+    ("um_bw", ["--advise", "accessed-by", "--alloc", "pinned"], "--advise"),
+    ("um_bw", ["--op", "copy"], "--op"),
+    ("um_bw", ["--load", "wide"], "--load"),
+    ("um_bw", ["--runs", "0"], "--runs"),
+    ("um_bw", ["--runs", "abc"], "--runs"),
+    ("um_bw", ["--runs", "99999999999999999999"], "--runs"),
+    ("um_bw", ["--repeats", "-2"], "--repeats"),
+    ("um_bw", ["--grid", "0"], "--grid"),
+    ("um_bw", ["--grid", "12abc"], "--grid"),
+    ("um_bw", ["--block", "100"], "--block"),
+    ("um_bw", ["--device", "-1"], "--device"),
+    ("um_bw", ["--device", "x"], "--device"),
+    ("um_bw", ["--numa-node", "nan"], "--numa-node"),
+    ("um_bw", ["--size"], "--size"),
+    ("um_bw", ["--sise", "1G"], "--sise"),
+    ("daxpy", ["--size", "0"], "--size"),
+    ("daxpy", ["--size", "801"], "--size"),
+    ("daxpy", ["--size", "nan"], "--size"),
+    ("daxpy", ["--size", "800,,8000"], "--size"),
+    ("daxpy", ["--size", "800,"], "--size"),
+    ("daxpy", ["--size", "1T", "--rows", "100000"], "--size"),  # over host memory
+    ("daxpy", ["--inner", "16-1"], "--inner"),
+    ("daxpy", ["--inner", "0-4"], "--inner"),
+    ("daxpy", ["--inner", "1-x"], "--inner"),
+    ("daxpy", ["--outer", "-3"], "--outer"),
+    ("daxpy", ["--outer", "2.5"], "--outer"),
+    ("daxpy", ["--pairs", "4x"], "--pairs"),
+    ("daxpy", ["--pairs", "4x8x2"], "--pairs"),
+    ("daxpy", ["--pairs", "0x1"], "--pairs"),
+    ("daxpy", ["--rows", "0"], "--rows"),
+    ("daxpy", ["--alloc", "hmm"], "--alloc"),
+    ("daxpy", ["--prefetch", "yes"], "--prefetch"),
+    ("daxpy", ["--prefetch", "on", "--alloc", "explicit"], "--prefetch"),
+    ("copy_latency", ["--sample-us", "abc"], "--sample-us"),
+    ("copy_latency", ["--sample-us", "nan"], "--sample-us"),
+    ("copy_latency", ["--sample-us", "inf"], "--sample-us"),
+    ("copy_latency", ["--case-seconds", "-3"], "--case-seconds"),
+    ("copy_latency", ["--case-seconds", "1e30"], "--case-seconds"),
+    ("copy_latency", ["--sizes", "0"], "--sizes"),
+    ("copy_latency", ["--sizes", "1,,8"], "--sizes"),
+    ("copy_latency", ["--sizes", "0.1K"], "--sizes"),
+    ("copy_latency", ["--sizes", "17G"], "--sizes"),
+    ("copy_latency", ["--min-size", "1M", "--max-size", "1K"], "--max-size"),
+    ("copy_latency", ["--methods", "pageable,dma"], "--methods"),
+    ("copy_latency", ["--methods", ""], "--methods"),
+    ("copy_latency", ["--directions", "h2h"], "--directions"),
+    ("copy_latency", ["--reps", "0"], "--reps"),
+    ("copy_latency", ["--warmup", "-1"], "--warmup"),
+    ("copy_latency", ["--blocks", "11"], "--blocks"),
+    ("copy_latency", ["--block", "48"], "--block"),
+    ("copy_latency", ["--numa-node", "-2"], "--numa-node"),
+    ("host_bw", ["--size", "nan"], "--size"),
+    ("host_bw", ["--size", "1K"], "--size"),
+    ("host_bw", ["--size", "100000T"], "--size"),  # over host memory
+    ("host_bw", ["--nodes", "abc"], "--nodes"),
+    ("host_bw", ["--nodes", "0,,1"], "--nodes"),
+    ("host_bw", ["--nodes", "9999"], "--nodes"),
+    ("host_bw", ["--nodes", ""], "--nodes"),
+    ("host_bw", ["--op", "copy"], "--op"),
+    ("host_bw", ["--runs", "0"], "--runs"),
+    ("host_bw", ["--threads", "-1"], "--threads"),
+    ("mem_scan", ["--size", "nanx"], "--size"),
+    ("mem_scan", ["--size", "1x"], "--size"),
+    ("mem_scan", ["--size", "-0.5x"], "--size"),
+    ("mem_scan", ["--size", "1M"], "--size"),
+    ("mem_scan", ["--widths", "4,,8"], "--widths"),
+    ("mem_scan", ["--widths", "32"], "--widths"),
+    ("mem_scan", ["--segments", "3"], "--segments"),
+    ("mem_scan", ["--segments", "32K"], "--segments"),
+    ("mem_scan", ["--segments", "nan"], "--segments"),
+    ("mem_scan", ["--modes", "pipelined"], "--modes"),
+    ("mem_scan", ["--ops", "read,"], "--ops"),
+    ("mem_scan", ["--launch-bytes", "10000"], "--launch-bytes"),
+    ("mem_scan", ["--reps", "4"], "--reps"),
+    ("mem_scan", ["--gpus", "1"], "--gpus"),
+    ("mem_scan", ["--gpus", "17"], "--gpus"),
+    ("mem_scan", ["--modes", "multiprocess", "--rank", "x", "--nranks", "2"], "--rank"),
+    ("mem_scan", ["--modes", "multiprocess", "--rank", "2", "--nranks", "2"], "--rank"),
+    ("p2p_pingpong", ["--size", "0"], "--size"),
+    ("p2p_pingpong", ["--size", "1000"], "--size"),
+    ("p2p_pingpong", ["--size", "16G"], "--size"),
+    ("p2p_pingpong", ["--iters", "-1"], "--iters"),
+    ("p2p_pingpong", ["--block", "16"], "--block"),
+    ("p2p_pingpong", ["--samples", "0"], "--samples"),
+    ("p2p_pingpong", ["--variants", "baseline,fast"], "--variants"),
+    ("p2p_pingpong", ["--variants", "nvbit"], "--variants"),
+    ("p2p_pingpong", ["--src-device", "1", "--dst-device", "1"], "--src-device"),
+    ("p2p_pingpong", ["--dst-device", "-1"], "--dst-device"),
+]
+
+
+@pytest.mark.parametrize("program,args,option", BAD, ids=[f"{p} {' '.join(a)}" for p, a, _ in BAD])
+def test_bad_input_is_a_named_error(run, program, args, option):
+    result = run(program, *args)
+    assert result.returncode == 2, f"exit {result.returncode}: {result.stdout}{result.stderr}"
+    assert option in result.stderr, result.stderr
+    assert "CUDA error" not in result.stderr  # refused before CUDA started
+    assert not result.stdout, "nothing measured or printed before the error"
+
+
+# Values the parser must take: each gets past the options (and then meets the
+# missing GPU, or its absence is reported, but not as a usage error).
+GOOD = [
+    ("um_bw", ["--size", "8192B", "--alloc", "pinned"]),
+    ("um_bw", ["--size", "1.5M", "--alloc", "pinned"]),
+    ("um_bw", ["--size", "1GiB", "--alloc", "pinned"]),
+    ("um_bw", ["--size", "0.25x"]),
+    ("um_bw", ["--grid", "auto", "--size", "1G"]),
+    ("daxpy", ["--size", "800,8K", "--pairs", "4x1,4x1"]),
+    ("daxpy", ["--inner", "1-3,8", "--outer", "2"]),
+    ("copy_latency", ["--sizes", "1,8,4K", "--sample-us", "0.5", "--case-seconds", "0.01"]),
+    ("mem_scan", ["--size", "0.05x", "--segments", "4,16K", "--widths", "16"]),
+    ("p2p_pingpong", ["--size", "1M", "--samples", "3"]),
+]
+
+
+@pytest.mark.parametrize("program,args", GOOD, ids=[f"{p} {' '.join(a)}" for p, a in GOOD])
+def test_good_input_gets_past_the_options(run, program, args):
+    result = run(program, *args)
+    assert result.returncode != 2, result.stderr
+    assert "see --help" not in result.stderr
+
+
+def test_host_bw_measures_with_good_input(run):
+    result = run("host_bw", "--size", "4M", "--runs", "1", "--op", "read", "--nodes", "0")
+    assert result.returncode == 0, result.stderr
+    assert "Node 0 read:" in result.stdout
+
+
+@pytest.mark.parametrize("program", ["mem_scan", "p2p_pingpong"])
+def test_two_gpu_programs_say_what_they_do_on_one(run, program):
+    """They print Skipped and exit 0 with fewer than two GPUs; --help says so,
+    and that the checks never run them there (tested in test_dryrun)."""
+    help_text = run(program, "--help").stdout
+    assert "Skipped" in help_text and "never runs it there" in help_text
+
+
+# ------------------------------------------------------- the size parser --
+
+SIZE_DRIVER = r"""
+#include <cstdio>
+#include "suite.hpp"
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; ++i) {
+        std::uint64_t v = 0;
+        if (suite::parse_bytes(argv[i], v)) std::printf("%llu\n", static_cast<unsigned long long>(v));
+        else std::puts("reject");
+    }
+}
+"""
+
+SIZES = {
+    "4096": 4096,
+    "4096B": 4096,
+    "4096b": 4096,
+    "64K": 65536,
+    "64k": 65536,
+    "64KB": 65536,
+    "64KiB": 65536,
+    "1.5M": 1572864,
+    "32G": 32 << 30,
+    "1T": 1 << 40,
+    "18446744073709551615": 2**64 - 1,
+    "0": 0,
+    "1.0": 1,
+    "": None,
+    "nan": None,
+    "nanx": None,
+    "inf": None,
+    "1e30": None,
+    "1e3": None,
+    "-1": None,
+    "+1": None,
+    " 1": None,
+    "1 ": None,
+    "0x10": None,
+    "1.": None,
+    ".5K": None,
+    "0.1K": None,
+    "1.5": None,
+    "16777215T": (2**24 - 1) << 40,
+    "16777216T": None,
+    "18446744073709551616": None,
+    "99999999999999999999999": None,
+    "32GG": None,
+    "32Gi": None,
+    "32iB": None,
+    "1P": None,
+    "4096BB": None,
+}
+
+
+@pytest.fixture(scope="module")
+def parse_bytes(tmp_path_factory):
+    compiler = shutil.which("g++") or shutil.which("c++")
+    assert compiler, "a C++ compiler is needed"
+    tmp = tmp_path_factory.mktemp("sizes")
+    (tmp / "driver.cpp").write_text(SIZE_DRIVER)
+    src = REPO / "src" / "common"
+    subprocess.run([compiler, "-std=c++17", "-O2", "-I", str(src), str(tmp / "driver.cpp"), "-o", str(tmp / "driver")],
+                   check=True)  # fmt: skip
+
+    def _parse(texts: list[str]) -> list[int | None]:
+        out = subprocess.run([str(tmp / "driver"), *texts], capture_output=True, text=True, check=True).stdout
+        return [None if line == "reject" else int(line) for line in out.splitlines()]
+
+    return _parse
+
+
+def test_parse_bytes(parse_bytes):
+    texts = list(SIZES)
+    assert dict(zip(texts, parse_bytes(texts))) == SIZES
+
+
+# ------------------------------------------------------------ on a GPU node --
+
+needs_gpu = pytest.mark.skipif(not Path("/dev/nvidiactl").exists(), reason="needs a GPU node (its log is committed)")
+
+# What only a GPU node can refuse: a device that is not there, and more
+# memory than the GPU has free, each an argument error naming the option.
+ON_GPU = [
+    ("um_bw", ["--device", "99", "--size", "1G"], "--device"),
+    ("daxpy", ["--device", "99"], "--device"),
+    ("copy_latency", ["--device", "99", "--sizes", "8"], "--device"),
+    ("um_bw", ["--alloc", "managed", "--size", "1.5x"], "--size"),  # over free GPU memory, no oversubscription
+    ("um_bw", ["--alloc", "device", "--size", "2x"], "--size"),
+    ("daxpy", ["--alloc", "managed", "--rows", "100", "--size", "500M", "--pairs", "1x1"], "--size"),
+]
+
+
+@needs_gpu
+@pytest.mark.parametrize("program,args,option", ON_GPU, ids=[f"{p} {' '.join(a)}" for p, a, _ in ON_GPU])
+def test_on_a_gpu_node_what_the_gpu_cannot_do_is_a_named_error(run, program, args, option):
+    result = run(program, *args)
+    assert result.returncode == 2, f"exit {result.returncode}: {result.stdout}{result.stderr}"
+    assert option in result.stderr, result.stderr
+    print(f"{program} {' '.join(args)}: exit 2: {result.stderr.strip()}")
