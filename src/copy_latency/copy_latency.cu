@@ -1,7 +1,8 @@
 // Small-copy latency between host and device: what one copy costs, from 1 B
 // to 16 MiB, by each way the CPU and the GPU can move it.
 //
-//   pageable  cudaMemcpy to or from malloc'd memory (staged by the driver)
+//   pageable  cudaMemcpy to or from malloc'd memory (staged by the driver);
+//             h2d is timed until the copy has completed on the GPU
 //   pinned    cudaMemcpy to or from pinned memory (cudaHostAlloc)
 //   async     cudaMemcpyAsync on a stream, then cudaStreamSynchronize (pinned)
 //   zerocopy  a kernel that reads (h2d) or writes (d2h) mapped pinned host
@@ -197,6 +198,11 @@ void copy_once(const Buffers &b, Method m, Dir d, std::size_t n) {
     case Method::pinned:
         CUDA_CHECK(h2d ? cudaMemcpy(dev, host, n, cudaMemcpyHostToDevice)
                        : cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost));
+        // From pageable memory cudaMemcpy returns once the data is in the
+        // driver's staging buffer, before the DMA to the GPU has finished
+        // (CUDA's "API synchronization behavior"): wait for the copy itself,
+        // so that the sample ends when the data has arrived.
+        if (m == Method::pageable && h2d) CUDA_CHECK(cudaDeviceSynchronize());
         break;
     case Method::async:
         CUDA_CHECK(h2d ? cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, b.stream)
