@@ -17,7 +17,9 @@ sizes and widths swept inside the run:
   itself (the same program, the rank on its command line).
 
 Each point's per-GPU rate (decimal GB/s: the bytes of all segments a GPU
-touched over its kernel time), the node's aggregate, and the per-GPU rate as
+touched over its kernel time), the node's aggregate (every GPU's bytes over
+the common window: all GPUs start their timed launches together at a start
+gate, and the window ends when the last one is done), and the per-GPU rate as
 a fraction of the seed's speed of light: each GPU's GPU-GPU bandwidth per
 direction times N/(N-1), since 1/N of a GPU's segments are its own (the
 DGX-A100's 300 GB/s x 8/7 = 343 GB/s). Perflog names: ``gbs_s<segment>_w<width>``
@@ -78,12 +80,12 @@ _SCAN = re.compile(
     r"^Scan: mode=(?P<mode>\S+) op=(?P<op>\S+) segment=(?P<segment>\d+) width=(?P<width>\d+) "
     r"thread_bytes=(?P<thread_bytes>\d+) gpus=(?P<gpus>\d+) launch_bytes=(?P<launch_bytes>\d+) reps=(?P<reps>\d+) "
     r"per_gpu_gbs=(?P<per_gpu>[0-9.,]+) min_gbs=(?P<min>\S+) mean_gbs=(?P<mean>\S+) "
-    r"aggregate_gbs=(?P<aggregate>\S+)(?: block_mean_gbs=(?P<blocks>[0-9.,]+))?\s*$",
+    r"aggregate_gbs=(?P<aggregate>\S+)(?: window_s=\S+)?(?: block_mean_gbs=(?P<blocks>[0-9.,]+))?\s*$",
     re.MULTILINE,
 )
 _LINK = re.compile(
     r"^Link: mode=(?P<mode>\S+) op=(?P<op>\S+) gpus=(?P<gpus>\d+) launch_bytes=\d+ reps=\d+ "
-    r"per_gpu_gbs=[0-9.,]+ min_gbs=\S+ mean_gbs=(?P<mean>\S+) aggregate_gbs=\S+ "
+    r"per_gpu_gbs=[0-9.,]+ min_gbs=\S+ mean_gbs=(?P<mean>\S+) aggregate_gbs=\S+ (?:window_s=\S+ )?"
     r"(?:block_mean_gbs=(?P<blocks>[0-9.,]+) )?scan_limit_gbs=(?P<limit>\S+)\s*$",
     re.MULTILINE,
 )

@@ -174,3 +174,19 @@ def test_every_pingpong_sample_parses_in_order():
     samples = parse_pingpong_samples(text)
     assert [t for t, _ in samples["manual"]] == [1.2, 1.21]
     assert parse_pingpong(text)["baseline"] == (1.0, 640.0)
+
+
+def test_the_common_window_of_the_start_gate_parses():
+    """Since the GPUs start together at a gate, each line also gives the window
+    the aggregate is taken over; the aggregate is the line's, not a sum."""
+    text = "\n".join([
+        "Scan: mode=single op=read segment=128 width=16 thread_bytes=16 gpus=2 launch_bytes=1073741824 reps=20 "
+        "per_gpu_gbs=668.10,667.90 min_gbs=667.90 mean_gbs=668.00 aggregate_gbs=1331.20 window_s=0.064531 "
+        "block_mean_gbs=668,668,667,669,668",
+        "Link: mode=single op=read gpus=2 launch_bytes=1 reps=20 per_gpu_gbs=337.00,338.00 min_gbs=337.00 "
+        "mean_gbs=337.50 aggregate_gbs=674.00 window_s=0.031000 block_mean_gbs=337,338,337,338,337 "
+        "scan_limit_gbs=675.00",
+    ])  # fmt: skip
+    (point,) = parse_scan(text)
+    assert point.aggregate_gbs == 1331.2 and point.block_means[3] == 669.0
+    assert parse_link(text, "single", "read").block_means == (337.0, 338.0, 337.0, 338.0, 337.0)

@@ -15,9 +15,11 @@
 //   chunked:      one process, a table of the N chunks' pointers (cudaMalloc);
 //   multiprocess: one process per GPU, chunks shared through CUDA IPC, the
 //                 handles exchanged through files in a directory.
-// Every point prints one "Scan:" line with each GPU's rate (decimal GB/s, the
-// bytes of all segments it touched over its own kernel time) and their sum,
-// the node's aggregate. Reads are verified against value0, writes read back,
+// Every GPU waits at a start gate until all have finished a warm-up launch,
+// so the timed launches start together. Every point prints one "Scan:" line
+// with each GPU's rate (decimal GB/s, the bytes of all segments it touched
+// over its own kernel time) and the node's aggregate: all GPUs' bytes over
+// the common window, from the gate's opening to the last GPU's end. Reads are verified against value0, writes read back,
 // atomics by the change of the buffer's checksum. Before the points of a read
 // or a write, one "Link:" line gives the yardstick they are measured against
 // in the same run: every GPU streaming through its peers' chunks at once.
@@ -228,6 +230,26 @@ __global__ void sum_kernel(const unsigned *chunk, std::uint64_t n, unsigned *sum
     if ((threadIdx.x & 31) == 0) atomicAdd(sum, acc);
 }
 
+// Holds a GPU's stream until the host opens the gate (a word of mapped host
+// memory), so that every GPU starts its timed launches at the same moment,
+// as NVIDIA's nvbandwidth does with its spin kernel. One thread polls; it
+// gives up after kGateTimeoutNs and says so in the gate's second word, so a
+// host that died cannot leave the GPU spinning for ever.
+constexpr unsigned long long kGateTimeoutNs = 60ull * 1000 * 1000 * 1000;
+
+__global__ void wait_at_gate(volatile int *gate) {
+    unsigned long long start = 0, now = 0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    while (gate[0] == 0) {
+        __nanosleep(256);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        if (now - start > kGateTimeoutNs) {
+            gate[1] = 1;
+            return;
+        }
+    }
+}
+
 // ---------------------------------------------------------- configuration --
 
 enum class Mode { single, chunked, multiprocess };
@@ -412,6 +434,7 @@ struct Gpu {
     int index = 0, device = 0;  // index: its chunk; device: its CUDA device
     cudaStream_t stream{};
     cudaEvent_t marks[kBlocks + 1]{};  // before the first timed launch and after each block
+    cudaEvent_t warm{};                // after the warm-up launch
     void *local = nullptr;      // read: where segments land
     unsigned long long *bad = nullptr;
     unsigned *sum = nullptr;
@@ -432,6 +455,7 @@ void setup_gpu(Gpu &g, std::uint64_t local_bytes) {
     CUDA_CHECK(cudaSetDevice(g.device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
     for (auto &mark : g.marks) CUDA_CHECK(cudaEventCreate(&mark));
+    CUDA_CHECK(cudaEventCreateWithFlags(&g.warm, cudaEventDisableTiming));
     CUDA_CHECK(cudaMalloc(&g.local, local_bytes));
     CUDA_CHECK(cudaMalloc(&g.bad, sizeof *g.bad));
     CUDA_CHECK(cudaMalloc(&g.sum, sizeof *g.sum));
@@ -446,6 +470,7 @@ void release_gpu(Gpu &g) {
     CUDA_CHECK(cudaFree(g.bad));
     CUDA_CHECK(cudaFree(g.sum));
     for (auto &mark : g.marks) CUDA_CHECK(cudaEventDestroy(mark));
+    CUDA_CHECK(cudaEventDestroy(g.warm));
     CUDA_CHECK(cudaStreamDestroy(g.stream));
 }
 
@@ -624,6 +649,7 @@ struct Run {
     std::uint64_t chunk;
     int ngpus;               // the node's, all ranks together
     Exchange *ex;            // multiprocess only
+    int *gate;               // the start gate: mapped host memory, [0] open, [1] a GPU gave up waiting
     std::uint64_t local_bytes;  // each GPU's local buffer
     int point = 0, printed = 0;
     unsigned long long adds = 0;  // atomics by this process's GPUs
@@ -661,23 +687,47 @@ struct Run {
         double blocks[kBlocks]{};
     };
 
-    // Every GPU at once: launch(g, 0) as a warm-up, then launch(g, 1..reps)
-    // timed in kBlocks consecutive blocks; each of this process's GPUs' rates
-    // for `bytes` per launch.
+    // What a process timed: its GPUs' rates, and the common window on the
+    // host's monotonic clock from opening the gate to the last GPU's end.
+    struct Timed {
+        std::vector<Rates> rates;
+        double start = 0, end = 0;
+    };
+
+    static double now_s() {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    }
+
+    // Every GPU at once: launch(g, 0) as a warm-up, then the gate, then
+    // launch(g, 1..reps) timed in kBlocks consecutive blocks. The gate opens
+    // once every GPU (every rank's, in the multiprocess mode) has finished its
+    // warm-up, so the timed launches start together; each GPU's rates are
+    // timed by its own events, the node's aggregate over the common window.
     template <typename Launch>
-    std::vector<Rates> time_launches(std::uint64_t bytes, Launch launch) {
+    Timed time_launches(std::uint64_t bytes, const std::string &tag, Launch launch) {
+        gate[0] = gate[1] = 0;
         for (auto &g : gpus) {
             CUDA_CHECK(cudaSetDevice(g.device));
             launch(g, 0);
+            CUDA_CHECK(cudaEventRecord(g.warm, g.stream));
+            wait_at_gate<<<1, 1, 0, g.stream>>>(gate);
+            CUDA_CHECK_LAUNCH();
             CUDA_CHECK(cudaEventRecord(g.marks[0], g.stream));
             for (int b = 1, rep = 1; b <= kBlocks; ++b) {
                 for (const int end = c.reps * b / kBlocks; rep <= end; ++rep) launch(g, rep);
                 CUDA_CHECK(cudaEventRecord(g.marks[b], g.stream));
             }
         }
-        std::vector<Rates> rates;
+        for (auto &g : gpus) CUDA_CHECK(cudaEventSynchronize(g.warm));
+        if (ex) ex->barrier("gate" + tag);  // every rank's GPUs wait at their gates
+        Timed t;
+        t.start = now_s();
+        reinterpret_cast<volatile int *>(gate)[0] = 1;
+        for (auto &g : gpus) CUDA_CHECK(cudaEventSynchronize(g.marks[kBlocks]));
+        t.end = now_s();
+        if (gate[1]) suite::die("a GPU waited at the start gate of %s for %llu s: the host never opened it", tag.c_str(),
+                                kGateTimeoutNs / 1000000000ull);
         for (auto &g : gpus) {
-            CUDA_CHECK(cudaEventSynchronize(g.marks[kBlocks]));
             Rates r;
             for (int b = 1; b <= kBlocks; ++b) {
                 float ms = 0;
@@ -688,38 +738,45 @@ struct Run {
             float ms = 0;
             CUDA_CHECK(cudaEventElapsedTime(&ms, g.marks[0], g.marks[kBlocks]));
             r.whole = static_cast<double>(bytes) * c.reps / (ms / 1e3) / 1e9;
-            rates.push_back(r);
+            t.rates.push_back(r);
         }
-        return rates;
+        return t;
     }
 
-    // Every rank's rates, at the leader; false on the other ranks, which print nothing.
-    bool gather(std::vector<Rates> &rates, const std::string &tag) {
+    // Every rank's rates and window, at the leader; false on the other ranks, which print nothing.
+    bool gather(Timed &t, const std::string &tag) {
         if (!ex) return true;
-        std::string mine;
-        for (const Rates &r : rates) {
+        char window[64];
+        std::snprintf(window, sizeof window, "%.9f %.9f ", t.start, t.end);
+        std::string mine = window;
+        for (const Rates &r : t.rates) {
             mine += std::to_string(r.whole);
             for (const double b : r.blocks) mine += " " + std::to_string(b);
             mine += " ";
         }
         ex->publish(tag, mine);
         if (!leader()) return false;
-        rates.clear();
+        t.rates.clear();
         for (int rank = 0; rank < ex->nranks(); ++rank) {
             Rates r;
+            double start = 0, end = 0;
             std::istringstream in(ex->read(rank, tag));
-            in >> r.whole;
+            in >> start >> end >> r.whole;
             for (double &b : r.blocks) in >> b;
             if (!in) suite::die("rank %d published unreadable rates for %s", rank, tag.c_str());
-            rates.push_back(r);
+            t.start = rank == 0 ? start : std::min(t.start, start);
+            t.end = rank == 0 ? end : std::max(t.end, end);
+            t.rates.push_back(r);
         }
         return true;
     }
 
-    // "per_gpu_gbs=a,b,... min_gbs=.. mean_gbs=.. aggregate_gbs=.. block_mean_gbs=b1,..,b5"
+    // "per_gpu_gbs=a,b,... min_gbs=.. mean_gbs=.. aggregate_gbs=.. window_s=.. block_mean_gbs=b1,..,b5"
     // of the node's GPUs: each GPU's rate over all timed launches, their
-    // minimum, mean and sum, and the mean over the GPUs of each block's rate.
-    static std::string rates_text(const std::vector<Rates> &rates, double &mean) {
+    // minimum and mean, the node's bytes over the common window, that
+    // window, and the mean over the GPUs of each block's rate.
+    static std::string rates_text(const Timed &t, std::uint64_t bytes, int reps, double &mean) {
+        const std::vector<Rates> &rates = t.rates;
         double sum = 0, lo = rates[0].whole, blocks[kBlocks]{};
         std::string list, block_list;
         char text[32];
@@ -735,8 +792,11 @@ struct Run {
             block_list += text;
         }
         mean = sum / rates.size();
-        char tail[128];
-        std::snprintf(tail, sizeof tail, " min_gbs=%.2f mean_gbs=%.2f aggregate_gbs=%.2f", lo, mean, sum);
+        const double window = t.end - t.start;
+        const double aggregate = static_cast<double>(bytes) * reps * rates.size() / window / 1e9;
+        char tail[160];
+        std::snprintf(tail, sizeof tail, " min_gbs=%.2f mean_gbs=%.2f aggregate_gbs=%.2f window_s=%.6f", lo, mean,
+                      aggregate, window);
         return "per_gpu_gbs=" + list + tail + " block_mean_gbs=" + block_list;
     }
 
@@ -748,13 +808,13 @@ struct Run {
         const std::uint64_t bytes = per_peer * sizeof(uint4) * (ngpus - 1);
         const std::string tag = std::string("link") + op_name(op);
         if (ex) ex->barrier(tag);  // every chunk is filled and every rank is here
-        std::vector<Rates> rates = time_launches(bytes, [&](const Gpu &g, int) {
+        Timed timed = time_launches(bytes, tag, [&](const Gpu &g, int) {
             if (op == Op::read) launch_stream<Op::read>(g, buf, per_peer);
             else launch_stream<Op::write>(g, buf, per_peer);
         });
-        if (!gather(rates, tag + "r")) return;
+        if (!gather(timed, tag + "r")) return;
         double mean = 0;
-        const std::string text = rates_text(rates, mean);
+        const std::string text = rates_text(timed, bytes, c.reps, mean);
         std::printf("Link: mode=%s op=%s gpus=%d launch_bytes=%" PRIu64 " reps=%d %s scan_limit_gbs=%.2f\n",
                     mode_name(mode), op_name(op), ngpus, bytes, c.reps, text.c_str(), mean * ngpus / (ngpus - 1));
         std::fflush(stdout);
@@ -769,7 +829,7 @@ struct Run {
         auto pattern = [&](const Gpu &g, int rep) { return pattern_for(seed(g, rep), chunk, segment, thread_bytes); };
         ++point;
         if (ex) ex->barrier("p" + std::to_string(point));
-        std::vector<Rates> rates = time_launches(bytes, [&](const Gpu &g, int rep) {
+        Timed timed = time_launches(bytes, "p" + std::to_string(point), [&](const Gpu &g, int rep) {
             dispatch(op, thread_bytes, g, buf, pattern(g, rep), bytes, salt, false);
         });
         if (op == Op::atomic) adds += gpus.size() * (c.reps + 1ull) * (bytes / 4);
@@ -787,9 +847,9 @@ struct Run {
                                mode_name(mode), op_name(op), segment, width, bad, bytes / thread_bytes, g.index);
             }
         }
-        if (!gather(rates, "r" + std::to_string(point))) return;
+        if (!gather(timed, "r" + std::to_string(point))) return;
         double mean = 0;
-        const std::string text = rates_text(rates, mean);
+        const std::string text = rates_text(timed, bytes, c.reps, mean);
         std::printf("Scan: mode=%s op=%s segment=%" PRIu64 " width=%d thread_bytes=%d gpus=%d launch_bytes=%" PRIu64
                     " reps=%d %s\n",
                     mode_name(mode), op_name(op), segment, op == Op::atomic ? 4 : width, thread_bytes, ngpus, bytes,
@@ -904,7 +964,7 @@ int run_mode(const Config &c, const suite::Options &opts, Mode mode) {
         CUDA_CHECK(cudaGetDeviceProperties(&prop, gpus[0].device));
         std::printf("Mode %s: %d x %s, buffer %.2f GB (%.2f GB per GPU), %s; %d timed launches per point; GB/s: "
                     "bytes of all segments a GPU touched, its own chunk's included, over its kernel time (1e9 B/s), "
-                    "aggregate: their sum over the GPUs\n",
+                    "aggregate: all GPUs' bytes over the common window, from the start gate to the last GPU's end\n",
                     mode_name(mode), ngpus, prop.name, chunk * static_cast<double>(ngpus) / 1e9, chunk / 1e9,
                     mode == Mode::single ? "one contiguous VMM range"
                     : multi              ? "one process per GPU, CUDA IPC chunk table"
@@ -913,8 +973,12 @@ int run_mode(const Config &c, const suite::Options &opts, Mode mode) {
         std::fflush(stdout);
     }
 
-    Run run{c, mode, gpus, buf, chunk, ngpus, ex.get(), local};
+    int *gate = nullptr;  // every GPU of this process reads it (portable, mapped)
+    CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void **>(&gate), 2 * sizeof(int),
+                             cudaHostAllocPortable | cudaHostAllocMapped));
+    Run run{c, mode, gpus, buf, chunk, ngpus, ex.get(), gate, local};
     for (Op op : c.ops) run.run_op(op);
+    CUDA_CHECK(cudaFreeHost(gate));
 
     if (ex) ex->barrier("done");  // no rank uses another's chunk any more
     release_buffer(buf, gpus, chunk);
