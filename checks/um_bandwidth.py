@@ -232,7 +232,9 @@ class UnifiedMemoryBandwidth(GpuCheck):
             runs_i = per_repeat(throughputs, self.runs, self.repeats, lambda runs, i=i: runs[i])
             perf[f"run{i + 1}_bw"] = sn.make_performance_function(median(runs_i), "GiB/s")
         perf["steady_of_copy_engine"] = sn.make_performance_function(median(steady) / median(copy_engine), "fraction")
-        link = self.speed_of_light("host_link")
-        if link:  # a fraction of an unknown limit is not logged
-            perf["steady_of_link"] = sn.make_performance_function(median(steady) * GiB / link, "fraction")
+        # Of the path's own limit: HBM where the data ends up on the GPU, the host link otherwise.
+        limit = self.figure_limit("steady_bw")
+        if limit:  # a fraction of an unknown limit is not logged
+            name = "steady_of_hbm" if self.allocator in _RESIDENT_ON_GPU else "steady_of_link"
+            perf[name] = sn.make_performance_function(median(steady) / limit, "fraction")
         self.perf_variables = perf

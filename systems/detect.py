@@ -270,9 +270,12 @@ def _describe_gpus(nvml, cuda: CudaDriver | None, sysfs: Path, detected: Detecte
     if all(a is not None for a in affinity):
         gpus["numa_affinity"] = affinity
         node["numa_nodes"] = sorted(set(node["numa_nodes"]) | set(affinity))
+    # Unknown values are left out, with the reason, never made up: a check
+    # then logs no fraction of that limit and bounds no reference by it.
     hbm = _hbm_bandwidth(nvml, handle)
-    gpus["hbm_bandwidth"] = hbm or "0 GB/s"
-    if hbm is None:
+    if hbm:
+        gpus["hbm_bandwidth"] = hbm
+    else:
         detected.notes.append("HBM bandwidth unknown: NVML gave no memory clock or bus width")
     node["gpus"] = gpus
 
@@ -285,9 +288,14 @@ def _describe_gpus(nvml, cuda: CudaDriver | None, sysfs: Path, detected: Detecte
         detected.notes.append("PCIe link unknown: NVML gave no generation or width")
 
     if first["nvlinks"] and count > 1:
-        node["gpu_link"] = {"type": "nvlink", "generation": first["nvlink_version"] or 4, "links": first["nvlinks"]}
+        node["gpu_link"] = {"type": "nvlink", "links": first["nvlinks"]}
+        if first["nvlink_version"]:
+            node["gpu_link"]["generation"] = first["nvlink_version"]
+        else:
+            detected.notes.append("NVLink generation unknown: NVML gave no version, so no GPU-GPU limit")
     elif count > 1:
-        node["gpu_link"] = {"type": "pcie", "generation": gen or 3}
+        # Peers meet through the PCIe fabric: its limit is the host link's (systems.data.speed_of_light).
+        node["gpu_link"] = {"type": "pcie"}
 
     if cuda is not None:
         node["addressing"] = cuda.addressing(0)

@@ -43,6 +43,23 @@ def test_two_h200_joined_by_nv18():
     assert {"gpu", "multigpu", "nvlink"} <= set(features(node))
 
 
+def test_what_nvml_does_not_say_is_left_out_never_made_up():
+    """No memory clock, no NVLink version, two GPUs over PCIe: no HBM figure,
+    no NVLink generation, no PCIe generation for the peers (their limit is the
+    host link's), each unknown named in the notes, and no limit computed."""
+    nvlinked = [FakeGpu(mem_clock=0, nvlinks=[0] * 18, uuid=f"GPU-{i}") for i in range(2)]
+    found = _detect(FakeNvml(nvlinked))
+    assert "hbm_bandwidth" not in found.node["gpus"]
+    assert found.node["gpu_link"] == {"type": "nvlink", "links": 18}
+    assert data.speed_of_light(found.node)["hbm"] is None
+    assert data.speed_of_light(found.node)["gpu_gpu"] is None
+    assert any("HBM bandwidth unknown" in n for n in found.notes)
+    assert any("NVLink generation unknown" in n for n in found.notes)
+    pcie = _detect(FakeNvml([FakeGpu(uuid=f"GPU-{i}") for i in range(2)])).node
+    assert pcie["gpu_link"] == {"type": "pcie"}
+    assert data.speed_of_light(pcie)["gpu_gpu"] == data.speed_of_light(pcie)["host_link"]
+
+
 @pytest.mark.parametrize("pageable, host_tables, mode", [(0, 0, "none"), (1, 0, "hmm"), (1, 1, "ats")])
 def test_addressing_mode_from_the_cuda_driver(pageable, host_tables, mode):
     node = _detect(FakeNvml([FakeGpu()]), FakeCuda(pageable, host_tables)).node
