@@ -137,9 +137,9 @@ def test_gdrcopy_from_the_systems_installation(dryrun):
 
 def test_copybw_bound_to_the_gpus_node_and_to_the_other_socket(dryrun):
     tmp, _ = dryrun
-    # Managed memory is skipped: only the device-memory cases have job scripts.
+    # memory=device reaches the test as its allocation function.
     assert _tests_run(tmp, "installed", "cuda", "GdrCopyBandwidth") == [
-        (f'numactl -N {node} -l "$gdrcopy_test" -d 0 -s {size} -o 0 -c {size}', 5)
+        (f'numactl -N {node} -l "$gdrcopy_test" -d 0 -s {size} -o 0 -c {size} -a cuMemAlloc', 5)
         for node in (0, 1)
         for size in (131072, 65536)
     ]
@@ -148,7 +148,7 @@ def test_copybw_bound_to_the_gpus_node_and_to_the_other_socket(dryrun):
 def test_copylat_apiperf_and_sanity_command_lines(dryrun):
     tmp, _ = dryrun
     assert _tests_run(tmp, "installed", "cuda", "GdrCopyLatency") == [
-        (f'numactl -N {node} -l "$gdrcopy_test" -d 0 -s 16777216 -c', 5) for node in (0, 1)
+        (f'numactl -N {node} -l "$gdrcopy_test" -d 0 -s 16777216 -a cuMemAlloc -c', 5) for node in (0, 1)
     ]
     assert _tests_run(tmp, "installed", "cuda", "GdrCopyApiPerf") == [
         (f'numactl -N {node} -l "$gdrcopy_test" -d 0 -s 1048576', 5) for node in (0, 1)
@@ -158,6 +158,18 @@ def test_copylat_apiperf_and_sanity_command_lines(dryrun):
     ]
     for job in _scripts(tmp, "installed", "cuda", "GdrCopyLatency"):
         assert "export gdrcopy_test=/opt/gdrcopy/bin/gdrcopy_copylat\n" in job
+
+
+def test_every_job_prints_the_libgdrapi_its_test_loads(dryrun):
+    tmp, _ = dryrun
+    # GDRCopy's tests print no version: the file name of their libgdrapi gives it.
+    line = 'echo "libgdrapi: $(ldd "$gdrcopy_test" | awk \'$1 ~ /^libgdrapi/ {print $3}\' | xargs -r readlink -e)"\n'
+    for test in ("GdrCopySanity", "GdrCopyBandwidth", "GdrCopyLatency", "GdrCopyApiPerf"):
+        jobs = _scripts(tmp, "installed", "cuda", test)
+        assert jobs
+        for job in jobs:
+            assert line in job
+            assert job.index(line) < job.index("\nsrun ")
 
 
 def test_an_installation_named_by_the_system_needs_no_build(dryrun):
@@ -189,9 +201,9 @@ def test_what_cannot_run_is_skipped_with_the_reason(dryrun):
     tmp, out = dryrun
     assert not _scripts(tmp, "spack-built", "cuda", "GdrCopySanity")
     assert "[no GDRCopy installation for gdr-seed:spack-built+cuda: name one with gdrcopy_prefix" in out
-    assert "[GDRCopy does not support CUDA managed memory" in out
-    managed = [ln for ln in out.splitlines() if "SKIP" in ln and "%memory=managed" in ln]
-    assert len(managed) == 2 * 2 * (2 * 2 + 2)  # partitions x environments x (copybw + copylat cases)
+    # GDRCopy takes no managed memory, and its tests have no option for it: no such case exists.
+    assert "%memory=device" in out
+    assert "managed" not in out
 
 
 def test_small_copy_latency_adds_the_gdrcopy_leg_where_gdrdrv_is(dryrun):
