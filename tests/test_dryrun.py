@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from systems import data
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -171,3 +173,23 @@ def test_multi_gpu_checks_on_the_dgx_a100(tmp_path_factory):
         assert "#SBATCH --ntasks=1\n" in path.read_text()
         assert "#SBATCH --gpus-per-node=2" in path.read_text()
     assert "[no NVBit installation for dgx-a100:gpu: name the empty-call tool (.so) with nvbit_tool" in out
+
+
+@pytest.mark.parametrize("system", sorted(data.load_all()))
+def test_the_design_cards_command_after_one_setup_step(system, tmp_path):
+    """`eval "$(./suite env)"` sets RFM_CONFIG_FILES; then `reframe -c checks
+    -r --system NAME` from the repository root finds the suite's configuration
+    for every declared system (here as a dry run, one check)."""
+    if system == "summit" and not os.environ.get("LMOD_CMD"):
+        pytest.skip("Lmod is not set up (summit names its modules through Lmod); CI installs it")
+    setup = subprocess.run([str(REPO / "suite"), "env"], capture_output=True, text=True, check=True).stdout
+    assert f"export RFM_CONFIG_FILES={REPO / 'reframe_settings.py'}" in setup
+    env = {**os.environ, "RFM_CONFIG_FILES": str(REPO / "reframe_settings.py"), "RFM_RESOLVE_MODULE_CONFLICTS": "n"}
+    cmd = [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
+           "-c", "checks", "--system", system, "--dry-run", "-n", "HostMemoryBandwidth",
+           "--prefix", str(tmp_path), "--perflogdir", str(tmp_path / "perflogs")]  # fmt: skip
+    result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "could not find a configuration entry" not in output
+    assert list((tmp_path / "stage" / system).rglob("rfm_job.sh")), output[-3000:]
