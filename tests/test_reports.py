@@ -346,7 +346,10 @@ def test_scan_figures_per_gpu_count_and_buffer_with_the_latest_speed_of_light(co
     assert "NVIDIA H200" in pair.caption and "580.159.04" in pair.caption and "Buffer: 0.5 of" in pair.caption
     # NVIDIA's 450 GB/s per direction x 2/1 and x 4/3; the link limits each run measured.
     assert "900 GB/s" in pair.caption and "600 GB/s" in four.caption
-    assert "read 675 GB/s, write 733 GB/s" in pair.caption and "read 429 GB/s" in four.caption
+    # The latest runs' yardsticks: 675-676 GB/s read and 733 write on the pair, 429 read on four.
+    limits = re.search(r"Link limit measured in the run: read (\d+) GB/s, write (\d+) GB/s", pair.caption)
+    assert limits and abs(int(limits[1]) - 675) <= 2 and abs(int(limits[2]) - 733) <= 2, pair.caption
+    assert "read 429 GB/s" in four.caption
     # The first runs logged the signalling rate (478 GB/s per direction); the figures take the latest.
     scan = committed.frame[committed.frame["test"] == "RandomAccessScan"]
     sol, gpus = scan_speed_of_light(scan[scan["time"] == scan["time"].min()])
