@@ -6,6 +6,7 @@
 // mistake a failed run for a slow one.
 #pragma once
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -122,6 +123,13 @@ inline std::string format_bytes(std::uint64_t bytes) {
         ++u;
     }
     return std::to_string(bytes) + units[u];
+}
+
+// The median of the samples (the mean of the middle two for an even count).
+inline double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
 // Bytes of host memory the kernel can still give without swapping

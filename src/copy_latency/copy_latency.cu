@@ -285,18 +285,12 @@ struct Result {
     long batch = 1;
 };
 
-double median_of(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t m = v.size() / 2;
-    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
 // The median of each of `blocks` consecutive, nearly equal blocks of `us`.
 std::vector<double> block_medians(const std::vector<double> &us, int blocks) {
     std::vector<double> medians;
     for (int k = 0; k < blocks; ++k) {
         const std::size_t begin = us.size() * k / blocks, end = us.size() * (k + 1) / blocks;
-        medians.push_back(median_of(std::vector<double>(us.begin() + begin, us.begin() + end)));
+        medians.push_back(suite::median(std::vector<double>(us.begin() + begin, us.begin() + end)));
     }
     return medians;
 }
@@ -319,7 +313,7 @@ Result measure(const Buffers &b, Method m, Dir d, std::size_t n, const Timing &t
     r.block_medians_us = block_medians(us, t.blocks);
     r.samples = us.size();
     r.min_us = *std::min_element(us.begin(), us.end());
-    r.median_us = median_of(us);
+    r.median_us = suite::median(us);
     return r;
 }
 

@@ -122,6 +122,11 @@ std::vector<std::pair<int, int>> parse_points(const suite::Options &opts) {
     return points;
 }
 
+std::uint64_t largest_size(const Config &c) { return *std::max_element(c.sizes.begin(), c.sizes.end()); }
+
+// Bytes of x and y at the largest size, every row (long double: it may pass 2^64).
+long double footprint(const Config &c) { return 2.0L * c.rows * largest_size(c); }
+
 Config parse_config(const suite::Options &opts) {
     Config c;
     const std::string alloc = opts.choice("alloc", {"system", "managed", "explicit"});
@@ -142,26 +147,23 @@ Config parse_config(const suite::Options &opts) {
     c.points = parse_points(opts);
     // x and y of the largest size are in host memory for system and managed
     // memory, and y's host copy for explicit copies: at most 80% of what the host has.
-    const std::uint64_t largest = *std::max_element(c.sizes.begin(), c.sizes.end());
-    const long double both = 2.0L * c.rows * largest;
-    if (both > static_cast<long double>(UINT64_MAX))
+    if (footprint(c) > static_cast<long double>(UINT64_MAX))
         opts.usage_error("option '--size' %s times --rows %d overflows 64 bits", opts.str("size").c_str(), c.rows);
-    opts.require_host_memory("size", static_cast<std::uint64_t>(both), 0.8);
+    opts.require_host_memory("size", static_cast<std::uint64_t>(footprint(c)), 0.8);
     return c;
 }
 
 // Refuses, before any point runs, a size the GPU cannot hold: more managed
 // memory than the GPU has free would oversubscribe it.
 void check_capacity(const suite::Options &opts, const Config &c) {
-    const std::uint64_t largest = *std::max_element(c.sizes.begin(), c.sizes.end());
-    const double both = 2.0 * static_cast<double>(c.rows) * static_cast<double>(largest);  // x and y
+    const double both = static_cast<double>(footprint(c));
     std::size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     const double gib = suite::kGiB;
     if (c.alloc != Alloc::system && both > 0.9 * static_cast<double>(free_b))
         opts.usage_error("option '--size': x and y of %d rows x %" PRIu64 " bytes take %.2f GiB of %s memory, more "
                          "than 90%% of the %.2f GiB free on the GPU",
-                         c.rows, largest, both / gib, alloc_name(c.alloc), free_b / gib);
+                         c.rows, largest_size(c), both / gib, alloc_name(c.alloc), free_b / gib);
 }
 
 // ---------------------------------------------------------------- arrays --

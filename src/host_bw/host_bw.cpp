@@ -134,12 +134,6 @@ std::uint64_t sum_slice(const std::uint64_t *a, Slice s) {
     return acc[0] + acc[1] + acc[2] + acc[3];
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t m = v.size() / 2;
-    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
 // The nodes --nodes names: "all", or a list of node numbers this host has.
 std::vector<int> select_nodes(const Topology &topo, const suite::Options &opts) {
     if (opts.str("nodes") == "all") return topo.nodes;
@@ -229,7 +223,7 @@ int main(int argc, char **argv) {
         std::printf("Node %d: %u threads, %.3f GiB\n", node, threads, n * sizeof(std::uint64_t) / suite::kGiB);
         for (const auto &op : ops) {
             const std::vector<double> bw = measure(topo, node, op, a, n, threads, runs);
-            std::printf("Node %d %s: %.4f GiB/s (median of %d runs)\n", node, op.c_str(), median(bw), runs);
+            std::printf("Node %d %s: %.4f GiB/s (median of %d runs)\n", node, op.c_str(), suite::median(bw), runs);
         }
         free_on_node(topo, a, n * sizeof(std::uint64_t));
     }

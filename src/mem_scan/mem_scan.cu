@@ -336,10 +336,11 @@ Config parse_config(const suite::Options &opts) {
     c.spawn = opts.flag("spawn");
 
     // Rank and size: options first, then what srun, Open MPI, PMIx and jsrun set.
-    const bool size_known = !opts.str("nranks").empty() ||
-                            !env_first({"SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE", "JSM_NAMESPACE_SIZE"}).first.empty();
-    c.rank = rank_value(opts, "rank", {"SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "JSM_NAMESPACE_RANK"}, 0, 0);
-    c.nranks = rank_value(opts, "nranks", {"SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE", "JSM_NAMESPACE_SIZE"}, 1, 1);
+    const auto rank_vars = {"SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "JSM_NAMESPACE_RANK"};
+    const auto size_vars = {"SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE", "JSM_NAMESPACE_SIZE"};
+    const bool size_known = !opts.str("nranks").empty() || !env_first(size_vars).first.empty();
+    c.rank = rank_value(opts, "rank", rank_vars, 0, 0);
+    c.nranks = rank_value(opts, "nranks", size_vars, 1, 1);
     if (c.rank > 0 && !size_known)
         opts.usage_error("rank %d known but not the number of ranks: pass --nranks", c.rank);
     if (c.rank >= c.nranks) opts.usage_error("option '--rank': rank %d of %d is out of range", c.rank, c.nranks);

@@ -219,6 +219,8 @@ Config parse_config(const suite::Options &opts) {
     if (opts.str("grid") != "auto") c.grid = opts.integer32("grid", 1, std::numeric_limits<int>::max());
     // A multiple of the GPU's memory up to 64x, or at least one bulk chunk.
     c.amount = opts.amount("size", 64.0, kBulkChunk);
+    // A size in bytes is checked against the host now; a multiple of the GPU's memory in check_capacity.
+    if (c.amount.factor == 0 && c.alloc != Alloc::device) opts.require_host_memory("size", c.amount.bytes, 0.9);
     return c;
 }
 
@@ -237,7 +239,7 @@ void check_capacity(const suite::Options &opts, const Config &c) {
         opts.usage_error("option '--size' %s asks for %.2f GiB of managed memory, more than the %.2f GiB free on "
                          "the GPU: pass --allow-oversubscription where the system supports it",
                          opts.str("size").c_str(), c.size / gib, free_b / gib);
-    if (c.alloc != Alloc::device) opts.require_host_memory("size", c.size, 0.9);
+    if (c.amount.factor > 0 && c.alloc != Alloc::device) opts.require_host_memory("size", c.size, 0.9);
 }
 
 // ------------------------------------------------------------- allocation --
@@ -409,9 +411,8 @@ void measure_copy_engine(const Config &c) {
         }
         std::string samples;
         for (const double b : bw) samples += (samples.empty() ? "" : ",") + std::to_string(b);
-        std::sort(bw.begin(), bw.end());
         std::printf("Copy engine %s: %g GiB/s (samples %s)\n", h2d ? "host-to-device" : "device-to-host",
-                    bw[bw.size() / 2], samples.c_str());
+                    suite::median(bw), samples.c_str());
     }
     CUDA_CHECK(cudaFree(dev));
     CUDA_CHECK(cudaFreeHost(host));
@@ -440,8 +441,6 @@ int main(int argc, char **argv) {
     opts.parse(argc, argv);
 
     Config c = parse_config(opts);
-    if (c.amount.factor == 0) c.size = c.amount.bytes / kBulkChunk * kBulkChunk;
-    if (c.size && c.alloc != Alloc::device) opts.require_host_memory("size", c.size, 0.9);
 #ifdef SUITE_HAVE_LIBNUMA
     // Bound before CUDA starts, so that CUDA's own host memory is on the node too.
     if (numa_available() >= 0 && numa_run_on_node(c.numa_node) != 0)
