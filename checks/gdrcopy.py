@@ -57,6 +57,7 @@ from reframe.core.exceptions import SanityError
 
 from checks.suite.base import NodeFacts, median
 from checks.suite.build import REPO
+from systems import data
 
 # ------------------------------------------------------------------ parsing --
 
@@ -745,6 +746,12 @@ class GdrCopyBandwidth(GdrCopyCheck):
 
     def _expected(self) -> tuple:
         return self.repeats, self.copy_size, self.copy_offset, GDRCOPY_ALLOC_FN[self.memory]
+
+    @classmethod
+    def limit_of(cls, figure: str, case: dict, node: dict) -> float | None:
+        # The CPU's loads and stores through the BAR mapping cross the host link.
+        link = data.speed_of_light(node)["host_link"]
+        return link / 2**20 if link and figure in ("write_bw", "read_bw") else None
 
     @run_before("performance")
     def set_perf_variables(self):

@@ -65,6 +65,9 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import GpuCheck, median
+from systems import data
+
+GiB = 2**30
 
 SEGMENTS = [4 << i for i in range(13)]  # 4 B .. 16 KiB
 WIDTHS = [4, 8, 16]
@@ -151,12 +154,23 @@ def parse_link(text: str, mode: str, op: str) -> LinkYardstick | None:
     return None
 
 
-def scan_speed_of_light(gpu_gpu: float | None, gpus: int) -> float | None:
-    """The seed's per-GPU limit in bytes/s: the GPU-GPU bandwidth per direction
-    times N/(N-1), as (N-1)/N of a GPU's segments cross the links."""
-    if not gpu_gpu or gpus < 2:
+def scan_speed_of_light(fabric: float | None, gpus: int) -> float | None:
+    """The seed's per-GPU limit in bytes/s: what a GPU reaches of all its
+    peers at once, per direction, times N/(N-1), as (N-1)/N of a GPU's
+    segments cross the links."""
+    if not fabric or gpus < 2:
         return None
-    return gpu_gpu * gpus / (gpus - 1)
+    return fabric * gpus / (gpus - 1)
+
+
+def scan_limit(node: dict) -> float | None:
+    """The scan's per-GPU limit on a node, bytes/s. The seed's formula holds
+    where every pair of GPUs is joined alike (NVSwitch, a full mesh, PCIe);
+    where some pairs meet through the CPUs (Summit's two sockets) their
+    share crosses another link, which the data does not give: no limit."""
+    if not data.every_pair_joined(node):
+        return None
+    return scan_speed_of_light(data.speed_of_light(node)["gpu_fabric"], node["gpus"]["count"])
 
 
 def summarise(points: list, sol_gbs: float | None, link_limit_gbs: float | None = None) -> dict:
@@ -307,14 +321,17 @@ class RandomAccessScan(MultiGpuCheck):
         return sn.all(checks)
 
     def sol_gbs(self):
-        sol = scan_speed_of_light(self.speed_of_light("gpu_gpu"), self.node_gpus)
+        sol = scan_limit(self.node)
         return sol / 1e9 if sol else None
 
-    def figure_limit(self, figure: str) -> float | None:
-        if figure in HEADLINE_SCAN:
-            return self.sol_gbs()
-        gpu_gpu = self.speed_of_light("gpu_gpu")
-        return gpu_gpu / 1e9 if figure == "link_gbs" and gpu_gpu else None
+    @classmethod
+    def limit_of(cls, figure: str, case: dict, node: dict) -> float | None:
+        # Per GPU: the scan against its speed of light, the link yardstick
+        # (every GPU reading its peers at once) against the links.
+        limit = scan_limit(node) if figure in HEADLINE_SCAN else None
+        if figure == "link_gbs":
+            limit = data.speed_of_light(node)["gpu_fabric"]
+        return limit / 1e9 if limit else None
 
     @run_before("performance")
     def set_perf_variables(self):
@@ -409,6 +426,13 @@ class P2PPingPong(MultiGpuCheck):
                   for v in self.variants()),
             ]
         )  # fmt: skip
+
+    @classmethod
+    def limit_of(cls, figure: str, case: dict, node: dict) -> float | None:
+        # Each iteration's data crosses the pair's link, half of them each
+        # way, overlapping across threads: at most both directions' rate.
+        peer = data.peer_bandwidth(node, 0, 1)
+        return 2 * peer / GiB if peer and figure in ("bandwidth", "baseline_bandwidth") else None
 
     @run_before("performance")
     def set_perf_variables(self):

@@ -26,7 +26,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import GpuCheck, median
-from systems import parse_quantity
+from systems import data, parse_quantity
 
 GiB = 2**30
 
@@ -205,13 +205,15 @@ class UnifiedMemoryBandwidth(GpuCheck):
     def throughputs(self):
         return sn.extractall(_THROUGHPUT, self.stdout, "bw", float)
 
-    def figure_limit(self, figure: str) -> float | None:
-        link, hbm = self.speed_of_light("host_link"), self.speed_of_light("hbm")
-        on_gpu = self.allocator in _RESIDENT_ON_GPU
+    @classmethod
+    def limit_of(cls, figure: str, case: dict, node: dict) -> float | None:
+        # HBM where the data is on the GPU when read, the host link otherwise.
+        sol = data.speed_of_light(node)
+        allocator = str(case.get("memory", "")).split("+")[0]
         limits = {
-            "copy_engine_bw": link,
-            "first_run_bw": hbm if self.allocator == "device" else link,
-            "steady_bw": hbm if on_gpu else link,
+            "copy_engine_bw": sol["host_link"],
+            "first_run_bw": sol["hbm"] if allocator == "device" else sol["host_link"],
+            "steady_bw": sol["hbm"] if allocator in _RESIDENT_ON_GPU else sol["host_link"],
         }
         limit = limits.get(figure)
         return limit / GiB if limit else None

@@ -118,12 +118,26 @@ def _check_node(node: dict[str, Any], where: str) -> None:
     link = node["host_link"]
     if link["type"] == "pcie" and "bandwidth" not in link and not {"generation", "width"} <= link.keys():
         raise SystemDataError(f"{where}.host_link: PCIe needs generation and width (or a bandwidth)")
-    if link["type"] not in ("pcie", "none") and "bandwidth" not in link:
-        raise SystemDataError(f"{where}.host_link.bandwidth: required for a {link['type']} host link")
+    if link["type"] == "nvlink" and "bandwidth" not in link and not {"generation", "links"} <= link.keys():
+        raise SystemDataError(f"{where}.host_link: NVLink needs generation and links (or a bandwidth)")
+    if link["type"] == "nvlink-c2c" and "bandwidth" not in link:
+        raise SystemDataError(f"{where}.host_link.bandwidth: required for an nvlink-c2c host link")
+    _check_gpu_link(node, f"{where}.gpu_link")
     if gpus["count"] > 0:
         for field in ("model", "memory", "hbm_bandwidth"):
             if field not in gpus:
                 raise SystemDataError(f"{where}.gpus.{field}: required when count > 0")
+
+
+def _check_gpu_link(node: dict[str, Any], where: str) -> None:
+    link, count = node.get("gpu_link", {"type": "none"}), node["gpus"]["count"]
+    for pair in link.get("pairs", []):
+        if pair[0] == pair[1] or max(pair) >= count:
+            raise SystemDataError(f"{where}.pairs: {pair} is not a pair of the node's {count} GPUs")
+    if link["type"] == "nvlink" and "pairs" in link and "links_per_peer" not in link:
+        raise SystemDataError(f"{where}.links_per_peer: required with pairs (the links joining each pair)")
+    if link["type"] == "nvswitch" and "pairs" in link:
+        raise SystemDataError(f"{where}.pairs: every pair meets through NVSwitch; give links_per_gpu")
 
 
 def load_file(path: Path) -> dict[str, Any]:
@@ -145,29 +159,125 @@ def load_all(directory: Path = SYSTEMS_DIR) -> dict[str, dict[str, Any]]:
     return {path.stem: load_file(path) for path in files}
 
 
-def speed_of_light(node: dict[str, Any]) -> dict[str, float | None]:
-    """Physical limits per direction, bytes per second: host link, GPU-GPU, HBM."""
+def host_link_bandwidth(node: dict[str, Any]) -> float | None:
+    """One GPU's link to its CPU, per direction, bytes per second."""
     host = node["host_link"]
-    host_bw = None
     if "bandwidth" in host:
-        host_bw = parse_quantity(host["bandwidth"])
-    elif host["type"] == "pcie":
-        host_bw = pcie_bandwidth(host["generation"], host["width"])
+        return parse_quantity(host["bandwidth"])
+    if host["type"] == "pcie" and {"generation", "width"} <= host.keys():
+        return pcie_bandwidth(host["generation"], host["width"])
+    if host["type"] == "nvlink" and {"generation", "links"} <= host.keys():
+        return nvlink_bandwidth(host["generation"], host["links"])
+    return None
 
-    gpu_bw = None
+
+def gpu_pairs(node: dict[str, Any]) -> list[tuple[int, int]]:
+    """The pairs of GPUs joined by links of their own, through a switch or
+    through PCIe: every pair unless the data names them, none where NVLink
+    links are known per GPU only."""
+    count = node["gpus"]["count"]
     link = node.get("gpu_link", {"type": "none"})
-    if node["gpus"]["count"] > 1 and link["type"] != "none":
-        if "bandwidth" in link:
-            gpu_bw = parse_quantity(link["bandwidth"])
-        elif link["type"] in ("nvlink", "nvswitch") and {"generation", "links"} <= link.keys():
-            gpu_bw = nvlink_bandwidth(link["generation"], link["links"])
-        elif link["type"] == "pcie":
-            gpu_bw = host_bw  # peers meet through the PCIe fabric at the host link's rate
+    if link["type"] == "none" or count < 2:
+        return []
+    if "pairs" in link:
+        return sorted(tuple(sorted(pair)) for pair in link["pairs"])
+    if link["type"] == "nvlink" and "links_per_peer" not in link:
+        return []  # links to peers whose pairs are not known
+    return [(a, b) for a in range(count) for b in range(a + 1, count)]
 
+
+def every_pair_joined(node: dict[str, Any]) -> bool:
+    count = node["gpus"]["count"]
+    return count > 1 and len(gpu_pairs(node)) == count * (count - 1) // 2
+
+
+def _peers(node: dict[str, Any], gpu: int) -> int:
+    return sum(gpu in pair for pair in gpu_pairs(node))
+
+
+def gpu_links_of(node: dict[str, Any], gpu: int) -> int | None:
+    """NVLink links GPU `gpu` has to its peers or their switches."""
+    link = node.get("gpu_link", {"type": "none"})
+    if link["type"] not in ("nvlink", "nvswitch"):
+        return 0
+    if "links_per_gpu" in link:
+        return link["links_per_gpu"]
+    if "links_per_peer" in link:
+        return link["links_per_peer"] * _peers(node, gpu)
+    return None
+
+
+def nvlinks_of(node: dict[str, Any], gpu: int) -> int | None:
+    """Every NVLink link of one GPU, to its CPU and to its peers: what NVML
+    counts as active (six on a Summit V100: two to the CPU, two to each of
+    two peers). None where the data does not say; 0 where there are none."""
+    gpu_links = gpu_links_of(node, gpu)
+    host = node["host_link"]
+    host_links = host.get("links") if host["type"] == "nvlink" else 0
+    if gpu_links is None or host_links is None:
+        return None
+    return gpu_links + host_links
+
+
+def peer_bandwidth(node: dict[str, Any], a: int = 0, b: int = 1) -> float | None:
+    """GPU `a` to GPU `b`, per direction, bytes per second, where they are
+    joined: their own NVLink links, every link of a GPU through NVSwitch, or
+    the PCIe fabric at the host link's rate. None where they are not joined
+    or the data does not say."""
+    link = node.get("gpu_link", {"type": "none"})
+    if tuple(sorted((a, b))) not in gpu_pairs(node):
+        return None
+    if "bandwidth" in link:
+        return parse_quantity(link["bandwidth"])
+    if link["type"] == "pcie":
+        return host_link_bandwidth(node)
+    if "generation" not in link:
+        return None
+    if link["type"] == "nvswitch" and "links_per_gpu" in link:
+        return nvlink_bandwidth(link["generation"], link["links_per_gpu"])
+    if link["type"] == "nvlink" and "links_per_peer" in link:
+        return nvlink_bandwidth(link["generation"], link["links_per_peer"])
+    return None
+
+
+def fabric_bandwidth(node: dict[str, Any]) -> float | None:
+    """One GPU to all its peers at once, per direction, bytes per second: the
+    least any GPU of the node has (None where unknown)."""
+    link = node.get("gpu_link", {"type": "none"})
+    count = node["gpus"]["count"]
+    if count < 2 or link["type"] == "none":
+        return None
+    if link["type"] == "pcie":
+        return host_link_bandwidth(node)  # peers meet through the PCIe fabric
+    if "generation" not in link:
+        return None
+    links = [gpu_links_of(node, gpu) for gpu in range(count)]
+    if None in links or not all(links):
+        return None
+    return nvlink_bandwidth(link["generation"], min(links))
+
+
+def host_all_gpus_bandwidth(node: dict[str, Any]) -> float | None:
+    """Every GPU copying to or from the host at once, per direction, bytes
+    per second, summed over the node: GPUs behind one upstream link share it."""
+    per_link = host_link_bandwidth(node)
+    count = node["gpus"]["count"]
+    if per_link is None or count == 0:
+        return None
+    shared_by = node["host_link"].get("shared_by", 1)
+    return per_link * -(-count // shared_by)
+
+
+def speed_of_light(node: dict[str, Any]) -> dict[str, float | None]:
+    """Physical limits per direction, bytes per second, None where unknown:
+    one GPU's host link, all GPUs' host links at once, one joined pair of
+    GPUs (GPUs 0 and 1), one GPU to all its peers at once, HBM."""
     hbm = node["gpus"].get("hbm_bandwidth")
     return {
-        "host_link": host_bw,
-        "gpu_gpu": gpu_bw,
+        "host_link": host_link_bandwidth(node),
+        "host_all_gpus": host_all_gpus_bandwidth(node),
+        "gpu_peer": peer_bandwidth(node, 0, 1),
+        "gpu_fabric": fabric_bandwidth(node),
         "hbm": parse_quantity(hbm) if hbm else None,
     }
 

@@ -193,15 +193,45 @@ def _gpu_numa(nvml, handle, sysfs: Path) -> int | None:
 _NVML_NVLINK_GENERATION = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5}
 
 
-def _nvlinks(nvml, handle) -> tuple[int, int | None]:
-    """Active NVLink links of one GPU and their generation."""
-    active, version = 0, None
+# nvmlDeviceGetNvLinkRemoteDeviceType: what the far end of a link is.
+_NVLINK_REMOTE = {0: "gpu", 1: "cpu", 2: "switch"}  # GPU, IBM NPU (POWER9), NVSwitch
+
+
+def _nvlinks(nvml, handle) -> tuple[int, int | None, dict[str, int] | None]:
+    """Active NVLink links of one GPU, their generation, and how many lead to
+    a GPU, a CPU or a switch (None where NVML cannot say)."""
+    active, version, remotes = 0, None, {}
     for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
         state = _try(lambda link=link: nvml.nvmlDeviceGetNvLinkState(handle, link))
         if state == getattr(nvml, "NVML_FEATURE_ENABLED", 1):
             active += 1
             version = version or _try(lambda link=link: nvml.nvmlDeviceGetNvLinkVersion(handle, link))
-    return active, _NVML_NVLINK_GENERATION.get(version, version)
+            remote = _NVLINK_REMOTE.get(_try(lambda link=link: nvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, link)))
+            remotes[remote] = remotes.get(remote, 0) + 1
+    known = None if (None in remotes or not active) else remotes
+    return active, _NVML_NVLINK_GENERATION.get(version, version), known
+
+
+def _describe_nvlinks(node: dict[str, Any], first: dict[str, Any], count: int, notes: list[str]) -> None:
+    """The GPU links (and an NVLink host link) from GPU 0's NVLink links."""
+    remotes = first["nvlink_remotes"] or {"gpu": first["nvlinks"]}  # unknown far ends: taken as peers
+    generation = {"generation": first["nvlink_version"]} if first["nvlink_version"] else {}
+    if not first["nvlink_version"]:
+        notes.append("NVLink generation unknown: NVML gave no version, so no NVLink limit")
+    if remotes.get("cpu"):
+        node["host_link"] = {"type": "nvlink", "links": remotes["cpu"], **generation}
+    if count < 2:
+        return
+    if remotes.get("switch"):
+        node["gpu_link"] = {"type": "nvswitch", "links_per_gpu": remotes["switch"], **generation}
+    elif remotes.get("gpu") and count == 2:
+        node["gpu_link"] = {"type": "nvlink", "links_per_peer": remotes["gpu"], **generation}
+    elif remotes.get("gpu"):
+        # Which peer each link joins is not read: no pair's limit is known.
+        node["gpu_link"] = {"type": "nvlink", "links_per_gpu": remotes["gpu"], **generation}
+        notes.append(f"{remotes['gpu']} NVLink links to peers, pairs not read: no limit for one pair")
+    else:
+        node["gpu_link"] = {"type": "pcie"}
 
 
 def _hbm_bandwidth(nvml, handle) -> str | None:
@@ -287,12 +317,8 @@ def _describe_gpus(nvml, cuda: CudaDriver | None, sysfs: Path, detected: Detecte
     else:
         detected.notes.append("PCIe link unknown: NVML gave no generation or width")
 
-    if first["nvlinks"] and count > 1:
-        node["gpu_link"] = {"type": "nvlink", "links": first["nvlinks"]}
-        if first["nvlink_version"]:
-            node["gpu_link"]["generation"] = first["nvlink_version"]
-        else:
-            detected.notes.append("NVLink generation unknown: NVML gave no version, so no GPU-GPU limit")
+    if first["nvlinks"]:
+        _describe_nvlinks(node, first, count, detected.notes)
     elif count > 1:
         # Peers meet through the PCIe fabric: its limit is the host link's (systems.data.speed_of_light).
         node["gpu_link"] = {"type": "pcie"}
@@ -343,7 +369,7 @@ def read_counters(nvml, handle) -> dict[str, Any]:
 
 def _gpu_readings(nvml, cuda: CudaDriver | None, index: int, handle, sysfs: Path) -> dict[str, Any]:
     """What the node health checks compare with a system's data or an accepted node, per GPU."""
-    links, version = _nvlinks(nvml, handle)
+    links, version, remotes = _nvlinks(nvml, handle)
     enabled = getattr(nvml, "NVML_FEATURE_ENABLED", 1)
     ecc = _try(lambda: nvml.nvmlDeviceGetEccMode(handle))
     trained, why = _pcie_trained(nvml, cuda, handle)
@@ -360,6 +386,7 @@ def _gpu_readings(nvml, cuda: CudaDriver | None, index: int, handle, sysfs: Path
         "pcie_trained_unknown": why,
         "nvlinks": links,
         "nvlink_version": version,
+        "nvlink_remotes": remotes,
         "numa": _gpu_numa(nvml, handle, sysfs),
         "persistence_mode": _try(lambda: nvml.nvmlDeviceGetPersistenceMode(handle) == enabled),
         "ecc": None if ecc is None else ecc[0] == enabled,  # (current, pending)

@@ -64,13 +64,12 @@ def _at_least(field: str, minimum: str | None, found: str | None) -> list[Findin
 
 def expected_from_declared(node: dict[str, Any], health: dict[str, Any], source: str) -> dict[str, Any]:
     """What a declared system's data says each GPU of a node is."""
-    gpus, link, gpu_link = node["gpus"], node["host_link"], node.get("gpu_link", {})
+    gpus, link = node["gpus"], node["host_link"]
     pcie = (
         [link["generation"], link["width"]]
         if link["type"] == "pcie" and {"generation", "width"} <= link.keys()
         else None
     )
-    nvlink = gpu_link.get("type") in ("nvlink", "nvswitch")
     affinity = gpus.get("numa_affinity") or []
     return {
         "source": source,
@@ -83,8 +82,9 @@ def expected_from_declared(node: dict[str, Any], health: dict[str, Any], source:
             {
                 "model": gpus.get("model"),
                 "pcie": pcie,
-                "nvlinks": gpu_link.get("links") if nvlink else None,
-                "nvlink_version": gpu_link.get("generation") if nvlink else None,
+                # Every NVLink link of the GPU, to its CPU and its peers, as NVML counts them.
+                "nvlinks": data.nvlinks_of(node, i) or None,
+                "nvlink_version": nvlink_generation(node),
                 "numa": affinity[i] if i < len(affinity) else None,
                 "persistence_mode": health.get("persistence_mode"),
                 "ecc": health.get("ecc"),
@@ -92,6 +92,14 @@ def expected_from_declared(node: dict[str, Any], health: dict[str, Any], source:
             for i in range(gpus["count"])
         ],
     }
+
+
+def nvlink_generation(node: dict[str, Any]) -> int | None:
+    """The NVLink generation of a node's links, to peers or to the CPU."""
+    for link in (node.get("gpu_link", {}), node["host_link"]):
+        if link.get("type") in ("nvlink", "nvswitch") and "generation" in link:
+            return link["generation"]
+    return None
 
 
 def node_facts(detected: Detected) -> dict[str, Any]:

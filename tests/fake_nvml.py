@@ -24,6 +24,9 @@ class FakeGpu:
     pcie_current: tuple = (1, 16)  # idle links train down
     pcie_loaded: tuple = (5, 16)  # ... and up again under a copy
     nvlinks: list = field(default_factory=list)  # NVLink versions of the active links
+    # NVML's device type at the far end of each active link (0 GPU, 1 IBM NPU,
+    # 2 NVSwitch); None: the query is not supported.
+    nvlink_remotes: list | None = None
     uuid: str = "GPU-0"
     persistence: int = 1
     ecc: tuple = (1, 1)
@@ -105,6 +108,11 @@ class FakeNvml:
 
     def nvmlDeviceGetNvLinkVersion(self, g, link):
         return g.nvlinks[link]
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, g, link):
+        if g.nvlink_remotes is None:
+            raise NVMLError("Not Supported")
+        return g.nvlink_remotes[link]
 
     def nvmlDeviceGetUUID(self, g):
         return g.uuid

@@ -38,9 +38,35 @@ def test_two_h200_joined_by_nv18():
     # NVML's version enum says 6 for NVLink 4.0.
     gpus = [FakeGpu(name="NVIDIA H200", nvlinks=[6] * 18, uuid=f"GPU-{i}") for i in range(2)]
     node = _detect(FakeNvml(gpus)).node
-    assert node["gpu_link"] == {"type": "nvlink", "generation": 4, "links": 18}
-    assert data.speed_of_light(node)["gpu_gpu"] == pytest.approx(450e9)  # NVIDIA's 900 GB/s, both ways
+    assert node["gpu_link"] == {"type": "nvlink", "generation": 4, "links_per_peer": 18}
+    sol = data.speed_of_light(node)
+    assert sol["gpu_peer"] == sol["gpu_fabric"] == pytest.approx(450e9)  # NVIDIA's 900 GB/s, both ways
     assert {"gpu", "multigpu", "nvlink"} <= set(features(node))
+
+
+def test_links_to_nvswitch_reach_every_peer():
+    gpus = [FakeGpu(name="NVIDIA H200", nvlinks=[6] * 18, nvlink_remotes=[2] * 18, uuid=f"GPU-{i}") for i in range(4)]
+    node = _detect(FakeNvml(gpus)).node
+    assert node["gpu_link"] == {"type": "nvswitch", "generation": 4, "links_per_gpu": 18}
+    assert data.every_pair_joined(node)
+    assert data.speed_of_light(node)["gpu_peer"] == pytest.approx(450e9)
+
+
+def test_a_power9_v100s_links_to_its_cpu_are_its_host_link():
+    # A Summit V100: 2 links to the POWER9's NPU, 2 to each of two peers.
+    remotes = [1, 1, 0, 0, 0, 0]
+    gpus = [FakeGpu(name="Tesla V100-SXM2-16GB", cc=(7, 0), nvlinks=[2] * 6, nvlink_remotes=remotes,
+                    uuid=f"GPU-{i}") for i in range(6)]  # fmt: skip
+    found = _detect(FakeNvml(gpus), FakeCuda(1, 1))
+    node = found.node
+    assert node["host_link"] == {"type": "nvlink", "links": 2, "generation": 2}
+    assert data.speed_of_light(node)["host_link"] == pytest.approx(50e9)
+    # Which peers the 4 GPU links join is not read: no pair limit, a per-GPU one.
+    assert node["gpu_link"] == {"type": "nvlink", "generation": 2, "links_per_gpu": 4}
+    assert data.speed_of_light(node)["gpu_peer"] is None
+    assert data.speed_of_light(node)["gpu_fabric"] == pytest.approx(100e9)
+    assert any("pairs not read" in n for n in found.notes)
+    assert node["addressing"] == "ats"
 
 
 def test_what_nvml_does_not_say_is_left_out_never_made_up():
@@ -50,14 +76,14 @@ def test_what_nvml_does_not_say_is_left_out_never_made_up():
     nvlinked = [FakeGpu(mem_clock=0, nvlinks=[0] * 18, uuid=f"GPU-{i}") for i in range(2)]
     found = _detect(FakeNvml(nvlinked))
     assert "hbm_bandwidth" not in found.node["gpus"]
-    assert found.node["gpu_link"] == {"type": "nvlink", "links": 18}
+    assert found.node["gpu_link"] == {"type": "nvlink", "links_per_peer": 18}
     assert data.speed_of_light(found.node)["hbm"] is None
-    assert data.speed_of_light(found.node)["gpu_gpu"] is None
+    assert data.speed_of_light(found.node)["gpu_peer"] is None
     assert any("HBM bandwidth unknown" in n for n in found.notes)
     assert any("NVLink generation unknown" in n for n in found.notes)
     pcie = _detect(FakeNvml([FakeGpu(uuid=f"GPU-{i}") for i in range(2)])).node
     assert pcie["gpu_link"] == {"type": "pcie"}
-    assert data.speed_of_light(pcie)["gpu_gpu"] == data.speed_of_light(pcie)["host_link"]
+    assert data.speed_of_light(pcie)["gpu_peer"] == data.speed_of_light(pcie)["host_link"]
 
 
 @pytest.mark.parametrize("pageable, host_tables, mode", [(0, 0, "none"), (1, 0, "hmm"), (1, 1, "ats")])
@@ -88,4 +114,4 @@ def test_configuration_builds_on_this_machine():
     assert names[-1] == "local"  # the catch-all comes last
     local = config["systems"][-1]["partitions"][0]
     assert "detected" in local["features"]
-    assert local["extras"]["speed_of_light"].keys() == {"host_link", "gpu_gpu", "hbm"}
+    assert local["extras"]["speed_of_light"].keys() == {"host_link", "host_all_gpus", "gpu_peer", "gpu_fabric", "hbm"}

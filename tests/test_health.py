@@ -104,6 +104,50 @@ def test_counted_errors_fail_with_or_without_a_baseline(dgx, fault, line):
     assert _failures(evaluate(None, readings)) == [line]  # nothing expected: still a fault
 
 
+# --- a simulated Summit node: six V100s, six NVLink2 links each, ATS ---
+
+
+@pytest.fixture(scope="module")
+def summit():
+    part = load_all()["summit"]["partitions"][0]
+    return expected_from_declared(part["node"], part["health"], "systems/summit.yaml")
+
+
+def _v100(i, **kw):
+    # Two links to the POWER9 (NVML's IBM NPU), two to each peer of the socket;
+    # NVML's version enum says 2 or 3 for NVLink 2.x.
+    base = dict(name="Tesla V100-SXM2-16GB", cc=(7, 0), memory=16911433728, numa=[0, 0, 0, 8, 8, 8][i],
+                pcie_max=(3, 16), nvlinks=[3] * 6, nvlink_remotes=[1, 1, 0, 0, 0, 0], uuid=f"GPU-{i}",
+                bus_id=f"00000000:{0x04 + i:02x}:00.0")  # fmt: skip
+    base.update(kw)
+    return FakeGpu(**base)
+
+
+def _summit_readings(gpus, ats=True):
+    nvml = FakeNvml(gpus, driver="525.85.12", cuda=11070)
+    return detect_node(nvml=nvml, cuda_factory=lambda: FakeCuda(1, int(ats), nvml=nvml), load_links=True)
+
+
+def test_a_healthy_summit_node_passes(summit):
+    findings = evaluate(summit, _summit_readings([_v100(i) for i in range(6)]))
+    assert _failures(findings) == []
+    lines = [f.line() for f in findings]
+    assert "PASS addressing: ats" in lines
+    assert all(f"PASS gpu{i} nvlinks_up: 6" in lines for i in range(6))
+    assert "PASS gpu5 nvlink_version: 2" in lines
+
+
+def test_a_summit_gpu_with_one_brick_down_fails(summit):
+    gpus = [_v100(i) for i in range(6)]
+    gpus[4] = _v100(4, nvlinks=[3] * 5, nvlink_remotes=[1, 1, 0, 0, 0])
+    assert _failures(evaluate(summit, _summit_readings(gpus))) == ["FAIL gpu4 nvlinks_up: expected 6, found 5"]
+
+
+def test_a_summit_node_without_ats_fails(summit):
+    failures = _failures(evaluate(summit, _summit_readings([_v100(i) for i in range(6)], ats=False)))
+    assert failures == ["FAIL addressing: expected ats, found hmm"]
+
+
 # --- systems described at run time: held to the accepted run's node facts ---
 
 

@@ -18,6 +18,7 @@ from checks.multi_gpu import (
     parse_scan,
     pingpong_bandwidth,
     pingpong_final,
+    scan_limit,
     scan_speed_of_light,
     summarise,
 )
@@ -88,11 +89,18 @@ def test_the_seeds_speed_of_light_for_the_dgx_a100():
     # 12 NVLink3 links of 25 GB/s, 300 GB/s per GPU and direction; 7/8 of the
     # segments cross them: 300 x 8/7 = 342.9 GB/s, the seed's "343".
     node = data.load_file(Path(data.SYSTEMS_DIR) / "dgx-a100.yaml")["partitions"][0]["node"]
-    gpu_gpu = data.speed_of_light(node)["gpu_gpu"]
-    assert gpu_gpu == pytest.approx(300e9)
-    assert scan_speed_of_light(gpu_gpu, 8) / 1e9 == pytest.approx(342.857, abs=0.001)
-    assert round(scan_speed_of_light(gpu_gpu, 8) / 1e9) == 343
-    assert 260 / (scan_speed_of_light(gpu_gpu, 8) / 1e9) == pytest.approx(0.76, abs=0.005)  # the seed's 76%
+    fabric = data.speed_of_light(node)["gpu_fabric"]
+    assert fabric == pytest.approx(300e9)
+    assert scan_speed_of_light(fabric, 8) / 1e9 == pytest.approx(342.857, abs=0.001)
+    assert round(scan_speed_of_light(fabric, 8) / 1e9) == 343
+    assert 260 / (scan_speed_of_light(fabric, 8) / 1e9) == pytest.approx(0.76, abs=0.005)  # the seed's 76%
+    assert scan_limit(node) == scan_speed_of_light(fabric, 8)
+
+
+def test_no_scan_limit_where_some_pairs_meet_through_the_cpus():
+    # Summit: each GPU joined to the two others of its socket only.
+    node = data.load_file(Path(data.SYSTEMS_DIR) / "summit.yaml")["partitions"][0]["node"]
+    assert scan_limit(node) is None
 
 
 def test_the_h200_pairs_speed_of_light_doubles_its_link():

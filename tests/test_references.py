@@ -1,16 +1,18 @@
 """Reference selection from systems/references/*.yaml."""
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
 from checks.suite.references import REFERENCES_DIR, load_entries, matching_values
+from systems import data
 
 ENTRIES = [
-    {"where": {"system": "summit"}, "values": {"steady_bw": [63.5, -0.05, 0.05, "GiB/s"]}},
+    {"where": {"system": "ac922"}, "values": {"steady_bw": [63.5, -0.05, 0.05, "GiB/s"]}},
     {
-        "where": {"system": "summit"},
+        "where": {"system": "ac922"},
         "case": {"allocator": "managed"},
         "values": {"steady_bw": [1.5, -0.5, 0.5, "GiB/s"]},
     },
@@ -26,13 +28,13 @@ def _facts(**kw):
 
 
 def test_declared_system_matches_by_name():
-    assert matching_values(ENTRIES, _facts(system="summit"), {"allocator": "numa"}) == {
+    assert matching_values(ENTRIES, _facts(system="ac922"), {"allocator": "numa"}) == {
         "steady_bw": [63.5, -0.05, 0.05, "GiB/s"]
     }
 
 
 def test_later_entries_refine_earlier_ones():
-    values = matching_values(ENTRIES, _facts(system="summit"), {"allocator": "managed"})
+    values = matching_values(ENTRIES, _facts(system="ac922"), {"allocator": "managed"})
     assert values["steady_bw"][0] == 1.5
 
 
@@ -53,6 +55,110 @@ def test_malformed_entries_are_reported(tmp_path):
 def test_every_references_file_is_readable(path):
     entries = load_entries(path.stem, str(path.parent))
     assert isinstance(entries, list)
+
+
+# --- no reference above what the hardware can reach -------------------------
+
+
+def _check_classes() -> dict:
+    """Every check class of checks/, by name (the references files' names)."""
+    import importlib
+
+    from checks.suite.base import NodeFacts
+
+    found = {}
+    for path in sorted((Path(REFERENCES_DIR).parent.parent / "checks").glob("*.py")):
+        module = importlib.import_module(f"checks.{path.stem}")
+        found.update({n: c for n, c in vars(module).items() if isinstance(c, type) and issubclass(c, NodeFacts)})
+    return found
+
+
+_PCIE_FACT = re.compile(r"^pcie gen(\d+) x(\d+)$")
+
+
+def _nodes_of(where: dict) -> list:
+    """The nodes an entry's 'where' names: a declared system's, or for a
+    machine described at run time the little its node facts tell (the host
+    link, the GPU count; no HBM or GPU link figure, so no limit from them)."""
+    if "system" in where:
+        system = data.load_all()[where["system"]]
+        return [(f"{where['system']}:{p['name']}", p["node"]) for p in system["partitions"]
+                if "node" in p and where.get("partition", p["name"]) == p["name"]]  # fmt: skip
+    link = _PCIE_FACT.match(str(where.get("host_link", "")))
+    if not link:
+        return []
+    node = {
+        "gpus": {"count": int(where.get("gpu_count", 1))},
+        "host_link": {"type": "pcie", "generation": int(link[1]), "width": int(link[2])},
+    }
+    return [(f"{where.get('gpu_model')} on {where['host_link']}", node)]
+
+
+def above_the_limit(check, entries: list) -> list[str]:
+    """Each reference of `entries` above its figure's physical limit."""
+    found = []
+    for entry in entries:
+        for label, node in _nodes_of(entry["where"]):
+            for figure, (ref, _, _, unit) in entry["values"].items():
+                limit = check.limit_of(figure, entry.get("case", {}), node)
+                if limit and ref > limit:
+                    found.append(
+                        f"{label}: {check.__name__} {entry.get('case', {})} {figure} {ref} {unit} > {limit:.4g}"
+                    )
+    return found
+
+
+def test_no_reference_is_above_its_systems_speed_of_light():
+    classes, judged = _check_classes(), 0
+    bad = []
+    for path in sorted(Path(REFERENCES_DIR).glob("*.yaml")):
+        entries = load_entries(path.stem, str(path.parent))
+        bad += above_the_limit(classes[path.stem], entries)
+        judged += sum(
+            1 for e in entries for label, node in _nodes_of(e["where"]) for f in e["values"]
+            if classes[path.stem].limit_of(f, e.get("case", {}), node)
+        )  # fmt: skip
+    assert judged > 50, f"only {judged} references have a known limit: the test judged too little"
+    assert not bad, "references above the hardware's limit:\n" + "\n".join(bad)
+
+
+def test_the_seeds_ac922_figure_would_be_rejected_on_summit():
+    from checks.um_bandwidth import UnifiedMemoryBandwidth
+
+    seed = {
+        "where": {"system": "ac922"},
+        "case": {"memory": "numa"},
+        "values": {"steady_bw": [63.54, -0.03, 0.03, "GiB/s"]},
+    }
+    assert above_the_limit(UnifiedMemoryBandwidth, [seed]) == []  # 3 bricks: 69.8 GiB/s
+    on_summit = {**seed, "where": {"system": "summit"}}
+    assert above_the_limit(UnifiedMemoryBandwidth, [on_summit]) == [
+        "summit:batch: UnifiedMemoryBandwidth {'memory': 'numa'} steady_bw 63.54 GiB/s > 46.57"
+    ]
+    # Data resident on the GPU is bounded by HBM instead: 900 GB/s, not the link.
+    resident = {**on_summit, "case": {"memory": "managed"}, "values": {"steady_bw": [207.4, -0.05, 0.05, "GiB/s"]}}
+    assert above_the_limit(UnifiedMemoryBandwidth, [resident]) == []
+
+
+def test_a_pair_figure_above_both_directions_of_its_link_is_rejected():
+    from checks.multi_gpu import P2PPingPong, RandomAccessScan
+
+    entry = {
+        "where": {"system": "dgx-a100"},
+        "case": {"variant": "baseline"},
+        "values": {"bandwidth": [600, -0.1, 0.1, "GiB/s"]},
+    }
+    assert above_the_limit(P2PPingPong, [entry]) == [
+        "dgx-a100:gpu: P2PPingPong {'variant': 'baseline'} bandwidth 600 GiB/s > 558.8"
+    ]
+    scan = {
+        "where": {"system": "dgx-a100"},
+        "case": {"op": "read"},
+        "values": {"plateau_gbs": [350, -0.1, 0.1, "GB/s"]},
+    }
+    assert above_the_limit(RandomAccessScan, [scan]) == [
+        "dgx-a100:gpu: RandomAccessScan {'op': 'read'} plateau_gbs 350 GB/s > 342.9"
+    ]
 
 
 def test_gpu_count_keeps_a_pairs_figures_off_a_four_gpu_node():

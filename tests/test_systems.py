@@ -17,7 +17,7 @@ def systems():
 
 
 def test_every_system_file_loads(systems):
-    assert set(systems) == {"summit", "dgx-a100", "x86-pcie", "local", "ci-slurm"}
+    assert set(systems) == {"ac922", "summit", "dgx-a100", "x86-pcie", "local", "ci-slurm"}
 
 
 @pytest.mark.parametrize(
@@ -40,17 +40,53 @@ def test_pcie_speed_of_light():
     assert data.pcie_bandwidth(4, 8) == pytest.approx(15.75e9, rel=1e-3)
 
 
-def test_summit_uses_the_seed_interconnect_maximum(systems):
-    sol = speed_of_light(systems["summit"]["partitions"][0]["node"])
-    assert sol["host_link"] == pytest.approx(65.65 * GiB)
-    assert sol["gpu_gpu"] == pytest.approx(50e9)
+def _node(systems, name):
+    return systems[name]["partitions"][0]["node"]
+
+
+def test_summit_has_two_bricks_to_its_cpu_and_to_each_peer_of_its_socket(systems):
+    node = _node(systems, "summit")
+    sol = speed_of_light(node)
+    assert sol["host_link"] == pytest.approx(50e9)  # 46.6 GiB/s: below the seed's 63.5
+    assert sol["host_link"] < 63.5 * GiB
+    assert sol["gpu_peer"] == pytest.approx(50e9)
+    assert sol["gpu_fabric"] == pytest.approx(100e9)  # two peers, two bricks each
     assert sol["hbm"] == pytest.approx(900e9)
+    # NVML counts six links on each GPU: two to the CPU, two to each peer.
+    assert [data.nvlinks_of(node, i) for i in range(6)] == [6] * 6
+    assert not data.every_pair_joined(node)  # sockets meet through the CPUs
+    assert data.peer_bandwidth(node, 0, 3) is None
 
 
-def test_dgx_a100_nvlink3_is_300_gb_per_direction(systems):
-    sol = speed_of_light(systems["dgx-a100"]["partitions"][0]["node"])
-    assert sol["gpu_gpu"] == pytest.approx(300e9)
+def test_the_seeds_four_gpu_ac922_has_three_bricks(systems):
+    node = _node(systems, "ac922")
+    sol = speed_of_light(node)
+    assert sol["host_link"] == pytest.approx(75e9)
+    assert 63.5 * GiB < sol["host_link"]  # what the seed measured fits
+    assert [data.nvlinks_of(node, i) for i in range(4)] == [6] * 4
+    assert data.gpu_pairs(node) == [(0, 1), (2, 3)]
+
+
+def test_dgx_a100_nvlink3_is_300_gb_per_direction_to_any_peer(systems):
+    node = _node(systems, "dgx-a100")
+    sol = speed_of_light(node)
+    assert sol["gpu_peer"] == sol["gpu_fabric"] == pytest.approx(300e9)
+    assert data.every_pair_joined(node)
+    assert [data.nvlinks_of(node, i) for i in range(8)] == [12] * 8
     assert sol["host_link"] == pytest.approx(data.pcie_bandwidth(4, 16))
+    # Two GPUs share each switch's uplink: eight copying at once get four links.
+    assert sol["host_all_gpus"] == pytest.approx(4 * data.pcie_bandwidth(4, 16))
+
+
+def test_every_declared_link_names_its_source(systems):
+    """The README's systems table shows these: a link limit without a source is a guess."""
+    for name, system in systems.items():
+        for part in system["partitions"]:
+            node = part.get("node") or {}
+            links = [node.get("host_link", {}), node.get("gpu_link", {})]
+            for link in links:
+                if link.get("type") in ("nvlink", "nvswitch") or link is links[0] and link.get("type") == "pcie":
+                    assert link.get("source"), f"{name}:{part['name']}: {link} has no source"
 
 
 def test_features_follow_the_node(systems):
@@ -102,10 +138,27 @@ def test_partitions_name_declared_environments(tmp_path, systems):
         load_file(_write(tmp_path, broken))
 
 
-def test_nvlink_host_link_needs_a_bandwidth(tmp_path, systems):
+def test_nvlink_host_link_needs_its_links(tmp_path, systems):
     broken = copy.deepcopy(systems["summit"])
-    del broken["partitions"][0]["node"]["host_link"]["bandwidth"]
-    with pytest.raises(SystemDataError, match=r"host_link\.bandwidth: required for a nvlink host link"):
+    del broken["partitions"][0]["node"]["host_link"]["links"]
+    with pytest.raises(SystemDataError, match=r"host_link: NVLink needs generation and links \(or a bandwidth\)"):
+        load_file(_write(tmp_path, broken))
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"pairs": [[0, 6]]}, r"gpu_link\.pairs: \[0, 6\] is not a pair of the node's 6 GPUs"),
+        ({"pairs": [[2, 2]]}, r"gpu_link\.pairs: \[2, 2\] is not a pair"),
+        ({"links_per_peer": None}, r"gpu_link\.links_per_peer: required with pairs"),
+    ],
+)
+def test_gpu_pairs_are_checked(tmp_path, systems, change, message):
+    broken = copy.deepcopy(systems["summit"])
+    link = broken["partitions"][0]["node"]["gpu_link"]
+    for key, value in change.items():
+        link.pop(key) if value is None else link.__setitem__(key, value)
+    with pytest.raises(SystemDataError, match=message):
         load_file(_write(tmp_path, broken))
 
 
