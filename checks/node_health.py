@@ -11,14 +11,15 @@ import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import run_before, sanity_function, variable
+from reframe.core.builtins import run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
 from checks.suite.build import REPO
+from checks.suite.placement import Placement
 
 
 @rfm.simple_test
-class NodeHealth(rfm.RunOnlyRegressionTest):
+class NodeHealth(rfm.RunOnlyRegressionTest, Placement):
     descr = "GPUs, links, versions, NUMA affinity, modes and error counters against what is expected of the node"
     valid_systems = ["*"]
     valid_prog_environs = ["*"]
@@ -37,6 +38,12 @@ class NodeHealth(rfm.RunOnlyRegressionTest):
     #: Where to write this node's facts (node-<hostname>.json), for an
     #: acceptance of the run; '' writes none.
     facts_dir = variable(str, value="")
+
+    @run_after("setup")
+    def ask_for_every_gpu(self):
+        # Launchers that confine a task to what it asked for (jsrun's
+        # resource sets, srun's steps) would hide the GPUs it is to judge.
+        self.num_gpus_per_node = self.current_partition.extras["node"]["gpus"]["count"] or None
 
     @run_before("run")
     def set_options(self):

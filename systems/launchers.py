@@ -1,4 +1,5 @@
-"""Launchers ReFrame does not ship: IBM's jsrun (LSF on Summit-class systems).
+"""What ReFrame does not ship for Summit-class systems (IBM LSF with CSM):
+the jsrun launcher, and an LSF scheduler for jobs that ask for whole nodes.
 
 jsrun places work in resource sets: ``-n`` sets, each with ``-a`` tasks,
 ``-c`` CPUs and ``-g`` GPUs, bound with ``--bind``. One resource set per
@@ -11,8 +12,9 @@ from __future__ import annotations
 import math
 
 import reframe.utility.typecheck as typ
-from reframe.core.backends import register_launcher
+from reframe.core.backends import register_launcher, register_scheduler
 from reframe.core.launchers import JobLauncher
+from reframe.core.schedulers.lsf import LsfJobScheduler
 
 
 @register_launcher("jsrun")
@@ -65,3 +67,17 @@ class JsrunLauncher(JobLauncher):
         if self.smpiargs:
             cmd += [f'--smpiargs="{self.smpiargs}"']
         return cmd + list(self.extra_options)
+
+
+@register_scheduler("lsf-nnodes")
+class LsfNodesScheduler(LsfJobScheduler):
+    """LSF where jobs ask for whole nodes with ``-nnodes`` (OLCF's Summit).
+
+    A node is the unit LSF gives such a job, and jsrun places the tasks in
+    it: ReFrame's per-slot affinity request (``-R "affinity[core(N)]"``) and
+    exclusive flag (``-x``) do not belong in the script. OLCF's documented
+    scripts carry ``-P``, ``-J``, ``-o``, ``-e``, ``-W`` and ``-nnodes``."""
+
+    def emit_preamble(self, job):
+        dropped = (f'{self._prefix} -R "affinity[', f"{self._prefix} -x")
+        return [line for line in super().emit_preamble(job) if not line.startswith(dropped)]

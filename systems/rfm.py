@@ -10,6 +10,7 @@ launcher's defaults. Nothing here is specific to one system.
 from __future__ import annotations
 
 import copy
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -73,14 +74,39 @@ def _devices(node: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"type": "gpu", "arch": arch, "num_devices": gpus["count"]}]
 
 
+#: The project or account jobs are charged to (``account.option`` of a partition).
+ACCOUNT_VARIABLE = "GPU_MEMPATHS_ACCOUNT"
+
+
+def account_access(system: dict[str, Any], part: dict[str, Any]) -> tuple[list[str], str | None]:
+    """The scheduler option that charges jobs to $GPU_MEMPATHS_ACCOUNT, and
+    what is missing where the scheduler needs one and none is set."""
+    account = part.get("account")
+    value = os.environ.get(ACCOUNT_VARIABLE, "").strip()
+    if not account:
+        return [], None
+    if value:
+        return [account["option"].format(account=value)], None
+    if account.get("required"):
+        option = account["option"].format(account="<project>")
+        return [], (
+            f"{system['name']}:{part['name']} charges every job to a project ({option}): "
+            f"set {ACCOUNT_VARIABLE}=<project> (see systems/{system['name']}.yaml)"
+        )
+    return [], None
+
+
 def _partition(system: dict[str, Any], part: dict[str, Any], found: detect.Detected | None) -> dict[str, Any]:
     node = found.node if found else part["node"]
+    account, account_missing = account_access(system, part)
     archs = part.get("cuda_archs") or (detect.cuda_archs_of(node) if found else []) or DEFAULT_CUDA_ARCHS
     extras = {
         "node": node,
         "speed_of_light": data.speed_of_light(node),
         "cuda_archs": archs,
         "launcher_settings": part.get("launcher_settings", {}),
+        "gpu_resource": part.get("gpu_resource"),
+        "account_missing": account_missing,
         "gdrcopy_prefix": part.get("gdrcopy_prefix"),
         "nvbit_tool": part.get("nvbit_tool"),
         "clock_events_allowed": part.get("health", {}).get("clock_events_allowed", []),
@@ -93,7 +119,7 @@ def _partition(system: dict[str, Any], part: dict[str, Any], found: detect.Detec
         "descr": part["description"],
         "scheduler": part["scheduler"],
         "launcher": part["launcher"],
-        "access": part.get("access", []),
+        "access": part.get("access", []) + account,
         "environs": part["environments"],
         "max_jobs": part.get("max_jobs", 1),
         "processor": _processor(node),

@@ -14,10 +14,17 @@ from systems import data
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _reframe(tmp_path: Path, system: str, *extra: str) -> subprocess.CompletedProcess:
+#: The project the summit jobs are charged to in these dry runs.
+PROJECT = "ABC123"
+
+
+def _reframe(tmp_path: Path, system: str, *extra: str, account: str | None = PROJECT, check: bool = True):
     env = dict(os.environ)
     # Dry runs happen away from the site: modules are named, not resolved.
     env["RFM_RESOLVE_MODULE_CONFLICTS"] = "n"
+    env.pop("GPU_MEMPATHS_ACCOUNT", None)
+    if account:
+        env["GPU_MEMPATHS_ACCOUNT"] = account
     cmd = [
         sys.executable,
         "-c",
@@ -36,7 +43,7 @@ def _reframe(tmp_path: Path, system: str, *extra: str) -> subprocess.CompletedPr
         *extra,
     ]
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 0 or not check, result.stdout + result.stderr
     return result
 
 
@@ -62,14 +69,83 @@ def slurm_system(request, tmp_path_factory):
     return request.param, tmp
 
 
-def test_summit_job_uses_lsf_and_jsrun(summit):
+def _bsub(job: str) -> list[str]:
+    return [line.removeprefix("#BSUB ") for line in job.splitlines() if line.startswith("#BSUB")]
+
+
+def _jsrun(job: str) -> dict:
+    """The jsrun line's resource-set options, as OLCF's jsrun Quick Start
+    Guide and Batch-Script-Examples spell them (-n sets, -a tasks per set,
+    -c cores per set, -g GPUs per set, -b/--bind packed:<cores per task>),
+    and the program it starts."""
+    line = next(ln for ln in job.splitlines() if ln.startswith("jsrun "))
+    found = re.match(
+        r"^jsrun -n (?P<n>\d+) -a (?P<a>\d+) -c (?P<c>\d+) -g (?P<g>\d+) --bind packed:(?P<bind>\d+) "
+        r'--smpiargs="off" (?P<program>.*)$',
+        line,
+    )
+    assert found, f"not a documented jsrun form: {line}"
+    return {k: int(v) if v.isdigit() else v for k, v in found.groupdict().items()}
+
+
+def test_summit_job_header_is_olcfs(summit):
+    """OLCF's documented Summit script: -P, -J, -o, -e, -W, -nnodes. Whole
+    nodes are what -nnodes gives and jsrun places the tasks: no -n, no
+    -R "affinity[...]", no -x."""
+    for test in ("HostMemoryBandwidth", "UnifiedMemoryBandwidth", "RandomAccessScan", "NodeHealth"):
+        lines = _bsub(_script(summit, "summit", "batch", "cuda", test, "rfm_job.sh"))
+        assert f"-P {PROJECT}" in lines and "-nnodes 1" in lines, lines
+        assert {ln.split()[0] for ln in lines} == {"-J", "-o", "-e", "-nnodes", "-W", "-P"}, lines
+
+
+def test_summit_job_uses_jsrun_with_the_cpu_only_check_on_every_core(summit):
     job = _script(summit, "summit", "batch", "cuda", "HostMemoryBandwidth", "rfm_job.sh")
-    assert "#BSUB -nnodes 1" in job
     assert "#BSUB -W 30" in job
     assert "module load cuda/11.7.1" in job
-    line = next(ln for ln in job.splitlines() if ln.startswith("jsrun"))
-    assert line.startswith('jsrun -n 1 -a 1 -c 42 -g 0 --bind packed:42 --smpiargs="off" ')
-    assert "bin/host_bw --nodes 0,8 " in line
+    launch = _jsrun(job)
+    assert (launch["n"], launch["a"], launch["c"], launch["g"], launch["bind"]) == (1, 1, 42, 0, 42)
+    assert "bin/host_bw --nodes 0,8 " in launch["program"]
+
+
+def test_summit_one_gpu_check_gets_one_gpu_and_its_seven_cores(summit):
+    # OLCF's one-GPU resource set: jsrun -n 1 -a 1 -c 7 -g 1 -b packed:7.
+    launch = _jsrun(_script(summit, "summit", "batch", "cuda", "UnifiedMemoryBandwidth", "rfm_job.sh"))
+    assert (launch["n"], launch["a"], launch["c"], launch["g"], launch["bind"]) == (1, 1, 7, 1, 7)
+    assert re.search(r"-m systems\.watch --allow none -- \S+/bin/um_bw ", launch["program"])
+
+
+def test_summit_six_gpu_checks_get_every_gpu(summit):
+    # One process with all six GPUs; six ranks in one resource set (CUDA IPC
+    # between them needs every GPU visible to every rank), 7 cores each.
+    stage = summit / "stage" / "summit" / "batch" / "cuda"
+    shapes = set()
+    for path in stage.glob("RandomAccessScan*/rfm_job.sh"):
+        launch = _jsrun(path.read_text())
+        mode = re.search(r"--modes (\w+)", launch["program"])[1]
+        shapes.add((mode, launch["n"], launch["a"], launch["c"], launch["g"], launch["bind"]))
+    assert shapes == {
+        ("single", 1, 1, 42, 6, 42),
+        ("chunked", 1, 1, 42, 6, 42),
+        ("multiprocess", 1, 6, 42, 6, 7),
+    }
+
+
+def test_summit_health_sees_every_gpu(summit):
+    # Without -g 6 jsrun would hide the GPUs and every healthy node would fail.
+    launch = _jsrun(_script(summit, "summit", "batch", "cuda", "NodeHealth", "rfm_job.sh"))
+    assert (launch["n"], launch["a"], launch["c"], launch["g"]) == (1, 1, 42, 6)
+    assert launch["program"].endswith("-m systems.health --system summit --partition batch "
+                                      f"--accepted {REPO}/perflogs/summit/accepted.json")  # fmt: skip
+
+
+def test_summit_without_a_project_fails_every_check_at_setup_naming_the_variable(tmp_path):
+    if not os.environ.get("LMOD_CMD"):
+        pytest.skip("Lmod is not set up (summit names its modules through Lmod); CI installs it")
+    result = _reframe(tmp_path, "summit", "-n", "NodeHealth|HostMemoryBandwidth", account=None, check=False)
+    assert result.returncode != 0
+    assert "set GPU_MEMPATHS_ACCOUNT=<project>" in result.stdout
+    assert "(-P <project>)" in result.stdout
+    assert not list((tmp_path / "stage").rglob("rfm_job.sh"))
 
 
 def test_summit_cmake_build_targets_volta(summit):
@@ -98,9 +174,35 @@ def test_slurm_job_uses_sbatch_and_srun(slurm_system):
     assert f"#SBATCH --partition={access}" in job
     assert "#SBATCH --ntasks=1" in job
     assert "#SBATCH --exclusive" in job
+    assert f"#SBATCH --account={PROJECT}" in job  # GPU_MEMPATHS_ACCOUNT, where set
     line = next(ln for ln in job.splitlines() if ln.startswith("srun"))
     assert line.startswith(f"srun --cpus-per-task={cores} ")
     assert "bin/host_bw --nodes" in line
+    assert not re.search(r"--gpus|--gres", line)  # no GPU asked for a CPU check
+
+
+#: What each Slurm system's data asks for n GPUs with, and GPU 0's NUMA node.
+_GPUS = {"dgx-a100": "--gpus-per-node={}", "x86-pcie": "--gres=gpu:{}"}
+_NUMA0 = {"dgx-a100": 3, "x86-pcie": 0}
+
+
+def test_slurm_one_gpu_check_asks_for_its_gpu_and_binds_to_its_numa_node(slurm_system):
+    system, tmp = slurm_system
+    job = _script(tmp, system, "gpu", "cuda", "UnifiedMemoryBandwidth", "rfm_job.sh")
+    gpus = _GPUS[system].format(1)
+    assert f"#SBATCH {gpus}\n" in job
+    line = _launch_line(job)
+    assert line.startswith(f"srun {gpus} --cpu-bind=map_ldom:{_NUMA0[system]} ")
+
+
+def test_slurm_health_asks_for_every_gpu_of_the_node(slurm_system):
+    system, tmp = slurm_system
+    count = data.load_all()[system]["partitions"][0]["node"]["gpus"]["count"]
+    job = _script(tmp, system, "gpu", "cuda", "NodeHealth", "rfm_job.sh")
+    gpus = _GPUS[system].format(count)
+    assert f"#SBATCH {gpus}\n" in job
+    # The GPUs span NUMA nodes: the one task is not bound to one of them.
+    assert _launch_line(job).startswith(f"srun {gpus} {sys.executable} -m systems.health ")
 
 
 def test_slurm_builds_for_the_partition_architecture(slurm_system):
@@ -159,7 +261,9 @@ def test_multi_gpu_checks_on_the_dgx_a100(tmp_path_factory):
         assert f"#SBATCH --ntasks={tasks}\n" in job
         assert "#SBATCH --gpus-per-node=8" in job
         line = _launch_line(job)
-        assert line.startswith("srun ")
+        # Every task's GPUs asked for; each of the eight ranks bound to its GPU's NUMA node.
+        bind = " --cpu-bind=map_ldom:3,3,1,1,7,7,5,5" if mode == "multiprocess" else ""
+        assert line.startswith(f"srun --gpus-per-node=8{bind} ")
         assert "--segments 4,8,16,32,64,128,256,512,1024,2048,4096,8192,16384 --widths 4,8,16 --size 0.5x" in line
         assert "--spawn" not in line
     pingpong = sorted(_launch_line(p.read_text()) for p in stage.glob("P2PPingPong*/rfm_job.sh"))
@@ -184,7 +288,8 @@ def test_the_design_cards_command_after_one_setup_step(system, tmp_path):
         pytest.skip("Lmod is not set up (summit names its modules through Lmod); CI installs it")
     setup = subprocess.run([str(REPO / "suite"), "env"], capture_output=True, text=True, check=True).stdout
     assert f"export RFM_CONFIG_FILES={REPO / 'reframe_settings.py'}" in setup
-    env = {**os.environ, "RFM_CONFIG_FILES": str(REPO / "reframe_settings.py"), "RFM_RESOLVE_MODULE_CONFLICTS": "n"}
+    env = {**os.environ, "RFM_CONFIG_FILES": str(REPO / "reframe_settings.py"), "RFM_RESOLVE_MODULE_CONFLICTS": "n",
+           "GPU_MEMPATHS_ACCOUNT": PROJECT}  # fmt: skip
     cmd = [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
            "-c", "checks", "--system", system, "--dry-run", "-n", "HostMemoryBandwidth",
            "--prefix", str(tmp_path), "--perflogdir", str(tmp_path / "perflogs")]  # fmt: skip

@@ -29,7 +29,7 @@ NODE = {
     "gpus": {"count": 8, "model": "Tesla V100-SXM2-32GB", "memory": "32 GiB", "compute_capability": "7.0",
              "numa_affinity": [0, 0, 0, 0, 1, 1, 1, 1], "hbm_bandwidth": "900 GB/s"},
     "host_link": {"type": "pcie", "generation": 3, "width": 16},
-    "gpu_link": {"type": "nvlink", "generation": 2, "links": 6},
+    "gpu_link": {"type": "nvlink", "generation": 2, "links_per_gpu": 6},
     "addressing": "none",
     "gdrdrv": True,
 }  # fmt: skip
@@ -114,7 +114,7 @@ def _tests_run(tmp: Path, partition: str, environ: str, test: str) -> list:
     found = []
     for line in _srun_lines(tmp, partition, environ, test):
         match = re.fullmatch(
-            r"srun --cpus-per-task=40 \S+ -m systems\.watch --allow none -- bash -c 'for repeat in \$\(seq (\d+)\); "
+            r"srun --cpus-per-task=40 --gres=gpu:1 \S+ -m systems\.watch --allow none -- bash -c 'for repeat in \$\(seq (\d+)\); "
             r'do echo "Repeat: \$repeat of \1"; (.*) \|\| exit \$\?; done\'',
             line,
         )

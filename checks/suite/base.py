@@ -1,7 +1,7 @@
 """Base classes of the run-only checks: the shared build, node facts and the
 case for the perflog, headline figures with their samples, references from
-data, the NVML watch around every program that uses a GPU, launcher defaults
-from the system's data, and the GPU skip rule."""
+data, the NVML watch around every program that uses a GPU, the launcher's
+placement from the system's data (placement.py), and the GPU skip rule."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from reframe.core.builtins import fixture, run_after, run_before, sanity_functio
 
 from .build import REPO, SuiteBuild
 from .keys import NODE_FACTS, format_case, format_value, sample_name
+from .placement import Placement
 from .references import references_for
 
 
@@ -46,7 +47,7 @@ def median(values) -> float:
 _WATCHED = r"^Watch: [1-9]\d* GPU\(s\) watched for \S+ s, 0 fault\(s\)$"
 
 
-class NodeFacts(rfm.RegressionTestPlugin):
+class NodeFacts(Placement):
     """The node a check runs on and the case it measures, as every perflog
     line carries them and as references are matched on (checks/suite/keys.py);
     the launch defaults the system's data gives; and the NVML watch around
@@ -132,17 +133,6 @@ class NodeFacts(rfm.RegressionTestPlugin):
 
     def uses_gpu(self) -> bool:
         return bool(self.num_gpus_per_node) and self.node["gpus"]["count"] > 0
-
-    @run_before("run")
-    def apply_launcher_settings(self):
-        # Launcher defaults come from the system's data; only launchers that
-        # declare a setting (the suite's jsrun) take it.
-        launcher = self.job.launcher
-        for name, value in self.current_partition.extras.get("launcher_settings", {}).items():
-            if hasattr(type(launcher), name):
-                setattr(launcher, name, value)
-        if hasattr(type(launcher), "gpus_per_task") and self.num_gpus_per_node:
-            launcher.gpus_per_task = self.num_gpus_per_node // max(1, self.num_tasks_per_node or 1)
 
     @run_before("run", always_last=True)
     def watch_the_gpus(self):
