@@ -114,7 +114,8 @@ def _tests_run(tmp: Path, partition: str, environ: str, test: str) -> list:
     found = []
     for line in _srun_lines(tmp, partition, environ, test):
         match = re.fullmatch(
-            r"srun --cpus-per-task=40 --gres=gpu:1 \S+ -m systems\.watch --allow none -- bash -c 'for repeat in \$\(seq (\d+)\); "
+            r"srun --cpus-per-task=40 --gres=gpu:1 \S+ -m systems\.watch --allow none -- "
+            r"bash -c 'for repeat in \$\(seq (\d+)\); "
             r'do echo "Repeat: \$repeat of \1"; (.*) \|\| exit \$\?; done\'',
             line,
         )

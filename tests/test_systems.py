@@ -172,3 +172,46 @@ def test_a_declared_system_needs_its_node(tmp_path, systems):
     del broken["partitions"][0]["node"]
     with pytest.raises(SystemDataError, match=r"partitions\[0\]\.node: required unless"):
         load_file(_write(tmp_path, broken))
+
+
+def test_spack_data_requires_each_systems_cuda_archs(systems):
+    """`spack -e "$GPU_MEMPATHS_ROOT" install` concretizes as written: the
+    GPU architectures come from the system's Spack data, and they are the
+    ones its systems/<name>.yaml builds for."""
+    spack_dir = Path(data.SYSTEMS_DIR) / "spack"
+    for name, system in systems.items():
+        spack_file = spack_dir / f"{name}.yaml"
+        uses_spack = any("spack" in env.get("features", []) for env in system["environments"])
+        if not uses_spack and not spack_file.exists():
+            continue
+        assert spack_file.exists(), f"{name} builds with Spack but has no {spack_file}"
+        packages = yaml.safe_load(spack_file.read_text())["packages"]
+        required = packages["gpu-mempaths"]["require"]
+        (arch,) = [r.removeprefix("cuda_arch=") for r in required if r.startswith("cuda_arch=")]
+        archs = {part.get("cuda_archs") and tuple(part["cuda_archs"]) for part in system["partitions"]} - {None}
+        if archs:
+            assert archs == {tuple(int(a) for a in arch.split(","))}, f"{spack_file}: cuda_arch={arch}, not {archs}"
+
+
+def test_spacks_build_link_in_the_checkout_is_ignored():
+    import subprocess
+
+    repo = Path(data.SYSTEMS_DIR).parent
+    link = "build-linux-ubuntu22.04-zen2-abcdefg"  # what an in-place develop build leaves
+    assert subprocess.run(["git", "check-ignore", "-q", link], cwd=repo).returncode == 0
+
+
+def test_readme_gives_each_declared_systems_links_with_their_source(systems):
+    import re
+
+    readme = (Path(data.SYSTEMS_DIR).parent / "README.md").read_text()
+    table = readme[readme.index("Their links, per direction") :].split("\n\n")[1]
+    rows = {m[1]: m[0] for m in re.finditer(r"^\| `([\w-]+)` \|.*$", table, re.MULTILINE)}
+    declared = {n: s for n, s in systems.items() if not s.get("detect")}
+    assert set(rows) == set(declared)
+    for name, system in declared.items():
+        cells = [c.strip() for c in rows[name].strip("|").split("|")]
+        host = speed_of_light(system["partitions"][0]["node"])["host_link"]
+        stated = [float(x) for x in re.findall(r"([0-9.]+) GB/s", cells[1])]
+        assert any(abs(x * 1e9 / host - 1) < 0.01 for x in stated), f"{name}: {cells[1]} is not {host / 1e9:g} GB/s"
+        assert cells[-1], f"{name}: no source"
