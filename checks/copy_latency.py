@@ -118,7 +118,7 @@ def perf_name(method: str, direction: str, size: int) -> str:
 
 
 @rfm.simple_test
-class SmallCopyLatency(GpuCheck):
+class copy_latency(GpuCheck):
     descr = "Host-device copy latency, 1 B to 16 MiB: cudaMemcpy (pageable, pinned), async, zero-copy, GDRCopy"
     program = "copy_latency"
     tags = {"latency", "gdrcopy"}

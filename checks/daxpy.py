@@ -26,7 +26,7 @@ system memory, the paper's "6-to-8" on Summit, and the same against explicit
 copies. It needs several cases, which are separate jobs, so it is computed
 from the perflog, not as a performance variable::
 
-    python -m checks.daxpy perflogs/<system>/<partition>/DaxpyStudy.log
+    python -m checks.daxpy perflogs/<system>/<partition>/daxpy.log
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def parse_perf_var(name: str):
 
 
 def points_from_perflog(text: str) -> dict:
-    """The DaxpyStudy points of a perflog, by (system, gpu_model).
+    """The daxpy points of a perflog, by (system, gpu_model).
 
     Later lines replace earlier ones (a perflog is appended to), so each point
     holds its latest values.
@@ -171,7 +171,8 @@ def points_from_perflog(text: str) -> dict:
     merged = {}
     for line in lines[1:]:
         row = line.split("|")
-        if len(row) != len(header) or not row[col["name"]].startswith("DaxpyStudy"):
+        # 'DaxpyStudy': the check's name in records before 2026-11-23.
+        if len(row) != len(header) or row[col["name"]].split(" ")[0] not in ("daxpy", "DaxpyStudy"):
             continue
         parsed = parse_perf_var(row[col["perf_var"]])
         if not parsed:
@@ -253,7 +254,7 @@ def _point_samples(lines, inner, outer, metric) -> list:
 
 
 @rfm.simple_test
-class DaxpyStudy(GpuCheck):
+class daxpy(GpuCheck):
     descr = "DAXPY inner/outer-loop study: system (ATS/HMM), managed and explicit memory, with and without prefetch"
     program = "daxpy"
     tags = {"daxpy", "um", "paper"}

@@ -244,7 +244,7 @@ def parse_copybw(text: str, first: int = 1) -> list[dict]:
 # ---- copylat
 
 #: copylat's rows as the suite's (method, direction), so that their perflog
-#: names read like SmallCopyLatency's: lat_us_gdrcopy_h2d_8.
+#: names read like copy_latency's: lat_us_gdrcopy_h2d_8.
 COPYLAT_ROWS = {
     "gdr_copy_to_mapping": ("gdrcopy", "h2d"),
     "gdr_copy_from_mapping": ("gdrcopy", "d2h"),
@@ -673,7 +673,7 @@ def in_run(test: str, k: int, error: GdrCopyOutputError) -> GdrCopyOutputError:
 
 
 @rfm.simple_test
-class GdrCopySanity(GdrCopyCheck):
+class gdrcopy_sanity(GdrCopyCheck):
     descr = "GDRCopy's sanity (unit tests of libgdrapi and gdrdrv)"
     gdrcopy_test = "sanity"
     tags = {"gdrcopy"}
@@ -715,7 +715,7 @@ def copybw_runs(text: str, repeats: int, size: int, offset: int, alloc_fn: str) 
 
 
 @rfm.simple_test
-class GdrCopyBandwidth(GdrCopyCheck):
+class gdrcopy_copybw(GdrCopyCheck):
     descr = "GDRCopy's copybw: CPU write (to GPU) and read (from GPU) bandwidth through the mapping"
     gdrcopy_test = "copybw"
     tags = {"gdrcopy"}
@@ -798,7 +798,7 @@ def copylat_runs(text: str, repeats: int, rows: list, sizes: list, alloc_fn: str
 
 
 @rfm.simple_test
-class GdrCopyLatency(GdrCopyCheck):
+class gdrcopy_copylat(GdrCopyCheck):
     descr = "GDRCopy's copylat: gdr_copy_to/from_mapping and cuMemcpy latency, 1 B to 16 MiB"
     gdrcopy_test = "copylat"
     tags = {"gdrcopy", "latency"}
@@ -886,7 +886,7 @@ def apiperf_runs(text: str, repeats: int, sizes: list) -> list[dict]:
 
 
 @rfm.simple_test
-class GdrCopyApiPerf(GdrCopyCheck):
+class gdrcopy_apiperf(GdrCopyCheck):
     descr = "GDRCopy's apiperf: gdr_pin_buffer, gdr_map, gdr_get_info, gdr_unmap, gdr_unpin_buffer times"
     gdrcopy_test = "apiperf"
     tags = {"gdrcopy"}

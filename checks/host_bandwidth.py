@@ -18,9 +18,9 @@ OPS = ("read", "write")
 
 
 @rfm.simple_test
-class HostMemoryBandwidth(SuiteCheck):
+class host_bandwidth(SuiteCheck):
     descr = "Host memory bandwidth of each NUMA node, threads bound to the node"
-    program = "host_bw"
+    program = "host_bandwidth"
     tags = {"host", "cpu"}
 
     #: Buffer per NUMA node (K/M/G suffixes): far beyond the last-level cache.

@@ -19,7 +19,7 @@ from checks.suite.placement import Placement
 
 
 @rfm.simple_test
-class NodeHealth(rfm.RunOnlyRegressionTest, Placement):
+class node_health(rfm.RunOnlyRegressionTest, Placement):
     descr = "GPUs, links, versions, NUMA affinity, modes and error counters against what is expected of the node"
     valid_systems = ["*"]
     valid_prog_environs = ["*"]

@@ -130,7 +130,7 @@ def _varying(frame: pd.DataFrame, fields: list[str]) -> list[str]:
 
 # --- Unified Memory reprex ---------------------------------------------------
 
-UM_TEST = "UnifiedMemoryBandwidth"
+UM_TEST = "um_bandwidth"
 _ALLOCATORS = ["managed", "numa", "pinned", "device"]
 _ADVICE = ["none", "accessed-by", "read-mostly", "preferred-location-cpu"]
 _ADVICE_COLORS = dict(zip(_ADVICE, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"]))
@@ -358,7 +358,7 @@ def um_steady(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
 
 # --- Host bandwidth per NUMA node --------------------------------------------
 
-HOST_TEST = "HostMemoryBandwidth"
+HOST_TEST = "host_bandwidth"
 
 
 def host_numa(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
@@ -405,7 +405,7 @@ def host_numa(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
 
 # --- DAXPY inner/outer-loop study ------------------------------------------------
 
-DAXPY_TEST = "DaxpyStudy"
+DAXPY_TEST = "daxpy"
 #: Cases in legend order; colour by allocator, dashed where prefetched.
 _DAXPY_CASES = ["system", "system+prefetch", "managed", "managed+prefetch", "explicit"]
 _DAXPY_COLORS = {"system": "#1f77b4", "managed": "#ff7f0e", "explicit": "#2ca02c"}
@@ -648,7 +648,7 @@ def daxpy_figures(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
 
 # --- Small-copy latency --------------------------------------------------------
 
-LATENCY_TEST = "SmallCopyLatency"
+LATENCY_TEST = "copy_latency"
 _LAT_VAR = re.compile(r"lat_us_(?P<method>[a-z0-9]+)_(?P<direction>h2d|d2h)_(?P<size>\d+)")
 _LAT_METHODS = ["pageable", "pinned", "async", "zerocopy", "gdrcopy"]
 _LAT_LABELS = {
@@ -768,8 +768,8 @@ def latency_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
 
 # --- Multi-GPU random-access scan ---------------------------------------------
 
-SCAN_TEST = "RandomAccessScan"
-PINGPONG_TEST = "P2PPingPong"
+SCAN_TEST = "mem_scan"
+PINGPONG_TEST = "p2p_pingpong"
 _SCAN_VAR = re.compile(r"(?P<kind>gbs|agg_gbs|sol)_s(?P<segment>\d+)_w(?P<width>\d+)")
 _SCAN_OPS = ["read", "write", "atomic"]
 _SCAN_MODES = ["single", "chunked", "multiprocess"]

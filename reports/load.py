@@ -274,6 +274,24 @@ _REPORT_KEEP = {
 }
 
 
+#: The checks' names before every experiment had one name, as the records of
+#: earlier runs carry them: read as today's, so that their figures are the
+#: baselines of today's runs.
+FORMER_NAMES = {
+    "UnifiedMemoryBandwidth": "um_bandwidth",
+    "DaxpyStudy": "daxpy",
+    "HostMemoryBandwidth": "host_bandwidth",
+    "SmallCopyLatency": "copy_latency",
+    "RandomAccessScan": "mem_scan",
+    "P2PPingPong": "p2p_pingpong",
+    "NodeHealth": "node_health",
+    "GdrCopySanity": "gdrcopy_sanity",
+    "GdrCopyBandwidth": "gdrcopy_copybw",
+    "GdrCopyLatency": "gdrcopy_copylat",
+    "GdrCopyApiPerf": "gdrcopy_apiperf",
+}
+
+
 def _tidy(records: list[dict], source: str, from_report: bool) -> pd.DataFrame:
     rows = []
     for record in records:
@@ -286,7 +304,7 @@ def _tidy(records: list[dict], source: str, from_report: bool) -> pd.DataFrame:
         display = row.get("display_name") or row.get("name") or ""
         row["display_name"] = display
         test, params = split_display_name(display)
-        row["test"] = test
+        row["test"] = FORMER_NAMES.get(test, test)
         row["params"] = " ".join(f"{k}={v}" for k, v in params.items())
         for key in _DROPPED:
             row.pop(key, None)

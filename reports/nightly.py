@@ -245,7 +245,7 @@ def nightly(args) -> int:
     run = {"system": system, "stamp": stamp, "start": stamp}
     accepted = read_accepted(system)
 
-    health = reframe(system, outdir / "health-report.json", "-t", "health", "-S", f"NodeHealth.facts_dir={outdir}",
+    health = reframe(system, outdir / "health-report.json", "-t", "health", "-S", f"node_health.facts_dir={outdir}",
                      *args.reframe)  # fmt: skip
     found = outcomes(outdir / "health-report.json")
     run["health"] = "pass" if health == 0 else "fail"

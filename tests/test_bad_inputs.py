@@ -19,7 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 #: Where ``./suite test`` builds every program (build_all in ./suite).
 BUILD = Path(os.environ.get("GPU_MEMPATHS_BUILD", REPO / "build" / "all-archs"))
-PROGRAMS = ["um_bw", "daxpy", "copy_latency", "host_bw", "mem_scan", "p2p_pingpong"]
+PROGRAMS = ["um_bandwidth", "daxpy", "copy_latency", "host_bandwidth", "mem_scan", "p2p_pingpong"]
 
 
 @pytest.fixture(scope="module")
@@ -63,36 +63,36 @@ def run(built, tmp_path_factory):
 # (program, arguments, the option the message must name)
 BAD = [
     # sizes: zero, negative, NaN, infinities, exponents, overflow, junk, fractional bytes
-    ("um_bw", ["--size", "0"], "--size"),
-    ("um_bw", ["--size", "-1G"], "--size"),
-    ("um_bw", ["--size", "nanx"], "--size"),
-    ("um_bw", ["--size", "1e30x"], "--size"),
-    ("um_bw", ["--size", "infx"], "--size"),
-    ("um_bw", ["--size", "0x"], "--size"),
-    ("um_bw", ["--size", "65x"], "--size"),
-    ("um_bw", ["--size", "1e30"], "--size"),
-    ("um_bw", ["--size", "99999999999T"], "--size"),
-    ("um_bw", ["--size", "32GG"], "--size"),
-    ("um_bw", ["--size", "2K"], "--size"),
-    ("um_bw", ["--size", "1024P"], "--size"),
-    ("um_bw", ["--alloc", "numa", "--size", "100000T"], "--size"),  # over host memory
-    ("um_bw", ["--alloc", "mangaed"], "--alloc"),
-    ("um_bw", ["--advise", "accessed-by,,read-mostly"], "--advise"),
-    ("um_bw", ["--advise", "accessed-by", "--alloc", "pinned"], "--advise"),
-    ("um_bw", ["--op", "copy"], "--op"),
-    ("um_bw", ["--load", "wide"], "--load"),
-    ("um_bw", ["--runs", "0"], "--runs"),
-    ("um_bw", ["--runs", "abc"], "--runs"),
-    ("um_bw", ["--runs", "99999999999999999999"], "--runs"),
-    ("um_bw", ["--repeats", "-2"], "--repeats"),
-    ("um_bw", ["--grid", "0"], "--grid"),
-    ("um_bw", ["--grid", "12abc"], "--grid"),
-    ("um_bw", ["--block", "100"], "--block"),
-    ("um_bw", ["--device", "-1"], "--device"),
-    ("um_bw", ["--device", "x"], "--device"),
-    ("um_bw", ["--numa-node", "nan"], "--numa-node"),
-    ("um_bw", ["--size"], "--size"),
-    ("um_bw", ["--sise", "1G"], "--sise"),
+    ("um_bandwidth", ["--size", "0"], "--size"),
+    ("um_bandwidth", ["--size", "-1G"], "--size"),
+    ("um_bandwidth", ["--size", "nanx"], "--size"),
+    ("um_bandwidth", ["--size", "1e30x"], "--size"),
+    ("um_bandwidth", ["--size", "infx"], "--size"),
+    ("um_bandwidth", ["--size", "0x"], "--size"),
+    ("um_bandwidth", ["--size", "65x"], "--size"),
+    ("um_bandwidth", ["--size", "1e30"], "--size"),
+    ("um_bandwidth", ["--size", "99999999999T"], "--size"),
+    ("um_bandwidth", ["--size", "32GG"], "--size"),
+    ("um_bandwidth", ["--size", "2K"], "--size"),
+    ("um_bandwidth", ["--size", "1024P"], "--size"),
+    ("um_bandwidth", ["--alloc", "numa", "--size", "100000T"], "--size"),  # over host memory
+    ("um_bandwidth", ["--alloc", "mangaed"], "--alloc"),
+    ("um_bandwidth", ["--advise", "accessed-by,,read-mostly"], "--advise"),
+    ("um_bandwidth", ["--advise", "accessed-by", "--alloc", "pinned"], "--advise"),
+    ("um_bandwidth", ["--op", "copy"], "--op"),
+    ("um_bandwidth", ["--load", "wide"], "--load"),
+    ("um_bandwidth", ["--runs", "0"], "--runs"),
+    ("um_bandwidth", ["--runs", "abc"], "--runs"),
+    ("um_bandwidth", ["--runs", "99999999999999999999"], "--runs"),
+    ("um_bandwidth", ["--repeats", "-2"], "--repeats"),
+    ("um_bandwidth", ["--grid", "0"], "--grid"),
+    ("um_bandwidth", ["--grid", "12abc"], "--grid"),
+    ("um_bandwidth", ["--block", "100"], "--block"),
+    ("um_bandwidth", ["--device", "-1"], "--device"),
+    ("um_bandwidth", ["--device", "x"], "--device"),
+    ("um_bandwidth", ["--numa-node", "nan"], "--numa-node"),
+    ("um_bandwidth", ["--size"], "--size"),
+    ("um_bandwidth", ["--sise", "1G"], "--sise"),
     ("daxpy", ["--size", "0"], "--size"),
     ("daxpy", ["--size", "801"], "--size"),
     ("daxpy", ["--size", "nan"], "--size"),
@@ -129,16 +129,16 @@ BAD = [
     ("copy_latency", ["--blocks", "11"], "--blocks"),
     ("copy_latency", ["--block", "48"], "--block"),
     ("copy_latency", ["--numa-node", "-2"], "--numa-node"),
-    ("host_bw", ["--size", "nan"], "--size"),
-    ("host_bw", ["--size", "1K"], "--size"),
-    ("host_bw", ["--size", "100000T"], "--size"),  # over host memory
-    ("host_bw", ["--nodes", "abc"], "--nodes"),
-    ("host_bw", ["--nodes", "0,,1"], "--nodes"),
-    ("host_bw", ["--nodes", "9999"], "--nodes"),
-    ("host_bw", ["--nodes", ""], "--nodes"),
-    ("host_bw", ["--op", "copy"], "--op"),
-    ("host_bw", ["--runs", "0"], "--runs"),
-    ("host_bw", ["--threads", "-1"], "--threads"),
+    ("host_bandwidth", ["--size", "nan"], "--size"),
+    ("host_bandwidth", ["--size", "1K"], "--size"),
+    ("host_bandwidth", ["--size", "100000T"], "--size"),  # over host memory
+    ("host_bandwidth", ["--nodes", "abc"], "--nodes"),
+    ("host_bandwidth", ["--nodes", "0,,1"], "--nodes"),
+    ("host_bandwidth", ["--nodes", "9999"], "--nodes"),
+    ("host_bandwidth", ["--nodes", ""], "--nodes"),
+    ("host_bandwidth", ["--op", "copy"], "--op"),
+    ("host_bandwidth", ["--runs", "0"], "--runs"),
+    ("host_bandwidth", ["--threads", "-1"], "--threads"),
     ("mem_scan", ["--size", "nanx"], "--size"),
     ("mem_scan", ["--size", "1x"], "--size"),
     ("mem_scan", ["--size", "-0.5x"], "--size"),
@@ -181,11 +181,11 @@ def test_bad_input_is_a_named_error(run, program, args, option):
 # Values the parser must take: each gets past the options (and then meets the
 # missing GPU, or its absence is reported, but not as a usage error).
 GOOD = [
-    ("um_bw", ["--size", "8192B", "--alloc", "pinned"]),
-    ("um_bw", ["--size", "1.5M", "--alloc", "pinned"]),
-    ("um_bw", ["--size", "1GiB", "--alloc", "pinned"]),
-    ("um_bw", ["--size", "0.25x"]),
-    ("um_bw", ["--grid", "auto", "--size", "1G"]),
+    ("um_bandwidth", ["--size", "8192B", "--alloc", "pinned"]),
+    ("um_bandwidth", ["--size", "1.5M", "--alloc", "pinned"]),
+    ("um_bandwidth", ["--size", "1GiB", "--alloc", "pinned"]),
+    ("um_bandwidth", ["--size", "0.25x"]),
+    ("um_bandwidth", ["--grid", "auto", "--size", "1G"]),
     ("daxpy", ["--size", "800,8K", "--pairs", "4x1,4x1"]),
     ("daxpy", ["--inner", "1-3,8", "--outer", "2"]),
     ("copy_latency", ["--sizes", "1,8,4K", "--sample-us", "0.5", "--case-seconds", "0.01"]),
@@ -202,7 +202,7 @@ def test_good_input_gets_past_the_options(run, program, args):
 
 
 def test_host_bw_measures_with_good_input(run):
-    result = run("host_bw", "--size", "4M", "--runs", "1", "--op", "read", "--nodes", "0")
+    result = run("host_bandwidth", "--size", "4M", "--runs", "1", "--op", "read", "--nodes", "0")
     assert result.returncode == 0, result.stderr
     assert "Node 0 read:" in result.stdout
 
@@ -299,11 +299,11 @@ needs_gpu = pytest.mark.skipif(not Path("/dev/nvidiactl").exists(), reason="need
 # What only a GPU node can refuse: a device that is not there, and more
 # memory than the GPU has free, each an argument error naming the option.
 ON_GPU = [
-    ("um_bw", ["--device", "99", "--size", "1G"], "--device"),
+    ("um_bandwidth", ["--device", "99", "--size", "1G"], "--device"),
     ("daxpy", ["--device", "99"], "--device"),
     ("copy_latency", ["--device", "99", "--sizes", "8"], "--device"),
-    ("um_bw", ["--alloc", "managed", "--size", "1.5x"], "--size"),  # over free GPU memory, no oversubscription
-    ("um_bw", ["--alloc", "device", "--size", "2x"], "--size"),
+    ("um_bandwidth", ["--alloc", "managed", "--size", "1.5x"], "--size"),  # over free GPU memory, no oversubscription
+    ("um_bandwidth", ["--alloc", "device", "--size", "2x"], "--size"),
     ("daxpy", ["--alloc", "managed", "--rows", "100", "--size", "500M", "--pairs", "1x1"], "--size"),
 ]
 

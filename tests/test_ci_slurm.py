@@ -42,7 +42,7 @@ def run(slurm, tmp_path_factory):
         sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
         "-C", str(REPO / "reframe_settings.py"), "-c", str(REPO / "checks"),
         "--system", "ci-slurm", "--prefix", str(prefix), "--perflogdir", str(prefix / "perflogs"),
-        "-S", "HostMemoryBandwidth.buffer_size=256M", "-S", "HostMemoryBandwidth.runs=3",
+        "-S", "host_bandwidth.buffer_size=256M", "-S", "host_bandwidth.runs=3",
         "-r",
     ]  # fmt: skip
     result = subprocess.run(cmd, cwd=prefix, env=slurm, capture_output=True, text=True, timeout=900)
@@ -57,14 +57,14 @@ def test_suite_passes_through_slurm(run):
 
 def test_host_bandwidth_ran_as_a_slurm_job(run):
     prefix, _ = run
-    job = next((prefix / "output" / "ci-slurm" / "cpu" / "gnu").glob("HostMemoryBandwidth*/rfm_job.sh")).read_text()
+    job = next((prefix / "output" / "ci-slurm" / "cpu" / "gnu").glob("host_bandwidth*/rfm_job.sh")).read_text()
     assert "#SBATCH --partition=cpu" in job
-    assert any(line.startswith("srun ") and "bin/host_bw" in line for line in job.splitlines())
+    assert any(line.startswith("srun ") and "bin/host_bandwidth" in line for line in job.splitlines())
 
 
 def test_perflog_has_every_numa_node(run):
     prefix, _ = run
-    perflog = prefix / "perflogs" / "ci-slurm" / "cpu" / "HostMemoryBandwidth.log"
+    perflog = prefix / "perflogs" / "ci-slurm" / "cpu" / "host_bandwidth.log"
     rows = list(csv.DictReader(perflog.open(), delimiter="|"))
     variables = {row["perf_var"]: float(row["perf_value"]) for row in rows}
     assert {"read_bw_node0", "write_bw_node0"} <= variables.keys()
@@ -74,7 +74,7 @@ def test_perflog_has_every_numa_node(run):
 
 def test_gpu_checks_say_why_they_are_skipped(run):
     _, result = run
-    skipped = [line for line in result.stdout.splitlines() if "SKIP" in line and "UnifiedMemoryBandwidth" in line]
+    skipped = [line for line in result.stdout.splitlines() if "SKIP" in line and "um_bandwidth" in line]
     assert skipped, "the GPU checks should be listed as skipped"
     assert all("no GPU on ci-slurm:cpu" in line or "cannot be touched" in line or "read-mostly" in line
                for line in skipped)  # fmt: skip
@@ -90,7 +90,7 @@ def test_health_runs_on_every_node_of_the_partition(slurm, tmp_path):
     result = subprocess.run(cmd, cwd=tmp_path, env=slurm, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     node = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
-    jobs = list((tmp_path / "output" / "ci-slurm" / "cpu" / "gnu").glob("NodeHealth*/rfm_job.sh"))
+    jobs = list((tmp_path / "output" / "ci-slurm" / "cpu" / "gnu").glob("node_health*/rfm_job.sh"))
     assert len(jobs) == 1
     script = jobs[0].read_text()
     assert f"#SBATCH --nodelist={node}" in script

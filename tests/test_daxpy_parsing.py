@@ -204,7 +204,7 @@ HEADER = (
 
 
 def _row(alloc, prefetch, size, var, value, system="summit", gpu="Tesla V100-SXM2-16GB", when="2026-11-22T16:43:19"):
-    name = f"DaxpyStudy %allocator={alloc} %prefetch={prefetch} %data_size={size}"
+    name = f"daxpy %allocator={alloc} %prefetch={prefetch} %data_size={size}"
     return (
         f"{when}|reframe 4.10.4|{name}|{name}|{system}|batch|cuda|a01n01|{gpu}|418.67|10.1|nvlink gen2|pass|"
         f"{var}|{value}|us|0|null|null"
@@ -223,7 +223,7 @@ def test_points_from_perflog():
             _row("system", "off", 8000, "kernel_us_i4_o4", 200.0),
             _row("managed", "off", 8000, "kernel_us_i4_o4", 90.0, when="2026-11-23T10:00:00"),  # a later run
             _row("managed", "off", 8000, "kernel_us_i4_o4", 5.0, system="local", gpu="NVIDIA H100 80GB HBM3"),
-            "2026-11-22T16:43:19|reframe 4.10.4|UnifiedMemoryBandwidth %memory=managed|x|summit|batch|cuda|n|g|d|c|"
+            "2026-11-22T16:43:19|reframe 4.10.4|um_bandwidth %memory=managed|x|summit|batch|cuda|n|g|d|c|"
             "l|pass|steady_bw|207.4|GiB/s|0|null|null",
         ]
     )
@@ -244,7 +244,7 @@ def test_crossover_from_a_perflog(tmp_path, capsys):
         rows.append(_row("system", "off", 8000, f"kernel_us_i{inner}_o4", 25 * inner))
         rows.append(_row("managed", "off", 800, f"kernel_us_i{inner}_o4", 100 + 10 * inner))
         rows.append(_row("system", "off", 800, f"kernel_us_i{inner}_o4", 5 * inner))
-    path = tmp_path / "DaxpyStudy.log"
+    path = tmp_path / "daxpy.log"
     path.write_text(_perflog(rows))
     (points,) = points_from_perflog(path.read_text()).values()
     # managed 110..200, system 25..250: managed below from inner 7 (170 < 175); never at 800 B
@@ -261,7 +261,7 @@ def test_points_from_a_perflog_with_every_loggable_field():
     # name, the check's parameters and variables among them.
     fields = ["allocator", "data_size", "display_name", "fixed_outer", "gpu_model", "name", "prefetch", "system"]
     header = "|".join(["job_completion_time", "reframe version", *fields, "result", "perf_var", "perf_value"])
-    name = "DaxpyStudy %allocator=explicit %prefetch=off %data_size=80000"
+    name = "daxpy %allocator=explicit %prefetch=off %data_size=80000"
     values = {"allocator": "explicit", "data_size": "80000", "display_name": name, "fixed_outer": "4"}
     values |= {"gpu_model": "NVIDIA H100 80GB HBM3", "name": name, "prefetch": "off", "system": "local"}
     row = "|".join(["2026-11-24T09:00:00", "reframe 4.10.4", *(values[f] for f in fields), "pass", "touch_us_i7_o16"])

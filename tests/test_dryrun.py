@@ -92,26 +92,26 @@ def test_summit_job_header_is_olcfs(summit):
     """OLCF's documented Summit script: -P, -J, -o, -e, -W, -nnodes. Whole
     nodes are what -nnodes gives and jsrun places the tasks: no -n, no
     -R "affinity[...]", no -x."""
-    for test in ("HostMemoryBandwidth", "UnifiedMemoryBandwidth", "RandomAccessScan", "NodeHealth"):
+    for test in ("host_bandwidth", "um_bandwidth", "mem_scan", "node_health"):
         lines = _bsub(_script(summit, "summit", "batch", "cuda", test, "rfm_job.sh"))
         assert f"-P {PROJECT}" in lines and "-nnodes 1" in lines, lines
         assert {ln.split()[0] for ln in lines} == {"-J", "-o", "-e", "-nnodes", "-W", "-P"}, lines
 
 
 def test_summit_job_uses_jsrun_with_the_cpu_only_check_on_every_core(summit):
-    job = _script(summit, "summit", "batch", "cuda", "HostMemoryBandwidth", "rfm_job.sh")
+    job = _script(summit, "summit", "batch", "cuda", "host_bandwidth", "rfm_job.sh")
     assert "#BSUB -W 30" in job
     assert "module load cuda/11.7.1" in job
     launch = _jsrun(job)
     assert (launch["n"], launch["a"], launch["c"], launch["g"], launch["bind"]) == (1, 1, 42, 0, 42)
-    assert "bin/host_bw --nodes 0,8 " in launch["program"]
+    assert "bin/host_bandwidth --nodes 0,8 " in launch["program"]
 
 
 def test_summit_one_gpu_check_gets_one_gpu_and_its_seven_cores(summit):
     # OLCF's one-GPU resource set: jsrun -n 1 -a 1 -c 7 -g 1 -b packed:7.
-    launch = _jsrun(_script(summit, "summit", "batch", "cuda", "UnifiedMemoryBandwidth", "rfm_job.sh"))
+    launch = _jsrun(_script(summit, "summit", "batch", "cuda", "um_bandwidth", "rfm_job.sh"))
     assert (launch["n"], launch["a"], launch["c"], launch["g"], launch["bind"]) == (1, 1, 7, 1, 7)
-    assert re.search(r"-m systems\.watch --allow none -- \S+/bin/um_bw ", launch["program"])
+    assert re.search(r"-m systems\.watch --allow none -- \S+/bin/um_bandwidth ", launch["program"])
 
 
 def test_summit_six_gpu_checks_get_every_gpu(summit):
@@ -119,7 +119,7 @@ def test_summit_six_gpu_checks_get_every_gpu(summit):
     # between them needs every GPU visible to every rank), 7 cores each.
     stage = summit / "stage" / "summit" / "batch" / "cuda"
     shapes = set()
-    for path in stage.glob("RandomAccessScan*/rfm_job.sh"):
+    for path in stage.glob("mem_scan*/rfm_job.sh"):
         launch = _jsrun(path.read_text())
         mode = re.search(r"--modes (\w+)", launch["program"])[1]
         shapes.add((mode, launch["n"], launch["a"], launch["c"], launch["g"], launch["bind"]))
@@ -132,7 +132,7 @@ def test_summit_six_gpu_checks_get_every_gpu(summit):
 
 def test_summit_health_sees_every_gpu(summit):
     # Without -g 6 jsrun would hide the GPUs and every healthy node would fail.
-    launch = _jsrun(_script(summit, "summit", "batch", "cuda", "NodeHealth", "rfm_job.sh"))
+    launch = _jsrun(_script(summit, "summit", "batch", "cuda", "node_health", "rfm_job.sh"))
     assert (launch["n"], launch["a"], launch["c"], launch["g"]) == (1, 1, 42, 6)
     assert launch["program"].endswith("-m systems.health --system summit --partition batch "
                                       f"--accepted {REPO}/perflogs/summit/accepted.json")  # fmt: skip
@@ -141,7 +141,7 @@ def test_summit_health_sees_every_gpu(summit):
 def test_summit_without_a_project_fails_every_check_at_setup_naming_the_variable(tmp_path):
     if not os.environ.get("LMOD_CMD"):
         pytest.skip("Lmod is not set up (summit names its modules through Lmod); CI installs it")
-    result = _reframe(tmp_path, "summit", "-n", "NodeHealth|HostMemoryBandwidth", account=None, check=False)
+    result = _reframe(tmp_path, "summit", "-n", "node_health|host_bandwidth", account=None, check=False)
     assert result.returncode != 0
     assert "set GPU_MEMPATHS_ACCOUNT=<project>" in result.stdout
     assert "(-P <project>)" in result.stdout
@@ -168,7 +168,7 @@ def test_summit_spack_build_uses_the_repository_environment(summit):
 def test_slurm_job_uses_sbatch_and_srun(slurm_system):
     system, tmp = slurm_system
     partition = "gpu"
-    job = _script(tmp, system, partition, "cuda", "HostMemoryBandwidth", "rfm_job.sh")
+    job = _script(tmp, system, partition, "cuda", "host_bandwidth", "rfm_job.sh")
     access = {"dgx-a100": "dgx", "x86-pcie": "gpu"}[system]
     cores = {"dgx-a100": 128, "x86-pcie": 36}[system]
     assert f"#SBATCH --partition={access}" in job
@@ -177,7 +177,7 @@ def test_slurm_job_uses_sbatch_and_srun(slurm_system):
     assert f"#SBATCH --account={PROJECT}" in job  # GPU_MEMPATHS_ACCOUNT, where set
     line = next(ln for ln in job.splitlines() if ln.startswith("srun"))
     assert line.startswith(f"srun --cpus-per-task={cores} ")
-    assert "bin/host_bw --nodes" in line
+    assert "bin/host_bandwidth --nodes" in line
     assert not re.search(r"--gpus|--gres", line)  # no GPU asked for a CPU check
 
 
@@ -188,7 +188,7 @@ _NUMA0 = {"dgx-a100": 3, "x86-pcie": 0}
 
 def test_slurm_one_gpu_check_asks_for_its_gpu_and_binds_to_its_numa_node(slurm_system):
     system, tmp = slurm_system
-    job = _script(tmp, system, "gpu", "cuda", "UnifiedMemoryBandwidth", "rfm_job.sh")
+    job = _script(tmp, system, "gpu", "cuda", "um_bandwidth", "rfm_job.sh")
     gpus = _GPUS[system].format(1)
     assert f"#SBATCH {gpus}\n" in job
     line = _launch_line(job)
@@ -198,7 +198,7 @@ def test_slurm_one_gpu_check_asks_for_its_gpu_and_binds_to_its_numa_node(slurm_s
 def test_slurm_health_asks_for_every_gpu_of_the_node(slurm_system):
     system, tmp = slurm_system
     count = data.load_all()[system]["partitions"][0]["node"]["gpus"]["count"]
-    job = _script(tmp, system, "gpu", "cuda", "NodeHealth", "rfm_job.sh")
+    job = _script(tmp, system, "gpu", "cuda", "node_health", "rfm_job.sh")
     gpus = _GPUS[system].format(count)
     assert f"#SBATCH {gpus}\n" in job
     # The GPUs span NUMA nodes: the one task is not bound to one of them.
@@ -221,7 +221,7 @@ def test_one_build_per_partition_and_environment(slurm_system):
 
 def test_health_check_runs_on_the_node_through_the_launcher(slurm_system):
     system, tmp = slurm_system
-    job = _script(tmp, system, "gpu", "cuda", "NodeHealth", "rfm_job.sh")
+    job = _script(tmp, system, "gpu", "cuda", "node_health", "rfm_job.sh")
     line = next(ln for ln in job.splitlines() if ln.startswith("srun"))
     assert f"-m systems.health --system {system} --partition gpu" in line
 
@@ -230,12 +230,12 @@ def test_small_copy_latency_runs_every_leg_but_gdrcopys(slurm_system):
     # Neither system declares gdrdrv: the GDRCopy leg is not asked for, and
     # the GDRCopy checks are skipped with the reason (tests/test_dryrun_gdrcopy.py).
     system, tmp = slurm_system
-    job = _script(tmp, system, "gpu", "cuda", "SmallCopyLatency", "rfm_job.sh")
+    job = _script(tmp, system, "gpu", "cuda", "copy_latency", "rfm_job.sh")
     line = next(ln for ln in job.splitlines() if ln.startswith("srun"))
     numa = {"dgx-a100": 3, "x86-pcie": 0}[system]  # GPU 0's NUMA node
     assert "bin/copy_latency --device 0 --methods pageable,pinned,async,zerocopy --directions h2d,d2h" in line
     assert line.endswith(f"--numa-node {numa}")
-    assert not list((tmp / "stage" / system / "gpu" / "cuda").glob("GdrCopyLatency*/rfm_job.sh"))
+    assert not list((tmp / "stage" / system / "gpu" / "cuda").glob("gdrcopy_copylat*/rfm_job.sh"))
 
 
 def _launch_line(job: str) -> str:
@@ -246,10 +246,10 @@ def test_multi_gpu_checks_on_the_dgx_a100(tmp_path_factory):
     # 8 GPUs: srun starts 8 ranks of mem_scan for the multiprocess mode, one
     # process for the others; the ping-pong takes two GPUs, one task.
     tmp = tmp_path_factory.mktemp("dgx-a100-multigpu")
-    out = _reframe(tmp, "dgx-a100", "-n", "RandomAccessScan|P2PPingPong").stdout
+    out = _reframe(tmp, "dgx-a100", "-n", "mem_scan|p2p_pingpong").stdout
     stage = tmp / "stage" / "dgx-a100" / "gpu" / "cuda"
     scans = {}
-    for path in stage.glob("RandomAccessScan*/rfm_job.sh"):
+    for path in stage.glob("mem_scan*/rfm_job.sh"):
         job = path.read_text()
         found = re.search(r"bin/mem_scan --modes (\w+) --ops (\w+) ", job)
         scans[found[1], found[2]] = job
@@ -266,14 +266,14 @@ def test_multi_gpu_checks_on_the_dgx_a100(tmp_path_factory):
         assert line.startswith(f"srun --gpus-per-node=8{bind} ")
         assert "--segments 4,8,16,32,64,128,256,512,1024,2048,4096,8192,16384 --widths 4,8,16 --size 0.5x" in line
         assert "--spawn" not in line
-    pingpong = sorted(_launch_line(p.read_text()) for p in stage.glob("P2PPingPong*/rfm_job.sh"))
+    pingpong = sorted(_launch_line(p.read_text()) for p in stage.glob("p2p_pingpong*/rfm_job.sh"))
     assert [ln.split("bin/p2p_pingpong ")[1] for ln in pingpong] == [
         "--variants baseline --size 64M --iters 10000 --samples 5",
         "--variants baseline,manual --size 64M --iters 10000 --samples 5",
     ]
     # Every GPU program runs under the NVML watch, on the node, after srun.
     assert all(re.search(r"^srun .* -m systems\.watch --allow none -- \S+/bin/p2p_pingpong ", ln) for ln in pingpong)
-    for path in stage.glob("P2PPingPong*/rfm_job.sh"):
+    for path in stage.glob("p2p_pingpong*/rfm_job.sh"):
         assert "#SBATCH --ntasks=1\n" in path.read_text()
         assert "#SBATCH --gpus-per-node=2" in path.read_text()
     assert "[no NVBit installation for dgx-a100:gpu: name the empty-call tool (.so) with nvbit_tool" in out
@@ -291,7 +291,7 @@ def test_the_design_cards_command_after_one_setup_step(system, tmp_path):
     env = {**os.environ, "RFM_CONFIG_FILES": str(REPO / "reframe_settings.py"), "RFM_RESOLVE_MODULE_CONFLICTS": "n",
            "GPU_MEMPATHS_ACCOUNT": PROJECT}  # fmt: skip
     cmd = [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-           "-c", "checks", "--system", system, "--dry-run", "-n", "HostMemoryBandwidth",
+           "-c", "checks", "--system", system, "--dry-run", "-n", "host_bandwidth",
            "--prefix", str(tmp_path), "--perflogdir", str(tmp_path / "perflogs")]  # fmt: skip
     result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     output = result.stdout + result.stderr

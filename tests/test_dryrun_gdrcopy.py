@@ -1,4 +1,4 @@
-"""Dry runs of the GDRCopy checks and of SmallCopyLatency on a node with gdrdrv.
+"""Dry runs of the GDRCopy checks and of copy_latency on a node with gdrdrv.
 
 No declared system has gdrdrv (not DGX OS by default, not our H100 and H200),
 so the test declares one in a temporary systems directory: the seed's node
@@ -86,7 +86,7 @@ def dryrun(tmp_path_factory):
         "--system", SYSTEM,
         "--prefix", str(tmp),
         "--perflogdir", str(tmp / "perflogs"),
-        "-n", "GdrCopy|SmallCopyLatency",
+        "-n", "gdrcopy_|copy_latency",
         "--dry-run",
     ]  # fmt: skip
     env = dict(os.environ, RFM_RESOLVE_MODULE_CONFLICTS="n")
@@ -126,7 +126,7 @@ def _tests_run(tmp: Path, partition: str, environ: str, test: str) -> list:
 
 def test_gdrcopy_from_the_systems_installation(dryrun):
     tmp, _ = dryrun
-    jobs = _scripts(tmp, "installed", "cuda", "GdrCopyBandwidth")
+    jobs = _scripts(tmp, "installed", "cuda", "gdrcopy_copybw")
     assert jobs
     for job in jobs:
         assert "export LD_LIBRARY_PATH=/opt/gdrcopy/lib64:/opt/gdrcopy/lib:$LD_LIBRARY_PATH" in job
@@ -139,7 +139,7 @@ def test_gdrcopy_from_the_systems_installation(dryrun):
 def test_copybw_bound_to_the_gpus_node_and_to_the_other_socket(dryrun):
     tmp, _ = dryrun
     # memory=device reaches the test as its allocation function.
-    assert _tests_run(tmp, "installed", "cuda", "GdrCopyBandwidth") == [
+    assert _tests_run(tmp, "installed", "cuda", "gdrcopy_copybw") == [
         (f'numactl -N {node} -l "$gdrcopy_test" -d 0 -s {size} -o 0 -c {size} -a cuMemAlloc', 5)
         for node in (0, 1)
         for size in (131072, 65536)
@@ -148,16 +148,16 @@ def test_copybw_bound_to_the_gpus_node_and_to_the_other_socket(dryrun):
 
 def test_copylat_apiperf_and_sanity_command_lines(dryrun):
     tmp, _ = dryrun
-    assert _tests_run(tmp, "installed", "cuda", "GdrCopyLatency") == [
+    assert _tests_run(tmp, "installed", "cuda", "gdrcopy_copylat") == [
         (f'numactl -N {node} -l "$gdrcopy_test" -d 0 -s 16777216 -a cuMemAlloc -c', 5) for node in (0, 1)
     ]
-    assert _tests_run(tmp, "installed", "cuda", "GdrCopyApiPerf") == [
+    assert _tests_run(tmp, "installed", "cuda", "gdrcopy_apiperf") == [
         (f'numactl -N {node} -l "$gdrcopy_test" -d 0 -s 1048576', 5) for node in (0, 1)
     ]
-    assert _tests_run(tmp, "installed", "cuda", "GdrCopySanity") == [
+    assert _tests_run(tmp, "installed", "cuda", "gdrcopy_sanity") == [
         (f'numactl -N {node} -l "$gdrcopy_test"', 1) for node in (0, 1)
     ]
-    for job in _scripts(tmp, "installed", "cuda", "GdrCopyLatency"):
+    for job in _scripts(tmp, "installed", "cuda", "gdrcopy_copylat"):
         assert "export gdrcopy_test=/opt/gdrcopy/bin/gdrcopy_copylat\n" in job
 
 
@@ -165,7 +165,7 @@ def test_every_job_prints_the_libgdrapi_its_test_loads(dryrun):
     tmp, _ = dryrun
     # GDRCopy's tests print no version: the file name of their libgdrapi gives it.
     line = 'echo "libgdrapi: $(ldd "$gdrcopy_test" | awk \'$1 ~ /^libgdrapi/ {print $3}\' | xargs -r readlink -e)"\n'
-    for test in ("GdrCopySanity", "GdrCopyBandwidth", "GdrCopyLatency", "GdrCopyApiPerf"):
+    for test in ("gdrcopy_sanity", "gdrcopy_copybw", "gdrcopy_copylat", "gdrcopy_apiperf"):
         jobs = _scripts(tmp, "installed", "cuda", test)
         assert jobs
         for job in jobs:
@@ -178,7 +178,7 @@ def test_an_installation_named_by_the_system_needs_no_build(dryrun):
     (build,) = _scripts(tmp, "installed", "spack", "GdrCopyBuild", "rfm_build.sh")
     assert "nothing to build: GDRCopy from /opt/gdrcopy" in build
     assert "spack" not in build.replace("GdrCopyBuild", "")
-    for job in _scripts(tmp, "installed", "spack", "GdrCopyApiPerf"):
+    for job in _scripts(tmp, "installed", "spack", "gdrcopy_apiperf"):
         assert "export gdrcopy_test=/opt/gdrcopy/bin/gdrcopy_apiperf\n" in job
 
 
@@ -191,7 +191,7 @@ def test_spack_environments_build_spacks_gdrcopy(dryrun):
     assert "spack -e rfm_spack_env add gdrcopy\n" in build
     assert "spack -e rfm_spack_env install --fail-fast" in build
     assert 'ln -sfn "$(spack -e rfm_spack_env location -i gdrcopy)" gdrcopy' in build
-    jobs = _scripts(tmp, "spack-built", "spack", "GdrCopyLatency")
+    jobs = _scripts(tmp, "spack-built", "spack", "gdrcopy_copylat")
     assert jobs
     for job in jobs:
         found = re.search(r"^export gdrcopy_test=(\S+)/GdrCopyBuild_\w+/gdrcopy/bin/gdrcopy_copylat$", job, re.M)
@@ -200,7 +200,7 @@ def test_spack_environments_build_spacks_gdrcopy(dryrun):
 
 def test_what_cannot_run_is_skipped_with_the_reason(dryrun):
     tmp, out = dryrun
-    assert not _scripts(tmp, "spack-built", "cuda", "GdrCopySanity")
+    assert not _scripts(tmp, "spack-built", "cuda", "gdrcopy_sanity")
     assert "[no GDRCopy installation for gdr-seed:spack-built+cuda: name one with gdrcopy_prefix" in out
     # GDRCopy takes no managed memory, and its tests have no option for it: no such case exists.
     assert "%memory=device" in out
@@ -209,7 +209,7 @@ def test_what_cannot_run_is_skipped_with_the_reason(dryrun):
 
 def test_small_copy_latency_adds_the_gdrcopy_leg_where_gdrdrv_is(dryrun):
     tmp, _ = dryrun
-    (line,) = _srun_lines(tmp, "installed", "cuda", "SmallCopyLatency")
+    (line,) = _srun_lines(tmp, "installed", "cuda", "copy_latency")
     assert line.startswith("srun --cpus-per-task=40 ")
     assert "bin/copy_latency --device 0 --methods pageable,pinned,async,zerocopy,gdrcopy --directions h2d,d2h" in line
     assert line.endswith("--numa-node 0")

@@ -46,7 +46,7 @@ FAKE_SYSTEM = {
 }
 
 #: The checks a nightly of the fake node runs (the multi-GPU ones skip on one GPU).
-CHECKS = ["-n", "HostMemoryBandwidth|UnifiedMemoryBandwidth|DaxpyStudy|SmallCopyLatency|NodeHealth"]
+CHECKS = ["-n", "host_bandwidth|um_bandwidth|daxpy|copy_latency|node_health"]
 
 
 @pytest.fixture(scope="module")
@@ -107,18 +107,18 @@ def test_unchanged_node_passes_with_every_figure_judged(accepted):
     assert status == 0, output[-4000:]
     table = pd.read_csv(outdir / "compare.csv")
     assert (table["verdict"] == "pass").all(), table[table["verdict"] != "pass"].to_string()
-    assert {"HostMemoryBandwidth", "UnifiedMemoryBandwidth", "DaxpyStudy", "SmallCopyLatency"} <= set(table["test"])
+    assert {"host_bandwidth", "um_bandwidth", "daxpy", "copy_latency"} <= set(table["test"])
     assert "0 flagged as regressions" in output and "0 could not be judged" in output
 
 
 def test_half_speed_host_memory_is_flagged_and_nothing_else(accepted):
-    status, output, outdir = nightly(accepted, 5, GPU_MEMPATHS_FAKE_SLOWDOWN="host_bw=0.5")
+    status, output, outdir = nightly(accepted, 5, GPU_MEMPATHS_FAKE_SLOWDOWN="host_bandwidth=0.5")
     assert status == 2, output[-4000:]
     table = pd.read_csv(outdir / "compare.csv")
     flagged = table[table["verdict"] == "regression"]
     assert set(flagged["figure"]) == {"read_bw_node0", "write_bw_node0"}
     assert (flagged["change_pct"] < -40).all()
-    assert "HostMemoryBandwidth" in output and "failed to meet reference" in output
+    assert "host_bandwidth" in output and "failed to meet reference" in output
 
 
 def test_an_uncorrected_ecc_error_fails_health(accepted):
@@ -135,7 +135,7 @@ def test_a_gpu_throttled_during_the_run_fails_the_checks(accepted):
 
 
 def test_accepted_references_bound_rates_by_physics_and_tolerate_the_spread(accepted):
-    entries = yaml.safe_load((accepted / "systems" / "references" / "UnifiedMemoryBandwidth.yaml").read_text())
+    entries = yaml.safe_load((accepted / "systems" / "references" / "um_bandwidth.yaml").read_text())
     written = [e for e in entries if e["where"].get("gpu_model") == FAKE_MODEL and "size" in e["case"]]
     assert written
     for entry in written:
@@ -152,7 +152,7 @@ def test_the_two_gpu_checks_never_run_on_one_gpu(repo):
     environ = {**os.environ, "PYTHONPATH": f"{repo / 'tests' / 'fakegpu' / 'site'}{os.pathsep}{repo}"}
     cmd = [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
            "-C", "reframe_settings.py", "-c", "checks", "--system", "fakegpu", "--dry-run",
-           "-n", "RandomAccessScan|P2PPingPong", "--prefix", str(repo.parent / "dry")]  # fmt: skip
+           "-n", "mem_scan|p2p_pingpong", "--prefix", str(repo.parent / "dry")]  # fmt: skip
     result = subprocess.run(cmd, cwd=repo, env=environ, capture_output=True, text=True, timeout=300)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]

@@ -505,7 +505,7 @@ def test_apiperf_sizes_per_maximum_size():
 
 
 def test_bandwidth_references_are_the_seed_figures(seed):
-    entries = load_entries("GdrCopyBandwidth")
+    entries = load_entries("gdrcopy_copybw")
     for command, size, placement in [("copybw", 131072, "local"), (NUMA0, 65536, "local"), (NUMA1, 65536, "remote")]:
         params = {"copy_size": str(size), "memory": "device", "placement": placement}
         values = matching_values(entries, SEED_NODE, params)
@@ -520,14 +520,14 @@ def test_bandwidth_references_are_the_seed_figures(seed):
 def test_latency_and_apiperf_references_are_the_seed_figures(seed):
     result = parse_copylat(seed["copylat"])
     case = {"memory": "device", "placement": "remote", "statistic": result.statistic}
-    values = matching_values(load_entries("GdrCopyLatency"), SEED_NODE, case)
+    values = matching_values(load_entries("gdrcopy_copylat"), SEED_NODE, case)
     # The seed's averages never judge GDRCopy 2.6's medians.
-    assert not matching_values(load_entries("GdrCopyLatency"), SEED_NODE, {**case, "statistic": "median"})
+    assert not matching_values(load_entries("gdrcopy_copylat"), SEED_NODE, {**case, "statistic": "median"})
     for size in COPYLAT_SIZES:
         assert values[f"lat_us_gdrcopy_h2d_{size}"][0] == result.curve("gdr_copy_to_mapping")[size]
         assert values[f"lat_us_gdrcopy_d2h_{size}"][0] == result.curve("gdr_copy_from_mapping")[size]
     assert values["lat_us_gdrcopy_h2d_8"][0] == pytest.approx(0.09, abs=0.002)  # the issue's 0.09 us
-    api = matching_values(load_entries("GdrCopyApiPerf"), SEED_NODE, {"placement": "local"})
+    api = matching_values(load_entries("gdrcopy_apiperf"), SEED_NODE, {"placement": "local"})
     for op, us in parse_apiperf(seed["apiperf -s 8"])[65536].items():
         assert api[f"{op}_us_65536"][0] == pytest.approx(us)
 

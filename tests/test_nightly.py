@@ -47,39 +47,39 @@ def test_one_odd_run_among_three_does_not_blind_a_figure():
 
 
 def test_accepted_runs_become_one_entry_per_case_and_node(tmp_path):
-    rows = _samples("UnifiedMemoryBandwidth", "memory=pinned op=read size=1G", "steady_bw", "GiB/s",
+    rows = _samples("um_bandwidth", "memory=pinned op=read size=1G", "steady_bw", "GiB/s",
                     [[47.5, 47.4, 47.6], [47.3, 47.3, 47.4], [47.7, 47.6, 47.8]])  # fmt: skip
-    rows += _samples("UnifiedMemoryBandwidth", "memory=pinned op=read size=1G", "steady_bw", "GiB/s",
+    rows += _samples("um_bandwidth", "memory=pinned op=read size=1G", "steady_bw", "GiB/s",
                      [[40.0] * 3] * 3, gpu_count="2", gpu_model="NVIDIA H200")  # fmt: skip
-    rows += _samples("SmallCopyLatency", "device=0", "lat_us_pinned_h2d_8", "us", [[7.0, 7.01, 6.99]] * 3)
+    rows += _samples("copy_latency", "device=0", "lat_us_pinned_h2d_8", "us", [[7.0, 7.01, 6.99]] * 3)
     entries, warnings = nightly.reference_entries(pd.DataFrame(rows), minimum=0.03, detected=True)
     assert warnings == []
-    um = {e["where"]["gpu_model"]: e for e in entries["UnifiedMemoryBandwidth"]}
+    um = {e["where"]["gpu_model"]: e for e in entries["um_bandwidth"]}
     assert um["NVIDIA H100 80GB HBM3"]["where"] == {"gpu_model": "NVIDIA H100 80GB HBM3", "host_link": "pcie gen5 x16",
                                                      "gpu_count": 1}  # fmt: skip
     assert um["NVIDIA H100 80GB HBM3"]["case"] == {"memory": "pinned", "op": "read", "size": "1G"}
     ref, lower, upper, unit = um["NVIDIA H100 80GB HBM3"]["values"]["steady_bw"]
     assert ref == pytest.approx(47.5) and lower == -0.03 and upper is None and unit == "GiB/s"  # upper: physics
     assert um["NVIDIA H200"]["values"]["steady_bw"][0] == 40.0
-    [lat] = entries["SmallCopyLatency"]
+    [lat] = entries["copy_latency"]
     assert lat["values"]["lat_us_pinned_h2d_8"][1:] == [None, 0.03, "us"]  # a time's bound is above it
 
 
 def test_a_declared_system_keeps_its_name_and_partition(tmp_path):
-    rows = _samples("HostMemoryBandwidth", "buffer_size=1G", "read_bw_node0", "GiB/s", [[60.0] * 3] * 3,
+    rows = _samples("host_bandwidth", "buffer_size=1G", "read_bw_node0", "GiB/s", [[60.0] * 3] * 3,
                     system="summit", partition="batch")  # fmt: skip
     entries, _ = nightly.reference_entries(pd.DataFrame(rows), 0.03, detected=False)
-    [entry] = entries["HostMemoryBandwidth"]
+    [entry] = entries["host_bandwidth"]
     assert entry["where"] == {"system": "summit", "partition": "batch"}
 
 
 def test_a_case_in_too_few_runs_gets_no_reference_and_an_odd_run_is_named():
-    rows = _samples("HostMemoryBandwidth", "buffer_size=1G", "read_bw_node0", "GiB/s", [[68.0, 68.1, 67.9]] * 2)
-    rows += _samples("UnifiedMemoryBandwidth", "memory=pinned", "copy_engine_bw", "GiB/s",
+    rows = _samples("host_bandwidth", "buffer_size=1G", "read_bw_node0", "GiB/s", [[68.0, 68.1, 67.9]] * 2)
+    rows += _samples("um_bandwidth", "memory=pinned", "copy_engine_bw", "GiB/s",
                      [[51.3] * 3, [30.2, 30.5, 30.1], [51.2] * 3])  # fmt: skip
     entries, warnings = nightly.reference_entries(pd.DataFrame(rows), 0.06, True)
-    assert "HostMemoryBandwidth" not in entries  # two runs of three: its figures stay unjudged
-    assert warnings[0].startswith("HostMemoryBandwidth buffer_size=1G on NVIDIA H100 80GB HBM3: in 2 of the runs")
+    assert "host_bandwidth" not in entries  # two runs of three: its figures stay unjudged
+    assert warnings[0].startswith("host_bandwidth buffer_size=1G on NVIDIA H100 80GB HBM3: in 2 of the runs")
     assert "copy_engine_bw: accepted run 2 (30.2 GiB/s) is outside the tolerance the runs give" in warnings[1]
 
 
@@ -195,21 +195,21 @@ def test_earlier_runs_of_a_case_widen_its_tolerance(tmp_path):
     facts = {"system": "local", "partition": "default", **H100}
     history = pd.DataFrame(
         [
-            {**facts, "test": "SmallCopyLatency", "environ": "gnu", "case": "", "case_logged": False, "device": "0",
+            {**facts, "test": "copy_latency", "environ": "gnu", "case": "", "case_logged": False, "device": "0",
              "figure": "lat_us_pinned_h2d_8", "sample": None, "value": v, "time": t}
             for t, v in (("2026-11-22T10:00", 8.5), ("2026-11-22T11:00", 8.9), ("2026-11-22T12:00", 8.6),
                          ("2026-11-22T13:00", 8.7))
         ]
-        + [{**facts, "test": "SmallCopyLatency", "environ": "gnu", "case": "", "case_logged": False, "device": "1",
+        + [{**facts, "test": "copy_latency", "environ": "gnu", "case": "", "case_logged": False, "device": "1",
             "figure": "lat_us_pinned_h2d_8", "sample": None, "value": 99.0, "time": "2026-11-22T14:00"}]
     ).astype({"sample": "Int64"})  # fmt: skip
-    rows = _samples("SmallCopyLatency", "device=0", "lat_us_pinned_h2d_8", "us", [[7.0, 7.01, 6.99]] * 3)
+    rows = _samples("copy_latency", "device=0", "lat_us_pinned_h2d_8", "us", [[7.0, 7.01, 6.99]] * 3)
     samples = pd.DataFrame(rows)
     entries, _ = nightly.reference_entries(samples, 0.03, True)
-    [alone] = entries["SmallCopyLatency"]
+    [alone] = entries["copy_latency"]
     assert alone["values"]["lat_us_pinned_h2d_8"][2] == 0.03
     entries, _ = nightly.reference_entries(samples, 0.03, True, history=history)
-    [widened] = entries["SmallCopyLatency"]
+    [widened] = entries["copy_latency"]
     # 8.5, 8.9, 8.6 and 8.7 us on four earlier nodes against 7.0 on three accepted ones: four
     # robust standard deviations of the seven (device=1's 99 us is another case).
     deviations = sorted([0, 0, 0, *(v / 7 - 1 for v in (8.5, 8.9, 8.6, 8.7))])

@@ -123,42 +123,41 @@ def test_no_reference_is_above_its_systems_speed_of_light():
 
 
 def test_the_seeds_ac922_figure_would_be_rejected_on_summit():
-    from checks.um_bandwidth import UnifiedMemoryBandwidth
+    from checks.um_bandwidth import um_bandwidth
 
     seed = {
         "where": {"system": "ac922"},
         "case": {"memory": "numa"},
         "values": {"steady_bw": [63.54, -0.03, 0.03, "GiB/s"]},
     }
-    assert above_the_limit(UnifiedMemoryBandwidth, [seed]) == []  # 3 bricks: 69.8 GiB/s
+    assert above_the_limit(um_bandwidth, [seed]) == []  # 3 bricks: 69.8 GiB/s
     on_summit = {**seed, "where": {"system": "summit"}}
-    assert above_the_limit(UnifiedMemoryBandwidth, [on_summit]) == [
-        "summit:batch: UnifiedMemoryBandwidth {'memory': 'numa'} steady_bw 63.54 GiB/s > 46.57"
+    assert above_the_limit(um_bandwidth, [on_summit]) == [
+        "summit:batch: um_bandwidth {'memory': 'numa'} steady_bw 63.54 GiB/s > 46.57"
     ]
     # Data resident on the GPU is bounded by HBM instead: 900 GB/s, not the link.
     resident = {**on_summit, "case": {"memory": "managed"}, "values": {"steady_bw": [207.4, -0.05, 0.05, "GiB/s"]}}
-    assert above_the_limit(UnifiedMemoryBandwidth, [resident]) == []
+    assert above_the_limit(um_bandwidth, [resident]) == []
 
 
 def test_a_pair_figure_above_both_directions_of_its_link_is_rejected():
-    from checks.multi_gpu import P2PPingPong, RandomAccessScan
+    from checks.mem_scan import mem_scan
+    from checks.p2p_pingpong import p2p_pingpong
 
     entry = {
         "where": {"system": "dgx-a100"},
         "case": {"variant": "baseline"},
         "values": {"bandwidth": [600, -0.1, 0.1, "GiB/s"]},
     }
-    assert above_the_limit(P2PPingPong, [entry]) == [
-        "dgx-a100:gpu: P2PPingPong {'variant': 'baseline'} bandwidth 600 GiB/s > 558.8"
+    assert above_the_limit(p2p_pingpong, [entry]) == [
+        "dgx-a100:gpu: p2p_pingpong {'variant': 'baseline'} bandwidth 600 GiB/s > 558.8"
     ]
     scan = {
         "where": {"system": "dgx-a100"},
         "case": {"op": "read"},
         "values": {"plateau_gbs": [350, -0.1, 0.1, "GB/s"]},
     }
-    assert above_the_limit(RandomAccessScan, [scan]) == [
-        "dgx-a100:gpu: RandomAccessScan {'op': 'read'} plateau_gbs 350 GB/s > 342.9"
-    ]
+    assert above_the_limit(mem_scan, [scan]) == ["dgx-a100:gpu: mem_scan {'op': 'read'} plateau_gbs 350 GB/s > 342.9"]
 
 
 def test_gpu_count_keeps_a_pairs_figures_off_a_four_gpu_node():

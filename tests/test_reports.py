@@ -60,8 +60,8 @@ def new_line(time, var, value, size="8"):
 
 
 def test_display_names_give_their_parameters():
-    assert split_display_name("UnifiedMemoryBandwidth %memory=managed+accessed-by %op=read") == (
-        "UnifiedMemoryBandwidth",
+    assert split_display_name("um_bandwidth %memory=managed+accessed-by %op=read") == (
+        "um_bandwidth",
         {"memory": "managed+accessed-by", "op": "read"},
     )
     assert split_display_name("SuiteBuild ~local:default+gnu") == ("SuiteBuild", {})
@@ -158,8 +158,8 @@ def test_committed_perflogs_load_without_issues():
     loaded = load(PERFLOGS, warn=None)
     assert not loaded.issues
     frame = loaded.frame
-    assert {"UnifiedMemoryBandwidth", "HostMemoryBandwidth"} <= set(frame["test"])
-    um = frame[frame["test"] == "UnifiedMemoryBandwidth"]
+    assert {"um_bandwidth", "host_bandwidth"} <= set(frame["test"])
+    um = frame[frame["test"] == "um_bandwidth"]
     assert {"memory", "touch_on_host", "op", "size_class"} <= set(um.columns)
     assert set(um["gpu_model"]) == {H100, "NVIDIA H200"}  # the H200 ran it alone too
 
@@ -244,13 +244,13 @@ def rendered(committed, tmp_path_factory):
 def test_every_figure_renders_from_the_committed_perflogs(rendered):
     figures = rendered
     kinds = {f.path.name.split("-")[0] + "-" + f.path.name.split("-")[1] for f in figures}
-    assert {"um-per", "um-steady", "host-bandwidth", "generic-unifiedmemorybandwidth"} <= kinds
-    assert "generic-hostmemorybandwidth" in kinds
+    assert {"um-per", "um-steady", "host-bandwidth", "generic-um"} <= kinds
+    assert "generic-host" in kinds
     assert {"daxpy-fig1", "daxpy-fig8", "latency-local"} <= kinds
-    assert not any(k.startswith(("generic-daxpy", "generic-smallcopy")) for k in kinds)  # hundreds of bars
+    assert not any(k.startswith(("generic-daxpy", "generic-copy")) for k in kinds)  # hundreds of bars
     for figure in figures:
         assert figure.path.stat().st_size > 10_000
-        gpus = ("NVIDIA H200",) if figure.test in ("RandomAccessScan", "P2PPingPong") else (H100, "NVIDIA H200")
+        gpus = ("NVIDIA H200",) if figure.test in ("mem_scan", "p2p_pingpong") else (H100, "NVIDIA H200")
         assert any(gpu in figure.caption for gpu in gpus) and "580.159.04" in figure.caption
 
 
@@ -269,15 +269,15 @@ def test_the_report_page_names_what_it_covers(committed, tmp_path):
 
 
 def test_html_command_writes_the_report(tmp_path):
-    assert main(["html", str(PERFLOGS / "local" / "default" / "HostMemoryBandwidth.log"), "-o", str(tmp_path)]) == 0
+    assert main(["html", str(PERFLOGS / "local" / "default" / "host_bandwidth.log"), "-o", str(tmp_path)]) == 0
     assert (tmp_path / "index.html").exists() and (tmp_path / "host-bandwidth-numa.png").exists()
 
 
 def test_daxpy_figures_1_to_8_render_from_the_committed_perflog(rendered):
-    figures = [f for f in rendered if f.test == "DaxpyStudy" and "h100" in f.path.name]
+    figures = [f for f in rendered if f.test == "daxpy" and "h100" in f.path.name]
     assert [f.path.name.split("-")[1] for f in figures] == [f"fig{n}" for n in range(1, 9)]
     for figure in figures:
-        assert figure.test == "DaxpyStudy" and figure.path.stat().st_size > 10_000
+        assert figure.test == "daxpy" and figure.path.stat().st_size > 10_000
         assert "NVIDIA H100 80GB HBM3" in figure.caption and "580.159.04" in figure.caption
         assert "CUDA runtime: 13.0" in figure.caption and "nodes: vm" in figure.caption
     assert "system memory" in figures[0].caption  # the H100 has neither ATS nor HMM: says why no system line
@@ -309,7 +309,7 @@ def latest(frame):
 def test_daxpy_crossovers_agree_with_the_checks_own_computation(committed):
     from checks.daxpy import crossovers, points_from_perflog
 
-    text = (PERFLOGS / "local" / "default" / "DaxpyStudy.log").read_text()
+    text = (PERFLOGS / "local" / "default" / "daxpy.log").read_text()
     points = points_from_perflog(text)[("local", H100)]  # the latest values of each point
     table = daxpy_crossover_table(latest(h100(committed.frame))).set_index("data size (B per block)")
     for label, by_size in crossovers(points).items():
@@ -318,12 +318,12 @@ def test_daxpy_crossovers_agree_with_the_checks_own_computation(committed):
 
 
 def test_latency_figure_renders_with_crossovers_and_the_link(committed, rendered):
-    [figure] = [f for f in rendered if f.test == "SmallCopyLatency" and "h100" in f.path.name]
-    assert figure.test == "SmallCopyLatency" and figure.path.stat().st_size > 10_000
+    [figure] = [f for f in rendered if f.test == "copy_latency" and "h100" in f.path.name]
+    assert figure.test == "copy_latency" and figure.path.stat().st_size > 10_000
     assert H100 in figure.caption and "580.159.04" in figure.caption
     assert "PCIe Gen5 x16" in figure.caption  # the speed of light drawn in
     frame = h100(committed.frame)
-    data = latest(frame[(frame["test"] == "SmallCopyLatency") & frame["sample"].isna()])
+    data = latest(frame[(frame["test"] == "copy_latency") & frame["sample"].isna()])
     logged = {r.perf_var: r.value for r in data.itertuples() if r.perf_var.startswith("crossover_")}
     assert latency_crossovers(latency_curves(data)) == logged
 
@@ -338,7 +338,7 @@ def test_latency_table_has_a_row_per_method_and_direction(committed):
 
 def test_scan_figures_per_gpu_count_and_buffer_with_the_latest_speed_of_light(committed, rendered):
     # N/(N-1) differs with N, and small segments with the buffer's size.
-    found = [(re.search(r"(\d+gpus-[0-9-]+x)\.png$", f.path.name), f) for f in rendered if f.test == "RandomAccessScan"]
+    found = [(re.search(r"(\d+gpus-[0-9-]+x)\.png$", f.path.name), f) for f in rendered if f.test == "mem_scan"]
     scans = {m[1]: f for m, f in found if m}
     assert set(scans) == {"2gpus-0-05x", "2gpus-0-5x", "4gpus-0-05x", "4gpus-0-45x", "4gpus-0-5x"}  # "-" for "."
     pair, four = scans["2gpus-0-5x"], scans["4gpus-0-5x"]
@@ -351,15 +351,15 @@ def test_scan_figures_per_gpu_count_and_buffer_with_the_latest_speed_of_light(co
     assert limits and abs(int(limits[1]) - 675) <= 2 and abs(int(limits[2]) - 733) <= 2, pair.caption
     assert "read 429 GB/s" in four.caption
     # The first runs logged the signalling rate (478 GB/s per direction); the figures take the latest.
-    scan = committed.frame[committed.frame["test"] == "RandomAccessScan"]
+    scan = committed.frame[committed.frame["test"] == "mem_scan"]
     sol, gpus = scan_speed_of_light(scan[scan["time"] == scan["time"].min()])
     assert gpus == 2 and sol == pytest.approx(478 * 2, rel=0.01)
 
 
 def test_multi_gpu_checks_get_no_generic_figures(rendered):
     names = [f.path.name for f in rendered]
-    assert not any(n.startswith(("generic-randomaccessscan", "generic-p2ppingpong")) for n in names)
-    assert [f.test for f in rendered].count("P2PPingPong") == 0  # its table says it all
+    assert not any(n.startswith(("generic-mem-scan", "generic-p2p-pingpong")) for n in names)
+    assert [f.test for f in rendered].count("p2p_pingpong") == 0  # its table says it all
 
 
 def test_a_slow_node_stands_out_in_the_per_node_table():

@@ -219,3 +219,25 @@ class GpuCheck(SuiteCheck):
         """The NUMA node of a GPU (the first NUMA node where affinity is unknown)."""
         affinity = self.node["gpus"].get("numa_affinity") or [self.node["numa_nodes"][0]]
         return affinity[min(device, len(affinity) - 1)]
+
+
+class MultiGpuCheck(GpuCheck):
+    """Needs two GPUs or more that reach each other; skipped with the reason elsewhere."""
+
+    @property
+    def node_gpus(self) -> int:
+        return self.node["gpus"]["count"]
+
+    @run_after("setup")
+    def skip_without_peers(self):
+        name = self.current_partition.fullname
+        self.skip_if(self.node_gpus < 2, f"{name} has {self.node_gpus} GPU(s): this check needs two or more")
+        self.skip_if(
+            "multigpu" not in self.current_partition.features,
+            f"{name} lacks the 'multigpu' feature (one GPU, or GPUs that cannot reach each other)",
+        )
+
+    def _output(self) -> str:
+        # Hooks run outside the stage directory: read the output by its full path.
+        with open(os.path.join(self.stagedir, self.stdout.evaluate())) as stream:
+            return stream.read()

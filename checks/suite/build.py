@@ -14,8 +14,8 @@ from reframe.core.builtins import run_before, sanity_function, variable
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 #: Programs every build has, and those that need a CUDA compiler.
-HOST_PROGRAMS = ["host_bw"]
-CUDA_PROGRAMS = ["um_bw", "daxpy", "copy_latency", "mem_scan", "p2p_pingpong"]
+HOST_PROGRAMS = ["host_bandwidth"]
+CUDA_PROGRAMS = ["um_bandwidth", "daxpy", "copy_latency", "mem_scan", "p2p_pingpong"]
 
 
 class SuiteBuild(rfm.CompileOnlyRegressionTest):

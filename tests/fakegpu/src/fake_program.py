@@ -41,7 +41,7 @@ def noisy(rng: random.Random, value: float, spread: float = 0.005) -> float:
     return value * rng.lognormvariate(0.0, spread)
 
 
-def um_bw(rng, opts, slow):
+def um_bandwidth(rng, opts, slow):
     read = opts.get("op", "read") == "read"
     alloc, advise = opts.get("alloc", "managed"), opts.get("advise", "none")
     runs, repeats = int(opts.get("runs", 5)), int(opts.get("repeats", 1))
@@ -65,7 +65,7 @@ def um_bw(rng, opts, slow):
     print(f"Checksums verified: {runs * repeats} runs" if read else f"Write verified by the host: {repeats} repeats")
 
 
-def host_bw(rng, opts, slow):
+def host_bandwidth(rng, opts, slow):
     nodes, runs = opts.get("nodes", "0").split(","), int(opts.get("runs", 5))
     for node in nodes:
         for op, level in (("read", 68.0), ("write", 41.0)):
@@ -118,8 +118,8 @@ def skipped(rng, opts, slow):
 
 
 PROGRAMS = {
-    "um_bw": um_bw,
-    "host_bw": host_bw,
+    "um_bandwidth": um_bandwidth,
+    "host_bandwidth": host_bandwidth,
     "daxpy": daxpy,
     "copy_latency": copy_latency,
     "mem_scan": skipped,

@@ -421,7 +421,7 @@ void measure_copy_engine(const Config &c) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    suite::Options opts("um_bw", "The Unified Memory bandwidth reprex: a kernel reads or writes host, managed or "
+    suite::Options opts("um_bandwidth", "The Unified Memory bandwidth reprex: a kernel reads or writes host, managed or "
                                  "device memory; one 'Throughput:' line per run.");
     opts.add("alloc", "managed", "managed, numa (numa_alloc_onnode), pinned (cudaMallocHost) or device (cudaMalloc)");
     opts.add("advise", "none", "managed memory advice: accessed-by, read-mostly, preferred-location-cpu (list)");

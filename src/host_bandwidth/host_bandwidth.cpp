@@ -188,7 +188,7 @@ std::vector<double> measure(const Topology &topo, int node, const std::string &o
 }  // namespace
 
 int main(int argc, char **argv) {
-    suite::Options opts("host_bw", "Host memory bandwidth per NUMA node, threads bound to the node's CPUs.");
+    suite::Options opts("host_bandwidth", "Host memory bandwidth per NUMA node, threads bound to the node's CPUs.");
     opts.add("nodes", "all", "NUMA nodes to measure: 'all' or a list such as 0,1");
     opts.add("size", "1G", "buffer size per node (K/M/G suffixes)");
     opts.add("runs", "5", "timed runs per node and operation");

@@ -1,0 +1,141 @@
+"""The NVBit seed's P2P ping-pong (src/p2p_pingpong): its persistent kernel,
+64 MiB of int between two GPUs, 10000 iterations; variants baseline, manual (an empty
+__noinline__ call around each access) and nvbit (the baseline under the
+NVBit tool that the partition's ``nvbit_tool`` names; skipped elsewhere).
+Every job runs the baseline first, so each variant's slowdown is measured
+against a baseline of the same run. Bandwidth is the seed's: size * ITERS /
+time / 2^30 (its "GB/s" are GiB/s: 64 MiB x 10000 / 1.99599 s = 313.128).
+Each variant runs `samples` times; a variant's slowdown sample k is its k-th
+time over the baseline's k-th. The baseline has no slowdown: it would be its
+own time over itself.
+"""
+
+from __future__ import annotations
+
+import re
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import parameter, run_after, run_before, variable
+
+from checks.suite.base import MultiGpuCheck, median
+from systems import data
+
+GiB = 2**30
+
+_PINGPONG = re.compile(
+    r"^PingPong: variant=(?P<variant>\S+) size=(?P<size>\d+) iters=(?P<iters>\d+) block=\d+ src_device=\d+ "
+    r"dst_device=\d+(?: sample=(?P<sample>\d+))? time_s=(?P<time>\S+) bandwidth_gibs=(?P<bw>\S+)\s*$",
+    re.MULTILINE,
+)
+
+
+def parse_pingpong(text: str) -> dict:
+    """{variant: (seconds, GiB/s)} from p2p_pingpong's output (its first sample)."""
+    found = {}
+    for m in _PINGPONG.finditer(text):
+        found.setdefault(m["variant"], (float(m["time"]), float(m["bw"])))
+    return found
+
+
+def parse_pingpong_samples(text: str) -> dict:
+    """{variant: [(seconds, GiB/s), ...]} in sample order, from p2p_pingpong's output."""
+    found: dict = {}
+    for m in _PINGPONG.finditer(text):
+        found.setdefault(m["variant"], []).append((float(m["time"]), float(m["bw"])))
+    return found
+
+
+def pingpong_bandwidth(size: int, iters: int, seconds: float) -> float:
+    """The seed's bandwidth: size * ITERS / time in units of 2^30 bytes per second."""
+    return size * iters / seconds / 2**30
+
+
+def pingpong_final(a: int, b: int, iters: int) -> tuple:
+    """(src, dst) after `iters` iterations from src = a, dst = b: iteration k
+    writes a + 2 (k + 1), to dst when k is even and to src when k is odd."""
+    odd, even = iters // 2, (iters + 1) // 2
+    return (a + 4 * odd if odd else a, a + 4 * even - 2 if even else b)
+
+
+@rfm.simple_test
+class p2p_pingpong(MultiGpuCheck):
+    descr = "P2P ping-pong persistent kernel between two GPUs: baseline, manually and NVBit-instrumented"
+    program = "p2p_pingpong"
+    tags = {"multigpu", "nvlink", "nvbit"}
+    time_limit = "10m"
+    num_gpus_per_node = 2
+
+    variant = parameter(["baseline", "manual", "nvbit"])
+
+    #: The seed's 64 MB (of int) and ITERS.
+    size = variable(str, value="64M")
+    iters = variable(int, value=10000)
+    nvbit_tool = variable(str, value="", loggable=True)
+
+    #: Timed runs of each variant: the samples of its figures.
+    samples = variable(int, value=5)
+
+    case_variables = ("size", "iters")
+
+    @run_after("setup")
+    def skip_without_nvbit(self):
+        if self.variant != "nvbit":
+            return
+        tool = self.current_partition.extras.get("nvbit_tool")
+        system = self.current_partition.fullname.split(":")[0]
+        self.skip_if(
+            not tool,
+            f"no NVBit installation for {self.current_partition.fullname}: name the empty-call tool (.so) "
+            f"with nvbit_tool in systems/{system}.yaml",
+        )
+        self.nvbit_tool = tool
+
+    def variants(self) -> list:
+        return ["baseline"] + ([] if self.variant == "baseline" else [self.variant])
+
+    @run_before("run")
+    def set_options(self):
+        self.executable_opts = [
+            "--variants", ",".join(self.variants()),
+            "--size", self.size,
+            "--iters", str(self.iters),
+            "--samples", str(self.samples),
+        ]  # fmt: skip
+        if self.variant == "nvbit":
+            self.executable_opts += ["--nvbit-tool", self.nvbit_tool]
+
+    def verified(self):
+        return sn.all(
+            [
+                sn.assert_not_found(r"^error:|CUDA error", self.stderr),
+                sn.assert_not_found(r"^Skipped:", self.stdout),
+                *(sn.assert_found(rf"^Verified: variant={v} samples={self.samples} ", self.stdout)
+                  for v in self.variants()),
+                *(sn.assert_eq(sn.count(sn.findall(rf"^PingPong: variant={v} ", self.stdout)), self.samples)
+                  for v in self.variants()),
+            ]
+        )  # fmt: skip
+
+    @classmethod
+    def limit_of(cls, figure: str, case: dict, node: dict) -> float | None:
+        # Each iteration's data crosses the pair's link, half of them each
+        # way, overlapping across threads: at most both directions' rate.
+        peer = data.peer_bandwidth(node, 0, 1)
+        return 2 * peer / GiB if peer and figure in ("bandwidth", "baseline_bandwidth") else None
+
+    @run_before("performance")
+    def set_perf_variables(self):
+        if self.is_dry_run():
+            return
+        runs = parse_pingpong_samples(self._output())
+        base, mine = runs["baseline"], runs[self.variant]
+        perf = {
+            **self.headline("bandwidth", sn.defer([bw for _, bw in mine]), "GiB/s", self.samples),
+            "time": sn.make_performance_function(median(sn.defer([t for t, _ in mine])), "s"),
+        }
+        if self.variant != "baseline":
+            slowdowns = [t / tb for (t, _), (tb, _) in zip(mine, base)]
+            perf.update(self.headline("slowdown", sn.defer(slowdowns), "x", self.samples))
+            perf["baseline_bandwidth"] = sn.make_performance_function(median(sn.defer([bw for _, bw in base])), "GiB/s")
+        self.perf_variables = perf
