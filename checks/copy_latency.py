@@ -136,6 +136,9 @@ class copy_latency(GpuCheck):
     #: CUDA device to measure; the process runs on its NUMA node.
     device = variable(int, value=0)
 
+    def gpu_devices(self) -> list[int]:
+        return [self.device]
+
     #: Consecutive blocks of each case's timings whose medians are the
     #: samples of the headline latencies.
     blocks = variable(int, value=5)

@@ -556,6 +556,9 @@ class GdrCopyCheck(rfm.RunOnlyRegressionTest, NodeFacts):
     #: The GPU the test uses (GDRCopy's -d).
     device = variable(int, value=0)
 
+    def gpu_devices(self) -> list[int]:
+        return [self.device]
+
     #: The NUMA node of placement=remote; None: one on another socket.
     remote_node = variable(int, type(None), value=None)
 
@@ -746,6 +749,9 @@ class gdrcopy_copybw(GdrCopyCheck):
 
     def _expected(self) -> tuple:
         return self.repeats, self.copy_size, self.copy_offset, GDRCOPY_ALLOC_FN[self.memory]
+
+    #: The unit of the figures :meth:`limit_of` bounds.
+    limit_unit = "MiB/s"
 
     @classmethod
     def limit_of(cls, figure: str, case: dict, node: dict) -> float | None:

@@ -219,13 +219,12 @@ class mem_scan(MultiGpuCheck):
         # One task per GPU, except where the launcher starts one process only.
         self.num_tasks = gpus if self.mode == "multiprocess" and not spawn else 1
         self.num_tasks_per_node = self.num_tasks
+        # Each rank reads its peers' chunks through CUDA IPC: it must see every GPU.
+        self.tasks_share_gpus = self.num_tasks > 1
 
     @run_before("run")
     def set_options(self):
-        launcher = self.job.launcher
         multi = self.mode == "multiprocess"
-        if multi and hasattr(type(launcher), "tasks_per_rs"):
-            launcher.tasks_per_rs = self.num_tasks  # jsrun: one resource set with every GPU
         self.executable_opts = [
             "--modes", self.mode,
             "--ops", self.op,
@@ -254,12 +253,16 @@ class mem_scan(MultiGpuCheck):
         sol = scan_limit(self.node)
         return sol / 1e9 if sol else None
 
+    #: The unit of the figures :meth:`limit_of` bounds.
+    limit_unit = "GB/s"
+
     @classmethod
     def limit_of(cls, figure: str, case: dict, node: dict) -> float | None:
         # Per GPU: the scan against its speed of light, the link yardstick
         # (every GPU reading its peers at once) against the links.
         limit = scan_limit(node) if figure in HEADLINE_SCAN else None
-        if figure == "link_gbs":
+        if figure == "link_gbs" and data.every_pair_joined(node):
+            # Where some peers are reached through the CPUs, so is their share.
             limit = data.speed_of_light(node)["gpu_fabric"]
         return limit / 1e9 if limit else None
 

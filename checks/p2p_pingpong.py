@@ -117,6 +117,9 @@ class p2p_pingpong(MultiGpuCheck):
             ]
         )  # fmt: skip
 
+    #: The unit of the figures :meth:`limit_of` bounds.
+    limit_unit = "GiB/s"
+
     @classmethod
     def limit_of(cls, figure: str, case: dict, node: dict) -> float | None:
         # Each iteration's data crosses the pair's link, half of them each

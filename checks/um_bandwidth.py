@@ -205,6 +205,9 @@ class um_bandwidth(GpuCheck):
     def throughputs(self):
         return sn.extractall(_THROUGHPUT, self.stdout, "bw", float)
 
+    #: The unit of the figures :meth:`limit_of` bounds.
+    limit_unit = "GiB/s"
+
     @classmethod
     def limit_of(cls, figure: str, case: dict, node: dict) -> float | None:
         # HBM where the data is on the GPU when read, the host link otherwise.

@@ -118,8 +118,10 @@ def _check_node(node: dict[str, Any], where: str) -> None:
     link = node["host_link"]
     if link["type"] == "pcie" and "bandwidth" not in link and not {"generation", "width"} <= link.keys():
         raise SystemDataError(f"{where}.host_link: PCIe needs generation and width (or a bandwidth)")
-    if link["type"] == "nvlink" and "bandwidth" not in link and not {"generation", "links"} <= link.keys():
-        raise SystemDataError(f"{where}.host_link: NVLink needs generation and links (or a bandwidth)")
+    # An NVLink host link needs its links; without a generation (a driver
+    # that does not say) its limit is unknown, never guessed.
+    if link["type"] == "nvlink" and "bandwidth" not in link and "links" not in link:
+        raise SystemDataError(f"{where}.host_link: NVLink needs links (or a bandwidth)")
     if link["type"] == "nvlink-c2c" and "bandwidth" not in link:
         raise SystemDataError(f"{where}.host_link.bandwidth: required for an nvlink-c2c host link")
     _check_gpu_link(node, f"{where}.gpu_link")
@@ -131,9 +133,15 @@ def _check_node(node: dict[str, Any], where: str) -> None:
 
 def _check_gpu_link(node: dict[str, Any], where: str) -> None:
     link, count = node.get("gpu_link", {"type": "none"}), node["gpus"]["count"]
+    seen = set()
     for pair in link.get("pairs", []):
         if pair[0] == pair[1] or max(pair) >= count:
             raise SystemDataError(f"{where}.pairs: {pair} is not a pair of the node's {count} GPUs")
+        if tuple(sorted(pair)) in seen:
+            raise SystemDataError(f"{where}.pairs: {pair} is given twice")
+        seen.add(tuple(sorted(pair)))
+    if link["type"] == "nvswitch" and "links_per_peer" in link:
+        raise SystemDataError(f"{where}.links_per_peer: through NVSwitch a GPU's links reach every peer; give links_per_gpu")
     if link["type"] == "nvlink" and "pairs" in link and "links_per_peer" not in link:
         raise SystemDataError(f"{where}.links_per_peer: required with pairs (the links joining each pair)")
     if link["type"] == "nvswitch" and "pairs" in link:
@@ -181,7 +189,7 @@ def gpu_pairs(node: dict[str, Any]) -> list[tuple[int, int]]:
         return []
     if "pairs" in link:
         return sorted(tuple(sorted(pair)) for pair in link["pairs"])
-    if link["type"] == "nvlink" and "links_per_peer" not in link:
+    if link["type"] == "nvlink" and count > 2 and not {"links_per_peer", "bandwidth"} & link.keys():
         return []  # links to peers whose pairs are not known
     return [(a, b) for a in range(count) for b in range(a + 1, count)]
 
@@ -237,6 +245,8 @@ def peer_bandwidth(node: dict[str, Any], a: int = 0, b: int = 1) -> float | None
         return nvlink_bandwidth(link["generation"], link["links_per_gpu"])
     if link["type"] == "nvlink" and "links_per_peer" in link:
         return nvlink_bandwidth(link["generation"], link["links_per_peer"])
+    if link["type"] == "nvlink" and "links_per_gpu" in link and node["gpus"]["count"] == 2:
+        return nvlink_bandwidth(link["generation"], link["links_per_gpu"])  # every link to the one peer
     return None
 
 
@@ -249,6 +259,9 @@ def fabric_bandwidth(node: dict[str, Any]) -> float | None:
         return None
     if link["type"] == "pcie":
         return host_link_bandwidth(node)  # peers meet through the PCIe fabric
+    if "bandwidth" in link:  # one pair's: a GPU has it to each of its peers
+        peers = min(_peers(node, gpu) for gpu in range(count)) if link["type"] == "nvlink" else 1
+        return parse_quantity(link["bandwidth"]) * peers or None
     if "generation" not in link:
         return None
     links = [gpu_links_of(node, gpu) for gpu in range(count)]

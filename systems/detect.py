@@ -214,7 +214,10 @@ def _nvlinks(nvml, handle) -> tuple[int, int | None, dict[str, int] | None]:
 
 def _describe_nvlinks(node: dict[str, Any], first: dict[str, Any], count: int, notes: list[str]) -> None:
     """The GPU links (and an NVLink host link) from GPU 0's NVLink links."""
-    remotes = first["nvlink_remotes"] or {"gpu": first["nvlinks"]}  # unknown far ends: taken as peers
+    remotes = first["nvlink_remotes"]
+    if not remotes:
+        remotes = {"gpu": first["nvlinks"]}
+        notes.append("NVML does not say what each NVLink link leads to: all taken as links to peers")
     generation = {"generation": first["nvlink_version"]} if first["nvlink_version"] else {}
     if not first["nvlink_version"]:
         notes.append("NVLink generation unknown: NVML gave no version, so no NVLink limit")

@@ -76,8 +76,13 @@ class LsfNodesScheduler(LsfJobScheduler):
     A node is the unit LSF gives such a job, and jsrun places the tasks in
     it: ReFrame's per-slot affinity request (``-R "affinity[core(N)]"``) and
     exclusive flag (``-x``) do not belong in the script. OLCF's documented
-    scripts carry ``-P``, ``-J``, ``-o``, ``-e``, ``-W`` and ``-nnodes``."""
+    scripts carry ``-P``, ``-J``, ``-o``, ``-e``, ``-W`` and ``-nnodes``, which
+    this scheduler always writes (never ``-n``, a slot count)."""
 
     def emit_preamble(self, job):
-        dropped = (f'{self._prefix} -R "affinity[', f"{self._prefix} -x")
-        return [line for line in super().emit_preamble(job) if not line.startswith(dropped)]
+        dropped = (f'{self._prefix} -R "affinity[', f"{self._prefix} -x", f"{self._prefix} -n ")
+        lines = [line for line in super().emit_preamble(job) if not line.startswith(dropped)]
+        if not any(line.startswith(f"{self._prefix} -nnodes ") for line in lines):
+            # No per-node count: the tasks of one node (every check of the suite's).
+            lines.insert(3, f"{self._prefix} -nnodes 1")
+        return lines

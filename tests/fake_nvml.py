@@ -27,6 +27,7 @@ class FakeGpu:
     # NVML's device type at the far end of each active link (0 GPU, 1 IBM NPU,
     # 2 NVSwitch); None: the query is not supported.
     nvlink_remotes: list | None = None
+    nvlinks_down: tuple = ()  # links NVML reports inactive (a brick down)
     uuid: str = "GPU-0"
     persistence: int = 1
     ecc: tuple = (1, 1)
@@ -104,7 +105,7 @@ class FakeNvml:
     def nvmlDeviceGetNvLinkState(self, g, link):
         if not g.nvlinks:
             raise NVMLError("Not Supported")
-        return 1 if link < len(g.nvlinks) else 0
+        return 1 if link < len(g.nvlinks) and link not in g.nvlinks_down else 0
 
     def nvmlDeviceGetNvLinkVersion(self, g, link):
         return g.nvlinks[link]

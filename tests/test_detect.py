@@ -115,3 +115,21 @@ def test_configuration_builds_on_this_machine():
     local = config["systems"][-1]["partitions"][0]
     assert "detected" in local["features"]
     assert local["extras"]["speed_of_light"].keys() == {"host_link", "host_all_gpus", "gpu_peer", "gpu_fabric", "hbm"}
+
+
+def test_a_power9_node_whose_driver_gives_no_nvlink_version_still_configures():
+    # NVLink links to the CPU, but no version: the host link is NVLink with an
+    # unknown limit, and the configuration (which validates it) still builds.
+    gpus = [FakeGpu(name="Tesla V100-SXM2-16GB", cc=(7, 0), nvlinks=[0] * 6, nvlink_remotes=[1, 1, 0, 0, 0, 0],
+                    uuid=f"GPU-{i}") for i in range(6)]  # fmt: skip
+    found = _detect(FakeNvml(gpus), FakeCuda(1, 1))
+    assert found.node["host_link"] == {"type": "nvlink", "links": 2}
+    assert data.speed_of_light(found.node)["host_link"] is None
+    data._check_node(found.node, "detected")  # what rfm.detected_node() validates
+    assert any("NVLink generation unknown" in n for n in found.notes)
+
+
+def test_links_whose_far_end_nvml_cannot_name_are_taken_as_peers_with_a_note():
+    gpus = [FakeGpu(name="NVIDIA H200", nvlinks=[6] * 18, uuid=f"GPU-{i}") for i in range(2)]
+    found = _detect(FakeNvml(gpus))
+    assert any("does not say what each NVLink link leads to" in n for n in found.notes)

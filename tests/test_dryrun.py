@@ -195,6 +195,18 @@ def test_slurm_one_gpu_check_asks_for_its_gpu_and_binds_to_its_numa_node(slurm_s
     assert line.startswith(f"srun {gpus} --cpu-bind=map_ldom:{_NUMA0[system]} ")
 
 
+def test_a_check_driving_another_gpu_asks_for_it_and_binds_to_its_numa_node(tmp_path):
+    # GPU 3 of a DGX A100 sits on NUMA node 1: the job and the step get GPUs
+    # 0-3 (so that index 3 is the same GPU to the program) and the task the
+    # CPUs of node 1.
+    _reframe(tmp_path, "dgx-a100", "-n", "copy_latency", "-S", "copy_latency.device=3")
+    job = _script(tmp_path, "dgx-a100", "gpu", "cuda", "copy_latency", "rfm_job.sh")
+    assert "#SBATCH --gpus-per-node=4\n" in job
+    line = _launch_line(job)
+    assert line.startswith("srun --cpus-per-task=128 --gpus-per-node=4 --cpu-bind=map_ldom:1 ")
+    assert "--device 3 " in line and line.endswith("--numa-node 1")
+
+
 def test_slurm_health_asks_for_every_gpu_of_the_node(slurm_system):
     system, tmp = slurm_system
     count = data.load_all()[system]["partitions"][0]["node"]["gpus"]["count"]

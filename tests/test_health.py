@@ -139,7 +139,7 @@ def test_a_healthy_summit_node_passes(summit):
 
 def test_a_summit_gpu_with_one_brick_down_fails(summit):
     gpus = [_v100(i) for i in range(6)]
-    gpus[4] = _v100(4, nvlinks=[3] * 5, nvlink_remotes=[1, 1, 0, 0, 0])
+    gpus[4] = _v100(4, nvlinks_down=(3,))  # NVML: link 3 (to a peer) inactive
     assert _failures(evaluate(summit, _summit_readings(gpus))) == ["FAIL gpu4 nvlinks_up: expected 6, found 5"]
 
 

@@ -67,6 +67,11 @@ def test_whole_node_lsf_leaves_placement_to_jsrun():
     assert scheduler.emit_preamble(job) == [
         "#BSUB -J rfm_x", "#BSUB -o o", "#BSUB -e e", "#BSUB -nnodes 1", "#BSUB -W 10", "#BSUB -P ABC123",
     ]  # fmt: skip
+    # Without a per-node count ReFrame's LSF writes "-n <tasks>": whole nodes still.
+    job.num_tasks, job.num_tasks_per_node = 6, None
+    assert scheduler.emit_preamble(job)[3] == "#BSUB -nnodes 1"
+    job.num_tasks, job.num_tasks_per_node = 12, 6
+    assert "#BSUB -nnodes 2" in scheduler.emit_preamble(job)
 
 
 # --- placement from the system's data ---------------------------------------
@@ -80,11 +85,12 @@ def _node(system):
 
 
 def test_tasks_take_all_gpus_or_one_each():
-    assert gpus_of_tasks(0, 1) == [[]]
-    assert gpus_of_tasks(2, 1) == [[0, 1]]
-    assert gpus_of_tasks(6, 6) == [[0], [1], [2], [3], [4], [5]]
+    assert gpus_of_tasks([], 1) == [[]]
+    assert gpus_of_tasks([0, 1], 1) == [[0, 1]]
+    assert gpus_of_tasks([3], 1) == [[3]]  # a check driving GPU 3 alone
+    assert gpus_of_tasks(list(range(6)), 6) == [[0], [1], [2], [3], [4], [5]]
     with pytest.raises(ValueError, match="4 tasks cannot share 6 GPUs"):
-        gpus_of_tasks(6, 4)
+        gpus_of_tasks(list(range(6)), 4)
 
 
 def test_a_gpus_share_of_the_cores():

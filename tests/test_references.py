@@ -101,7 +101,9 @@ def above_the_limit(check, entries: list) -> list[str]:
         for label, node in _nodes_of(entry["where"]):
             for figure, (ref, _, _, unit) in entry["values"].items():
                 limit = check.limit_of(figure, entry.get("case", {}), node)
-                if limit and ref > limit:
+                if limit and unit != check.limit_unit:
+                    found.append(f"{label}: {check.__name__} {figure} in {unit}, its limit in {check.limit_unit}")
+                elif limit and ref > limit:
                     found.append(
                         f"{label}: {check.__name__} {entry.get('case', {})} {figure} {ref} {unit} > {limit:.4g}"
                     )
@@ -138,6 +140,13 @@ def test_the_seeds_ac922_figure_would_be_rejected_on_summit():
     # Data resident on the GPU is bounded by HBM instead: 900 GB/s, not the link.
     resident = {**on_summit, "case": {"memory": "managed"}, "values": {"steady_bw": [207.4, -0.05, 0.05, "GiB/s"]}}
     assert above_the_limit(um_bandwidth, [resident]) == []
+
+
+def test_a_reference_in_another_unit_than_its_limit_is_rejected():
+    from checks.um_bandwidth import um_bandwidth
+
+    entry = {"where": {"system": "ac922"}, "case": {"memory": "numa"}, "values": {"steady_bw": [60, -0.1, 0.1, "GB/s"]}}
+    assert above_the_limit(um_bandwidth, [entry]) == ["ac922:node: um_bandwidth steady_bw in GB/s, its limit in GiB/s"]
 
 
 def test_a_pair_figure_above_both_directions_of_its_link_is_rejected():

@@ -141,7 +141,7 @@ def test_partitions_name_declared_environments(tmp_path, systems):
 def test_nvlink_host_link_needs_its_links(tmp_path, systems):
     broken = copy.deepcopy(systems["summit"])
     del broken["partitions"][0]["node"]["host_link"]["links"]
-    with pytest.raises(SystemDataError, match=r"host_link: NVLink needs generation and links \(or a bandwidth\)"):
+    with pytest.raises(SystemDataError, match=r"host_link: NVLink needs links \(or a bandwidth\)"):
         load_file(_write(tmp_path, broken))
 
 
@@ -175,6 +175,8 @@ def test_a_declared_system_needs_its_node(tmp_path, systems):
 
 
 def test_spack_data_requires_each_systems_cuda_archs(systems):
+    from systems.rfm import DEFAULT_CUDA_ARCHS
+
     """`spack -e "$GPU_MEMPATHS_ROOT" install` concretizes as written: the
     GPU architectures come from the system's Spack data, and they are the
     ones its systems/<name>.yaml builds for."""
@@ -188,9 +190,16 @@ def test_spack_data_requires_each_systems_cuda_archs(systems):
         packages = yaml.safe_load(spack_file.read_text())["packages"]
         required = packages["gpu-mempaths"]["require"]
         (arch,) = [r.removeprefix("cuda_arch=") for r in required if r.startswith("cuda_arch=")]
+        spack_archs = tuple(int(a) for a in arch.split(","))
         archs = {part.get("cuda_archs") and tuple(part["cuda_archs"]) for part in system["partitions"]} - {None}
         if archs:
-            assert archs == {tuple(int(a) for a in arch.split(","))}, f"{spack_file}: cuda_arch={arch}, not {archs}"
+            assert archs == {spack_archs}, f"{spack_file}: cuda_arch={arch}, not {archs}"
+        else:  # described at run time: what a build covers by default
+            assert set(spack_archs) <= set(DEFAULT_CUDA_ARCHS), f"{spack_file}: cuda_arch={arch}"
+        # CUDA 13 no longer targets Volta (sm_70).
+        cuda = packages["cuda"]["externals"][0]["spec"]
+        if int(cuda.split("@")[1].split(".")[0]) >= 13:
+            assert 70 not in spack_archs, f"{spack_file}: sm_70 with {cuda}"
 
 
 def test_spacks_build_link_in_the_checkout_is_ignored():
@@ -215,3 +224,40 @@ def test_readme_gives_each_declared_systems_links_with_their_source(systems):
         stated = [float(x) for x in re.findall(r"([0-9.]+) GB/s", cells[1])]
         assert any(abs(x * 1e9 / host - 1) < 0.01 for x in stated), f"{name}: {cells[1]} is not {host / 1e9:g} GB/s"
         assert cells[-1], f"{name}: no source"
+
+
+def _with_gpu_link(systems, name, link, count=None):
+    node = copy.deepcopy(_node(systems, name))
+    node["gpu_link"] = link
+    if count:
+        node["gpus"]["count"], node["gpus"]["numa_affinity"] = count, [node["numa_nodes"][0]] * count
+    return node
+
+
+def test_a_declared_pair_bandwidth_is_used(systems):
+    node = _with_gpu_link(systems, "summit", {"type": "nvlink", "bandwidth": "50 GB/s"})
+    assert data.peer_bandwidth(node, 0, 5) == pytest.approx(50e9)  # every pair, at the declared rate
+    assert data.fabric_bandwidth(node) == pytest.approx(250e9)
+
+
+def test_two_gpus_with_links_per_gpu_are_one_joined_pair(systems):
+    node = _with_gpu_link(systems, "x86-pcie", {"type": "nvlink", "generation": 4, "links_per_gpu": 18})
+    assert data.gpu_pairs(node) == [(0, 1)]
+    assert data.peer_bandwidth(node) == pytest.approx(450e9)
+
+
+@pytest.mark.parametrize(
+    "link, message",
+    [
+        (
+            {"type": "nvlink", "generation": 2, "links_per_peer": 2, "pairs": [[0, 1], [1, 0]]},
+            r"\[1, 0\] is given twice",
+        ),
+        ({"type": "nvswitch", "generation": 3, "links_per_peer": 12}, r"links_per_peer: through NVSwitch"),
+    ],
+)
+def test_pairs_given_twice_and_per_peer_links_through_a_switch_are_rejected(tmp_path, systems, link, message):
+    broken = copy.deepcopy(systems["summit"])
+    broken["partitions"][0]["node"]["gpu_link"] = link
+    with pytest.raises(SystemDataError, match=message):
+        load_file(_write(tmp_path, broken))

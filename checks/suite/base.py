@@ -71,6 +71,9 @@ class NodeFacts(Placement):
     def node(self) -> dict:
         return self.current_partition.extras["node"]
 
+    #: The unit of the figures :meth:`limit_of` bounds (the references' unit).
+    limit_unit = ""
+
     @classmethod
     def limit_of(cls, figure: str, case: dict, node: dict) -> float | None:
         """The physical limit of a figure, in its own unit, on a node of the

@@ -21,15 +21,15 @@ from reframe.core.builtins import run_after, run_before
 from reframe.core.exceptions import ReframeError
 
 
-def gpus_of_tasks(gpus: int, tasks: int) -> list[list[int]]:
-    """The GPUs of each task: all `gpus` in one task, or one GPU per task."""
-    if gpus == 0:
+def gpus_of_tasks(devices: list[int], tasks: int) -> list[list[int]]:
+    """The GPUs each task drives: all `devices` in one task, or one each."""
+    if not devices:
         return [[] for _ in range(tasks)]
     if tasks == 1:
-        return [list(range(gpus))]
-    if tasks != gpus:
-        raise ValueError(f"{tasks} tasks cannot share {gpus} GPUs evenly: one task, or one per GPU")
-    return [[gpu] for gpu in range(gpus)]
+        return [list(devices)]
+    if tasks != len(devices):
+        raise ValueError(f"{tasks} tasks cannot share {len(devices)} GPUs evenly: one task, or one per GPU")
+    return [[gpu] for gpu in devices]
 
 
 def cores_of(node: dict, gpus: int) -> int:
@@ -63,14 +63,31 @@ def account_missing(extras: dict) -> str | None:
 
 
 class Placement(rfm.RegressionTestPlugin):
-    """The launcher's options from the check's GPUs and the system's data."""
+    """The launcher's options from the check's GPUs and the system's data.
+
+    A check says which GPUs it drives (:meth:`gpu_devices`, by default the
+    first ``num_gpus_per_node``) and whether its tasks reach each other's
+    GPUs (:attr:`tasks_share_gpus`); the launcher is set from that alone, so
+    no other hook needs to touch it."""
+
+    #: The tasks reach each other's GPUs (CUDA IPC between ranks): each task
+    #: sees every GPU of the job (jsrun: one resource set for all of them).
+    tasks_share_gpus = False
 
     @property
     def placement_node(self) -> dict:
         return self.current_partition.extras["node"]
 
-    def gpus_used(self) -> int:
-        return min(self.num_gpus_per_node or 0, self.placement_node["gpus"]["count"])
+    def gpu_devices(self) -> list[int]:
+        """The GPUs (CUDA indices, PCI bus order) the check's program drives."""
+        count = min(self.num_gpus_per_node or 0, self.placement_node["gpus"]["count"])
+        return list(range(count))
+
+    def gpus_requested(self) -> int:
+        """GPUs to ask the launcher for: through the highest one driven, so
+        that its index means the same GPU to the program."""
+        devices = self.gpu_devices()
+        return max(devices) + 1 if devices else 0
 
     @run_after("setup")
     def require_account(self):
@@ -84,19 +101,30 @@ class Placement(rfm.RegressionTestPlugin):
     def place_tasks(self):
         launcher, node = self.job.launcher, self.placement_node
         settings = dict(self.current_partition.extras.get("launcher_settings", {}))
-        tasks = gpus_of_tasks(self.gpus_used(), self.num_tasks_per_node or 1)
+        if self.gpus_requested():  # the job's GPUs too (#SBATCH --gpus-per-node, ...)
+            self.num_gpus_per_node = self.gpus_requested()
+        tasks_count = self.num_tasks_per_node or 1
+        tasks = gpus_of_tasks(self.gpu_devices(), tasks_count)
         if hasattr(type(launcher), "gpus_per_task"):  # the suite's jsrun
-            for name, value in settings.items():
-                if hasattr(type(launcher), name):
-                    setattr(launcher, name, value)
-            launcher.gpus_per_task = len(tasks[0])
-            launcher.cpus_per_task = self.num_cpus_per_task or max(1, cores_of(node, self.gpus_used()) // len(tasks))
-            return
-        if self.current_partition.launcher_type.registered_name != "srun":
-            return
+            self._place_jsrun(launcher, node, settings, tasks_count)
+        elif self.current_partition.launcher_type.registered_name == "srun":
+            self._place_srun(launcher, node, settings, tasks)
+
+    def _place_jsrun(self, launcher, node: dict, settings: dict, tasks: int) -> None:
+        for name in ("bind_policy", "smpiargs"):
+            if name in settings:
+                setattr(launcher, name, settings[name])
+        gpus = self.gpus_requested()
+        # Tasks that share their GPUs share one resource set; the others get one each.
+        launcher.tasks_per_rs = tasks if self.tasks_share_gpus else settings.get("tasks_per_rs", 1)
+        launcher.gpus_per_task = gpus // tasks if tasks > 1 else gpus
+        share = max(1, cores_of(node, gpus) // tasks)
+        launcher.cpus_per_task = self.num_cpus_per_task or settings.get("cpus_per_task") or share
+
+    def _place_srun(self, launcher, node: dict, settings: dict, tasks: list[list[int]]) -> None:
         resource = self.current_partition.extras.get("gpu_resource")
-        if resource and self.gpus_used():
-            launcher.options.append(resource.format(num_gpus_per_node=self.gpus_used()))
+        if resource and self.gpus_requested():
+            launcher.options.append(resource.format(num_gpus_per_node=self.gpus_requested()))
         numa = numa_of_tasks(node, tasks)
         if settings.get("cpu_bind") == "map_ldom" and numa is not None:
             launcher.options.append("--cpu-bind=map_ldom:" + ",".join(str(n) for n in numa))
