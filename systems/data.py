@@ -141,7 +141,9 @@ def _check_gpu_link(node: dict[str, Any], where: str) -> None:
             raise SystemDataError(f"{where}.pairs: {pair} is given twice")
         seen.add(tuple(sorted(pair)))
     if link["type"] == "nvswitch" and "links_per_peer" in link:
-        raise SystemDataError(f"{where}.links_per_peer: through NVSwitch a GPU's links reach every peer; give links_per_gpu")
+        raise SystemDataError(
+            f"{where}.links_per_peer: through NVSwitch a GPU's links reach every peer; give links_per_gpu"
+        )
     if link["type"] == "nvlink" and "pairs" in link and "links_per_peer" not in link:
         raise SystemDataError(f"{where}.links_per_peer: required with pairs (the links joining each pair)")
     if link["type"] == "nvswitch" and "pairs" in link:
