@@ -5,5 +5,5 @@
     python -m reports html [PERFLOGS...] -o reports/NAME        PNG figures and index.html
 
 See reports/load.py (the table), reports/compare.py (statistics) and
-reports/figures.py (figures).
+reports/figures/ (figures, one module per experiment), reports/accept.py (acceptance).
 """

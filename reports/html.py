@@ -77,7 +77,7 @@ def summary_table(frame: pd.DataFrame, test: str) -> pd.DataFrame:
 
 def latency_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Median latency (us) per method and direction at a few sizes, one row per set of runs and curve."""
-    from .figures import _group_keys
+    from .figures.common import _group_keys
 
     rows = []
     data = frame[frame["test"] == LATENCY_TEST]
@@ -114,7 +114,8 @@ def _medians(group: pd.DataFrame, index: list[str]) -> pd.DataFrame:
 
 def scan_table(frame: pd.DataFrame) -> pd.DataFrame:
     """The scan's summaries per mode and op (median over executions), one row per set of runs and case."""
-    from .figures import _SCAN_MODES, _SCAN_OPS, _group_keys
+    from .figures.common import _group_keys
+    from .figures.mem_scan import _SCAN_MODES, _SCAN_OPS
 
     rows = []
     data = frame[frame["test"] == SCAN_TEST]
@@ -149,7 +150,7 @@ def scan_table(frame: pd.DataFrame) -> pd.DataFrame:
 def pingpong_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per variant its time and bandwidth (median over executions) and the slowdown against the
     baseline of the same run."""
-    from .figures import _group_keys
+    from .figures.common import _group_keys
 
     rows = []
     data = frame[frame["test"] == PINGPONG_TEST]

@@ -4,7 +4,7 @@
 
 A measurement is only as good as the GPU it ran on. Before the program
 starts and after it ends, the watch reads each GPU's error counters
-(systems/detect.py's read_counters); while it runs, each GPU's clock event
+(systems/gpu_readings.py's read_counters); while it runs, each GPU's clock event
 reasons every `period` seconds. A fault is a PCIe replay or an uncorrected
 ECC error counted during the run, a row remapping or page retirement that
 became pending or failed, or a clock event reason other than idle (and the
@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 
-from .detect import _as_str, read_counters, visible_gpus
+from .gpu_readings import _as_str, read_counters, visible_gpus
 
 #: NVML's clock event reason bits, by the name the watch prints and --allow takes.
 CLOCK_EVENTS = {

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from checks.suite.references import matching_values
-from reports import nightly
+from reports import accept, nightly
 
 H100 = {"gpu_model": "NVIDIA H100 80GB HBM3", "host_link": "pcie gen5 x16", "gpu_count": "1"}
 
@@ -25,25 +25,25 @@ def _samples(test, case, figure, unit, runs: list[list[float]], **facts) -> list
 def test_tolerance_covers_the_spread_between_runs_and_within_them():
     # Three runs whose medians differ by 2%: four robust standard deviations of them.
     runs = [np.array([100.0, 100.1, 99.9]), np.array([102.0, 102.1, 101.9]), np.array([98.0, 98.1, 97.9])]
-    ref, spread = nightly.tolerance(runs, minimum=0.03, better="higher")
+    ref, spread = accept.tolerance(runs, minimum=0.03, better="higher")
     assert ref == pytest.approx(100.0) and spread == pytest.approx(4 * 1.4826 * 0.02, rel=1e-3)
     # Quiet runs: the minimum.
     quiet = [np.array([50.0, 50.01, 49.99])] * 3
-    assert nightly.tolerance(quiet, minimum=0.03, better="higher") == (pytest.approx(50.0), 0.03)
+    assert accept.tolerance(quiet, minimum=0.03, better="higher") == (pytest.approx(50.0), 0.03)
     # Noisy samples within each run: three robust standard deviations of them.
     noisy = [np.array([9.0, 9.5, 10.0, 10.5, 11.0])] * 3  # MAD 0.5, median 10
-    assert nightly.tolerance(noisy, 0.03, "higher")[1] == pytest.approx(3 * 1.4826 * 0.05)
+    assert accept.tolerance(noisy, 0.03, "higher")[1] == pytest.approx(3 * 1.4826 * 0.05)
     wild = [np.array([1.0, 3.0, 5.0]), np.array([2.0, 6.0, 9.0]), np.array([0.5, 1.0, 9.0])]
-    assert nightly.tolerance(wild, 0.03, "higher")[1] == nightly.MAX_RATE_TOLERANCE  # a rate's bound stays above 0
-    assert nightly.tolerance(wild, 0.03, "lower")[1] > 1.0  # a time may take several times longer
+    assert accept.tolerance(wild, 0.03, "higher")[1] == accept.MAX_RATE_TOLERANCE  # a rate's bound stays above 0
+    assert accept.tolerance(wild, 0.03, "lower")[1] > 1.0  # a time may take several times longer
 
 
 def test_one_odd_run_among_three_does_not_blind_a_figure():
     # A copy engine at 30 GiB/s in one of three runs (it happened): the other two set the tolerance.
     runs = [np.array([51.3] * 5), np.array([30.5, 24.3, 29.6, 30.1, 30.0]), np.array([51.2] * 5)]
-    ref, spread = nightly.tolerance(runs, minimum=0.06, better="higher")
+    ref, spread = accept.tolerance(runs, minimum=0.06, better="higher")
     assert ref == pytest.approx(51.2) and spread < 0.1
-    assert nightly.outside(ref, spread, "higher", 30.1) and not nightly.outside(ref, spread, "higher", 51.0)
+    assert accept.outside(ref, spread, "higher", 30.1) and not accept.outside(ref, spread, "higher", 51.0)
 
 
 def test_accepted_runs_become_one_entry_per_case_and_node(tmp_path):
@@ -52,7 +52,7 @@ def test_accepted_runs_become_one_entry_per_case_and_node(tmp_path):
     rows += _samples("um_bandwidth", "memory=pinned op=read size=1G", "steady_bw", "GiB/s",
                      [[40.0] * 3] * 3, gpu_count="2", gpu_model="NVIDIA H200")  # fmt: skip
     rows += _samples("copy_latency", "device=0", "lat_us_pinned_h2d_8", "us", [[7.0, 7.01, 6.99]] * 3)
-    entries, warnings = nightly.reference_entries(pd.DataFrame(rows), minimum=0.03, detected=True)
+    entries, warnings = accept.reference_entries(pd.DataFrame(rows), minimum=0.03, detected=True)
     assert warnings == []
     um = {e["where"]["gpu_model"]: e for e in entries["um_bandwidth"]}
     assert um["NVIDIA H100 80GB HBM3"]["where"] == {"gpu_model": "NVIDIA H100 80GB HBM3", "host_link": "pcie gen5 x16",
@@ -68,7 +68,7 @@ def test_accepted_runs_become_one_entry_per_case_and_node(tmp_path):
 def test_a_declared_system_keeps_its_name_and_partition(tmp_path):
     rows = _samples("host_bandwidth", "buffer_size=1G", "read_bw_node0", "GiB/s", [[60.0] * 3] * 3,
                     system="summit", partition="batch")  # fmt: skip
-    entries, _ = nightly.reference_entries(pd.DataFrame(rows), 0.03, detected=False)
+    entries, _ = accept.reference_entries(pd.DataFrame(rows), 0.03, detected=False)
     [entry] = entries["host_bandwidth"]
     assert entry["where"] == {"system": "summit", "partition": "batch"}
 
@@ -77,7 +77,7 @@ def test_a_case_in_too_few_runs_gets_no_reference_and_an_odd_run_is_named():
     rows = _samples("host_bandwidth", "buffer_size=1G", "read_bw_node0", "GiB/s", [[68.0, 68.1, 67.9]] * 2)
     rows += _samples("um_bandwidth", "memory=pinned", "copy_engine_bw", "GiB/s",
                      [[51.3] * 3, [30.2, 30.5, 30.1], [51.2] * 3])  # fmt: skip
-    entries, warnings = nightly.reference_entries(pd.DataFrame(rows), 0.06, True)
+    entries, warnings = accept.reference_entries(pd.DataFrame(rows), 0.06, True)
     assert "host_bandwidth" not in entries  # two runs of three: its figures stay unjudged
     assert warnings[0].startswith("host_bandwidth buffer_size=1G on NVIDIA H100 80GB HBM3: in 2 of the runs")
     assert "copy_engine_bw: accepted run 2 (30.2 GiB/s) is outside the tolerance the runs give" in warnings[1]
@@ -86,7 +86,7 @@ def test_a_case_in_too_few_runs_gets_no_reference_and_an_odd_run_is_named():
 def test_history_leaves_out_the_runs_that_failed_their_checks():
     frame = pd.DataFrame({"system": ["local"] * 3, "result": ["pass", "fail", None], "time": pd.to_datetime(
         ["2026-11-20T01:00", "2026-11-20T02:00", "2026-11-20T03:00"], utc=True)})  # fmt: skip
-    history = nightly.history_of(frame, [{"start": "2026-11-21T00:00", "end": "2026-11-21T01:00"}], "local")
+    history = accept.history_of(frame, [{"start": "2026-11-21T00:00", "end": "2026-11-21T01:00"}], "local")
     assert list(history["time"].dt.hour) == [1, 3]  # the failed run (a fault) does not widen tolerances
 
 
@@ -96,7 +96,7 @@ def test_written_references_keep_the_header_and_replace_the_last_acceptance(tmp_
     }
     (tmp_path / "X.yaml").write_text("# hand-written header\n- where: {system: summit}\n  values: {}\n")
     for _ in range(2):  # accepting again replaces the section, it does not pile up
-        nightly.write_references(entries, "the runs A, B, C", tmp_path)
+        accept.write_references(entries, "the runs A, B, C", tmp_path)
     text = (tmp_path / "X.yaml").read_text()
     assert text.startswith("# hand-written header") and text.count("# --- written by ./suite accept") == 1
     values = matching_values(yaml.safe_load(text), {"gpu_model": "G"}, {"op": "read", "size": "1G"})
@@ -105,7 +105,7 @@ def test_written_references_keep_the_header_and_replace_the_last_acceptance(tmp_
 
 def test_an_empty_reference_list_takes_entries(tmp_path):
     (tmp_path / "X.yaml").write_text("# header\n[]\n# template: - where: ...\n")
-    nightly.write_references(
+    accept.write_references(
         {"X": [{"where": {"system": "a"}, "values": {"bw": [1.0, -0.1, None, "GB/s"]}}]}, "s", tmp_path
     )
     assert yaml.safe_load((tmp_path / "X.yaml").read_text()) == [
@@ -186,7 +186,7 @@ def test_references_need_three_runs(tmp_path, monkeypatch, capsys):
         (run / "run.json").write_text(json.dumps({"stamp": stamp, "start": stamp, "end": stamp, "checks": "pass",
                                                   "health": "pass"}))  # fmt: skip
     args = nightly.parser().parse_args(["accept", "2026-11-20T03:00:00", "2026-11-21T03:00:00", "--write-references"])
-    assert nightly.accept(args) == 3  # nothing judged, not "moved"
+    assert accept.accept(args) == 3  # nothing judged, not "moved"
     assert "at least 3 runs on separately started nodes, 2 given" in capsys.readouterr().err
 
 
@@ -205,10 +205,10 @@ def test_earlier_runs_of_a_case_widen_its_tolerance(tmp_path):
     ).astype({"sample": "Int64"})  # fmt: skip
     rows = _samples("copy_latency", "device=0", "lat_us_pinned_h2d_8", "us", [[7.0, 7.01, 6.99]] * 3)
     samples = pd.DataFrame(rows)
-    entries, _ = nightly.reference_entries(samples, 0.03, True)
+    entries, _ = accept.reference_entries(samples, 0.03, True)
     [alone] = entries["copy_latency"]
     assert alone["values"]["lat_us_pinned_h2d_8"][2] == 0.03
-    entries, _ = nightly.reference_entries(samples, 0.03, True, history=history)
+    entries, _ = accept.reference_entries(samples, 0.03, True, history=history)
     [widened] = entries["copy_latency"]
     # 8.5, 8.9, 8.6 and 8.7 us on four earlier nodes against 7.0 on three accepted ones: four
     # robust standard deviations of the seven (device=1's 99 us is another case).

@@ -86,6 +86,11 @@ class NodeFacts(Placement):
     def figure_limit(self, figure: str) -> float | None:
         return self.limit_of(figure, self.case_items(), self.node)
 
+    def gpu_numa_node(self, device: int = 0) -> int:
+        """The NUMA node of a GPU (the first NUMA node where affinity is unknown)."""
+        affinity = self.node["gpus"].get("numa_affinity") or [self.node["numa_nodes"][0]]
+        return affinity[min(device, len(affinity) - 1)]
+
     def node_facts(self) -> dict:
         values = {
             "system": self.current_system.name,
@@ -217,11 +222,6 @@ class GpuCheck(SuiteCheck):
         extras = self.current_partition.extras
         reasons = "; ".join(extras.get("detection_notes", [])) or "the partition declares no GPU"
         self.skip_if(extras["node"]["gpus"]["count"] == 0, f"no GPU on {self.current_partition.fullname}: {reasons}")
-
-    def gpu_numa_node(self, device: int = 0) -> int:
-        """The NUMA node of a GPU (the first NUMA node where affinity is unknown)."""
-        affinity = self.node["gpus"].get("numa_affinity") or [self.node["numa_nodes"][0]]
-        return affinity[min(device, len(affinity) - 1)]
 
 
 class MultiGpuCheck(GpuCheck):

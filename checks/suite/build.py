@@ -6,6 +6,8 @@ src/ with CMake directly. Either way the programs end up in <stage>/bin.
 """
 
 import os
+import shlex
+import shutil
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -88,4 +90,94 @@ class SuiteBuild(rfm.CompileOnlyRegressionTest):
         return sn.all(
             sn.assert_true(os.path.isfile(os.path.join(self.stagedir, "bin", p)), msg=f"{p} was not built")
             for p in self.programs()
+        )
+
+
+# --------------------------------------------------- GDRCopy's installation --
+
+
+def gdrcopy_source(partition, environ) -> tuple:
+    """Where this partition and environment take GDRCopy's tests from:
+    ('prefix', <installation>) from the system's data, or on a detected node
+    from PATH; ('spack', '') in Spack environments; ('none', <why not>)."""
+    prefix = partition.extras.get("gdrcopy_prefix")
+    if prefix:
+        return "prefix", prefix
+    if "spack" in environ.features:
+        return "spack", ""
+    if partition.extras.get("detected"):
+        for name in ("gdrcopy_copylat", "copylat"):
+            found = shutil.which(name)
+            if found:
+                return "prefix", os.path.dirname(os.path.dirname(os.path.realpath(found)))
+    system = partition.fullname.split(":")[0]
+    return "none", (
+        f"no GDRCopy installation for {partition.fullname}+{environ.name}: name one with gdrcopy_prefix in "
+        f"systems/{system}.yaml, or use an environment with the 'spack' feature"
+    )
+
+
+def gdrdrv_absent(partition) -> str | None:
+    """Why GDRCopy cannot run on this partition, or None when it can."""
+    if partition.extras["node"]["gpus"]["count"] == 0:
+        why = "; ".join(partition.extras.get("detection_notes", [])) or "the partition declares no GPU"
+        return f"no GPU on {partition.fullname}: {why}"
+    if "gdrdrv" not in partition.features:
+        how = "/dev/gdrdrv is absent" if partition.extras.get("detected") else "the system's data says gdrdrv: false"
+        return f"no gdrdrv on {partition.fullname} ({how}): GDRCopy maps GPU memory through that kernel module"
+    return None
+
+
+class GdrCopyBuild(rfm.CompileOnlyRegressionTest):
+    """GDRCopy's library and tests from Spack's gdrcopy package, for Spack
+    environments of partitions with gdrdrv and no installation named in the
+    system's data. Anywhere else there is nothing to build: the build script
+    only says where GDRCopy comes from, or why it is not needed."""
+
+    descr = "GDRCopy's library and tests (Spack's gdrcopy), where the checks need them"
+    build_system = "Spack"
+    sourcesdir = None
+    maintainers = ["gpu-mempaths"]
+    tags = {"build", "gdrcopy"}
+
+    #: The spec to install, e.g. 'gdrcopy@2.4.4' to choose the version.
+    spec = variable(str, value="gdrcopy")
+
+    @property
+    def builds(self) -> bool:
+        kind, _ = gdrcopy_source(self.current_partition, self.current_environ)
+        return kind == "spack" and gdrdrv_absent(self.current_partition) is None
+
+    def prefix(self) -> str | None:
+        """GDRCopy's installation for the checks, or None where there is none."""
+        kind, where = gdrcopy_source(self.current_partition, self.current_environ)
+        if kind == "prefix":
+            return where
+        return os.path.join(self.stagedir, "gdrcopy") if kind == "spack" else None
+
+    @run_before("compile")
+    def configure_build(self):
+        if not self.builds:
+            kind, where = gdrcopy_source(self.current_partition, self.current_environ)
+            why = gdrdrv_absent(self.current_partition) or (
+                f"GDRCopy from {where} (the system's data)" if kind == "prefix" else where
+            )
+            self.build_system = "CustomBuild"
+            self.build_system.commands = [f"echo {shlex.quote('nothing to build: ' + why)}"]
+            return
+        self.build_system.env_create_opts = [os.path.join(REPO, "spack", "gdrcopy.yaml")]
+        self.build_system.specs = [self.spec]
+        self.build_system.install_opts = ["--fail-fast"]
+        self.env_vars["GPU_MEMPATHS_ROOT"] = REPO
+        self.env_vars["GPU_MEMPATHS_SYSTEM"] = self.current_system.name
+        self.postbuild_cmds = ['ln -sfn "$(spack -e rfm_spack_env location -i gdrcopy)" gdrcopy']
+
+    @sanity_function
+    def validate_build(self):
+        if not self.builds:
+            return sn.assert_true(True)
+        bindir = os.path.join(self.stagedir, "gdrcopy", "bin")
+        return sn.assert_true(
+            any(os.path.isfile(os.path.join(bindir, n)) for n in ("gdrcopy_sanity", "sanity")),
+            msg=f"no GDRCopy tests in {bindir}",
         )

@@ -58,6 +58,20 @@ def numa_of_tasks(node: dict, tasks: list[list[int]]) -> list[int] | None:
     return found
 
 
+def remote_numa_node(node: dict, local: int) -> int:
+    """A NUMA node away from `local`: on another socket where the node has
+    several (the seed's -N 1 for a GPU behind socket 0), else the next one."""
+    nodes = node["numa_nodes"]
+    others = [n for n in nodes if n != local]
+    sockets = node["cpu"]["sockets"]
+    if sockets > 1 and len(nodes) % sockets == 0 and local in nodes:
+        per_socket = len(nodes) // sockets
+        far = [n for n in others if nodes.index(n) // per_socket != nodes.index(local) // per_socket]
+        if far:
+            return far[0]
+    return others[0]
+
+
 def account_missing(extras: dict) -> str | None:
     return extras.get("account_missing")
 

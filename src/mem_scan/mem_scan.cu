@@ -39,14 +39,13 @@
 #include <cuda.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "spawn.hpp"
 #include "suite.hpp"
 
-extern char **environ;
 
 namespace {
 
@@ -1010,20 +1009,15 @@ int spawn_ranks(int argc, char **argv, int nranks) {
         a.push_back(std::to_string(nranks));
         a.push_back("--run-id");
         a.push_back(run);
-        std::vector<char *> cargv;
-        for (auto &s : a) cargv.push_back(&s[0]);
-        cargv.push_back(nullptr);
-        pid_t pid = 0;
-        const int err = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, cargv.data(), environ);
-        if (err) suite::die("cannot start rank %d: %s", r, std::strerror(err));
-        pids.push_back(pid);
+        const std::string what = "rank " + std::to_string(r);
+        pids.push_back(suite::spawn_self(a, suite::environment_without(), what.c_str()));
     }
     int failed = 0;
     for (std::size_t left = pids.size(); left > 0; --left) {
         int status = 0;
         const pid_t pid = wait(&status);
         if (pid < 0) suite::die("wait: %s", std::strerror(errno));
-        if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !failed) {
+        if (!suite::exited_ok(status) && !failed) {
             failed = 1;
             std::fprintf(stderr, "error: a multiprocess rank (pid %d) failed; stopping the others\n", pid);
             for (pid_t p : pids)

@@ -24,12 +24,10 @@
 #include <string>
 #include <vector>
 
-#include <spawn.h>
-#include <sys/wait.h>
 
+#include "spawn.hpp"
 #include "suite.hpp"
 
-extern char **environ;
 
 namespace {
 
@@ -164,22 +162,12 @@ void run_under_nvbit(int argc, char **argv, const Config &c) {
     if (c.nvbit_tool.empty()) suite::die("the nvbit variant needs --nvbit-tool (the NVBit tool's .so)");
     std::vector<std::string> args(argv, argv + argc);
     for (const char *s : {"--variants", "baseline", "--label", "nvbit", "--nvbit-tool", ""}) args.push_back(s);
-    std::vector<std::string> env;
-    for (char **e = environ; *e; ++e)
-        if (std::string(*e).rfind("LD_PRELOAD=", 0) != 0) env.push_back(*e);
+    std::vector<std::string> env = suite::environment_without("LD_PRELOAD=");
     env.push_back("LD_PRELOAD=" + c.nvbit_tool);
-    std::vector<char *> cargv, cenv;
-    for (auto &s : args) cargv.push_back(&s[0]);
-    for (auto &s : env) cenv.push_back(&s[0]);
-    cargv.push_back(nullptr);
-    cenv.push_back(nullptr);
-    std::fflush(stdout);
-    pid_t pid = 0;
-    const int err = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, cargv.data(), cenv.data());
-    if (err) suite::die("cannot start the NVBit run: %s", std::strerror(err));
+    const pid_t pid = suite::spawn_self(args, env, "the NVBit run");
     int status = 0;
     if (waitpid(pid, &status, 0) < 0) suite::die("waitpid: %s", std::strerror(errno));
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) suite::die("the run under NVBit (%s) failed", c.nvbit_tool.c_str());
+    if (!suite::exited_ok(status)) suite::die("the run under NVBit (%s) failed", c.nvbit_tool.c_str());
 }
 
 }  // namespace

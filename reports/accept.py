@@ -1,0 +1,283 @@
+"""The acceptance of nightly runs as the baseline, and earlier runs judged
+again against the references as they are now (rejudge).
+
+    ./suite accept STAMP [STAMP ...] [--system NAME] [--write-references] [--min-tolerance PCT]
+
+`accept` makes one or more runs the system's baseline
+(perflogs/<system>/accepted.json: the runs, and the node facts their health
+checks recorded) and, with --write-references, writes references from them
+into systems/references/<Check>.yaml: per case and headline figure the
+median of the runs and a tolerance from their spread, which needs at least
+three runs on separately started nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from checks.suite.keys import CASE_KEY, NODE_FACTS, direction, format_case, parse_case
+from checks.suite.references import load_entries, matching_values, same_value
+from systems import data
+
+from . import cli, gate
+from .load import load
+from .nightly import (
+    _MEANING,
+    PERFLOGS,
+    REFERENCES,
+    REPO,
+    UNJUDGED,
+    accepted_file,
+    find_run,
+    now,
+    read_accepted,
+    run_rows,
+    selected_system,
+)
+
+#: Runs on separately started nodes that tolerances are taken from, at least.
+MIN_RUNS = 3
+#: A tolerance covers this many standard deviations of the runs' medians
+#: between nodes, and of the samples within a run (robust: from the MAD).
+BETWEEN_RUNS_SIGMAS = 4.0
+WITHIN_RUN_SIGMAS = 3.0
+#: A rate's lower bound stays above a tenth of its reference.
+MAX_RATE_TOLERANCE = 0.9
+
+
+def node_facts_of(outdirs: list[Path]) -> dict:
+    """Per partition, the node facts the runs' health checks recorded; runs that disagree are named."""
+    facts: dict = {}
+    for outdir in outdirs:
+        for path in sorted(outdir.glob("node-*.json")):
+            record = json.loads(path.read_text())
+            partition, host = record.pop("partition"), record.pop("host")
+            if partition in facts and facts[partition] != record:
+                print(f"accept: warning: {path} ({host}) differs from the first node of {partition}", file=sys.stderr)
+            facts.setdefault(partition, record)
+    return facts
+
+
+def robust_relative_sd(values, center: float | None = None) -> float:
+    """The standard deviation of `values` relative to `center` (their median
+    by default), from their median absolute deviation about it."""
+    values = np.asarray(values, dtype=float)
+    center = float(np.median(values)) if center is None else center
+    return 1.4826 * float(np.median(np.abs(values / center - 1))) if center else 0.0
+
+
+def tolerance(runs: list[np.ndarray], minimum: float, better: str, history: list[float] = ()) -> tuple[float, float]:
+    """A figure's reference (the median of the accepted runs' medians) and
+    tolerance: the larger of `minimum`, BETWEEN_RUNS_SIGMAS times the spread
+    of the runs' medians about the reference (the accepted runs', and the
+    values of earlier runs on other nodes in `history`), and
+    WITHIN_RUN_SIGMAS times the samples'. Both spreads are robust standard
+    deviations (1.4826 times the median absolute deviation), so that one odd
+    run among a few does not widen a tolerance until nothing fails it."""
+    medians = [float(np.median(r)) for r in runs]
+    ref = statistics.median(medians)
+    between = robust_relative_sd([*medians, *history], center=ref)
+    within = statistics.median(robust_relative_sd(r) for r in runs)
+    spread = max(minimum, BETWEEN_RUNS_SIGMAS * between, WITHIN_RUN_SIGMAS * within)
+    return ref, min(spread, MAX_RATE_TOLERANCE) if better == "higher" else spread
+
+
+def outside(ref: float, spread: float, better: str, value: float) -> bool:
+    """Whether a value fails a reference [ref, -spread, -] (rates) or [ref, -, +spread] (times)."""
+    return value < ref * (1 - spread) if better == "higher" else value > ref * (1 + spread)
+
+
+def case_rows(frame: pd.DataFrame, test: str, items: dict, facts: dict, environ: str) -> pd.DataFrame:
+    """The figure values (no samples) `frame` holds of one case on one kind of
+    node: by the case field where a record carries one, else by the parameters
+    and variables it logged (records older than the case field)."""
+    rows = frame[(frame["test"] == test) & frame["sample"].isna() & (frame["environ"] == environ)]
+    for name, value in facts.items():
+        if name == "gpu_count":  # older records may not say
+            rows = rows[(rows[name] == str(value)) | (rows[name] == "")]
+        else:
+            rows = rows[rows[name] == value]
+    logged = rows["case_logged"] & (rows["case"] == format_case(items))
+    older = ~rows["case_logged"]
+    for name, value in items.items():
+        column = name if name in rows.columns else f"param_{name}"
+        older &= rows[column].map(lambda v, value=value: same_value(v, value)) if column in rows.columns else False
+    return rows[logged | older]
+
+
+def history_of(frame: pd.DataFrame, runs: list[dict], system: str) -> pd.DataFrame:
+    """The system's records outside the accepted runs that passed their
+    checks: runs on other nodes, earlier, not the runs that failed (a fault
+    injected, a node that was sick) whose figures would widen tolerances."""
+    passed = frame["result"].fillna("pass") == "pass"
+    return frame[(frame["system"] == system) & ~run_rows(frame, system, runs) & passed]
+
+
+def _where(row: pd.Series, detected: bool) -> dict:
+    # Machines described at run time are matched by what they are, not by name.
+    if not detected:
+        return {"system": row["system"], "partition": row["partition"]}
+    where = {"gpu_model": row["gpu_model"], "host_link": row["host_link"]}
+    if str(row.get("gpu_count", "")).isdigit():
+        where["gpu_count"] = int(row["gpu_count"])
+    return where
+
+
+def reference_entries(
+    samples: pd.DataFrame,
+    minimum: float,
+    detected: bool,
+    history: pd.DataFrame | None = None,
+    required_runs: int = MIN_RUNS,
+) -> tuple[dict[str, list], list[str]]:
+    """Per check, one entry per case and kind of node: each headline figure's
+    reference and tolerance from the runs (samples: the runs' sample rows,
+    with a 'run' column) and, where `history` (load.py's table) holds runs of
+    the same case on the same kind of node, from their spread too; and the
+    warnings: a case seen in fewer than `required_runs` runs gets no reference
+    (its figures stay unjudged), an accepted run outside a figure's tolerance
+    is named."""
+    entries: dict[str, list] = {}
+    warnings: list[str] = []
+    keys = [k for k in CASE_KEY if k in samples.columns]
+    for _, case in samples.groupby([samples[k].fillna("").astype(str) for k in keys]):
+        first = case.iloc[0]
+        facts = {k: first.get(k) for k in NODE_FACTS}
+        items = parse_case(first["case"])
+        what = f"{first['test']} {first['case']} on {first['gpu_model']}"
+        if case["run"].nunique() < required_runs:
+            warnings.append(f"{what}: in {case['run'].nunique()} of the runs, {required_runs} needed: no reference")
+            continue
+        earlier = case_rows(history, first["test"], items, facts, first["environ"]) if history is not None else None
+        values = {}
+        for (figure, unit), rows in case.groupby(["figure", "unit"]):
+            better = direction(unit)
+            if better is None:
+                continue
+            runs = {run: g["value"].to_numpy(float) for run, g in rows.groupby("run")}
+            # One value per earlier run of the case: its jobs' figure, by completion time.
+            past = [] if earlier is None else earlier[earlier["figure"] == figure].groupby("time")["value"].median()
+            ref, spread = tolerance(list(runs.values()), minimum, better, [float(v) for v in past])
+            for run, values_of_run in runs.items():
+                median = float(np.median(values_of_run))
+                if outside(ref, spread, better, median):
+                    warnings.append(f"{what} {figure}: accepted run {run + 1} ({median:.4g} {unit}) is outside "
+                                    f"the tolerance the runs give ({ref:.4g} {unit}, {spread:.0%})")  # fmt: skip
+            bound = round(spread, 4)
+            values[figure] = (
+                [round(ref, 6), -bound, None, unit] if better == "higher" else [round(ref, 6), None, bound, unit]
+            )
+        if values:
+            entries.setdefault(first["test"], []).append(
+                {"where": _where(first, detected), "case": items, "values": values}
+            )
+    return entries, warnings
+
+
+def write_references(entries: dict[str, list], note: str, directory: Path = REFERENCES) -> list[Path]:
+    """Append (or replace) the acceptance's section in each check's file."""
+    marker = "# --- written by ./suite accept"
+    written = []
+    for test, items in entries.items():
+        path = directory / f"{test}.yaml"
+        text = path.read_text() if path.exists() else f"# References of {test}.\n"
+        # An empty list written as '[]' cannot be followed by entries.
+        kept = [line for line in text.split(marker)[0].rstrip().splitlines() if line.strip() != "[]"]
+        body = yaml.safe_dump(items, sort_keys=False, default_flow_style=None, width=120)
+        text = "\n".join(kept) + f"\n\n{marker} from {note} (later entries refine earlier ones)\n{body}"
+        yaml.safe_load(text)  # never leave a file the checks cannot read
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
+def accepted_samples(frame: pd.DataFrame, system: str, runs: list[dict]) -> pd.DataFrame:
+    """The sample rows of the runs, each with the index of its run."""
+    parts = []
+    for i, run in enumerate(runs):
+        rows = frame[run_rows(frame, system, [run]) & frame["sample"].notna()]
+        parts.append(rows.assign(run=i))
+    return pd.concat(parts, ignore_index=True) if parts else frame.iloc[0:0]
+
+
+def accept(args) -> int:
+    system = selected_system(args.system)
+    found = [find_run(system, stamp) for stamp in args.stamps]
+    runs = [run for _, run in found]
+    for run in runs:
+        if run.get("checks") != "pass" or run.get("health") != "pass":
+            print(
+                f"accept: warning: run {run['stamp']} did not pass all its checks; accepting it anyway", file=sys.stderr
+            )
+    if args.write_references and len(runs) < MIN_RUNS and args.min_tolerance is None:
+        print(f"accept: references need the spread of at least {MIN_RUNS} runs on separately started nodes, "
+              f"{len(runs)} given; give more stamps, or a tolerance with --min-tolerance", file=sys.stderr)  # fmt: skip
+        return UNJUDGED
+    record = {"system": system, "accepted": now(), "runs": runs, "node": node_facts_of([o for o, _ in found])}
+    target = accepted_file(system)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"accept: {', '.join(args.stamps)} now the baseline of {system} ({target.relative_to(REPO)})")
+    if not record["node"]:
+        print("accept: warning: the runs recorded no node facts: health on this system judges nothing", file=sys.stderr)
+    if args.write_references:
+        minimum = (args.min_tolerance if args.min_tolerance is not None else 3.0) / 100
+        detected = bool(data.load_all()[system].get("detect"))
+        frame = load([PERFLOGS / system], warn=None).frame
+        samples, history = accepted_samples(frame, system, runs), history_of(frame, runs, system)
+        entries, warnings = reference_entries(samples, minimum, detected, history, min(MIN_RUNS, len(runs)))
+        for line in warnings:
+            print(f"accept: warning: {line}", file=sys.stderr)
+        note = f"the runs {', '.join(args.stamps)}"
+        for path in write_references(entries, note):
+            print(f"accept: references written to {path.relative_to(REPO)}")
+    return 0
+
+
+def with_current_thresholds(frame: pd.DataFrame, rows: pd.Series) -> pd.DataFrame:
+    """`frame` with the thresholds of the chosen figure rows taken from the
+    references as they are now, instead of those logged when the run ran."""
+    frame = frame.copy()
+    entries: dict = {}
+    for index in frame.index[rows & frame["sample"].isna()]:
+        row = frame.loc[index]
+        if row["test"] not in entries:
+            entries[row["test"]] = load_entries(row["test"])
+        facts = {k: row[k] for k in NODE_FACTS}
+        value = matching_values(entries[row["test"]], facts, parse_case(row["case"])).get(row["figure"])
+        lower, upper = (value[1], value[2]) if value else (None, None)
+        frame.loc[index, ["lower_thres", "upper_thres"]] = [np.nan if lower is None else lower,
+                                                             np.nan if upper is None else upper]  # fmt: skip
+    return frame
+
+
+def rejudge(args) -> int:
+    """The gate's verdict on earlier runs against the accepted baseline and the
+    references as they are now: what a change of references or of the gate
+    would have said of them (rejudged.csv beside each run's compare.csv)."""
+    system = selected_system(args.system)
+    accepted = read_accepted(system)
+    if accepted is None:
+        print(f"rejudge: no accepted run for {system}", file=sys.stderr)
+        return UNJUDGED
+    frame = load([PERFLOGS / system], warn=None).frame
+    base, worst = run_rows(frame, system, accepted["runs"]), 0
+    for stamp in args.stamps:
+        outdir, run = find_run(system, stamp)
+        new = run_rows(frame, system, [run])
+        result = gate.judge(with_current_thresholds(frame, new), base, new, args.alpha)
+        result.to_csv(outdir / "rejudged.csv", index=False)
+        status = cli.verdict_status(result, allow_unjudged=False)
+        print(f"rejudge: {stamp}: {gate.summary_line(result)}; exit {status} ({_MEANING[status]})")
+        for row in result[result["verdict"] == "regression"].itertuples():
+            change = f"{row.change_pct:+.1f}% (threshold {row.threshold_pct:.1f}%)"
+            print(f"  REGRESSION {row.test} {row.case} {row.figure}: {change}")
+        worst = max(worst, status)
+    return worst

@@ -1,0 +1,141 @@
+"""What every figure shares: its record, footer, layout and file name."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from .. import sol  # noqa: E402
+
+GiB = 2**30
+DPI = 90
+
+#: What distinguishes one set of runs from another in a figure's series.
+SERIES_FIELDS = ["system", "partition", "node", "gpu_model", "driver_version", "cuda_version", "cuda_runtime_version"]
+
+
+@dataclass
+class Figure:
+    test: str
+    path: Path
+    title: str
+    caption: str  # what the figure covers and where its speed-of-light lines come from
+
+
+def _unique(frame: pd.DataFrame, column: str) -> list[str]:
+    return sorted({str(v) for v in frame[column].dropna().unique()}) if column in frame else []
+
+
+def coverage(frame: pd.DataFrame) -> dict[str, str]:
+    """What a figure or table covers, field by field."""
+    systems = sorted({f"{s}:{p}" for s, p in zip(frame["system"], frame["partition"])})
+    times = frame["time"].dropna()
+    dates = ""
+    if not times.empty:
+        first, last = times.min().strftime("%Y-%m-%d"), times.max().strftime("%Y-%m-%d")
+        dates = first if first == last else f"{first} to {last}"
+    return {
+        "systems": ", ".join(systems),
+        "nodes": ", ".join(_unique(frame, "node")),
+        "GPUs": ", ".join(_unique(frame, "gpu_model")),
+        "host links": ", ".join(_unique(frame, "host_link")),
+        "drivers": ", ".join(_unique(frame, "driver_version")),
+        "CUDA (driver)": ", ".join(_unique(frame, "cuda_version")),
+        "CUDA runtime": ", ".join(_unique(frame, "cuda_runtime_version")),
+        "dates": dates,
+    }
+
+
+def coverage_text(frame: pd.DataFrame) -> str:
+    return " | ".join(f"{k}: {v}" for k, v in coverage(frame).items() if v)
+
+
+def _footer(fig, frame: pd.DataFrame, extra: str = "") -> None:
+    text = coverage_text(frame)
+    if extra:
+        text += "\n" + extra
+    fig.text(0.01, 0.005, text, fontsize=8, color="#444444", ha="left", va="bottom", wrap=True)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+
+
+_SERIES_PREFIX = {
+    "node": "node ",
+    "driver_version": "driver ",
+    "cuda_version": "CUDA ",
+    "cuda_runtime_version": "runtime ",
+}
+
+
+def _series_labels(frame: pd.DataFrame, varying: list[str]) -> pd.Series:
+    """'NVIDIA H100 80GB HBM3, driver 580.159.04, CUDA 13.0': what tells sets of runs apart."""
+    if not varying:
+        return pd.Series("all runs", index=frame.index)
+    parts = [
+        _SERIES_PREFIX.get(f, "") + frame[f].astype(str).replace({"none": "no GPU"} if f == "gpu_model" else {})
+        for f in varying
+    ]
+    label = parts[0]
+    for part in parts[1:]:
+        label = label + ", " + part
+    return label
+
+
+def _layout(fig, top: float = 0.95, right: float = 1.0) -> None:
+    """tight_layout that leaves room for the footer (about 0.6 inch)."""
+    fig.tight_layout(rect=(0, min(0.3, 0.6 / fig.get_figheight()), right, top))
+
+
+def _inch_margins(fig, top: float, bottom: float) -> None:
+    """Fixed room in inches above the panels (titles, legend) and below them
+    (footer), whatever the figure's height."""
+    fig.subplots_adjust(top=1 - top / fig.get_figheight())
+    fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, bottom / fig.get_figheight()))
+
+
+def _save(fig, outdir: Path, name: str) -> str:
+    fig.savefig(outdir / name, dpi=DPI)
+    plt.close(fig)
+    return name
+
+
+def _key_name(prefix: str, key) -> str:
+    return f"{prefix}-{_slug('-'.join(map(str, key)))}.png"
+
+
+def _varying(frame: pd.DataFrame, fields: list[str]) -> list[str]:
+    return [f for f in fields if f in frame and frame[f].nunique(dropna=False) > 1]
+
+
+def _group_keys() -> list[str]:
+    return ["system", "partition", "gpu_model", "host_link", "driver_version", "cuda_version", "cuda_runtime_version"]
+
+
+def _link_sol(group: pd.DataFrame) -> sol.SpeedOfLight | None:
+    first = group.iloc[0]
+    return sol.host_link(first["system"], first["partition"], first["host_link"], group)
+
+
+def _plain_log_ticks(axis) -> None:
+    """Log-axis ticks at 1, 2, 5 times powers of ten, written as plain numbers."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _bytes(size: float) -> str:
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= factor:
+            return f"{size / factor:g} {unit}"
+    return f"{size:g} B"

@@ -1,0 +1,137 @@
+"""The small-copy latency curves and crossovers."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from .common import (
+    Figure,
+    _bytes,
+    _footer,
+    _group_keys,
+    _inch_margins,
+    _key_name,
+    _layout,
+    _link_sol,
+    _plain_log_ticks,
+    _save,
+    _unique,
+    coverage_text,
+)
+
+# --- Small-copy latency --------------------------------------------------------
+
+LATENCY_TEST = "copy_latency"
+_LAT_VAR = re.compile(r"lat_us_(?P<method>[a-z0-9]+)_(?P<direction>h2d|d2h)_(?P<size>\d+)")
+_LAT_METHODS = ["pageable", "pinned", "async", "zerocopy", "gdrcopy"]
+_LAT_LABELS = {
+    "pageable": "cudaMemcpy, pageable",
+    "pinned": "cudaMemcpy, pinned",
+    "async": "cudaMemcpyAsync + sync, pinned",
+    "zerocopy": "zero-copy kernel, mapped pinned",
+    "gdrcopy": "GDRCopy mapping",
+}
+_LAT_COLORS = dict(zip(_LAT_METHODS, ["#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"]))
+_DIRECTION_TITLES = {"h2d": "host to device", "d2h": "device to host"}
+
+
+def latency_curves(group: pd.DataFrame) -> pd.DataFrame:
+    """method, direction, size, median, min, max, count of one set of runs' latency records."""
+    data = group[group["perf_var"].str.fullmatch(_LAT_VAR.pattern) & group["value"].notna()]
+    parts = data["perf_var"].str.extract(_LAT_VAR.pattern)
+    data = data.assign(method=parts["method"], direction=parts["direction"], size=parts["size"].astype(int))
+    return data.groupby(["method", "direction", "size"])["value"].agg(["median", "min", "max", "count"]).reset_index()
+
+
+def latency_crossovers(stats: pd.DataFrame) -> dict:
+    """checks.copy_latency.crossovers() on the median curves: {'crossover_<dir>_<b>_over_<a>': size}."""
+    from checks.copy_latency import crossovers
+
+    curves = {
+        (m, d): dict(zip(part["size"], part["median"])) for (m, d), part in stats.groupby(["method", "direction"])
+    }
+    return crossovers(curves)
+
+
+def latency_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
+    """Latency against size per method, a panel per direction, crossovers marked, link-limited time dashed."""
+    data = frame[frame["test"] == LATENCY_TEST]
+    figures = []
+    for key, group in data.groupby(_group_keys(), dropna=False):
+        stats = latency_curves(group)
+        if stats.empty:
+            continue
+        info = dict(zip(_group_keys(), key))
+        directions = [d for d in ("h2d", "d2h") if d in set(stats["direction"])]
+        methods = [m for m in _LAT_METHODS if m in set(stats["method"])] + sorted(
+            set(stats["method"]) - set(_LAT_METHODS)
+        )
+        found = latency_crossovers(stats)
+        link = _link_sol(group)
+        fig, axes = plt.subplots(1, len(directions), figsize=(6.6 * len(directions), 5.6), sharey=True, squeeze=False)
+        low, high = stats["min"].min() / 2, stats["max"].max() * 2
+        sizes = sorted(stats["size"].unique())
+        for ax, direction in zip(axes[0], directions):
+            for method in methods:
+                curve = stats[(stats["method"] == method) & (stats["direction"] == direction)].sort_values("size")
+                if curve.empty:
+                    continue
+                color = _LAT_COLORS.get(method, "#9467bd")
+                ax.plot(
+                    curve["size"], curve["median"], marker="o", ms=3, color=color, label=_LAT_LABELS.get(method, method)
+                )
+                if curve["count"].max() > 1:
+                    ax.fill_between(curve["size"], curve["min"], curve["max"], color=color, alpha=0.15)
+            if link:
+                xs = [s for s in sizes if s / link.bytes_per_s * 1e6 >= low / 4] or sizes[-1:]
+                ax.plot(xs, [s / link.bytes_per_s * 1e6 for s in xs], color="black", linestyle="--", lw=1,
+                        label=f"size / link speed of light ({link.bytes_per_s / 1e9:.1f} GB/s)")  # fmt: skip
+            marks = sorted(
+                ((size, name.split("_")[2], name.split("_")[4]) for name, size in found.items()
+                 if name.split("_")[1] == direction)
+            )  # fmt: skip
+            for n, (size, b, a) in enumerate(marks):
+                at = stats[(stats["method"] == b) & (stats["direction"] == direction) & (stats["size"] == size)]
+                y = float(at["median"].iloc[0]) if not at.empty else high / 2
+                ax.axvline(size, color=_LAT_COLORS.get(b, "#9467bd"), linestyle=":", lw=1.2)
+                ax.plot([size], [y], marker="o", ms=9, mfc="none", mec="black", mew=1.2)
+                ax.text(size * 1.08, high / 1.15 / (2.2**n), f"{b} faster than {a}\nfrom {_bytes(size)} on", fontsize=7,
+                        va="top", ha="left", color="black", zorder=5,
+                        bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.8))  # fmt: skip
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_ylim(low, high)
+            _plain_log_ticks(ax.yaxis)
+            ticks = [s for s in sizes if math.log2(s) % 4 == 0]
+            ax.set_xticks(ticks, [_bytes(s) for s in ticks], fontsize=8)
+            ax.set_xlabel("copy size (bytes, log2 scale)")
+            ax.grid(True, which="major", alpha=0.3)
+            ax.set_title(f"{_DIRECTION_TITLES.get(direction, direction)} ({direction})"
+                         + ("" if marks else ": no crossover"), fontsize=10)  # fmt: skip
+        axes[0][0].set_ylabel("latency, median (µs, log scale)")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", ncol=3, fontsize=8, frameon=False,
+                   bbox_to_anchor=(0.5, 1 - 0.42 / fig.get_figheight()))  # fmt: skip
+        fig.suptitle(
+            f"Small-copy latency: one copy of each size ({info['system']}:{info['partition']}, "
+            f"{info['gpu_model']}, {info['host_link']})",
+            fontsize=11,
+        )
+        notes = ["circles and dotted lines: crossovers, the size from which the first method stays faster"]
+        if link:
+            notes.append(f"dashed: the time the host link needs at its speed of light ({link.source})")
+        skipped = _unique(group, "skipped_legs")
+        if skipped and any(skipped):
+            notes.append("not run: " + "; ".join(s for s in skipped if s))
+        _footer(fig, group, "; ".join(notes))
+        _layout(fig, 1 - 0.8 / fig.get_figheight())
+        _inch_margins(fig, top=1.05, bottom=1.05)
+        name = _save(fig, outdir, _key_name("latency", key))
+        caption = f"{coverage_text(group)}. " + (f"Speed of light from {link.source}." if link else "")
+        figures.append(Figure(LATENCY_TEST, outdir / name, "Latency against copy size", caption))
+    return figures

@@ -1,0 +1,58 @@
+"""One name per experiment: README's table is the map, and every layer uses
+its names and no other: src/<name>/, checks/<name>.py with the ReFrame test
+<name> (GDRCopy's: gdrcopy_<its test>), reports/figures/<name>.py,
+systems/references/<name>.yaml."""
+
+import ast
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def readme_names() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    table = text[text.index("| name | experiment |") :].split("\n\n")[0]
+    return re.findall(r"^\| `(\w+)` \|", table, re.MULTILINE)
+
+
+def registered_tests(name: str) -> list[str]:
+    """The ReFrame tests (@rfm.simple_test classes) of checks/<name>.py."""
+    tree = ast.parse((REPO / "checks" / f"{name}.py").read_text())
+    return [
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.ClassDef) and any("simple_test" in ast.unparse(d) for d in node.decorator_list)
+    ]
+
+
+def test_every_experiment_has_one_name_in_every_layer():
+    names = readme_names()
+    assert len(names) == len(set(names)) >= 8
+    for name in names:
+        assert (REPO / "checks" / f"{name}.py").exists(), f"no checks/{name}.py"
+        tests = registered_tests(name)
+        assert tests and all(t == name or t.startswith(f"{name}_") for t in tests), f"checks/{name}.py: {tests}"
+
+
+def test_no_layer_uses_a_name_the_table_does_not_give():
+    names = set(readme_names())
+    layers = {
+        "src": [p.name for p in (REPO / "src").iterdir() if p.is_dir() and p.name not in ("common", "cmake")],
+        "checks": [p.stem for p in (REPO / "checks").glob("*.py")],
+        "reports/figures": [p.stem for p in (REPO / "reports" / "figures").glob("*.py")
+                            if p.stem not in ("__init__", "common", "generic")],
+        "systems/references": [p.stem for p in (REPO / "systems" / "references").glob("*.yaml")],
+        "perflogs": [p.name.split(".")[0] for p in (REPO / "perflogs").glob("*/*/*.log*")
+                     if not p.name.startswith(("SuiteBuild", "GdrCopyBuild"))],
+    }  # fmt: skip
+    for layer, found in layers.items():
+        strays = sorted(n for n in set(found) if n not in names and n.split("_")[0] not in names)
+        assert not strays, f"{layer}: {strays} are not experiment names (README's table)"
+
+
+def test_each_program_is_named_after_its_experiment():
+    for program in (REPO / "src").iterdir():
+        if program.is_dir() and program.name not in ("common", "cmake"):
+            assert (REPO / "checks" / f"{program.name}.py").exists()
+            assert (program / f"{program.name}{'.cpp' if program.name == 'host_bandwidth' else '.cu'}").exists()
