@@ -193,33 +193,31 @@ def _describe_nvlinks(node: dict[str, Any], first: dict[str, Any], count: int, n
         node["gpu_link"] = {"type": "pcie"}
 
 
-def _describe_gpus(nvml, cuda: CudaDriver | None, sysfs: Path, detected: Detected, load_links: bool) -> None:
-    node = detected.node
+def _visible_handles(nvml, detected: Detected) -> list:
+    """NVML's handles of the GPUs CUDA sees (CUDA_VISIBLE_DEVICES), in CUDA's order."""
     count = nvml.nvmlDeviceGetCount()
     if count == 0:
         detected.notes.append("NVML reports no GPU")
-        return
+        return []
     every = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
     setting = os.environ.get("CUDA_VISIBLE_DEVICES")
     visible = visible_gpus([_as_str(_try(lambda h=h: nvml.nvmlDeviceGetUUID(h), "")) for h in every], setting)
     if not visible:
         detected.notes.append(f"CUDA_VISIBLE_DEVICES={setting!r} leaves none of the {count} GPU(s) NVML sees")
-        return
-    if len(visible) < count:
+    elif len(visible) < count:
         detected.notes.append(f"{len(visible)} of {count} GPUs visible (CUDA_VISIBLE_DEVICES={setting!r})")
-    handles = [every[i] for i in visible]
-    count = len(handles)
-    # Every per-GPU value is read once; the node's description is GPU 0's.
-    readings = [_gpu_readings(nvml, cuda if load_links else None, i, h, sysfs) for i, h in enumerate(handles)]
-    detected.info["gpus"] = readings
-    first, handle = readings[0], handles[0]
+    return [every[i] for i in visible]
+
+
+def _gpus_of(nvml, handle, readings: list, node: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """The node's GPUs as GPU 0 describes them, with every GPU's NUMA node."""
     major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
     models = {r["model"] for r in readings}
     if len(models) > 1:
-        detected.notes.append(f"mixed GPU models {sorted(models)}: described as GPU 0")
+        notes.append(f"mixed GPU models {sorted(models)}: described as GPU 0")
     gpus: dict[str, Any] = {
-        "count": count,
-        "model": first["model"],
+        "count": len(readings),
+        "model": readings[0]["model"],
         "memory": _gib(nvml.nvmlDeviceGetMemoryInfo(handle).total),
         "compute_capability": f"{major}.{minor}",
     }
@@ -233,23 +231,35 @@ def _describe_gpus(nvml, cuda: CudaDriver | None, sysfs: Path, detected: Detecte
     if hbm:
         gpus["hbm_bandwidth"] = hbm
     else:
-        detected.notes.append("HBM bandwidth unknown: NVML gave no memory clock or bus width")
-    node["gpus"] = gpus
+        notes.append("HBM bandwidth unknown: NVML gave no memory clock or bus width")
+    return gpus
 
+
+def _describe_links(node: dict[str, Any], first: dict[str, Any], count: int, notes: list[str]) -> None:
     # The maximum link the GPU and its slot can train to: the current one
     # drops at idle to save power, so it says nothing about the limit.
     gen, width = first["pcie_max"]
     if gen and width:
         node["host_link"] = {"type": "pcie", "generation": gen, "width": width}
     else:
-        detected.notes.append("PCIe link unknown: NVML gave no generation or width")
-
+        notes.append("PCIe link unknown: NVML gave no generation or width")
     if first["nvlinks"]:
-        _describe_nvlinks(node, first, count, detected.notes)
+        _describe_nvlinks(node, first, count, notes)
     elif count > 1:
         # Peers meet through the PCIe fabric: its limit is the host link's (systems.data.speed_of_light).
         node["gpu_link"] = {"type": "pcie"}
 
+
+def _describe_gpus(nvml, cuda: CudaDriver | None, sysfs: Path, detected: Detected, load_links: bool) -> None:
+    node = detected.node
+    handles = _visible_handles(nvml, detected)
+    if not handles:
+        return
+    # Every per-GPU value is read once; the node's description is GPU 0's.
+    readings = [_gpu_readings(nvml, cuda if load_links else None, i, h, sysfs) for i, h in enumerate(handles)]
+    detected.info["gpus"] = readings
+    node["gpus"] = _gpus_of(nvml, handles[0], readings, node, detected.notes)
+    _describe_links(node, readings[0], len(handles), detected.notes)
     if cuda is not None:
         node["addressing"] = cuda.addressing(0)
     else:

@@ -58,6 +58,69 @@ def latency_crossovers(stats: pd.DataFrame) -> dict:
     return crossovers(curves)
 
 
+def latency_marks(found: dict, direction: str) -> list:
+    """The crossovers of one direction: (size, faster method, slower method), by size."""
+    return sorted(
+        (size, name.split("_")[2], name.split("_")[4])
+        for name, size in found.items()
+        if name.split("_")[1] == direction
+    )
+
+
+def _draw_method_curves(ax, stats: pd.DataFrame, direction: str, methods: list) -> None:
+    for method in methods:
+        curve = stats[(stats["method"] == method) & (stats["direction"] == direction)].sort_values("size")
+        if curve.empty:
+            continue
+        color = _LAT_COLORS.get(method, "#9467bd")
+        ax.plot(curve["size"], curve["median"], marker="o", ms=3, color=color, label=_LAT_LABELS.get(method, method))
+        if curve["count"].max() > 1:
+            ax.fill_between(curve["size"], curve["min"], curve["max"], color=color, alpha=0.15)
+
+
+def _draw_crossovers(ax, stats: pd.DataFrame, direction: str, marks: list, high: float) -> None:
+    for n, (size, b, a) in enumerate(marks):
+        at = stats[(stats["method"] == b) & (stats["direction"] == direction) & (stats["size"] == size)]
+        y = float(at["median"].iloc[0]) if not at.empty else high / 2
+        ax.axvline(size, color=_LAT_COLORS.get(b, "#9467bd"), linestyle=":", lw=1.2)
+        ax.plot([size], [y], marker="o", ms=9, mfc="none", mec="black", mew=1.2)
+        ax.text(size * 1.08, high / 1.15 / (2.2**n), f"{b} faster than {a}\nfrom {_bytes(size)} on", fontsize=7,
+                va="top", ha="left", color="black", zorder=5,
+                bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.8))  # fmt: skip
+
+
+def _draw_latency_panel(ax, stats: pd.DataFrame, direction: str, methods: list, found: dict, link) -> None:
+    low, high = stats["min"].min() / 2, stats["max"].max() * 2
+    sizes = sorted(stats["size"].unique())
+    _draw_method_curves(ax, stats, direction, methods)
+    if link:
+        xs = [s for s in sizes if s / link.bytes_per_s * 1e6 >= low / 4] or sizes[-1:]
+        ax.plot(xs, [s / link.bytes_per_s * 1e6 for s in xs], color="black", linestyle="--", lw=1,
+                label=f"size / link speed of light ({link.bytes_per_s / 1e9:.1f} GB/s)")  # fmt: skip
+    marks = latency_marks(found, direction)
+    _draw_crossovers(ax, stats, direction, marks, high)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_ylim(low, high)
+    _plain_log_ticks(ax.yaxis)
+    ticks = [s for s in sizes if math.log2(s) % 4 == 0]
+    ax.set_xticks(ticks, [_bytes(s) for s in ticks], fontsize=8)
+    ax.set_xlabel("copy size (bytes, log2 scale)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.set_title(f"{_DIRECTION_TITLES.get(direction, direction)} ({direction})" + ("" if marks else ": no crossover"),
+                 fontsize=10)  # fmt: skip
+
+
+def _latency_notes(group: pd.DataFrame, link) -> list:
+    notes = ["circles and dotted lines: crossovers, the size from which the first method stays faster"]
+    if link:
+        notes.append(f"dashed: the time the host link needs at its speed of light ({link.source})")
+    skipped = _unique(group, "skipped_legs")
+    if skipped and any(skipped):
+        notes.append("not run: " + "; ".join(s for s in skipped if s))
+    return notes
+
+
 def latency_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
     """Latency against size per method, a panel per direction, crossovers marked, link-limited time dashed."""
     data = frame[frame["test"] == LATENCY_TEST]
@@ -68,67 +131,19 @@ def latency_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
             continue
         info = dict(zip(_group_keys(), key))
         directions = [d for d in ("h2d", "d2h") if d in set(stats["direction"])]
-        methods = [m for m in _LAT_METHODS if m in set(stats["method"])] + sorted(
-            set(stats["method"]) - set(_LAT_METHODS)
-        )
-        found = latency_crossovers(stats)
-        link = _link_sol(group)
+        methods = [m for m in _LAT_METHODS if m in set(stats["method"])]
+        methods += sorted(set(stats["method"]) - set(_LAT_METHODS))
+        found, link = latency_crossovers(stats), _link_sol(group)
         fig, axes = plt.subplots(1, len(directions), figsize=(6.6 * len(directions), 5.6), sharey=True, squeeze=False)
-        low, high = stats["min"].min() / 2, stats["max"].max() * 2
-        sizes = sorted(stats["size"].unique())
         for ax, direction in zip(axes[0], directions):
-            for method in methods:
-                curve = stats[(stats["method"] == method) & (stats["direction"] == direction)].sort_values("size")
-                if curve.empty:
-                    continue
-                color = _LAT_COLORS.get(method, "#9467bd")
-                ax.plot(
-                    curve["size"], curve["median"], marker="o", ms=3, color=color, label=_LAT_LABELS.get(method, method)
-                )
-                if curve["count"].max() > 1:
-                    ax.fill_between(curve["size"], curve["min"], curve["max"], color=color, alpha=0.15)
-            if link:
-                xs = [s for s in sizes if s / link.bytes_per_s * 1e6 >= low / 4] or sizes[-1:]
-                ax.plot(xs, [s / link.bytes_per_s * 1e6 for s in xs], color="black", linestyle="--", lw=1,
-                        label=f"size / link speed of light ({link.bytes_per_s / 1e9:.1f} GB/s)")  # fmt: skip
-            marks = sorted(
-                ((size, name.split("_")[2], name.split("_")[4]) for name, size in found.items()
-                 if name.split("_")[1] == direction)
-            )  # fmt: skip
-            for n, (size, b, a) in enumerate(marks):
-                at = stats[(stats["method"] == b) & (stats["direction"] == direction) & (stats["size"] == size)]
-                y = float(at["median"].iloc[0]) if not at.empty else high / 2
-                ax.axvline(size, color=_LAT_COLORS.get(b, "#9467bd"), linestyle=":", lw=1.2)
-                ax.plot([size], [y], marker="o", ms=9, mfc="none", mec="black", mew=1.2)
-                ax.text(size * 1.08, high / 1.15 / (2.2**n), f"{b} faster than {a}\nfrom {_bytes(size)} on", fontsize=7,
-                        va="top", ha="left", color="black", zorder=5,
-                        bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.8))  # fmt: skip
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
-            ax.set_ylim(low, high)
-            _plain_log_ticks(ax.yaxis)
-            ticks = [s for s in sizes if math.log2(s) % 4 == 0]
-            ax.set_xticks(ticks, [_bytes(s) for s in ticks], fontsize=8)
-            ax.set_xlabel("copy size (bytes, log2 scale)")
-            ax.grid(True, which="major", alpha=0.3)
-            ax.set_title(f"{_DIRECTION_TITLES.get(direction, direction)} ({direction})"
-                         + ("" if marks else ": no crossover"), fontsize=10)  # fmt: skip
+            _draw_latency_panel(ax, stats, direction, methods, found, link)
         axes[0][0].set_ylabel("latency, median (µs, log scale)")
         handles, labels = axes[0][0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="upper center", ncol=3, fontsize=8, frameon=False,
                    bbox_to_anchor=(0.5, 1 - 0.42 / fig.get_figheight()))  # fmt: skip
-        fig.suptitle(
-            f"Small-copy latency: one copy of each size ({info['system']}:{info['partition']}, "
-            f"{info['gpu_model']}, {info['host_link']})",
-            fontsize=11,
-        )
-        notes = ["circles and dotted lines: crossovers, the size from which the first method stays faster"]
-        if link:
-            notes.append(f"dashed: the time the host link needs at its speed of light ({link.source})")
-        skipped = _unique(group, "skipped_legs")
-        if skipped and any(skipped):
-            notes.append("not run: " + "; ".join(s for s in skipped if s))
-        _footer(fig, group, "; ".join(notes))
+        fig.suptitle(f"Small-copy latency: one copy of each size ({info['system']}:{info['partition']}, "
+                     f"{info['gpu_model']}, {info['host_link']})", fontsize=11)  # fmt: skip
+        _footer(fig, group, "; ".join(_latency_notes(group, link)))
         _layout(fig, 1 - 0.8 / fig.get_figheight())
         _inch_margins(fig, top=1.05, bottom=1.05)
         name = _save(fig, outdir, _key_name("latency", key))

@@ -1,0 +1,80 @@
+"""The tables the figures are drawn from (reports/figures/<name>.py), on the
+committed perflogs of the H100 and the H200 pair."""
+
+from pathlib import Path
+
+import pytest
+
+from reports.figures.copy_latency import latency_crossovers, latency_curves, latency_marks
+from reports.figures.daxpy import _daxpy_table, daxpy_stats
+from reports.figures.generic import generic_table
+from reports.figures.mem_scan import SCAN_PLATEAU_FROM, scan_curves, scan_plateaus
+from reports.figures.um_bandwidth import _um_cases, um_run_stats, um_steady_table
+from reports.load import load
+
+PERFLOGS = Path(__file__).resolve().parent.parent / "perflogs"
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture(scope="module")
+def frame():
+    loaded = load([PERFLOGS], warn=None).frame
+    return loaded[loaded["sample"].isna()]
+
+
+def _h100(frame, test):
+    return frame[(frame["test"] == test) & (frame["gpu_model"] == H100)]
+
+
+def test_um_run_stats_give_every_run_of_every_case(frame):
+    group = _um_cases(_h100(frame, "um_bandwidth"))
+    group = group[group["size_class"] == "small"]
+    stats = um_run_stats(group)
+    assert list(stats.columns) == ["op", "allocator", "advice", "touch_on_host", "run", "median", "min", "max", "count"]
+    assert sorted(stats["run"].unique()) == [1, 2, 3, 4, 5]
+    pinned = stats[(stats["allocator"] == "pinned") & (stats["op"] == "read")]
+    assert (pinned["min"] <= pinned["median"]).all() and (pinned["median"] <= pinned["max"]).all()
+    assert pinned["median"].between(40, 50).all()  # GiB/s: the link, every run
+
+
+def test_um_steady_table_has_both_figures_per_case(frame):
+    table = um_steady_table(_um_cases(_h100(frame, "um_bandwidth")))
+    assert {"steady_bw", "first_run_bw"} <= set(table.columns)
+    assert table.index.names == ["op", "allocator", "advice", "touch_on_host"]
+    # Managed memory read in place after its first run: HBM, far above the link.
+    managed = table.loc[("read", "managed", "none", "notouch")]
+    assert managed["steady_bw"] > 10 * managed["first_run_bw"]
+
+
+def test_daxpy_stats_cover_every_case_size_and_loop_count(frame):
+    stats = daxpy_stats(_daxpy_table(_h100(frame, "daxpy")))
+    assert {"managed", "managed+prefetch", "explicit"} <= set(stats["case"])
+    assert stats["inner"].max() == 16 and (stats["count"] >= 1).all()
+
+
+def test_scan_plateaus_are_the_lowest_best_rate_from_128_bytes(frame):
+    scan = frame[(frame["test"] == "mem_scan") & (frame["gpu_model"] == "NVIDIA H200")]
+    curves = scan_curves(scan)
+    panel = curves[curves["op"] == "read"]
+    plateaus = scan_plateaus(panel, ["single", "chunked", "multiprocess"])
+    for mode, value in plateaus.items():
+        rows = panel[(panel["mode"] == mode) & (panel["segment"] >= SCAN_PLATEAU_FROM)]
+        assert value == rows["best"].min()
+    assert scan_plateaus(panel[panel["segment"] < SCAN_PLATEAU_FROM], ["single"]) == {}
+
+
+def test_latency_marks_are_one_directions_crossovers_by_size(frame):
+    stats = latency_curves(_h100(frame, "copy_latency"))
+    found = latency_crossovers(stats)
+    marks = latency_marks(found, "h2d")
+    assert marks == sorted(marks)
+    assert all(len(m) == 3 and m[1] != m[2] for m in marks)
+    one = {"crossover_h2d_pinned_over_pageable": 64}
+    assert latency_marks(one, "h2d") == [(64, "pinned", "pageable")]
+    assert latency_marks(one, "d2h") == []
+
+
+def test_generic_table_names_each_case_and_series(frame):
+    table = generic_table(frame, "host_bandwidth")
+    assert not table.empty and table["case"].str.len().gt(0).all() and table["series"].notna().all()
+    assert generic_table(frame, "no_such_test").empty
