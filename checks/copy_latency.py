@@ -120,7 +120,6 @@ def perf_name(method: str, direction: str, size: int) -> str:
 @rfm.simple_test
 class copy_latency(GpuCheck):
     descr = "Host-device copy latency, 1 B to 16 MiB: cudaMemcpy (pageable, pinned), async, zero-copy, GDRCopy"
-    program = "copy_latency"
     tags = {"latency", "gdrcopy"}
 
     #: Largest copy; sizes are the powers of two from 1 B up to it.

@@ -18,7 +18,7 @@ median of `samples` measurements of their points, each logged as a sample. ReFra
 has no multi-dimensional performance variable, and inner and outer as test
 parameters would make the 24 points of a case 24 jobs, each paying the
 build's and the launcher's costs; names that encode the point keep one job per
-case and stay parseable (:func:`parse_perf_var`, :func:`points_from_perflog`).
+case and stay parseable (:func:`parse_perf_var`; reports/figures/daxpy.py reads them back).
 
 Beyond the paper: :func:`crossover` gives, per data size, the smallest inner
 count from which managed memory (with or without prefetch) stays faster than
@@ -32,7 +32,6 @@ from the perflog, not as a performance variable::
 from __future__ import annotations
 
 import re
-import sys
 from typing import NamedTuple
 
 import reframe as rfm
@@ -157,39 +156,6 @@ def parse_perf_var(name: str):
     return (match["metric"], int(match["inner"]), int(match["outer"])) if match else None
 
 
-def points_from_perflog(text: str) -> dict:
-    """The daxpy points of a perflog, by (system, gpu_model).
-
-    Later lines replace earlier ones (a perflog is appended to), so each point
-    holds its latest values.
-    """
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if not lines:
-        return {}
-    header = lines[0].split("|")
-    col = {name: i for i, name in enumerate(header)}
-    merged = {}
-    for line in lines[1:]:
-        row = line.split("|")
-        # 'DaxpyStudy': the check's name in records before 2026-11-23.
-        if len(row) != len(header) or row[col["name"]].split(" ")[0] not in ("daxpy", "DaxpyStudy"):
-            continue
-        parsed = parse_perf_var(row[col["perf_var"]])
-        if not parsed:
-            continue
-        metric, inner, outer = parsed
-        params = dict(re.findall(r"%(\w+)=(\S+)", row[col["display_name"]]))
-        key = (
-            (row[col["system"]], row[col["gpu_model"]]),
-            (params["allocator"], params["prefetch"], int(params["data_size"]), inner, outer),
-        )
-        merged.setdefault(key, {})[metric] = float(row[col["perf_value"]])
-    result = {}
-    for (where, point), values in merged.items():
-        result.setdefault(where, []).append(Point(*point, values=values))
-    return result
-
-
 def _case(label: str) -> tuple:
     alloc, _, rest = label.partition("+")
     return alloc, "on" if rest == "prefetch" else "off"
@@ -256,7 +222,6 @@ def _point_samples(lines, inner, outer, metric) -> list:
 @rfm.simple_test
 class daxpy(GpuCheck):
     descr = "DAXPY inner/outer-loop study: system (ATS/HMM), managed and explicit memory, with and without prefetch"
-    program = "daxpy"
     tags = {"daxpy", "um", "paper"}
     time_limit = "10m"
 
@@ -335,23 +300,3 @@ class daxpy(GpuCheck):
                 else:
                     perf[name] = sn.make_performance_function(median(samples), "us")
         self.perf_variables = perf
-
-
-def main(argv: list) -> int:
-    """Prints each comparison's crossover per data size from perflogs."""
-    if not argv:
-        print("usage: python -m checks.daxpy PERFLOG...", file=sys.stderr)
-        return 2
-    for path in argv:
-        with open(path) as stream:
-            by_machine = points_from_perflog(stream.read())
-        for (system, gpu), points in sorted(by_machine.items()):
-            print(f"{system} ({gpu}), outer={FIXED_OUTER}, kernel time:")
-            for label, by_size in crossovers(points).items():
-                cells = ", ".join(f"{size} B: {'none' if i is None else i}" for size, i in by_size.items())
-                print(f"  {label}: {cells or 'not measured'}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -20,7 +20,6 @@ OPS = ("read", "write")
 @rfm.simple_test
 class host_bandwidth(SuiteCheck):
     descr = "Host memory bandwidth of each NUMA node, threads bound to the node"
-    program = "host_bandwidth"
     tags = {"host", "cpu"}
 
     #: Buffer per NUMA node (K/M/G suffixes): far beyond the last-level cache.

@@ -187,10 +187,66 @@ def block_summaries(points: list, sol_gbs: float | None, blocks: int) -> list:
     return out
 
 
+#: Units of the summaries that are not per-GPU GB/s.
+SUMMARY_UNITS = {"best_segment": "B", **dict.fromkeys(("plateau_of_sol", "best_of_sol", "plateau_of_link",
+                                                       "best_of_link"), "fraction")}  # fmt: skip
+
+
+def summary_names(segments: list, with_sol: bool, with_link: bool) -> list:
+    """The summaries a case logs: what its sweep measures, fractions only of known limits."""
+    names = ["best_gbs", "best_segment", "best_aggregate_gbs"]
+    names += ["plateau_gbs"] if any(s >= PLATEAU_FROM for s in segments) else []
+    names += ["seg64_gbs"] if 64 in segments else []
+    for limit, known in (("sol", with_sol), ("link", with_link)):
+        if known:
+            names += [f"best_of_{limit}"] + ([f"plateau_of_{limit}"] if "plateau_gbs" in names else [])
+    return names
+
+
+@sn.deferrable
+def scan_points(stdout: str, mode: str, op: str) -> list:
+    """The case's points from the job's output (read when the figures are evaluated)."""
+    with open(stdout) as stream:
+        return [p for p in parse_scan(stream.read()) if p.mode == mode and p.op == op]
+
+
+@sn.deferrable
+def point_value(points: list, segment: int, width: int, field: str) -> float:
+    for p in points:
+        if (p.segment, p.width) == (segment, width):
+            return getattr(p, field)
+    raise sn.SanityError(f"no Scan line for segment={segment} width={width}")
+
+
+@sn.deferrable
+def link_yardstick(stdout: str, mode: str, op: str) -> LinkYardstick:
+    with open(stdout) as stream:
+        found = parse_link(stream.read(), mode, op)
+    if found is None:
+        raise sn.SanityError(f"no Link line for mode={mode} op={op}")
+    return found
+
+
+@sn.deferrable
+def summary(points: list, sol_gbs: float | None, link_limit_gbs: float | None, name: str) -> float:
+    value = summarise(points, sol_gbs, link_limit_gbs).get(name)
+    if value is None:
+        raise sn.SanityError(f"the scan measured no {name}")
+    return value
+
+
+@sn.deferrable
+def block_summary(points: list, sol_gbs: float | None, name: str) -> list:
+    """A headline summary of each block of timed launches: its samples."""
+    try:
+        return [b[name] for b in block_summaries(points, sol_gbs, SCAN_BLOCKS)]
+    except ValueError as err:
+        raise sn.SanityError(str(err)) from None
+
+
 @rfm.simple_test
 class mem_scan(MultiGpuCheck):
     descr = "WholeMemory-style random-access scan over all GPUs: random segments read, written, atomically added"
-    program = "mem_scan"
     tags = {"multigpu", "nvlink", "wholememory"}
     time_limit = "15m"
 
@@ -266,36 +322,34 @@ class mem_scan(MultiGpuCheck):
             limit = data.speed_of_light(node)["gpu_fabric"]
         return limit / 1e9 if limit else None
 
-    @run_before("performance")
+    def has_link_yardstick(self) -> bool:
+        """Reads and writes are measured against the link in the same run; atomics are not."""
+        return self.op != "atomic"
+
+    @run_after("setup")
     def set_perf_variables(self):
-        if self.is_dry_run():
-            return
-        output = self._output()
-        points = [p for p in parse_scan(output) if p.mode == self.mode and p.op == self.op]
-        link = parse_link(output, self.mode, self.op)
-        sol = self.sol_gbs()
+        sol, link = self.sol_gbs(), self.has_link_yardstick()
+        points = scan_points(self.stdout, self.mode, self.op)
         perf = {}
 
         def add(name, value, unit):
-            perf[name] = sn.make_performance_function(sn.defer(value), unit)
+            perf[name] = sn.make_performance_function(value, unit)
 
-        for p in points:
-            key = f"s{p.segment}_w{p.width}"
-            add(f"gbs_{key}", p.mean_gbs, "GB/s")
-            add(f"agg_gbs_{key}", p.aggregate_gbs, "GB/s")
-            if sol:  # a fraction of an unknown limit is not logged
-                add(f"sol_{key}", p.mean_gbs / sol, "fraction")
+        for segment in self.segments:
+            for width in self.point_widths():
+                key = f"s{segment}_w{width}"
+                add(f"gbs_{key}", point_value(points, segment, width, "mean_gbs"), "GB/s")
+                add(f"agg_gbs_{key}", point_value(points, segment, width, "aggregate_gbs"), "GB/s")
+                if sol:  # a fraction of an unknown limit is not logged
+                    add(f"sol_{key}", point_value(points, segment, width, "mean_gbs") / sol, "fraction")
+        yardstick = link_yardstick(self.stdout, self.mode, self.op) if link else None
         if link:
-            perf.update(self.headline("link_gbs", sn.defer(list(link.block_means)), "GB/s", SCAN_BLOCKS))
-            add("link_limit_gbs", link.scan_limit_gbs, "GB/s")
-        fractions = ("plateau_of_sol", "best_of_sol", "plateau_of_link", "best_of_link")
-        units = {"best_segment": "B", **dict.fromkeys(fractions, "fraction")}
-        blocks = block_summaries(points, sol, SCAN_BLOCKS)
-        for name, value in summarise(points, sol, link.scan_limit_gbs if link else None).items():
-            if value is None:
-                continue
+            perf.update(self.headline("link_gbs", sn.getattr(yardstick, "block_means"), "GB/s", SCAN_BLOCKS))
+            add("link_limit_gbs", sn.getattr(yardstick, "scan_limit_gbs"), "GB/s")
+        limit = sn.getattr(yardstick, "scan_limit_gbs") if link else None
+        for name in summary_names(self.segments, bool(sol), link):
             if name in HEADLINE_SCAN:
-                perf.update(self.headline(name, sn.defer([b[name] for b in blocks]), "GB/s", SCAN_BLOCKS))
+                perf.update(self.headline(name, block_summary(points, sol, name), "GB/s", SCAN_BLOCKS))
             else:
-                add(name, value, units.get(name, "GB/s"))
+                add(name, summary(points, sol, limit, name), SUMMARY_UNITS.get(name, "GB/s"))
         self.perf_variables = perf

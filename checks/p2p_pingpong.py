@@ -58,10 +58,25 @@ def pingpong_final(a: int, b: int, iters: int) -> tuple:
     return (a + 4 * odd if odd else a, a + 4 * even - 2 if even else b)
 
 
+def pingpong_values(stdout, variant: str, field: str):
+    """Each sample's time (s) or bandwidth (GiB/s) of one variant, in sample
+    order: a deferred extraction from the job's output."""
+    pattern = _PINGPONG.pattern.replace(r"(?P<variant>\S+)", re.escape(variant), 1)
+    return sn.extractall(pattern, stdout, field, float)
+
+
+@sn.deferrable
+def ratios(numerators, denominators) -> list:
+    """Sample k over sample k: a variant's time over the baseline's of the same job."""
+    numerators, denominators = list(numerators), list(denominators)
+    if len(numerators) != len(denominators):
+        raise sn.SanityError(f"{len(numerators)} samples against {len(denominators)} of the baseline")
+    return [a / b for a, b in zip(numerators, denominators)]
+
+
 @rfm.simple_test
 class p2p_pingpong(MultiGpuCheck):
     descr = "P2P ping-pong persistent kernel between two GPUs: baseline, manually and NVBit-instrumented"
-    program = "p2p_pingpong"
     tags = {"multigpu", "nvlink", "nvbit"}
     time_limit = "10m"
     num_gpus_per_node = 2
@@ -127,18 +142,18 @@ class p2p_pingpong(MultiGpuCheck):
         peer = data.peer_bandwidth(node, 0, 1)
         return 2 * peer / GiB if peer and figure in ("bandwidth", "baseline_bandwidth") else None
 
-    @run_before("performance")
+    @run_after("setup")
     def set_perf_variables(self):
-        if self.is_dry_run():
-            return
-        runs = parse_pingpong_samples(self._output())
-        base, mine = runs["baseline"], runs[self.variant]
+        times = pingpong_values(self.stdout, self.variant, "time")
         perf = {
-            **self.headline("bandwidth", sn.defer([bw for _, bw in mine]), "GiB/s", self.samples),
-            "time": sn.make_performance_function(median(sn.defer([t for t, _ in mine])), "s"),
+            **self.headline("bandwidth", pingpong_values(self.stdout, self.variant, "bw"), "GiB/s", self.samples),
+            "time": sn.make_performance_function(median(times), "s"),
         }
         if self.variant != "baseline":
-            slowdowns = [t / tb for (t, _), (tb, _) in zip(mine, base)]
-            perf.update(self.headline("slowdown", sn.defer(slowdowns), "x", self.samples))
-            perf["baseline_bandwidth"] = sn.make_performance_function(median(sn.defer([bw for _, bw in base])), "GiB/s")
+            # Sample k's slowdown: its time over the baseline's k-th, of the same job.
+            base = pingpong_values(self.stdout, "baseline", "time")
+            perf.update(self.headline("slowdown", ratios(times, base), "x", self.samples))
+            perf["baseline_bandwidth"] = sn.make_performance_function(
+                median(pingpong_values(self.stdout, "baseline", "bw")), "GiB/s"
+            )
         self.perf_variables = perf

@@ -80,7 +80,6 @@ def floats(text: str) -> list:
 @rfm.simple_test
 class um_bandwidth(GpuCheck):
     descr = "Unified Memory bandwidth reprex: kernel throughput over managed, NUMA, pinned and device memory"
-    program = "um_bandwidth"
     tags = {"um", "reprex"}
 
     memory = parameter(MEMORY_CASES, fmt=lambda m: m[0] if m[1] == "none" else f"{m[0]}+{m[1]}")

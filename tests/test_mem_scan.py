@@ -144,3 +144,30 @@ def test_the_common_window_of_the_start_gate_parses():
     (point,) = parse_scan(text)
     assert point.aggregate_gbs == 1331.2 and point.block_means[3] == 669.0
     assert parse_link(text, "single", "read").block_means == (337.0, 338.0, 337.0, 338.0, 337.0)
+
+
+def test_the_figures_named_before_the_run_are_those_the_output_gives():
+    """The check names its figures at setup (deferred, no output read): the
+    summaries its sweep and limits allow, which are exactly what summarise()
+    finds in a real output; each evaluates to summarise()'s value."""
+    import reframe.utility.sanity as sn
+
+    from checks.mem_scan import block_summary, link_yardstick, scan_points, summary, summary_names
+
+    path = str(DATA / "mem_scan_h200.txt")
+    for op in ("read", "write", "atomic"):
+        points = parse_scan(Path(path).read_text())
+        points = [p for p in points if p.mode == "single" and p.op == op]
+        link = parse_link(Path(path).read_text(), "single", op)
+        assert (link is not None) == (op != "atomic")
+        limit = link.scan_limit_gbs if link else None
+        eager = {k: v for k, v in summarise(points, 900.0, limit).items() if v is not None}
+        assert set(summary_names(SEGMENTS, True, link is not None)) == set(eager)
+        deferred = scan_points(path, "single", op)
+        limit_d = sn.getattr(link_yardstick(path, "single", op), "scan_limit_gbs") if link else None
+        for name, value in eager.items():
+            assert sn.evaluate(summary(deferred, 900.0, limit_d, name)) == value
+        # This output predates the block rates: the headline samples fail, saying why.
+        with pytest.raises(sn.SanityError, match="a Scan line without 5 block rates"):
+            sn.evaluate(block_summary(deferred, 900.0, "plateau_gbs"))
+    assert summary_names([4, 8, 16], False, False) == ["best_gbs", "best_segment", "best_aggregate_gbs"]

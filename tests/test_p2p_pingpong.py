@@ -4,8 +4,16 @@ its output on the pair of H200), the seed's table and the kernel's closed form."
 from pathlib import Path
 
 import pytest
+import reframe.utility.sanity as sn
 
-from checks.p2p_pingpong import parse_pingpong, parse_pingpong_samples, pingpong_bandwidth, pingpong_final
+from checks.p2p_pingpong import (
+    parse_pingpong,
+    parse_pingpong_samples,
+    pingpong_bandwidth,
+    pingpong_final,
+    pingpong_values,
+    ratios,
+)
 
 DATA = Path(__file__).parent / "data"
 MiB = 2**20
@@ -64,3 +72,16 @@ def test_every_pingpong_sample_parses_in_order():
     samples = parse_pingpong_samples(text)
     assert [t for t, _ in samples["manual"]] == [1.2, 1.21]
     assert parse_pingpong(text)["baseline"] == (1.0, 640.0)
+
+
+def test_the_checks_deferred_figures_are_the_parsed_samples():
+    path = str(DATA / "p2p_pingpong_h200.txt")
+    parsed = parse_pingpong_samples((DATA / "p2p_pingpong_h200.txt").read_text())
+    for variant in ("baseline", "manual"):
+        assert sn.evaluate(pingpong_values(path, variant, "bw")) == [bw for _, bw in parsed[variant]]
+        assert sn.evaluate(pingpong_values(path, variant, "time")) == [t for t, _ in parsed[variant]]
+    slowdowns = sn.evaluate(ratios(pingpong_values(path, "manual", "time"), pingpong_values(path, "baseline", "time")))
+    assert slowdowns == pytest.approx([1.0] * len(slowdowns), abs=0.01)
+    assert sn.evaluate(pingpong_values(path, "nvbit", "bw")) == []
+    with pytest.raises(sn.SanityError, match="3 samples against 2 of the baseline"):
+        sn.evaluate(ratios([1, 2, 3], [1, 2]))

@@ -307,11 +307,12 @@ def latest(frame):
 
 
 def test_daxpy_crossovers_agree_with_the_checks_own_computation(committed):
-    from checks.daxpy import crossovers, points_from_perflog
+    from checks.daxpy import crossovers
+    from reports.figures.daxpy import _daxpy_table, daxpy_points
 
-    text = (PERFLOGS / "local" / "default" / "daxpy.log").read_text()
-    points = points_from_perflog(text)[("local", H100)]  # the latest values of each point
-    table = daxpy_crossover_table(latest(h100(committed.frame))).set_index("data size (B per block)")
+    frame = latest(h100(committed.frame))
+    points = daxpy_points(_daxpy_table(frame))
+    table = daxpy_crossover_table(frame).set_index("data size (B per block)")
     for label, by_size in crossovers(points).items():
         for size, inner in by_size.items():
             assert table.loc[size, label] == ("—" if inner is None else str(inner))

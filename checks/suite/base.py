@@ -192,8 +192,9 @@ class SuiteCheck(rfm.RunOnlyRegressionTest, NodeFacts):
     num_tasks_per_node = 1
     exclusive_access = True
 
-    #: The program of src/ this check runs.
-    program = variable(str)
+    #: The program of src/ this check runs: by default the one named as the
+    #: check (one name per experiment, README's table).
+    program = variable(str, value="")
 
     #: The CUDA toolkit the programs were built with, whose runtime (libcudart)
     #: they link: 'none' for host-only builds, 'unknown' where the build left
@@ -206,6 +207,7 @@ class SuiteCheck(rfm.RunOnlyRegressionTest, NodeFacts):
 
     @run_after("setup")
     def set_executable(self):
+        self.program = self.program or type(self).variant_name()
         self.executable = os.path.join(self.build.stagedir, "bin", self.program)
 
 
@@ -239,8 +241,3 @@ class MultiGpuCheck(GpuCheck):
             "multigpu" not in self.current_partition.features,
             f"{name} lacks the 'multigpu' feature (one GPU, or GPUs that cannot reach each other)",
         )
-
-    def _output(self) -> str:
-        # Hooks run outside the stage directory: read the output by its full path.
-        with open(os.path.join(self.stagedir, self.stdout.evaluate())) as stream:
-            return stream.read()

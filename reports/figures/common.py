@@ -139,3 +139,14 @@ def _bytes(size: float) -> str:
         if size >= factor:
             return f"{size / factor:g} {unit}"
     return f"{size:g} B"
+
+
+def finish(fig, records: pd.DataFrame, note: str, outdir: Path, filename: str, top: float, right: float = 1.0,
+           margins: tuple | None = None) -> str:  # fmt: skip
+    """Footer, layout (and `margins` inches above and below the axes), the
+    file written under `outdir`; returns the file's name."""
+    _footer(fig, records, note)
+    _layout(fig, top, right)
+    if margins:
+        _inch_margins(fig, top=margins[0], bottom=margins[1])
+    return _save(fig, outdir, filename)

@@ -12,16 +12,13 @@ import pandas as pd
 from .common import (
     Figure,
     _bytes,
-    _footer,
     _group_keys,
-    _inch_margins,
     _key_name,
-    _layout,
     _link_sol,
     _plain_log_ticks,
-    _save,
     _unique,
     coverage_text,
+    finish,
 )
 
 # --- Small-copy latency --------------------------------------------------------
@@ -143,10 +140,15 @@ def latency_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
                    bbox_to_anchor=(0.5, 1 - 0.42 / fig.get_figheight()))  # fmt: skip
         fig.suptitle(f"Small-copy latency: one copy of each size ({info['system']}:{info['partition']}, "
                      f"{info['gpu_model']}, {info['host_link']})", fontsize=11)  # fmt: skip
-        _footer(fig, group, "; ".join(_latency_notes(group, link)))
-        _layout(fig, 1 - 0.8 / fig.get_figheight())
-        _inch_margins(fig, top=1.05, bottom=1.05)
-        name = _save(fig, outdir, _key_name("latency", key))
+        name = finish(
+            fig,
+            group,
+            "; ".join(_latency_notes(group, link)),
+            outdir,
+            _key_name("latency", key),
+            top=1 - 0.8 / fig.get_figheight(),
+            margins=(1.05, 1.05),
+        )
         caption = f"{coverage_text(group)}. " + (f"Speed of light from {link.source}." if link else "")
         figures.append(Figure(LATENCY_TEST, outdir / name, "Latency against copy size", caption))
     return figures

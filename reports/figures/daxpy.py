@@ -11,14 +11,11 @@ from matplotlib.lines import Line2D
 
 from .common import (
     Figure,
-    _footer,
     _group_keys,
-    _inch_margins,
     _key_name,
-    _layout,
     _plain_log_ticks,
-    _save,
     coverage_text,
+    finish,
 )
 
 # --- DAXPY inner/outer-loop study ------------------------------------------------
@@ -269,10 +266,15 @@ def daxpy_figures(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
             fig.suptitle(f"DAXPY study, figure {spec.number}: {spec.title} ({info['system']}:{info['partition']}, "
                          f"{info['gpu_model']}, {info['host_link']})", fontsize=11)  # fmt: skip
             notes = _daxpy_notes(spec, stats)
-            _footer(fig, group, "\n".join(notes))
-            _layout(fig, 1 - 0.55 / fig.get_figheight())
-            _inch_margins(fig, top=0.85, bottom=1.25)
-            name = _save(fig, outdir, _key_name(f"daxpy-fig{spec.number}", key))
+            name = finish(
+                fig,
+                group,
+                "\n".join(notes),
+                outdir,
+                _key_name(f"daxpy-fig{spec.number}", key),
+                top=1 - 0.55 / fig.get_figheight(),
+                margins=(0.85, 1.25),
+            )
             caption = f"{coverage_text(group)}. " + " ".join(n[0].upper() + n[1:] + "." for n in notes)
             figures.append(Figure(DAXPY_TEST, outdir / name, f"Figure {spec.number}: {spec.title}", caption))
     return figures

@@ -11,14 +11,12 @@ import pandas as pd
 from .common import (
     SERIES_FIELDS,
     Figure,
-    _footer,
-    _layout,
-    _save,
     _series_labels,
     _slug,
     _unique,
     _varying,
     coverage_text,
+    finish,
 )
 
 # --- Any other check ---------------------------------------------------------
@@ -91,9 +89,14 @@ def generic(frame: pd.DataFrame, outdir: Path, test: str, per_figure: int = 8) -
         fig = _draw_page(data, variables[start : start + per_figure], series, cases)
         page = f" ({start // per_figure + 1}/{pages})" if len(variables) > per_figure else ""
         fig.suptitle(f"{test}: every performance variable, median per case{page}", fontsize=11)
-        _footer(fig, data, "whiskers: min to max over repeated executions; '|': reference where the check sets one")
-        _layout(fig, 1 - (0.4 + 0.2 * math.ceil(len(series) / 3) * (len(series) > 1)) / fig.get_figheight())
-        name = _save(fig, outdir, f"generic-{_slug(test)}-{start // per_figure + 1}.png")
+        name = finish(
+            fig,
+            data,
+            "whiskers: min to max over repeated executions; '|': reference where the check sets one",
+            outdir,
+            f"generic-{_slug(test)}-{start // per_figure + 1}.png",
+            top=1 - (0.4 + 0.2 * math.ceil(len(series) / 3) * (len(series) > 1)) / fig.get_figheight(),
+        )
         figures.append(
             Figure(test, outdir / name, f"{test}: every performance variable{page}", coverage_text(data) + ".")
         )

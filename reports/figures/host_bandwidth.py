@@ -10,12 +10,10 @@ import pandas as pd
 from .common import (
     SERIES_FIELDS,
     Figure,
-    _footer,
-    _layout,
-    _save,
     _series_labels,
     _varying,
     coverage_text,
+    finish,
 )
 
 # --- Host bandwidth per NUMA node --------------------------------------------
@@ -59,7 +57,12 @@ def host_numa(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
     ax.legend(title="operation", fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
     ax.set_ylim(0, stats["max"].max() * 1.2)
-    _footer(fig, data, "error bars: min to max over repeated executions" if stats["count"].max() > 1 else "")
-    _layout(fig, 1.0)
-    name = _save(fig, outdir, "host-bandwidth-numa.png")
+    name = finish(
+        fig,
+        data,
+        "error bars: min to max over repeated executions" if stats["count"].max() > 1 else "",
+        outdir,
+        "host-bandwidth-numa.png",
+        top=1.0,
+    )
     return [Figure(HOST_TEST, outdir / name, "Host memory bandwidth per NUMA node", coverage_text(data) + ".")]

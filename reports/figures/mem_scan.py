@@ -12,14 +12,11 @@ from matplotlib.lines import Line2D
 from .common import (
     Figure,
     _bytes,
-    _footer,
     _group_keys,
-    _inch_margins,
     _key_name,
-    _layout,
     _plain_log_ticks,
-    _save,
     coverage_text,
+    finish,
 )
 
 # --- Multi-GPU random-access scan ---------------------------------------------
@@ -252,10 +249,15 @@ def scan_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
             "speed of light derived from the perflog: GB/s over its logged fraction of the speed of light "
             "(1/N of a GPU's segments are its own)",
         ]
-        _footer(fig, group, "\n".join(notes))
-        _layout(fig, 1 - 0.8 / fig.get_figheight())
-        _inch_margins(fig, top=1.25, bottom=1.25)
-        name = _save(fig, outdir, _key_name("scan", key))
+        name = finish(
+            fig,
+            group,
+            "\n".join(notes),
+            outdir,
+            _key_name("scan", key),
+            top=1 - 0.8 / fig.get_figheight(),
+            margins=(1.25, 1.25),
+        )
         caption = _scan_caption(group, fraction, sol_gbs, limits)
         figures.append(Figure(SCAN_TEST, outdir / name, "Random-access scan: bandwidth against segment size", caption))
     return figures

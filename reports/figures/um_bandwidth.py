@@ -13,13 +13,11 @@ from matplotlib.lines import Line2D
 from .common import (
     Figure,
     GiB,
-    _footer,
     _group_keys,
     _key_name,
-    _layout,
     _link_sol,
-    _save,
     coverage_text,
+    finish,
 )
 
 # --- Unified Memory reprex ---------------------------------------------------
@@ -155,9 +153,15 @@ def um_per_run(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
             fontsize=11,
         )
         notes = [f"speed of light: {link.source}"] if link else []
-        _footer(fig, group, "; ".join(notes + ["shaded: min to max over repeated executions of the case"]))
-        _layout(fig, 0.94, 1 - 2.3 / fig.get_figwidth())
-        name = _save(fig, outdir, _key_name("um-per-run", key))
+        name = finish(
+            fig,
+            group,
+            "; ".join(notes + ["shaded: min to max over repeated executions of the case"]),
+            outdir,
+            _key_name("um-per-run", key),
+            top=0.94,
+            right=1 - 2.3 / fig.get_figwidth(),
+        )
         caption = f"{coverage_text(group)}. " + (f"Speed of light from {link.source}." if link else "")
         figures.append(Figure(UM_TEST, outdir / name, f"Per-run throughput, {info['size_class']}", caption))
     return figures
@@ -270,9 +274,9 @@ def um_steady(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
             f"({info['system']}:{info['partition']}, {info['gpu_model']}, {info['host_link']})",
             fontsize=11,
         )
-        _footer(fig, group, f"speed of light: {link.source}" if link else "")
-        _layout(fig, 0.92)
-        name = _save(fig, outdir, _key_name("um-steady", key))
+        name = finish(
+            fig, group, f"speed of light: {link.source}" if link else "", outdir, _key_name("um-steady", key), top=0.92
+        )
         caption = f"{coverage_text(group)}. " + (f"Speed of light from {link.source}." if link else "")
         figures.append(Figure(UM_TEST, outdir / name, f"Steady state vs speed of light, {info['size_class']}", caption))
     return figures
