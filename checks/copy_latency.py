@@ -29,6 +29,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 
 from checks.suite.base import GpuCheck
+from checks.suite.records import numbers, records, require
 
 #: Methods that every node with a GPU has; GDRCopy's is added where the
 #: partition declares (or detection finds) gdrdrv.
@@ -36,40 +37,38 @@ BASE_METHODS = ["pageable", "pinned", "async", "zerocopy"]
 GDRCOPY_METHOD = "gdrcopy"
 DIRECTIONS = ["h2d", "d2h"]
 
-_LATENCY = re.compile(
-    r"^Latency: method=(?P<method>\S+) direction=(?P<direction>\S+) size=(?P<size>\d+) "
-    r"median_us=(?P<median>\S+) min_us=(?P<min>\S+) samples=(?P<samples>\d+) batch=(?P<batch>\d+)"
-    r"(?: block_medians_us=(?P<blocks>[0-9.,]+))?\s*$",
-    re.MULTILINE,
-)
 
 #: The sizes whose latencies are headline figures: a word, a page, 64 KiB, 1 MiB.
 HEADLINE_SIZES = [8, 4096, 65536, 1048576]
-_SKIPPED = re.compile(r"^Skipped: method=(?P<method>\S+) reason=(?P<reason>.*)$", re.MULTILINE)
 _VERIFIED = re.compile(r"^Data verified: (?P<cases>\d+) cases", re.MULTILINE)
+
+
+def _latency_records(text: str) -> list:
+    names = ["method", "direction", "size", "median_us", "min_us"]
+    return [require(r, names, "Latency") for r in records(text, "Latency")]
 
 
 def parse_latencies(text: str, statistic: str = "median") -> dict:
     """{(method, direction): {size: microseconds}} from the program's output;
     `statistic` is 'median' or 'min'."""
     curves: dict = {}
-    for m in _LATENCY.finditer(text):
-        curves.setdefault((m["method"], m["direction"]), {})[int(m["size"])] = float(m[statistic])
+    for r in _latency_records(text):
+        curves.setdefault((r["method"], r["direction"]), {})[int(r["size"])] = float(r[f"{statistic}_us"])
     return curves
 
 
 def parse_block_medians(text: str) -> dict:
     """{(method, direction, size): [block medians in microseconds]} from the program's output."""
     return {
-        (m["method"], m["direction"], int(m["size"])): [float(x) for x in m["blocks"].split(",")]
-        for m in _LATENCY.finditer(text)
-        if m["blocks"]
+        (r["method"], r["direction"], int(r["size"])): list(numbers(r["block_medians_us"]))
+        for r in _latency_records(text)
+        if r.get("block_medians_us")
     }
 
 
 def parse_skipped(text: str) -> dict:
     """{method: reason} for the legs the program could not run."""
-    return {m["method"]: m["reason"].strip() for m in _SKIPPED.finditer(text)}
+    return {r["method"]: r.get("reason", "").strip() for r in records(text, "Skipped") if "method" in r}
 
 
 def parse_verified(text: str) -> int:

@@ -40,6 +40,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import GpuCheck, median
+from checks.suite.records import records, require
 
 #: Rows N: thread blocks per kernel. The paper's text does not give it; the
 #: authors' published driver script runs ``axpy.ex 100 M`` (see the report).
@@ -88,9 +89,9 @@ COMPARISONS = [
     ("managed+prefetch", "explicit"),
 ]
 
-_POINT = r"^DAXPY (.*)$"
-_POINT_PAIR = r"^DAXPY .* inner=(\d+) outer=(\d+) "
-_FIELD = re.compile(r"(\w+)=(\S+)")
+# 'DAXPY:' records (checks/suite/records.py); outputs from before the colon read alike.
+_POINT = r"^DAXPY:? (.*)$"
+_POINT_PAIR = r"^DAXPY:? .* inner=(\d+) outer=(\d+) "
 _PERF_VAR = re.compile(r"^(?P<metric>[a-z_]+)_i(?P<inner>\d+)_o(?P<outer>\d+)$")
 
 
@@ -125,24 +126,14 @@ def figure_points(
 
 
 def parse_points(text: str) -> list:
-    """Every 'DAXPY' line of the program's output, as Points."""
+    """Every 'DAXPY' record of the program's output, as Points."""
     points = []
-    for line in re.findall(_POINT, text, re.MULTILINE):
-        fields = dict(_FIELD.findall(line))
-        missing = {"alloc", "prefetch", "size", "inner", "outer", *METRICS} - fields.keys()
-        if missing:
-            raise ValueError(f"DAXPY line without {', '.join(sorted(missing))}: {line!r}")
-        points.append(
-            Point(
-                alloc=fields["alloc"],
-                prefetch=fields["prefetch"],
-                size=int(fields["size"]),
-                inner=int(fields["inner"]),
-                outer=int(fields["outer"]),
-                values={m: float(fields[m]) for m in METRICS},
-                sample=int(fields.get("sample", 1)),
-            )
-        )
+    for r in records(text, "DAXPY"):
+        require(r, ["alloc", "prefetch", "size", "inner", "outer", *METRICS], "DAXPY")
+        points.append(Point(
+            alloc=r["alloc"], prefetch=r["prefetch"], size=int(r["size"]), inner=int(r["inner"]),
+            outer=int(r["outer"]), values={m: float(r[m]) for m in METRICS}, sample=int(r.get("sample", 1)),
+        ))  # fmt: skip
     return points
 
 

@@ -12,9 +12,29 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, variable
 
 from checks.suite.base import SuiteCheck
+from checks.suite.records import records, require
 
-_SUMMARY = r"^Node (?P<node>\d+) (?P<op>read|write): (?P<bw>\S+) GiB/s \(median of (?P<runs>\d+) runs\)"
 OPS = ("read", "write")
+
+
+@sn.deferrable
+def measured(stdout: str, tag: str) -> list:
+    """The (node, op) of every `tag` record ('Bandwidth': each node and op measured)."""
+    with open(stdout) as stream:
+        return [(r["node"], r["op"]) for r in records(stream.read(), tag) if {"node", "op"} <= r.keys()]
+
+
+@sn.deferrable
+def _as_set(items) -> set:
+    return set(items)
+
+
+@sn.deferrable
+def run_bandwidths(stdout: str, node: int, op: str) -> list:
+    """Each timed run's GiB/s of one node and operation, in run order."""
+    with open(stdout) as stream:
+        runs = records(stream.read(), "Run")
+    return [float(require(r, ["gibs"], "Run")["gibs"]) for r in runs if (r.get("node"), r.get("op")) == (str(node), op)]
 
 
 @rfm.simple_test
@@ -48,21 +68,19 @@ class host_bandwidth(SuiteCheck):
         ]  # fmt: skip
 
     def verified(self):
-        found = sn.extractall(_SUMMARY, self.stdout, ["node", "op"])
+        found = measured(self.stdout, "Bandwidth")
         expected = {(str(n), op) for n in self.numa_nodes() for op in OPS}
         return sn.all([
             sn.assert_not_found(r"^error:", self.stderr),
             sn.assert_eq(sn.count(found), len(expected)),
-            sn.assert_eq({tuple(f) for f in found}, expected),
+            sn.assert_eq(_as_set(found), expected),
         ])  # fmt: skip
-
-    def run_bandwidths(self, node: int, op: str):
-        return sn.extractall(rf"^Node {node} {op} run \d+: (?P<bw>\S+) GiB/s", self.stdout, "bw", float)
 
     @run_before("performance")
     def set_perf_variables(self):
         perf = {}
         for node in self.numa_nodes():
             for op in OPS:
-                perf.update(self.headline(f"{op}_bw_node{node}", self.run_bandwidths(node, op), "GiB/s", self.runs))
+                perf.update(self.headline(f"{op}_bw_node{node}", run_bandwidths(self.stdout, node, op), "GiB/s",
+                                          self.runs))  # fmt: skip
         self.perf_variables = perf

@@ -41,7 +41,6 @@ of the 450 GB/s per direction.
 
 from __future__ import annotations
 
-import re
 from typing import NamedTuple
 
 import reframe as rfm
@@ -50,6 +49,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import MultiGpuCheck
+from checks.suite.records import numbers, records, require
 from systems import data
 
 GiB = 2**30
@@ -63,20 +63,6 @@ PLATEAU_FROM = 128  # the seed: "if the segment size is 128 bytes or more, about
 #: and the scan's headline figures, whose samples those blocks give.
 SCAN_BLOCKS = 5
 HEADLINE_SCAN = ("plateau_gbs", "seg64_gbs", "best_gbs")
-
-_SCAN = re.compile(
-    r"^Scan: mode=(?P<mode>\S+) op=(?P<op>\S+) segment=(?P<segment>\d+) width=(?P<width>\d+) "
-    r"thread_bytes=(?P<thread_bytes>\d+) gpus=(?P<gpus>\d+) launch_bytes=(?P<launch_bytes>\d+) reps=(?P<reps>\d+) "
-    r"per_gpu_gbs=(?P<per_gpu>[0-9.,]+) min_gbs=(?P<min>\S+) mean_gbs=(?P<mean>\S+) "
-    r"aggregate_gbs=(?P<aggregate>\S+)(?: window_s=\S+)?(?: block_mean_gbs=(?P<blocks>[0-9.,]+))?\s*$",
-    re.MULTILINE,
-)
-_LINK = re.compile(
-    r"^Link: mode=(?P<mode>\S+) op=(?P<op>\S+) gpus=(?P<gpus>\d+) launch_bytes=\d+ reps=\d+ "
-    r"per_gpu_gbs=[0-9.,]+ min_gbs=\S+ mean_gbs=(?P<mean>\S+) aggregate_gbs=\S+ (?:window_s=\S+ )?"
-    r"(?:block_mean_gbs=(?P<blocks>[0-9.,]+) )?scan_limit_gbs=(?P<limit>\S+)\s*$",
-    re.MULTILINE,
-)
 
 
 class ScanPoint(NamedTuple):
@@ -93,28 +79,21 @@ class ScanPoint(NamedTuple):
     block_means: tuple = ()  # the mean per-GPU rate of each block of timed launches
 
 
-def _floats(text: str | None) -> tuple:
-    return tuple(float(x) for x in text.split(",")) if text else ()
+_SCAN_FIELDS = ["mode", "op", "segment", "width", "thread_bytes", "gpus", "per_gpu_gbs", "min_gbs", "mean_gbs",
+                "aggregate_gbs"]  # fmt: skip
 
 
 def parse_scan(text: str) -> list:
-    """Every 'Scan:' line of mem_scan's output."""
-    return [
-        ScanPoint(
-            m["mode"],
-            m["op"],
-            int(m["segment"]),
-            int(m["width"]),
-            int(m["thread_bytes"]),
-            int(m["gpus"]),
-            [float(x) for x in m["per_gpu"].split(",")],
-            float(m["min"]),
-            float(m["mean"]),
-            float(m["aggregate"]),
-            _floats(m["blocks"]),
-        )
-        for m in _SCAN.finditer(text)
-    ]
+    """Every 'Scan:' record of mem_scan's output."""
+    points = []
+    for r in records(text, "Scan"):
+        require(r, _SCAN_FIELDS, "Scan")
+        points.append(ScanPoint(
+            r["mode"], r["op"], int(r["segment"]), int(r["width"]), int(r["thread_bytes"]), int(r["gpus"]),
+            list(numbers(r["per_gpu_gbs"])), float(r["min_gbs"]), float(r["mean_gbs"]), float(r["aggregate_gbs"]),
+            numbers(r.get("block_mean_gbs")),
+        ))  # fmt: skip
+    return points
 
 
 class LinkYardstick(NamedTuple):
@@ -127,10 +106,11 @@ class LinkYardstick(NamedTuple):
 
 
 def parse_link(text: str, mode: str, op: str) -> LinkYardstick | None:
-    """The 'Link:' line of one mode and op (reads and writes have one)."""
-    for m in _LINK.finditer(text):
-        if (m["mode"], m["op"]) == (mode, op):
-            return LinkYardstick(float(m["mean"]), float(m["limit"]), _floats(m["blocks"]))
+    """The 'Link:' record of one mode and op (reads and writes have one)."""
+    for r in records(text, "Link"):
+        if (r.get("mode"), r.get("op")) == (mode, op):
+            require(r, ["mean_gbs", "scan_limit_gbs"], "Link")
+            return LinkYardstick(float(r["mean_gbs"]), float(r["scan_limit_gbs"]), numbers(r.get("block_mean_gbs")))
     return None
 
 

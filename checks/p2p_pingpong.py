@@ -12,37 +12,34 @@ own time over itself.
 
 from __future__ import annotations
 
-import re
-
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import MultiGpuCheck, median
+from checks.suite.records import records, require
 from systems import data
 
 GiB = 2**30
 
-_PINGPONG = re.compile(
-    r"^PingPong: variant=(?P<variant>\S+) size=(?P<size>\d+) iters=(?P<iters>\d+) block=\d+ src_device=\d+ "
-    r"dst_device=\d+(?: sample=(?P<sample>\d+))? time_s=(?P<time>\S+) bandwidth_gibs=(?P<bw>\S+)\s*$",
-    re.MULTILINE,
-)
+
+def _pingpong_records(text: str) -> list:
+    return [require(r, ["variant", "time_s", "bandwidth_gibs"], "PingPong") for r in records(text, "PingPong")]
 
 
 def parse_pingpong(text: str) -> dict:
     """{variant: (seconds, GiB/s)} from p2p_pingpong's output (its first sample)."""
     found = {}
-    for m in _PINGPONG.finditer(text):
-        found.setdefault(m["variant"], (float(m["time"]), float(m["bw"])))
+    for r in _pingpong_records(text):
+        found.setdefault(r["variant"], (float(r["time_s"]), float(r["bandwidth_gibs"])))
     return found
 
 
 def parse_pingpong_samples(text: str) -> dict:
     """{variant: [(seconds, GiB/s), ...]} in sample order, from p2p_pingpong's output."""
     found: dict = {}
-    for m in _PINGPONG.finditer(text):
-        found.setdefault(m["variant"], []).append((float(m["time"]), float(m["bw"])))
+    for r in _pingpong_records(text):
+        found.setdefault(r["variant"], []).append((float(r["time_s"]), float(r["bandwidth_gibs"])))
     return found
 
 
@@ -58,11 +55,13 @@ def pingpong_final(a: int, b: int, iters: int) -> tuple:
     return (a + 4 * odd if odd else a, a + 4 * even - 2 if even else b)
 
 
-def pingpong_values(stdout, variant: str, field: str):
-    """Each sample's time (s) or bandwidth (GiB/s) of one variant, in sample
-    order: a deferred extraction from the job's output."""
-    pattern = _PINGPONG.pattern.replace(r"(?P<variant>\S+)", re.escape(variant), 1)
-    return sn.extractall(pattern, stdout, field, float)
+@sn.deferrable
+def pingpong_values(stdout: str, variant: str, field: str) -> list:
+    """Each sample's time (field 'time', s) or bandwidth ('bw', GiB/s) of one
+    variant, in sample order, read from the job's output when evaluated."""
+    with open(stdout) as stream:
+        samples = parse_pingpong_samples(stream.read()).get(variant, [])
+    return [time if field == "time" else bw for time, bw in samples]
 
 
 @sn.deferrable

@@ -53,7 +53,7 @@ def test_x86_control_group_with_tuning_reaches_the_link():
 
 
 def test_this_programs_output_parses_the_same_way():
-    output = (DATA / "um_bw_h100_numa_read.txt").read_text()
+    output = (DATA / "um_bandwidth_h100_numa_read.txt").read_text()
     assert "Running on device 0 with grid dim 160 and block dim 128" in output
     assert "System memory enabled" in output
     runs = parse_throughputs(output)

@@ -12,7 +12,7 @@
 // Allocators: system (malloc, reached by the GPU through ATS or HMM), managed
 // (cudaMallocManaged) and explicit (cudaMalloc plus a cudaMemcpy of y each way
 // in every outer iteration, the manual management the paper's conclusion
-// compares against). Every point prints one "DAXPY" line and is verified: y
+// compares against). Every point prints one "DAXPY:" record and is verified: y
 // must hold exactly what its kernels and touches make of it.
 #include <algorithm>
 #include <chrono>
@@ -390,7 +390,7 @@ int main(int argc, char **argv) {
         for (const auto &[inner, outer] : c.points) {
             const Timings t = run_point(c, size, inner, outer);
             const int sample = ++samples[{inner, outer}];
-            std::printf("DAXPY alloc=%s prefetch=%s size=%" PRIu64 " rows=%d cols=%" PRIu64
+            std::printf("DAXPY: alloc=%s prefetch=%s size=%" PRIu64 " rows=%d cols=%" PRIu64
                         " inner=%d outer=%d sample=%d kernel_us=%.3f per_kernel_us=%.3f gpu_kernel_us=%.3f "
                         "touch_us=%.3f alloc_us=%.3f init_us=%.3f warmup_us=%.3f total_us=%.3f\n",
                         alloc_name(c.alloc), c.prefetch ? "on" : "off", size, c.rows, size / sizeof(double), inner,

@@ -6,9 +6,9 @@
 // figure is the node's local bandwidth. Every run is verified: a read must
 // return the sum the host knows, a write must leave the value it stored.
 //
-// Output, one line a run and one summary line per node and operation:
-//   Node 0 read run 1: 12.3456 GiB/s
-//   Node 0 read: 12.3456 GiB/s (median of 5 runs)
+// Output, one record a run and one per node and operation (their median):
+//   Run: node=0 op=read run=1 gibs=12.3456
+//   Bandwidth: node=0 op=read gibs=12.3456 runs=5
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -179,7 +179,7 @@ std::vector<double> measure(const Topology &topo, int node, const std::string &o
             for (std::size_t i = 0; i < n; ++i) a[i] = i;  // restore for later reads
         }
         bw.push_back(bytes / seconds / suite::kGiB);
-        std::printf("Node %d %s run %d: %.4f GiB/s\n", node, op.c_str(), run, bw.back());
+        std::printf("Run: node=%d op=%s run=%d gibs=%.4f\n", node, op.c_str(), run, bw.back());
         std::fflush(stdout);
     }
     return bw;
@@ -223,7 +223,7 @@ int main(int argc, char **argv) {
         std::printf("Node %d: %u threads, %.3f GiB\n", node, threads, n * sizeof(std::uint64_t) / suite::kGiB);
         for (const auto &op : ops) {
             const std::vector<double> bw = measure(topo, node, op, a, n, threads, runs);
-            std::printf("Node %d %s: %.4f GiB/s (median of %d runs)\n", node, op.c_str(), suite::median(bw), runs);
+            std::printf("Bandwidth: node=%d op=%s gibs=%.4f runs=%d\n", node, op.c_str(), suite::median(bw), runs);
         }
         free_on_node(topo, a, n * sizeof(std::uint64_t));
     }

@@ -71,8 +71,8 @@ def host_bandwidth(rng, opts, slow):
         for op, level in (("read", 68.0), ("write", 41.0)):
             values = [noisy(rng, level * slow, 0.01) for _ in range(runs)]
             for run, value in enumerate(values, start=1):
-                print(f"Node {node} {op} run {run}: {value:.4f} GiB/s")
-            print(f"Node {node} {op}: {statistics.median(values):.4f} GiB/s (median of {runs} runs)")
+                print(f"Run: node={node} op={op} run={run} gibs={value:.4f}")
+            print(f"Bandwidth: node={node} op={op} gibs={statistics.median(values):.4f} runs={runs}")
 
 
 def daxpy(rng, opts, slow):
@@ -84,7 +84,7 @@ def daxpy(rng, opts, slow):
         kernel = noisy(rng, (size / 800) * 10.0 * inner * outer / slow, 0.02)
         total = kernel * 3
         print(
-            f"DAXPY alloc={alloc} prefetch={prefetch} size={size} rows=100 cols={size // 8} inner={inner} "
+            f"DAXPY: alloc={alloc} prefetch={prefetch} size={size} rows=100 cols={size // 8} inner={inner} "
             f"outer={outer} sample={counts[(inner, outer)]} kernel_us={kernel:.3f} "
             f"per_kernel_us={kernel / (inner * outer):.3f} gpu_kernel_us={kernel * 0.9:.3f} "
             f"touch_us={kernel:.3f} alloc_us=10.000 init_us=10.000 warmup_us=10.000 total_us={total:.3f}"

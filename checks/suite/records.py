@@ -1,0 +1,47 @@
+"""The suite's record grammar, and its one parser.
+
+Every program of src/ prints its results as records, one a line::
+
+    Tag: key=value key=value ...
+
+a capitalised tag, a colon, then fields; a value runs to the next
+`` key=`` or the end of the line (lists are comma-separated, a reason may
+hold spaces as the last field). Lines of other shapes are the programs'
+prose (what they set up, what they verified) and are not records. DAXPY
+lines printed before the colon became part of the grammar (``DAXPY
+alloc=...``) read alike.
+"""
+
+from __future__ import annotations
+
+import re
+
+_FIELD = re.compile(r"(\w+)=(.*?)(?= \w+=|\s*$)")
+
+
+def _line(tag: str) -> re.Pattern:
+    return re.compile(rf"^{re.escape(tag)}:? (?=\w+=)(?P<fields>.*)$", re.MULTILINE)
+
+
+def fields(text: str) -> dict[str, str]:
+    """'a=1 b=x y' -> {'a': '1', 'b': 'x y'}."""
+    return dict(_FIELD.findall(text))
+
+
+def records(text: str, tag: str) -> list[dict[str, str]]:
+    """The fields of every `tag` record of a program's output, in order."""
+    return [fields(m["fields"]) for m in _line(tag).finditer(text)]
+
+
+def numbers(value: str | None) -> tuple:
+    """A comma-separated list of numbers ('1.5,2,3'); () where absent."""
+    return tuple(float(x) for x in value.split(",")) if value else ()
+
+
+def require(record: dict, names: list, tag: str) -> dict:
+    """`record`, or an error naming the fields a `tag` record lacks."""
+    missing = [n for n in names if n not in record]
+    if missing:
+        shown = " ".join(f"{k}={v}" for k, v in record.items())
+        raise ValueError(f"{tag} record without {', '.join(missing)}: {shown!r}")
+    return record

@@ -1,0 +1,81 @@
+"""The record grammar (checks/suite/records.py), and what is measured is
+unchanged by it: every parser reads the committed program outputs
+(tests/data) to the same figures as before the grammar, recorded in
+tests/data/figures_from_outputs.json."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from checks import copy_latency as cl
+from checks import daxpy as dx
+from checks import mem_scan as ms
+from checks import p2p_pingpong as pp
+from checks import um_bandwidth as um
+from checks.suite.records import fields, numbers, records, require
+
+DATA = Path(__file__).parent / "data"
+BEFORE = json.loads((DATA / "figures_from_outputs.json").read_text())
+MODES, OPS = ("single", "chunked", "multiprocess"), ("read", "write", "atomic")
+
+
+def _plain(value):
+    return json.loads(json.dumps(value, default=list))
+
+
+def test_fields_run_to_the_next_key_or_the_end():
+    assert fields("a=1 b=2,3 reason=gdrdrv is not loaded") == {"a": "1", "b": "2,3", "reason": "gdrdrv is not loaded"}
+    text = "Scan: x=1\nprose: no fields\nScan: x=2 y=3\nScanner: x=9\n"
+    assert records(text, "Scan") == [{"x": "1"}, {"x": "2", "y": "3"}]
+    assert records("DAXPY alloc=managed inner=1\n", "DAXPY") == [{"alloc": "managed", "inner": "1"}]
+    assert numbers("1.5,2") == (1.5, 2.0) and numbers(None) == ()
+    with pytest.raises(ValueError, match="Link record without scan_limit_gbs: 'mode=single'"):
+        require({"mode": "single"}, ["mode", "scan_limit_gbs"], "Link")
+
+
+def test_the_reprex_figures_are_unchanged():
+    text = (DATA / "um_bandwidth_h100_numa_read.txt").read_text()
+    assert um.parse_throughputs(text) == BEFORE["um_bandwidth"]["throughputs"]
+
+
+def test_the_daxpy_points_are_unchanged():
+    points = dx.parse_points((DATA / "daxpy_h100_managed_off_800000.txt").read_text())
+    assert [[p.inner, p.outer, p.sample, p.values] for p in points] == BEFORE["daxpy"]
+
+
+def test_the_latency_curves_and_crossovers_are_unchanged():
+    text, before = (DATA / "copy_latency_h100.txt").read_text(), BEFORE["copy_latency"]
+    for statistic in ("median", "min"):
+        curves = cl.parse_latencies(text, statistic)
+        assert {f"{m} {d} {s}": v for (m, d), c in curves.items() for s, v in c.items()} == before[statistic]
+    assert {f"{m} {d} {s}": v for (m, d, s), v in cl.parse_block_medians(text).items()} == before["blocks"]
+    assert cl.parse_skipped(text) == before["skipped"] and cl.parse_verified(text) == before["verified"]
+    assert cl.crossovers(cl.parse_latencies(text)) == before["crossovers"]
+
+
+def test_the_scan_points_links_and_summaries_are_unchanged():
+    text, before = (DATA / "mem_scan_h200.txt").read_text(), BEFORE["mem_scan"]
+    points = ms.parse_scan(text)
+    assert _plain([list(p._asdict().values()) for p in points]) == before["points"]
+    for mode in MODES:
+        for op in OPS:
+            link = ms.parse_link(text, mode, op)
+            assert _plain(list(link._asdict().values()) if link else None) == before["links"][f"{mode} {op}"]
+            case = [p for p in points if p.mode == mode and p.op == op]
+            summary = ms.summarise(case, 900.0, link.scan_limit_gbs if link else None)
+            assert _plain(summary) == before["summaries"][f"{mode} {op}"]
+
+
+def test_the_pingpong_samples_are_unchanged():
+    text = (DATA / "p2p_pingpong_h200.txt").read_text()
+    assert _plain(pp.parse_pingpong_samples(text)) == BEFORE["p2p_pingpong"]
+
+
+def test_every_program_prints_its_results_as_records():
+    """The result lines of every program of src/ are `Tag: key=value` records."""
+    result_tags = {"Scan", "Link", "PingPong", "Latency", "DAXPY"}
+    sources = "\n".join(p.read_text() for p in (Path(__file__).parent.parent / "src").glob("*/*.c*"))
+    printed = set(re.findall(r'printf\(\s*"([A-Z][A-Za-z]*): \w+=%', sources))
+    assert result_tags <= printed, f"result records: {sorted(printed)}"
