@@ -24,9 +24,9 @@ Beyond the paper: :func:`crossover` gives, per data size, the smallest inner
 count from which managed memory (with or without prefetch) stays faster than
 system memory, the paper's "6-to-8" on Summit, and the same against explicit
 copies. It needs several cases, which are separate jobs, so it is computed
-from the perflog, not as a performance variable::
-
-    python -m checks.daxpy perflogs/<system>/<partition>/daxpy.log
+from the perflogs, not as a performance variable: the report does it
+(reports/figures/daxpy.py, ``./suite report html``), from the median of each
+point over its executions.
 """
 
 from __future__ import annotations

@@ -26,21 +26,9 @@ from checks.suite.keys import CASE_KEY, NODE_FACTS, direction, format_case, pars
 from checks.suite.references import load_entries, matching_values, same_value
 from systems import data
 
-from . import cli, gate
+from . import cli, gate, nightly
 from .load import load
-from .nightly import (
-    _MEANING,
-    PERFLOGS,
-    REFERENCES,
-    REPO,
-    UNJUDGED,
-    accepted_file,
-    find_run,
-    now,
-    read_accepted,
-    run_rows,
-    selected_system,
-)
+from .nightly import _MEANING, UNJUDGED, accepted_file, find_run, now, read_accepted, run_rows, selected_system
 
 #: Runs on separately started nodes that tolerances are taken from, at least.
 MIN_RUNS = 3
@@ -181,8 +169,10 @@ def reference_entries(
     return entries, warnings
 
 
-def write_references(entries: dict[str, list], note: str, directory: Path = REFERENCES) -> list[Path]:
-    """Append (or replace) the acceptance's section in each check's file."""
+def write_references(entries: dict[str, list], note: str, directory: Path | None = None) -> list[Path]:
+    """Append (or replace) the acceptance's section in each check's file
+    (under systems/references/ unless `directory` says otherwise)."""
+    directory = directory or nightly.REFERENCES
     marker = "# --- written by ./suite accept"
     written = []
     for test, items in entries.items():
@@ -224,20 +214,20 @@ def accept(args) -> int:
     target = accepted_file(system)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"accept: {', '.join(args.stamps)} now the baseline of {system} ({target.relative_to(REPO)})")
+    print(f"accept: {', '.join(args.stamps)} now the baseline of {system} ({target.relative_to(nightly.REPO)})")
     if not record["node"]:
         print("accept: warning: the runs recorded no node facts: health on this system judges nothing", file=sys.stderr)
     if args.write_references:
         minimum = (args.min_tolerance if args.min_tolerance is not None else 3.0) / 100
         detected = bool(data.load_all()[system].get("detect"))
-        frame = load([PERFLOGS / system], warn=None).frame
+        frame = load([nightly.PERFLOGS / system], warn=None).frame
         samples, history = accepted_samples(frame, system, runs), history_of(frame, runs, system)
         entries, warnings = reference_entries(samples, minimum, detected, history, min(MIN_RUNS, len(runs)))
         for line in warnings:
             print(f"accept: warning: {line}", file=sys.stderr)
         note = f"the runs {', '.join(args.stamps)}"
         for path in write_references(entries, note):
-            print(f"accept: references written to {path.relative_to(REPO)}")
+            print(f"accept: references written to {path.relative_to(nightly.REPO)}")
     return 0
 
 
@@ -267,7 +257,7 @@ def rejudge(args) -> int:
     if accepted is None:
         print(f"rejudge: no accepted run for {system}", file=sys.stderr)
         return UNJUDGED
-    frame = load([PERFLOGS / system], warn=None).frame
+    frame = load([nightly.PERFLOGS / system], warn=None).frame
     base, worst = run_rows(frame, system, accepted["runs"]), 0
     for stamp in args.stamps:
         outdir, run = find_run(system, stamp)

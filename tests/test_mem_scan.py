@@ -171,3 +171,35 @@ def test_the_figures_named_before_the_run_are_those_the_output_gives():
         with pytest.raises(sn.SanityError, match="a Scan line without 5 block rates"):
             sn.evaluate(block_summary(deferred, 900.0, "plateau_gbs"))
     assert summary_names([4, 8, 16], False, False) == ["best_gbs", "best_segment", "best_aggregate_gbs"]
+
+
+def test_a_case_is_incomplete_without_its_points_block_rates_or_link():
+    """What the figures are made of is checked in sanity: ReFrame would skip
+    a figure it cannot evaluate with a warning only."""
+    import reframe.utility.sanity as sn
+
+    from checks.mem_scan import complete_case
+
+    path = str(DATA / "mem_scan_h200.txt")
+    with pytest.raises(sn.SanityError, match="Scan records without 5 block rates: 4 B at 4 B"):
+        sn.evaluate(complete_case(path, "single", "read", SEGMENTS, WIDTHS, True))
+    with pytest.raises(sn.SanityError, match="no Scan record of mode=single op=read for 32768 B at 4 B"):
+        sn.evaluate(complete_case(path, "single", "read", [*SEGMENTS, 32768], WIDTHS, True))
+
+
+def test_a_complete_case_passes(tmp_path):
+    import reframe.utility.sanity as sn
+
+    from checks.mem_scan import complete_case
+
+    out = tmp_path / "out.txt"
+    out.write_text("\n".join([
+        BLOCK_SCAN.format(segment=64, mean=360.0, blocks="359,360,361,362,358"),
+        "Link: mode=single op=read gpus=2 launch_bytes=1 reps=20 per_gpu_gbs=337.00,338.00 min_gbs=337.00 "
+        "mean_gbs=337.50 aggregate_gbs=675.00 block_mean_gbs=337,338,337,338,337 scan_limit_gbs=675.00",
+    ]))  # fmt: skip
+    assert sn.evaluate(complete_case(str(out), "single", "read", [64], [16], True))
+    out.write_text(BLOCK_SCAN.format(segment=64, mean=360.0, blocks="359,360,361,362,358"))
+    with pytest.raises(sn.SanityError, match="no Link record of mode=single op=read"):
+        sn.evaluate(complete_case(str(out), "single", "read", [64], [16], True))
+    assert sn.evaluate(complete_case(str(out), "single", "read", [64], [16], False))  # atomics have none

@@ -27,6 +27,12 @@ def _plain(value):
 
 def test_fields_run_to_the_next_key_or_the_end():
     assert fields("a=1 b=2,3 reason=gdrdrv is not loaded") == {"a": "1", "b": "2,3", "reason": "gdrdrv is not loaded"}
+    # Free text runs to the end of the line, whatever it holds.
+    assert fields("method=gdrcopy reason=cuda error code=2") == {"method": "gdrcopy", "reason": "cuda error code=2"}
+    with pytest.raises(ValueError, match="size given twice"):
+        fields("size=1 size=2")
+    # Only DAXPY, printed without the colon before the grammar, goes without it.
+    assert records("Latency method=x size=1\n", "Latency") == []
     text = "Scan: x=1\nprose: no fields\nScan: x=2 y=3\nScanner: x=9\n"
     assert records(text, "Scan") == [{"x": "1"}, {"x": "2", "y": "3"}]
     assert records("DAXPY alloc=managed inner=1\n", "DAXPY") == [{"alloc": "managed", "inner": "1"}]
@@ -75,7 +81,7 @@ def test_the_pingpong_samples_are_unchanged():
 
 def test_every_program_prints_its_results_as_records():
     """The result lines of every program of src/ are `Tag: key=value` records."""
-    result_tags = {"Scan", "Link", "PingPong", "Latency", "DAXPY"}
+    result_tags = {"Scan", "Link", "PingPong", "Latency", "DAXPY", "Run", "Bandwidth", "Skipped"}
     sources = "\n".join(p.read_text() for p in (Path(__file__).parent.parent / "src").glob("*/*.c*"))
-    printed = set(re.findall(r'printf\(\s*"([A-Z][A-Za-z]*): \w+=%', sources))
+    printed = set(re.findall(r'printf\(\s*"([A-Z][A-Za-z]*): \w+=', sources))
     assert result_tags <= printed, f"result records: {sorted(printed)}"

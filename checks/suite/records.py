@@ -5,11 +5,12 @@ Every program of src/ prints its results as records, one a line::
     Tag: key=value key=value ...
 
 a capitalised tag, a colon, then fields; a value runs to the next
-`` key=`` or the end of the line (lists are comma-separated, a reason may
-hold spaces as the last field). Lines of other shapes are the programs'
-prose (what they set up, what they verified) and are not records. DAXPY
-lines printed before the colon became part of the grammar (``DAXPY
-alloc=...``) read alike.
+`` key=`` or the end of the line (lists are comma-separated). A free-text
+field (``reason``) is the last of its record and runs to the end of the
+line, whatever it holds. A key given twice is an error. Lines of other
+shapes are the programs' prose (what they set up, what they verified) and
+are not records. DAXPY lines printed before the colon became part of the
+grammar (``DAXPY alloc=...``) read alike; no other tag goes without it.
 """
 
 from __future__ import annotations
@@ -18,14 +19,30 @@ import re
 
 _FIELD = re.compile(r"(\w+)=(.*?)(?= \w+=|\s*$)")
 
+#: Fields whose value is free text: the last of a record, to the end of the line.
+FREE_TEXT = ("reason",)
+
+#: Tags once printed without the colon (outputs from before the grammar).
+_WITHOUT_COLON = ("DAXPY",)
+
 
 def _line(tag: str) -> re.Pattern:
-    return re.compile(rf"^{re.escape(tag)}:? (?=\w+=)(?P<fields>.*)$", re.MULTILINE)
+    colon = ":?" if tag in _WITHOUT_COLON else ":"
+    return re.compile(rf"^{re.escape(tag)}{colon} (?=\w+=)(?P<fields>.*)$", re.MULTILINE)
 
 
 def fields(text: str) -> dict[str, str]:
-    """'a=1 b=x y' -> {'a': '1', 'b': 'x y'}."""
-    return dict(_FIELD.findall(text))
+    """'a=1 b=x y reason=r s=t' -> {'a': '1', 'b': 'x y', 'reason': 'r s=t'}."""
+    free = re.search(rf"(?:^| )({'|'.join(FREE_TEXT)})=(.*)$", text)
+    head = text[: free.start()] if free else text
+    found: dict[str, str] = {}
+    for key, value in _FIELD.findall(head):
+        if key in found:
+            raise ValueError(f"{key} given twice in the record {text!r}")
+        found[key] = value
+    if free:
+        found[free[1]] = free[2].strip()
+    return found
 
 
 def records(text: str, tag: str) -> list[dict[str, str]]:

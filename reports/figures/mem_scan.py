@@ -9,6 +9,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from checks.mem_scan import PLATEAU_FROM
+
 from .common import (
     Figure,
     _bytes,
@@ -36,8 +38,8 @@ _SCAN_STYLE = {
     "chunked": ("#ff7f0e", "--", "s"),
     "multiprocess": ("#2ca02c", ":", "^"),
 }
-#: The check's plateau: segments of this many bytes and more (checks.multi_gpu.PLATEAU_FROM).
-SCAN_PLATEAU_FROM = 128
+#: The check's plateau: segments of this many bytes and more, as the check defines it.
+SCAN_PLATEAU_FROM = PLATEAU_FROM
 
 
 def scan_points(group: pd.DataFrame) -> pd.DataFrame:
