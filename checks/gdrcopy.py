@@ -69,9 +69,9 @@ from checks.suite.gdrcopy_runs import (
     apiperf_runs,
     copybw_runs,
     copylat_runs,
-    read_output,
 )
 from checks.suite.placement import remote_numa_node
+from checks.suite.records import read_output
 from systems import data
 
 # ------------------------------------------------------------------ checks --

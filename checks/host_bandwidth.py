@@ -12,7 +12,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, variable
 
 from checks.suite.base import SuiteCheck
-from checks.suite.records import records, require
+from checks.suite.records import read_output, records, require
 
 OPS = ("read", "write")
 
@@ -20,8 +20,7 @@ OPS = ("read", "write")
 @sn.deferrable
 def measured(stdout: str, tag: str) -> list:
     """The (node, op) of every `tag` record ('Bandwidth': each node and op measured)."""
-    with open(stdout) as stream:
-        return [(r["node"], r["op"]) for r in records(stream.read(), tag) if {"node", "op"} <= r.keys()]
+    return [(r["node"], r["op"]) for r in records(read_output(stdout), tag) if {"node", "op"} <= r.keys()]
 
 
 @sn.deferrable
@@ -32,8 +31,7 @@ def _as_set(items) -> set:
 @sn.deferrable
 def run_bandwidths(stdout: str, node: int, op: str) -> list:
     """Each timed run's GiB/s of one node and operation, in run order."""
-    with open(stdout) as stream:
-        runs = records(stream.read(), "Run")
+    runs = records(read_output(stdout), "Run")
     return [float(require(r, ["gibs"], "Run")["gibs"]) for r in runs if (r.get("node"), r.get("op")) == (str(node), op)]
 
 

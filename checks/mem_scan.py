@@ -49,7 +49,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import MultiGpuCheck
-from checks.suite.records import numbers, records, require
+from checks.suite.records import numbers, read_output, records, require
 from systems import data
 
 GiB = 2**30
@@ -186,8 +186,7 @@ def summary_names(segments: list, with_sol: bool, with_link: bool) -> list:
 @sn.deferrable
 def scan_points(stdout: str, mode: str, op: str) -> list:
     """The case's points from the job's output (read when the figures are evaluated)."""
-    with open(stdout) as stream:
-        return [p for p in parse_scan(stream.read()) if p.mode == mode and p.op == op]
+    return [p for p in parse_scan(read_output(stdout)) if p.mode == mode and p.op == op]
 
 
 @sn.deferrable
@@ -200,8 +199,7 @@ def point_value(points: list, segment: int, width: int, field: str) -> float:
 
 @sn.deferrable
 def link_yardstick(stdout: str, mode: str, op: str) -> LinkYardstick:
-    with open(stdout) as stream:
-        found = parse_link(stream.read(), mode, op)
+    found = parse_link(read_output(stdout), mode, op)
     if found is None:
         raise sn.SanityError(f"no Link line for mode={mode} op={op}")
     return found
@@ -228,8 +226,7 @@ def block_summary(points: list, sol_gbs: float | None, name: str) -> list:
 def complete_case(stdout: str, mode: str, op: str, segments: list, widths: list, link: bool) -> bool:
     """Every point of the sweep with its block rates, and the link yardstick
     where the op has one, or an error saying what is missing."""
-    with open(stdout) as stream:
-        text = stream.read()
+    text = read_output(stdout)
     points = {(p.segment, p.width): p for p in parse_scan(text) if p.mode == mode and p.op == op}
     missing = [f"{s} B at {w} B" for s in segments for w in widths if (s, w) not in points]
     if missing:

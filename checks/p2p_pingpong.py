@@ -17,7 +17,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import MultiGpuCheck, median
-from checks.suite.records import records, require
+from checks.suite.records import read_output, records, require
 from systems import data
 
 GiB = 2**30
@@ -59,8 +59,7 @@ def pingpong_final(a: int, b: int, iters: int) -> tuple:
 def pingpong_values(stdout: str, variant: str, field: str) -> list:
     """Each sample's time (field 'time', s) or bandwidth ('bw', GiB/s) of one
     variant, in sample order, read from the job's output when evaluated."""
-    with open(stdout) as stream:
-        samples = parse_pingpong_samples(stream.read()).get(variant, [])
+    samples = parse_pingpong_samples(read_output(stdout)).get(variant, [])
     return [time if field == "time" else bw for time, bw in samples]
 
 

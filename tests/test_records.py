@@ -85,3 +85,13 @@ def test_every_program_prints_its_results_as_records():
     sources = "\n".join(p.read_text() for p in (Path(__file__).parent.parent / "src").glob("*/*.c*"))
     printed = set(re.findall(r'printf\(\s*"([A-Z][A-Za-z]*): \w+=', sources))
     assert result_tags <= printed, f"result records: {sorted(printed)}"
+
+
+def test_a_jobs_output_is_read_again_once_it_changes(tmp_path):
+    from checks.suite.records import read_output
+
+    out = tmp_path / "rfm_job.out"
+    out.write_text("Run: node=0 op=read run=1 gibs=1.0\n")
+    assert records(read_output(str(out)), "Run") == [{"node": "0", "op": "read", "run": "1", "gibs": "1.0"}]
+    out.write_text("Run: node=0 op=read run=1 gibs=1.0\nRun: node=0 op=read run=2 gibs=2.5\n")
+    assert len(records(read_output(str(out)), "Run")) == 2

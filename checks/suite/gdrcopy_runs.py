@@ -16,11 +16,6 @@ from .gdrcopy_output import (
 )
 
 
-def read_output(path: str) -> str:
-    with open(path) as stream:
-        return stream.read()
-
-
 def runs_of(text: str, test: str, repeats: int) -> list[tuple[int, str]]:
     """Each repeat's output with its first line's number; an error unless
     there are `repeats` of them."""

@@ -72,10 +72,6 @@ def remote_numa_node(node: dict, local: int) -> int:
     return others[0]
 
 
-def account_missing(extras: dict) -> str | None:
-    return extras.get("account_missing")
-
-
 class Placement(rfm.RegressionTestPlugin):
     """The launcher's options from the check's GPUs and the system's data.
 
@@ -107,7 +103,7 @@ class Placement(rfm.RegressionTestPlugin):
     def require_account(self):
         # A scheduler that rejects jobs without a project (LSF on Summit)
         # fails the check here, with what to set, not after submission.
-        missing = account_missing(self.current_partition.extras)
+        missing = self.current_partition.extras.get("account_missing")
         if missing:
             raise ReframeError(missing)
 
@@ -115,30 +111,29 @@ class Placement(rfm.RegressionTestPlugin):
     def place_tasks(self):
         launcher, node = self.job.launcher, self.placement_node
         settings = dict(self.current_partition.extras.get("launcher_settings", {}))
-        if self.gpus_requested():  # the job's GPUs too (#SBATCH --gpus-per-node, ...)
-            self.num_gpus_per_node = self.gpus_requested()
-        tasks_count = self.num_tasks_per_node or 1
-        tasks = gpus_of_tasks(self.gpu_devices(), tasks_count)
+        gpus = self.gpus_requested()
+        if gpus:  # the job's GPUs too (#SBATCH --gpus-per-node, ...)
+            self.num_gpus_per_node = gpus
+        tasks = gpus_of_tasks(self.gpu_devices(), self.num_tasks_per_node or 1)
         if hasattr(type(launcher), "gpus_per_task"):  # the suite's jsrun
-            self._place_jsrun(launcher, node, settings, tasks_count)
+            self._place_jsrun(launcher, node, settings, len(tasks), gpus)
         elif self.current_partition.launcher_type.registered_name == "srun":
-            self._place_srun(launcher, node, settings, tasks)
+            self._place_srun(launcher, node, settings, tasks, gpus)
 
-    def _place_jsrun(self, launcher, node: dict, settings: dict, tasks: int) -> None:
+    def _place_jsrun(self, launcher, node: dict, settings: dict, tasks: int, gpus: int) -> None:
         for name in ("bind_policy", "smpiargs"):
             if name in settings:
                 setattr(launcher, name, settings[name])
-        gpus = self.gpus_requested()
         # Tasks that share their GPUs share one resource set; the others get one each.
         launcher.tasks_per_rs = tasks if self.tasks_share_gpus else settings.get("tasks_per_rs", 1)
         launcher.gpus_per_task = gpus // tasks if tasks > 1 else gpus
         share = max(1, cores_of(node, gpus) // tasks)
         launcher.cpus_per_task = self.num_cpus_per_task or settings.get("cpus_per_task") or share
 
-    def _place_srun(self, launcher, node: dict, settings: dict, tasks: list[list[int]]) -> None:
+    def _place_srun(self, launcher, node: dict, settings: dict, tasks: list[list[int]], gpus: int) -> None:
         resource = self.current_partition.extras.get("gpu_resource")
-        if resource and self.gpus_requested():
-            launcher.options.append(resource.format(num_gpus_per_node=self.gpus_requested()))
+        if resource and gpus:
+            launcher.options.append(resource.format(num_gpus_per_node=gpus))
         numa = numa_of_tasks(node, tasks)
         if settings.get("cpu_bind") == "map_ldom" and numa is not None:
             launcher.options.append("--cpu-bind=map_ldom:" + ",".join(str(n) for n in numa))

@@ -15,7 +15,9 @@ grammar (``DAXPY alloc=...``) read alike; no other tag goes without it.
 
 from __future__ import annotations
 
+import os
 import re
+from functools import lru_cache
 
 _FIELD = re.compile(r"(\w+)=(.*?)(?= \w+=|\s*$)")
 
@@ -62,3 +64,17 @@ def require(record: dict, names: list, tag: str) -> dict:
         shown = " ".join(f"{k}={v}" for k, v in record.items())
         raise ValueError(f"{tag} record without {', '.join(missing)}: {shown!r}")
     return record
+
+
+def read_output(path: str) -> str:
+    """A job's output, read once however many deferred figures parse it (a
+    scan case has over a hundred): the cache is keyed by the file's size and
+    modification time, so a file written again is read again."""
+    stat = os.stat(path)
+    return _read(os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=8)
+def _read(path: str, size: int, mtime_ns: int) -> str:
+    with open(path) as stream:
+        return stream.read()
