@@ -8,19 +8,21 @@ or writes mapped pinned memory (zero-copy), and, where the build has GDRCopy
 and the node has gdrdrv, GDRCopy's CPU mapping of GPU memory. Every case's
 data is verified by the program before it is timed.
 
-The whole curve lands in the perflog, one performance variable per method,
-direction and size: ``lat_us_<method>_<direction>_<size>``, the median in
-microseconds (e.g. ``lat_us_pinned_h2d_4096``). So do the crossovers,
-computed here from the medians: ``crossover_<direction>_<b>_over_<a>`` is the
-smallest size from which method b stays faster than method a at every larger
-size, for each pair where a is faster at the smallest size and b at the
-largest (e.g. ``crossover_h2d_pinned_over_zerocopy``: where cudaMemcpy from
-pinned memory overtakes the zero-copy kernel).
+The perflog has the headline latencies: the median of each method and
+direction at a word, a page, 64 KiB and 1 MiB (``lat_us_<method>_<direction>_<size>``,
+e.g. ``lat_us_pinned_h2d_4096``), each the median of its `blocks` block
+medians, which are its samples. The whole curve, every size, is kept beside
+the perflog (``copy_latency.curves``, checks/suite/curves.py); the reports
+read it back as the same names, with the crossovers computed from it:
+``crossover_<direction>_<b>_over_<a>`` is the smallest size from which method
+b stays faster than method a at every larger size, for each pair where a is
+faster at the smallest size and b at the largest (e.g.
+``crossover_h2d_pinned_over_zerocopy``: where cudaMemcpy from pinned memory
+overtakes the zero-copy kernel).
 """
 
 from __future__ import annotations
 
-import os
 import re
 
 import reframe as rfm
@@ -29,7 +31,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 
 from checks.suite.base import GpuCheck
-from checks.suite.records import numbers, records, require
+from checks.suite.records import numbers, read_output, records, require
 
 #: Methods that every node with a GPU has; GDRCopy's is added where the
 #: partition declares (or detection finds) gdrdrv.
@@ -116,6 +118,26 @@ def perf_name(method: str, direction: str, size: int) -> str:
     return f"lat_us_{method}_{direction}_{size}"
 
 
+_SIZE_SUFFIX = {"": 0, "K": 10, "M": 20, "G": 30}
+
+
+def size_bytes(text: str) -> int:
+    """'16M' -> 16777216: a size as the program's options take it (K, M, G: powers of 1024)."""
+    found = re.fullmatch(r"\s*(\d+)\s*([KMG]?)\s*", str(text), re.IGNORECASE)
+    if not found:
+        raise ValueError(f"max_size: {text!r} is not a size (a whole number of bytes, K, M or G)")
+    return int(found[1]) << _SIZE_SUFFIX[found[2].upper()]
+
+
+@sn.deferrable
+def block_medians(stdout: str, method: str, direction: str, size: int) -> list:
+    """A headline latency's samples: its block medians, from the job's output."""
+    found = parse_block_medians(read_output(stdout)).get((method, direction, size))
+    if not found:
+        raise sn.SanityError(f"no block medians for {method} {direction} {size} B")
+    return found
+
+
 @rfm.simple_test
 class copy_latency(GpuCheck):
     descr = "Host-device copy latency, 1 B to 16 MiB: cudaMemcpy (pageable, pinned), async, zero-copy, GDRCopy"
@@ -143,10 +165,11 @@ class copy_latency(GpuCheck):
 
     case_variables = ("device",)
 
-    #: The methods asked for (set before the run) and, for the perflog's
-    #: readers, the legs the program could not run, with the reason.
+    #: The methods measured: those every GPU node has, and GDRCopy's where
+    #: the partition declares (or detection finds) gdrdrv.
     methods = variable(typ.List[str], value=[])
-    skipped_legs = variable(str, value="", loggable=True)
+
+    curve_tags = ("Latency",)
 
     @run_after("setup")
     def set_resources(self):
@@ -155,9 +178,19 @@ class copy_latency(GpuCheck):
         cpu = self.node["cpu"]
         self.num_cpus_per_task = cpu["sockets"] * cpu["cores_per_socket"]
 
+    def measured_methods(self) -> list[str]:
+        return BASE_METHODS + ([GDRCOPY_METHOD] if "gdrdrv" in self.current_partition.features else [])
+
+    @run_after("setup")
+    def choose_methods(self):
+        self.methods = self.measured_methods()
+
+    def headline_sizes(self) -> list[int]:
+        """The headline sizes the sweep reaches."""
+        return [size for size in HEADLINE_SIZES if size <= size_bytes(self.max_size)]
+
     @run_before("run")
     def set_options(self):
-        self.methods = BASE_METHODS + ([GDRCOPY_METHOD] if "gdrdrv" in self.current_partition.features else [])
         self.executable_opts = [
             "--device", str(self.device),
             "--methods", ",".join(self.methods),
@@ -171,11 +204,6 @@ class copy_latency(GpuCheck):
         if "numa" in self.current_partition.features:
             self.executable_opts += ["--numa-node", str(self.gpu_numa_node(self.device))]
 
-    def _output(self) -> str:
-        # Hooks run outside the stage directory: read the output by its full path.
-        with open(os.path.join(self.stagedir, self.stdout.evaluate())) as stream:
-            return stream.read()
-
     def verified(self):
         return sn.all([
             sn.assert_not_found(r"^error:|CUDA error", self.stderr),
@@ -183,40 +211,37 @@ class copy_latency(GpuCheck):
             _complete_curves(self.stdout, self.methods, DIRECTIONS),
         ])  # fmt: skip
 
-    @run_before("performance")
+    @run_after("setup")
     def set_perf_variables(self):
-        if self.is_dry_run():
-            return
-        text = self._output()
-        self.skipped_legs = "; ".join(f"{m}: {r}" for m, r in parse_skipped(text).items())
-        curves, blocks = parse_latencies(text), parse_block_medians(text)
         perf = {}
-        for (method, direction), curve in sorted(curves.items()):
-            for size, us in sorted(curve.items()):
-                name = perf_name(method, direction, size)
-                if size in HEADLINE_SIZES:
-                    perf.update(self.headline(name, sn.defer(blocks[(method, direction, size)]), "us", self.blocks))
-                else:
-                    perf[name] = sn.make_performance_function(sn.defer(us), "us")
-        for name, size in crossovers(curves).items():
-            perf[name] = sn.make_performance_function(sn.defer(size), "B")
+        for method in self.measured_methods():
+            for direction in DIRECTIONS:
+                for size in self.headline_sizes():
+                    samples = block_medians(self.stdout, method, direction, size)
+                    perf.update(self.headline(perf_name(method, direction, size), samples, "us", self.blocks))
         self.perf_variables = perf
+
+    @classmethod
+    def curve_figures(cls, lines: list[str], figures: dict) -> dict:
+        # Every size's median, and the crossovers of the whole curves.
+        curves = parse_latencies("\n".join(lines))
+        found = {perf_name(m, d, size): (us, "us") for (m, d), curve in curves.items() for size, us in curve.items()}
+        found.update({name: (size, "B") for name, size in crossovers(curves).items()})
+        return found
 
 
 @sn.deferrable
 def _complete_curves(stdout: str, methods: list, directions: list) -> bool:
-    """Every requested method has a line for every direction and the same
-    sizes, or says why it was skipped (only GDRCopy's may be); and the
-    program verified every case it timed."""
-    with open(stdout) as stream:
-        text = stream.read()
+    """Every method asked for has a line for every direction and the same
+    sizes, and the program verified every case it timed. A leg the program
+    skips fails: GDRCopy's is asked for only where the node has gdrdrv, so
+    its skip (a build without GDRCopy) is a leg the node promises unmeasured."""
+    text = read_output(stdout)
     curves = parse_latencies(text)
-    skipped = parse_skipped(text)
-    for method in skipped:
-        sn.evaluate(sn.assert_eq(method, GDRCOPY_METHOD, msg=f"the {method} leg was skipped: {skipped[method]}"))
-    measured = [m for m in methods if m not in skipped]
+    for method, reason in parse_skipped(text).items():
+        raise sn.SanityError(f"the {method} leg was skipped: {reason}")
     sizes = None
-    for method in measured:
+    for method in methods:
         for direction in directions:
             curve = curves.get((method, direction))
             sn.evaluate(sn.assert_true(curve, msg=f"no latency for {method} {direction}"))

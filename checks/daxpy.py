@@ -10,15 +10,17 @@ block); each case runs every point of the paper's figures in one process:
 - inner = 1..16 at outer = 4 (figures 3, 4 and 8, and the crossover below);
 - outer = 1, 2, 4, 8, 16 at inner = 4 (figures 1, 5, 6, 7) and 7 (figure 2).
 
-Every point lands in the perflog as performance variables named
-``<metric>_i<inner>_o<outer>`` (e.g. ``kernel_us_i4_o8``); the case's
-parameters, the data size among them, are in the test's display name. The
-headline figures, kernel and total time at inner 4 and 7 (outer 4), are the
-median of `samples` measurements of their points, each logged as a sample. ReFrame
-has no multi-dimensional performance variable, and inner and outer as test
-parameters would make the 24 points of a case 24 jobs, each paying the
-build's and the launcher's costs; names that encode the point keep one job per
-case and stay parseable (:func:`parse_perf_var`; reports/figures/daxpy.py reads them back).
+The perflog has the headline figures: kernel and total time at inner 4 and 7
+(outer 4), each the median of `samples` measurements of its point, which are
+its samples. Every point of the case is kept beside the perflog, record for
+record (``daxpy.curves``, checks/suite/curves.py), and read back by the
+reports as ``<metric>_i<inner>_o<outer>`` (e.g. ``kernel_us_i4_o8``), the
+names the perflog carried before (:func:`parse_perf_var`;
+reports/figures/daxpy.py). The case's parameters, the data size among them,
+are in the test's display name. ReFrame has no multi-dimensional performance
+variable, and inner and outer as test parameters would make the points of a
+case 24 jobs, each paying the build's and the launcher's costs: one job per
+case runs them all.
 
 Beyond the paper: :func:`crossover` gives, per data size, the smallest inner
 count from which managed memory (with or without prefetch) stays faster than
@@ -32,6 +34,7 @@ point over its executions.
 from __future__ import annotations
 
 import re
+import statistics
 from typing import NamedTuple
 
 import reframe as rfm
@@ -39,7 +42,7 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
-from checks.suite.base import GpuCheck, median
+from checks.suite.base import GpuCheck
 from checks.suite.records import records, require
 
 #: Rows N: thread blocks per kernel. The paper's text does not give it; the
@@ -69,7 +72,7 @@ METRICS = [
     "total_us",  # allocation, initialisation, warm-up and experiment (figures 7 and 8)
 ]
 
-#: The metrics each point puts in the perflog.
+#: The metrics each point gives the reports (:meth:`daxpy.curve_figures`).
 LOGGED_METRICS = ["kernel_us", "per_kernel_us", "gpu_kernel_us", "touch_us", "total_us"]
 
 #: The headline figures: these metrics at these points, measured `samples` times.
@@ -214,12 +217,12 @@ def _point_samples(lines, inner, outer, metric) -> list:
 class daxpy(GpuCheck):
     descr = "DAXPY inner/outer-loop study: system (ATS/HMM), managed and explicit memory, with and without prefetch"
     tags = {"daxpy", "um", "paper"}
-    time_limit = "10m"
 
     allocator = parameter(["system", "managed", "explicit"])
     prefetch = parameter(["off", "on"])
     #: Bytes each thread block touches: M * sizeof(double).
     data_size = parameter(DATA_SIZES)
+    time_limit = "10m"
 
     rows = variable(int, value=ROWS)
     inner_axis = variable(typ.List[int], value=INNER_AXIS)
@@ -279,15 +282,25 @@ class daxpy(GpuCheck):
             sn.assert_found(rf"^Verified: {len(expected)} points", self.stdout),
         ])  # fmt: skip
 
-    @run_before("performance")
+    @run_after("setup")
     def set_perf_variables(self):
         lines = sn.extractall(_POINT, self.stdout, 1)
         perf = {}
-        for inner, outer in self.points():
-            for metric in LOGGED_METRICS:
-                name, samples = perf_var_name(metric, inner, outer), _point_samples(lines, inner, outer, metric)
-                if (inner, outer) in HEADLINE_POINTS and metric in HEADLINE_METRICS:
-                    perf.update(self.headline(name, samples, "us", self.samples))
-                else:
-                    perf[name] = sn.make_performance_function(median(samples), "us")
+        for inner, outer in HEADLINE_POINTS:
+            if (inner, outer) not in self.points():
+                continue
+            for metric in HEADLINE_METRICS:
+                samples = _point_samples(lines, inner, outer, metric)
+                perf.update(self.headline(perf_var_name(metric, inner, outer), samples, "us", self.samples))
         self.perf_variables = perf
+
+    curve_tags = ("DAXPY",)
+
+    @classmethod
+    def curve_figures(cls, lines: list[str], figures: dict) -> dict:
+        # Each point's metrics, the median of its measurements.
+        by_point: dict = {}
+        for point in parse_points("\n".join(lines)):
+            for metric in LOGGED_METRICS:
+                by_point.setdefault(perf_var_name(metric, point.inner, point.outer), []).append(point.values[metric])
+        return {name: (statistics.median(values), "us") for name, values in by_point.items()}

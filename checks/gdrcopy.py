@@ -20,12 +20,10 @@ as in GDRCopy's "NUMA effects" (``numactl -N <node> -l``), where the node has
 more than one NUMA node. Skipped with the reason: nodes without gdrdrv (our
 H100 and H200) and the remote placement on one-NUMA-node machines.
 
-Memory: GDRCopy works with regular device memory only, not CUDA managed
-memory (its README, "Restrictions and known issues"), and its tests have no
-option for it, so the ``memory`` parameter has no managed value. Its value
-reaches the program as the allocation function (``-a``): 'device' is
-cuMemAlloc's memory (GDRCopy's other choice, cuMemCreate, is VMM device
-memory), and sanity checks the test's "gpu alloc fn:" line.
+Memory: GDRCopy maps regular device memory only, not managed memory (its
+README, "Restrictions and known issues"); ``memory`` reaches the tests as
+their allocation function (``-a``, 'device': cuMemAlloc), and sanity checks
+the test's "gpu alloc fn:" line.
 
 Parsing is strict: every measurement line and every row of every table must
 read as GDRCopy's printf formats of 2.3 to 2.6 write it (tests/copybw.cpp,
@@ -37,8 +35,12 @@ its bandwidths are logged in MiB/s; copylat's and apiperf's times are in
 microseconds (us). copylat prints averages up to GDRCopy 2.5 (Avg.Time(us))
 and the median and minimum of 100 batches from 2.6 on (Median Time(us),
 Min. Time(us)): its figures are the first column, and every record logs which
-statistic that is (``statistic``) and GDRCopy's version (``gdrcopy_version``,
-from the file name of the libgdrapi the test loads, libgdrapi.so.<major>.<minor>).
+statistic that is (``statistic``, known from the version before the run and
+held to the tables' header by the sanity) and GDRCopy's version
+(``gdrcopy_version``, from the file name of the installed libgdrapi,
+libgdrapi.so.<major>.<minor>; the sanity checks the test loaded that one).
+The perflog has the headline sizes; every row and size is kept beside it
+(checks/suite/curves.py).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import fixture, parameter, run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
-from checks.suite.base import NodeFacts, median
+from checks.suite.base import NodeFacts
 from checks.suite.build import GdrCopyBuild, gdrcopy_source, gdrdrv_absent
 from checks.suite.gdrcopy_output import (
     APIPERF_OPS,
@@ -61,14 +63,22 @@ from checks.suite.gdrcopy_output import (
     LIBGDRAPI_LINE,
     apiperf_sizes,
     copylat_sizes,
-    parse_gdrcopy_version,
     parse_sanity,
     sanity_failure,
 )
 from checks.suite.gdrcopy_runs import (
+    apiperf_curve,
     apiperf_runs,
+    apiperf_samples,
     copybw_runs,
+    copybw_samples,
+    copylat_curve,
     copylat_runs,
+    copylat_samples,
+    copylat_statistic,
+    installed_version,
+    median_figures,
+    version_loaded,
 )
 from checks.suite.placement import remote_numa_node
 from checks.suite.records import read_output
@@ -133,6 +143,7 @@ class GdrCopyCheck(rfm.RunOnlyRegressionTest, NodeFacts):
         kind, where = gdrcopy_source(self.current_partition, self.current_environ)
         self.skip_if(kind == "none", where)
         self.gdrcopy_prefix = self.gdrcopy.prefix()
+        self.gdrcopy_version = installed_version(self.gdrcopy_prefix)
 
     @run_after("setup")
     def set_resources(self):
@@ -181,15 +192,6 @@ class GdrCopyCheck(rfm.RunOnlyRegressionTest, NodeFacts):
         self.executable = "bash"
         self.executable_opts = ["-c", shlex.quote(loop)]
 
-    def output(self) -> str:
-        # Hooks run outside the stage directory: read the output by its full path.
-        return read_output(os.path.join(self.stagedir, self.stdout.evaluate()))
-
-    @run_before("performance")
-    def log_gdrcopy_version(self):
-        if not self.is_dry_run():
-            self.gdrcopy_version = parse_gdrcopy_version(self.output())
-
     def ran_to_the_end(self):
         """GDRCopy's tests close the driver last (once a repeat); an ASSERT
         stops them before. The job printed the library they loaded."""
@@ -198,14 +200,8 @@ class GdrCopyCheck(rfm.RunOnlyRegressionTest, NodeFacts):
                          msg="{0} of {1} runs of the test closed gdrdrv (an early stop?)"),
             sn.assert_not_found(r"Assertion .* failed|^ERROR", self.stdout),
             sn.assert_not_found(r"Assertion .* failed|^ERROR", self.stderr),
-            _version_known(self.stdout),
+            version_loaded(self.stdout, self.gdrcopy_version),
         ])  # fmt: skip
-
-
-@sn.deferrable
-def _version_known(stdout: str) -> bool:
-    parse_gdrcopy_version(read_output(stdout))
-    return True
 
 
 @rfm.simple_test
@@ -216,7 +212,7 @@ class gdrcopy_sanity(GdrCopyCheck):
     repeats = 1  # unit tests: a pass or a failure, no figures
 
     def verified(self):
-        return sn.all([_version_known(self.stdout), _sanity_passes(self.stdout)])
+        return sn.all([version_loaded(self.stdout, self.gdrcopy_version), _sanity_passes(self.stdout)])
 
 
 @sn.deferrable
@@ -269,15 +265,14 @@ class gdrcopy_copybw(GdrCopyCheck):
         link = data.speed_of_light(node)["host_link"]
         return link / 2**20 if link and figure in ("write_bw", "read_bw") else None
 
-    @run_before("performance")
+    @run_after("setup")
     def set_perf_variables(self):
-        if self.is_dry_run():
-            return
-        runs = copybw_runs(self.output(), *self._expected())
         self.perf_variables = {
-            **self.headline("write_bw", sn.defer([r["write"] for r in runs]), BANDWIDTH_UNIT, self.repeats),
-            **self.headline("read_bw", sn.defer([r["read"] for r in runs]), BANDWIDTH_UNIT, self.repeats),
-        }
+            **self.headline("write_bw", copybw_samples(self.stdout, *self._expected(), "write"), BANDWIDTH_UNIT,
+                            self.repeats),
+            **self.headline("read_bw", copybw_samples(self.stdout, *self._expected(), "read"), BANDWIDTH_UNIT,
+                            self.repeats),
+        }  # fmt: skip
 
 
 @sn.deferrable
@@ -323,32 +318,39 @@ class gdrcopy_copylat(GdrCopyCheck):
         return self.repeats, self.required_rows(), copylat_sizes(self.buffer_size), GDRCOPY_ALLOC_FN[self.memory]
 
     def verified(self):
-        return sn.all([self.ran_to_the_end(), _copylat_complete(self.stdout, *self._expected())])
+        return sn.all([self.ran_to_the_end(), _copylat_complete(self.stdout, *self._expected(), self.statistic)])
 
-    @run_before("performance")
-    def set_perf_variables(self):
-        if self.is_dry_run():
-            return
-        # The whole table, every row and size: lat_us_<method>_<direction>_<size>;
-        # the sizes of COPYLAT_SIZES are headline figures with a sample per repeat.
-        runs = copylat_runs(self.output(), *self._expected())
-        self.statistic = runs[0].statistic
+    @run_after("setup")
+    def set_statistic(self):
+        # Known from the version installed; the sanity holds the tables to it.
+        self.statistic = copylat_statistic(self.gdrcopy_version)
         self.describe_case()  # the case key, now with its statistic
+
+    @run_after("setup")
+    def set_perf_variables(self):
+        # The sizes of COPYLAT_SIZES of every row, a sample per repeat; the
+        # whole table is the curve (:meth:`curve_records`).
         perf = {}
-        for row in runs[0].tables:
+        for row in self.required_rows():
             method, direction = COPYLAT_ROWS[row]
-            for size in sorted(runs[0].tables[row]):
-                name, samples = f"lat_us_{method}_{direction}_{size}", [r.curve(row)[size] for r in runs]
-                if size in COPYLAT_SIZES:
-                    perf.update(self.headline(name, sn.defer(samples), "us", self.repeats))
-                else:
-                    perf[name] = sn.make_performance_function(median(sn.defer(samples)), "us")
+            for size in (s for s in copylat_sizes(self.buffer_size) if s in COPYLAT_SIZES):
+                samples = copylat_samples(self.stdout, *self._expected(), row, size)
+                perf.update(self.headline(f"lat_us_{method}_{direction}_{size}", samples, "us", self.repeats))
         self.perf_variables = perf
+
+    def curve_records(self):
+        return copylat_curve(self.stdout, *self._expected())
+
+    @classmethod
+    def curve_figures(cls, lines: list[str], figures: dict) -> dict:
+        return median_figures(lines, "CopyLat", lambda r: f"lat_us_{r['method']}_{r['direction']}_{r['size']}")
 
 
 @sn.deferrable
-def _copylat_complete(stdout: str, repeats: int, rows: list, sizes: list, alloc_fn: str) -> bool:
-    copylat_runs(read_output(stdout), repeats, rows, sizes, alloc_fn)
+def _copylat_complete(stdout: str, repeats: int, rows: list, sizes: list, alloc_fn: str, statistic: str) -> bool:
+    runs = copylat_runs(read_output(stdout), repeats, rows, sizes, alloc_fn)
+    if statistic != "unknown" and runs[0].statistic != statistic:
+        raise SanityError(f"copylat printed {runs[0].statistic}s; its GDRCopy's version prints {statistic}s")
     return True
 
 
@@ -375,20 +377,23 @@ class gdrcopy_apiperf(GdrCopyCheck):
             [self.ran_to_the_end(), _apiperf_complete(self.stdout, self.repeats, apiperf_sizes(self.max_size))]
         )
 
-    @run_before("performance")
+    @run_after("setup")
     def set_perf_variables(self):
-        if self.is_dry_run():
-            return
-        runs = apiperf_runs(self.output(), self.repeats, apiperf_sizes(self.max_size))
+        # Every call at one GPU page, a sample per repeat; the other sizes are the curve.
         perf = {}
-        for size in sorted(runs[0]):
-            for op in APIPERF_OPS:
-                name, samples = f"{op}_us_{size}", [r[size][op] for r in runs]
-                if size == APIPERF_HEADLINE_SIZE:
-                    perf.update(self.headline(name, sn.defer(samples), "us", self.repeats))
-                else:
-                    perf[name] = sn.make_performance_function(median(sn.defer(samples)), "us")
+        for op in APIPERF_OPS:
+            samples = apiperf_samples(
+                self.stdout, self.repeats, apiperf_sizes(self.max_size), APIPERF_HEADLINE_SIZE, op
+            )
+            perf.update(self.headline(f"{op}_us_{APIPERF_HEADLINE_SIZE}", samples, "us", self.repeats))
         self.perf_variables = perf
+
+    def curve_records(self):
+        return apiperf_curve(self.stdout, self.repeats, apiperf_sizes(self.max_size))
+
+    @classmethod
+    def curve_figures(cls, lines: list[str], figures: dict) -> dict:
+        return median_figures(lines, "ApiPerf", lambda r: f"{r['op']}_us_{r['size']}")
 
 
 @sn.deferrable

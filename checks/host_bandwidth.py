@@ -7,6 +7,8 @@ Each node's read and write bandwidth is a headline figure whose samples are
 the program's timed runs.
 """
 
+import itertools
+
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, variable
@@ -39,14 +41,13 @@ def run_bandwidths(stdout: str, node: int, op: str) -> list:
 class host_bandwidth(SuiteCheck):
     descr = "Host memory bandwidth of each NUMA node, threads bound to the node"
     tags = {"host", "cpu"}
+    case_variables = ("buffer_size",)
 
     #: Buffer per NUMA node (K/M/G suffixes): far beyond the last-level cache.
     buffer_size = variable(str, value="1G")
 
     #: Timed runs per node and operation: the samples of each figure.
     runs = variable(int, value=5)
-
-    case_variables = ("buffer_size",)
 
     @run_after("setup")
     def set_resources(self):
@@ -79,11 +80,9 @@ class host_bandwidth(SuiteCheck):
               for n in self.numa_nodes() for op in OPS),
         ])  # fmt: skip
 
-    @run_before("performance")
+    @run_after("setup")
     def set_perf_variables(self):
-        perf = {}
-        for node in self.numa_nodes():
-            for op in OPS:
-                perf.update(self.headline(f"{op}_bw_node{node}", run_bandwidths(self.stdout, node, op), "GiB/s",
-                                          self.runs))  # fmt: skip
-        self.perf_variables = perf
+        self.perf_variables = {}
+        for node, op in itertools.product(self.numa_nodes(), OPS):
+            samples = run_bandwidths(self.stdout, node, op)
+            self.perf_variables.update(self.headline(f"{op}_bw_node{node}", samples, "GiB/s", self.runs))

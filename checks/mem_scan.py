@@ -19,14 +19,17 @@ the common window: all GPUs start their timed launches together at a start
 gate, and the window ends when the last one is done), and the per-GPU rate as
 a fraction of the seed's speed of light: each GPU's GPU-GPU bandwidth per
 direction times N/(N-1), since 1/N of a GPU's segments are its own (the
-DGX-A100's 300 GB/s x 8/7 = 343 GB/s). Perflog names: ``gbs_s<segment>_w<width>``
-(mean per-GPU GB/s), ``agg_gbs_...``, ``sol_...``, and the summaries
-``plateau_gbs`` (lowest over segments of 128 B and more, at each segment's
-best width), ``seg64_gbs``, ``best_gbs`` and ``best_segment``,
+DGX-A100's 300 GB/s x 8/7 = 343 GB/s). The perflog has the case's
+summaries: ``plateau_gbs`` (lowest over segments of 128 B and more, at each
+segment's best width), ``seg64_gbs``, ``best_gbs`` and ``best_segment``,
 ``best_aggregate_gbs``, ``plateau_of_sol`` and ``best_of_sol``. A point's
 timed launches are timed in five consecutive blocks too; the headline
 figures (``plateau_gbs``, ``seg64_gbs``, ``best_gbs``, ``link_gbs``) are also
-computed from each block alone, and those are their samples.
+computed from each block alone, and those are their samples. Every point is
+kept beside the perflog, record for record (``mem_scan.curves``,
+checks/suite/curves.py); the reports read each back as the names the
+perflog carried before: ``gbs_s<segment>_w<width>`` (mean per-GPU GB/s),
+``agg_gbs_...`` and ``sol_...``.
 
 Reads and writes are also measured against a yardstick taken in the same run:
 every GPU at once streams through all its peers' chunks (16-byte
@@ -49,6 +52,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import MultiGpuCheck
+from checks.suite.curves import output_curve
 from checks.suite.records import numbers, read_output, records, require
 from systems import data
 
@@ -190,14 +194,6 @@ def scan_points(stdout: str, mode: str, op: str) -> list:
 
 
 @sn.deferrable
-def point_value(points: list, segment: int, width: int, field: str) -> float:
-    for p in points:
-        if (p.segment, p.width) == (segment, width):
-            return getattr(p, field)
-    raise sn.SanityError(f"no Scan line for segment={segment} width={width}")
-
-
-@sn.deferrable
 def link_yardstick(stdout: str, mode: str, op: str) -> LinkYardstick:
     found = parse_link(read_output(stdout), mode, op)
     if found is None:
@@ -334,13 +330,6 @@ class mem_scan(MultiGpuCheck):
         def add(name, value, unit):
             perf[name] = sn.make_performance_function(value, unit)
 
-        for segment in self.segments:
-            for width in self.point_widths():
-                key = f"s{segment}_w{width}"
-                add(f"gbs_{key}", point_value(points, segment, width, "mean_gbs"), "GB/s")
-                add(f"agg_gbs_{key}", point_value(points, segment, width, "aggregate_gbs"), "GB/s")
-                if sol:  # a fraction of an unknown limit is not logged
-                    add(f"sol_{key}", point_value(points, segment, width, "mean_gbs") / sol, "fraction")
         yardstick = link_yardstick(self.stdout, self.mode, self.op) if link else None
         if link:
             perf.update(self.headline("link_gbs", sn.getattr(yardstick, "block_means"), "GB/s", SCAN_BLOCKS))
@@ -352,3 +341,23 @@ class mem_scan(MultiGpuCheck):
             else:
                 add(name, summary(points, sol, limit, name), SUMMARY_UNITS.get(name, "GB/s"))
         self.perf_variables = perf
+
+    curve_tags = ("Scan",)
+
+    def curve_records(self):
+        # The points, and the speed of light their fractions are of (system data, not measured).
+        sol = self.sol_gbs()
+        return output_curve(self.stdout, self.curve_tags) + ([f"Limit: sol_gbs={sol!r}"] if sol else [])
+
+    @classmethod
+    def curve_figures(cls, lines: list[str], figures: dict) -> dict:
+        # Each point's per-GPU and aggregate rate, and its fraction of the speed of light.
+        text = "\n".join(lines)
+        sol = next((float(r["sol_gbs"]) for r in records(text, "Limit") if "sol_gbs" in r), None)
+        found = {}
+        for p in parse_scan(text):
+            key = f"s{p.segment}_w{p.width}"
+            found[f"gbs_{key}"], found[f"agg_gbs_{key}"] = (p.mean_gbs, "GB/s"), (p.aggregate_gbs, "GB/s")
+            if sol:
+                found[f"sol_{key}"] = (p.mean_gbs / sol, "fraction")
+        return found

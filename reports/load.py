@@ -8,6 +8,12 @@ loggable attribute of the check (``%(check_#ALL)s``). ReFrame renames a
 perflog whose header changed to ``NAME.log.h0``, ``.h1``...; those are read
 too.
 
+Beside a perflog, ``NAME.curves`` keeps the curves of each run whose perflog
+lines carry only its headline figures (checks/suite/curves.py): they are
+read back, through the check's ``curve_figures``, as the figures the
+perflogs of earlier runs carried (every size, segment or point), with the
+node facts and case of the run's perflog lines.
+
 Lines that do not fit their header (a wrong number of fields, a value that is
 not a number, a last line cut short) are skipped, counted per file and
 reported with file and line number; they never stop the load or hide the
@@ -24,7 +30,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from checks.suite.curves import CURVE_SUFFIX
 from checks.suite.keys import split_sample
+from reports.curves import read_curves
+from reports.issue import Issue
+from reports.names import FORMER_NAMES, split_display_name
 
 #: Perflog header fields -> columns of the tidy table.
 RENAME = {
@@ -104,22 +114,6 @@ def _column(field: str) -> str:
 #: Placeholder of fields a record did not have (ReFrame writes None as 'null').
 _MISSING = {"", "null", "None", "<undefined>"}
 
-_PARAM = re.compile(r"%(?P<name>[\w.]+)=(?P<value>\S+)")
-
-
-@dataclass
-class Issue:
-    """A line (or file) the loader could not use."""
-
-    path: str
-    line: int  # 0: the file as a whole
-    kind: str  # 'malformed', 'truncated', 'unreadable'
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.path}:{self.line}" if self.line else self.path
-        return f"{where}: {self.kind}: {self.message}"
-
 
 @dataclass
 class Loaded:
@@ -134,13 +128,6 @@ class Loaded:
         rows = [(i.path, i.kind) for i in self.issues]
         table = pd.DataFrame(rows, columns=["file", "kind"])
         return table.value_counts().rename("lines").reset_index()
-
-
-def split_display_name(display_name: str) -> tuple[str, dict[str, str]]:
-    """'Check %a=1 %b=x ~fixture' -> ('Check', {'a': '1', 'b': 'x'})."""
-    text = display_name or ""
-    test = text.split(" ", 1)[0]
-    return test, {m["name"]: m["value"] for m in _PARAM.finditer(text)}
 
 
 def _is_header(fields: list[str]) -> bool:
@@ -274,24 +261,6 @@ _REPORT_KEEP = {
 }
 
 
-#: The checks' names before every experiment had one name, as the records of
-#: earlier runs carry them: read as today's, so that their figures are the
-#: baselines of today's runs.
-FORMER_NAMES = {
-    "UnifiedMemoryBandwidth": "um_bandwidth",
-    "DaxpyStudy": "daxpy",
-    "HostMemoryBandwidth": "host_bandwidth",
-    "SmallCopyLatency": "copy_latency",
-    "RandomAccessScan": "mem_scan",
-    "P2PPingPong": "p2p_pingpong",
-    "NodeHealth": "node_health",
-    "GdrCopySanity": "gdrcopy_sanity",
-    "GdrCopyBandwidth": "gdrcopy_copybw",
-    "GdrCopyLatency": "gdrcopy_copylat",
-    "GdrCopyApiPerf": "gdrcopy_apiperf",
-}
-
-
 def _tidy(records: list[dict], source: str, from_report: bool) -> pd.DataFrame:
     rows = []
     for record in records:
@@ -332,15 +301,16 @@ def load(paths, warn=sys.stderr) -> Loaded:
         if not top.exists():
             issues.append(Issue(str(top), 0, "unreadable", "no such file or directory"))
             continue
+        logged: dict[Path, list[dict]] = {}
         for path in _perflog_files(top):
             is_report = path.suffix == ".json"
             records = _read_run_report(path, issues) if is_report else _read_perflog(path, issues)
-            frame = _tidy(records, str(path), is_report)
-            if not frame.empty:
-                frame = frame[frame["perf_var"].notna()]
-            files[str(path)] = len(frame)
-            if not frame.empty:
-                frames.append(frame)
+            if not is_report:
+                logged.setdefault(path.parent / path.name.split(".log")[0], []).extend(records)
+            _add_frame(frames, files, _tidy(records, str(path), is_report), path)
+        for path in sorted(top.rglob(f"*{CURVE_SUFFIX}") if top.is_dir() else []):
+            records = read_curves(path, logged.get(path.with_suffix(""), []), issues)
+            _add_frame(frames, files, _tidy(records, str(path), False), path)
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CORE)
     for column in CORE:
         if column not in table:
@@ -359,6 +329,15 @@ def load(paths, warn=sys.stderr) -> Loaded:
         for issue in issues:
             print(f"warning: {issue}", file=warn)
     return loaded
+
+
+def _add_frame(frames: list, files: dict, frame: pd.DataFrame, path: Path) -> None:
+    """Keep a file's rows that have a performance value, and count them."""
+    if not frame.empty:
+        frame = frame[frame["perf_var"].notna()]
+    files[str(path)] = len(frame)
+    if not frame.empty:
+        frames.append(frame)
 
 
 def _add_keys(table: pd.DataFrame) -> None:

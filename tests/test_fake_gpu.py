@@ -111,6 +111,24 @@ def test_unchanged_node_passes_with_every_figure_judged(accepted):
     assert "0 flagged as regressions" in output and "0 could not be judged" in output
 
 
+def test_curves_are_kept_beside_the_perflogs_and_read_back_whole(accepted):
+    """The perflog has each case's headline figures; every other size and
+    point of the sweep is in the curves beside it (checks/suite/curves.py),
+    which the reports read back with the run's node facts."""
+    from checks.copy_latency import HEADLINE_SIZES
+    from reports.load import load
+
+    folder = accepted / "perflogs" / "fakegpu" / "default"
+    assert (folder / "copy_latency.curves").is_file() and (folder / "daxpy.curves").is_file()
+    frame = load(folder, warn=None).frame
+    latency = frame[(frame["test"] == "copy_latency") & frame["sample"].isna()]
+    logged, kept = (latency[latency["source"].str.endswith(suffix)] for suffix in (".log", ".curves"))
+    sizes = lambda rows: set(rows["figure"].str.extract(r"^lat_us_\w+_(\d+)$")[0].dropna().astype(int))  # noqa: E731
+    assert sizes(logged) == set(HEADLINE_SIZES)
+    assert sizes(kept) == {2**k for k in range(25)} - set(HEADLINE_SIZES)
+    assert (kept["gpu_model"] == FAKE_MODEL).all() and set(kept["time"]) == set(logged["time"])
+
+
 def test_half_speed_host_memory_is_flagged_and_nothing_else(accepted):
     status, output, outdir = nightly(accepted, 5, GPU_MEMPATHS_FAKE_SLOWDOWN="host_bandwidth=0.5")
     assert status == 2, output[-4000:]

@@ -103,9 +103,13 @@ def test_the_copylat_check_on_gdrcopy_2_5_and_2_6(name, statistic, tmp_path):
     text = fixture_text(name)
     out = tmp_path / "rfm_job.out"
     out.write_text(job_output(text, text, text))
-    assert sn.evaluate(_copylat_complete(str(out), 3, ALL_ROWS, SIZES_16M, "cuMemAlloc"))
+    assert sn.evaluate(_copylat_complete(str(out), 3, ALL_ROWS, SIZES_16M, "cuMemAlloc", statistic))
     runs = copylat_runs(out.read_text(), 3, ALL_ROWS, SIZES_16M, "cuMemAlloc")
     assert [r.statistic for r in runs] == [statistic] * 3
+    # Tables of another statistic than the installed version prints fail.
+    other = {"average": "median", "median": "average"}[statistic]
+    with pytest.raises(SanityError, match=f"copylat printed {statistic}s; its GDRCopy's version prints {other}s"):
+        sn.evaluate(_copylat_complete(str(out), 3, ALL_ROWS, SIZES_16M, "cuMemAlloc", other))
 
 
 def test_an_unknown_layout_fails_naming_the_header():
@@ -146,7 +150,7 @@ def test_a_broken_row_fails_naming_the_line(row, broken, why, tmp_path):
     out = tmp_path / "rfm_job.out"
     out.write_text(job)
     with pytest.raises(SanityError, match=rf"copylat run 2: {names(job, broken)}"):
-        sn.evaluate(_copylat_complete(str(out), 2, ALL_ROWS, SIZES_16M, "cuMemAlloc"))
+        sn.evaluate(_copylat_complete(str(out), 2, ALL_ROWS, SIZES_16M, "cuMemAlloc", "unknown"))
 
 
 def test_a_row_outside_the_tables_fails_naming_it():
@@ -182,16 +186,16 @@ def test_every_table_needs_rows_one_layout_and_each_size():
 def test_the_copylat_check_on_the_seed_output(seed, tmp_path):
     out = tmp_path / "rfm_job.out"
     out.write_text(job_output(seed["copylat"], seed["copylat"], seed["copylat"]))
-    assert sn.evaluate(_copylat_complete(str(out), 3, GDR_ROWS, SIZES_16M, "cuMemAlloc"))
+    assert sn.evaluate(_copylat_complete(str(out), 3, GDR_ROWS, SIZES_16M, "cuMemAlloc", "unknown"))
     assert split_repeats(out.read_text())[2] == seed["copylat"]
     # Each run's first line: after the libgdrapi line and its own "Repeat" line.
     lines = len(seed["copylat"].splitlines()) + 1
     assert [first for first, _ in repeat_outputs(out.read_text())] == [3, 3 + lines, 3 + 2 * lines]
     # The seed ran copylat without -c: no cuMemcpy tables.
     with pytest.raises(SanityError, match=r"copylat run 1 \(from line 3\): tables \[.*\], not \[.*'cuMemcpy_H2D'\]"):
-        sn.evaluate(_copylat_complete(str(out), 3, [*GDR_ROWS, "cuMemcpy_H2D"], SIZES_16M, "cuMemAlloc"))
+        sn.evaluate(_copylat_complete(str(out), 3, [*GDR_ROWS, "cuMemcpy_H2D"], SIZES_16M, "cuMemAlloc", "unknown"))
     with pytest.raises(SanityError, match=r"copylat: 3 runs in the output, 5 asked for"):
-        sn.evaluate(_copylat_complete(str(out), 5, GDR_ROWS, SIZES_16M, "cuMemAlloc"))
+        sn.evaluate(_copylat_complete(str(out), 5, GDR_ROWS, SIZES_16M, "cuMemAlloc", "unknown"))
 
 
 def test_copylat_sizes_are_gdrcopys():
@@ -310,3 +314,32 @@ def test_remote_numa_node_is_on_the_other_socket():
     assert remote_numa_node(_node(list(range(8)), 2), 3) == 4  # dgx-a100, NPS4: GPU 0 on node 3
     assert remote_numa_node(_node(list(range(8)), 2), 5) == 0
     assert remote_numa_node(_node([0, 1], 1), 0) == 1  # one socket, two nodes (SNC)
+
+
+def test_copylat_and_apiperf_curves_give_every_row_and_size_median_over_the_repeats(tmp_path):
+    """The figures the perflog had for every size (checks/suite/curves.py),
+    from the curve records: the median over the repeats."""
+    from statistics import median
+
+    from checks.gdrcopy import gdrcopy_apiperf, gdrcopy_copylat
+    from checks.suite.gdrcopy_runs import apiperf_curve, copylat_curve
+
+    out = tmp_path / "rfm_job.out"
+    texts = [fixture_text("copylat_2.6.txt")] * 3
+    out.write_text(job_output(*texts))
+    runs = copylat_runs(out.read_text(), 3, ALL_ROWS, SIZES_16M, "cuMemAlloc")
+    figures = gdrcopy_copylat.curve_figures(
+        sn.evaluate(copylat_curve(str(out), 3, ALL_ROWS, SIZES_16M, "cuMemAlloc")), {}
+    )
+    assert len(figures) == len(ALL_ROWS) * len(SIZES_16M)
+    for row in ALL_ROWS:
+        method, direction = COPYLAT_ROWS[row]
+        for size in SIZES_16M:
+            assert figures[f"lat_us_{method}_{direction}_{size}"] == (median(r.curve(row)[size] for r in runs), "us")
+    out.write_text(job_output(fixture_text("apiperf_2.5.txt"), fixture_text("apiperf_2.6.txt")))
+    sizes = apiperf_sizes(2**20)
+    runs = apiperf_runs(out.read_text(), 2, sizes)
+    figures = gdrcopy_apiperf.curve_figures(sn.evaluate(apiperf_curve(str(out), 2, sizes)), {})
+    assert figures == {
+        f"{op}_us_{size}": (median(r[size][op] for r in runs), "us") for size in sizes for op in APIPERF_OPS
+    }

@@ -19,7 +19,6 @@ from reframe.core.exceptions import SanityError
 from checks.gdrcopy import (
     _copybw_complete,
     _sanity_passes,
-    _version_known,
 )
 from checks.suite.gdrcopy_output import (
     BANDWIDTH_UNIT,
@@ -32,6 +31,9 @@ from checks.suite.gdrcopy_output import (
 )
 from checks.suite.gdrcopy_runs import (
     copybw_runs,
+    copylat_statistic,
+    installed_version,
+    version_loaded,
 )
 
 
@@ -74,7 +76,7 @@ def test_the_sanity_check_on_the_seed_output(seed, tmp_path):
     out = tmp_path / "rfm_job.out"
     out.write_text(job_output(seed["sanity"]))
     assert sn.evaluate(_sanity_passes(str(out)))
-    assert sn.evaluate(_version_known(str(out)))
+    assert sn.evaluate(version_loaded(str(out), "unknown"))
     out.write_text(job_output(seed["sanity"].replace("Failures: 0", "Failures: 3")))
     with pytest.raises(SanityError, match="3 failures"):
         sn.evaluate(_sanity_passes(str(out)))
@@ -103,7 +105,24 @@ def test_an_unknown_version_fails_naming_the_line(tmp_path):
     out = tmp_path / "rfm_job.out"
     out.write_text(job_output("closing gdrdrv\n", libgdrapi=""))
     with pytest.raises(SanityError, match=r"no 'libgdrapi: ' line before the test's output"):
-        sn.evaluate(_version_known(str(out)))
+        sn.evaluate(version_loaded(str(out), "unknown"))
+
+
+def test_the_version_is_the_installed_librarys_and_the_test_must_load_it(tmp_path):
+    """Known before the run from the installation (and with it copylat's
+    statistic); a test that loaded another libgdrapi fails."""
+    (tmp_path / "lib64").mkdir()
+    for name in ("libgdrapi.so", "libgdrapi.so.2", "libgdrapi.so.2.4", "libgdrapi.so.2.4.4"):
+        (tmp_path / "lib64" / name).write_text("")
+    assert installed_version(str(tmp_path)) == "2.4.4"
+    assert installed_version(str(tmp_path / "none")) == installed_version(None) == "unknown"
+    assert [copylat_statistic(v) for v in ("2.4.4", "2.5", "2.6", "3.0", "unknown")] == [
+        "average", "average", "median", "median", "unknown"]  # fmt: skip
+    out = tmp_path / "rfm_job.out"
+    out.write_text(job_output("closing gdrdrv\n", libgdrapi=f"libgdrapi: {tmp_path}/lib64/libgdrapi.so.2.4.4\n"))
+    assert sn.evaluate(version_loaded(str(out), "2.4.4"))
+    with pytest.raises(SanityError, match="loaded libgdrapi 2.4.4, the installation under its prefix is 2.6"):
+        sn.evaluate(version_loaded(str(out), "2.6"))
 
 
 # ------------------------------------------------------------------- copybw --

@@ -16,6 +16,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 
 from .build import REPO, SuiteBuild
+from .curves import keep_curve, output_curve
 from .keys import NODE_FACTS, format_case, format_value, sample_name
 from .placement import Placement
 from .references import references_for
@@ -116,6 +117,22 @@ class NodeFacts(Placement):
             perf[sample_name(name, k)] = sn.make_performance_function(sn.getitem(samples, k - 1), unit)
         return perf
 
+    #: The record tags of the program's output whose lines are the points of
+    #: the case's curves: kept beside the perflog (curves.py), not logged as
+    #: figures; the perflog has the headline figures they sum up.
+    curve_tags: tuple = ()
+
+    def curve_records(self):
+        """The run's curve records: a deferred list of lines (curves.py)."""
+        return output_curve(self.stdout, self.curve_tags)
+
+    @classmethod
+    def curve_figures(cls, lines: list[str], figures: dict) -> dict:
+        """{figure: (value, unit)}: the figures a run's curve records give, as
+        the perflogs of earlier runs carried them, where `figures` is what the
+        run's perflog has ({figure: value}); reports/load.py reads curves so."""
+        return {}
+
     @run_after("setup")
     def describe_node(self):
         node = self.node
@@ -178,7 +195,8 @@ class NodeFacts(Placement):
 
     @sanity_function
     def validate(self):
-        return sn.all([self.verified(), self.watched()])
+        # The curve is kept last, once its records are known to be sound.
+        return sn.all([self.verified(), self.watched(), keep_curve(self, self.curve_records())])
 
 
 class SuiteCheck(rfm.RunOnlyRegressionTest, NodeFacts):

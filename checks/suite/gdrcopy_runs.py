@@ -1,19 +1,33 @@
 """The repeats of one GDRCopy job: the job script runs a test `repeats` times,
 each run after a "Repeat: k of n" line; each run's output is read with
 gdrcopy_output's parsers and checked against what the check asked for (sizes,
-tables, allocation function), or an error names the run and the line."""
+tables, allocation function), or an error names the run and the line; the
+deferred readers of the checks' figures and curves, and what the checks know
+of GDRCopy's versions."""
 
 from __future__ import annotations
 
+import glob
+import os
+import re
+import statistics
+
+import reframe.utility.sanity as sn
+from reframe.core.exceptions import SanityError
+
 from .gdrcopy_output import (
+    APIPERF_OPS,
+    COPYLAT_ROWS,
     CopyLat,
     GdrCopyOutputError,
     parse_alloc_fn,
     parse_apiperf,
     parse_copybw,
     parse_copylat,
+    parse_gdrcopy_version,
     repeat_outputs,
 )
+from .records import read_output, records
 
 
 def runs_of(text: str, test: str, repeats: int) -> list[tuple[int, str]]:
@@ -96,3 +110,78 @@ def apiperf_runs(text: str, repeats: int, sizes: list) -> list[dict]:
             )
         found.append(rows)
     return found
+
+
+#: GDRCopy installs its library as libgdrapi.so.<major>.<minor>[.<patch>].
+_INSTALLED = re.compile(r"libgdrapi\.so\.(\d+\.\d+(?:\.\d+)*)$")
+
+
+def installed_version(prefix: str | None) -> str:
+    """GDRCopy's version ('2.4.4') from the file name of the libgdrapi under
+    its prefix; 'unknown' where there is none yet (a build not made, a dry run)."""
+    found = [_INSTALLED.search(path) for path in glob.glob(os.path.join(prefix or "", "lib*", "libgdrapi.so.*"))]
+    versions = [m[1] for m in found if m and prefix]
+    return max(versions, key=lambda v: [int(x) for x in v.split(".")], default="unknown")
+
+
+@sn.deferrable
+def version_loaded(stdout: str, installed: str) -> bool:
+    """The test loaded a libgdrapi with a version, the installed one where known."""
+    loaded = parse_gdrcopy_version(read_output(stdout))
+    if installed != "unknown" and loaded != installed:
+        raise SanityError(f"the test loaded libgdrapi {loaded}, the installation under its prefix is {installed}")
+    return True
+
+
+def copylat_statistic(version: str) -> str:
+    """What copylat's first column is: 'average' up to GDRCopy 2.5, 'median' from 2.6."""
+    if version == "unknown":
+        return "unknown"
+    return "median" if [int(x) for x in version.split(".")[:2]] >= [2, 6] else "average"
+
+
+def median_figures(lines: list[str], tag: str, name) -> dict:
+    """{figure: (median over the repeats, 'us')} of records with a 'us' field,
+    each named by `name(record)`."""
+    by_name: dict = {}
+    for r in records("\n".join(lines), tag):
+        by_name.setdefault(name(r), []).append(float(r["us"]))
+    return {figure: (statistics.median(values), "us") for figure, values in by_name.items()}
+
+
+@sn.deferrable
+def copybw_samples(stdout: str, repeats: int, size: int, offset: int, alloc_fn: str, direction: str) -> list:
+    return [r[direction] for r in copybw_runs(read_output(stdout), repeats, size, offset, alloc_fn)]
+
+
+@sn.deferrable
+def copylat_samples(stdout: str, repeats: int, rows: list, sizes: list, alloc_fn: str, row: str, size: int) -> list:
+    return [r.curve(row)[size] for r in copylat_runs(read_output(stdout), repeats, rows, sizes, alloc_fn)]
+
+
+@sn.deferrable
+def copylat_curve(stdout: str, repeats: int, rows: list, sizes: list, alloc_fn: str) -> list:
+    """Every row and size of each repeat, as records (checks/suite/curves.py)."""
+    lines = []
+    for k, run in enumerate(copylat_runs(read_output(stdout), repeats, rows, sizes, alloc_fn), start=1):
+        for row in sorted(run.tables):
+            method, direction = COPYLAT_ROWS[row]
+            lines += [f"CopyLat: repeat={k} method={method} direction={direction} size={size} us={us}"
+                      for size, us in sorted(run.curve(row).items())]  # fmt: skip
+    return lines
+
+
+@sn.deferrable
+def apiperf_samples(stdout: str, repeats: int, sizes: list, size: int, op: str) -> list:
+    return [run[size][op] for run in apiperf_runs(read_output(stdout), repeats, sizes)]
+
+
+@sn.deferrable
+def apiperf_curve(stdout: str, repeats: int, sizes: list) -> list:
+    """Every call at every size of each repeat, as records (checks/suite/curves.py)."""
+    lines = []
+    for k, run in enumerate(apiperf_runs(read_output(stdout), repeats, sizes), start=1):
+        lines += [
+            f"ApiPerf: repeat={k} size={size} op={op} us={run[size][op]}" for size in sorted(run) for op in APIPERF_OPS
+        ]
+    return lines

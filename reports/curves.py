@@ -1,0 +1,63 @@
+"""The curves kept beside a perflog (checks/suite/curves.py), read back as
+the figures the perflogs of earlier runs carried: every size, segment or
+point, through the check's ``curve_figures``, with the node facts and case
+of the run's perflog lines."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from checks.suite.curves import CURVE_COLUMNS
+from reports.issue import Issue
+from reports.names import FORMER_NAMES, split_display_name
+
+
+def _curve_reader(test: str):
+    """The check whose ``curve_figures`` reads a test's curves: checks/<name>.py
+    holds it (GDRCopy's tests: checks/gdrcopy.py)."""
+    test = FORMER_NAMES.get(test, test)
+    module = importlib.import_module(f"checks.{'gdrcopy' if test.startswith('gdrcopy_') else test}")
+    return getattr(module, test)
+
+
+def _curve_runs(path: Path, issues: list[Issue]) -> dict[tuple[str, str], tuple[int, list[str]]]:
+    """{(completion time, display name): (first line number, records)} of a curves file."""
+    runs: dict = {}
+    lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
+    if not lines or tuple(lines[0].split("|")) != CURVE_COLUMNS:
+        issues.append(Issue(str(path), 1, "unreadable", f"no curves header ({'|'.join(CURVE_COLUMNS)})"))
+        return runs
+    for number, line in enumerate(lines[1:], start=2):
+        fields = line.split("|")
+        if len(fields) != len(CURVE_COLUMNS):
+            issues.append(Issue(str(path), number, "malformed", f"{len(fields)} fields, not {len(CURVE_COLUMNS)}"))
+            continue
+        when, display_name, _, record = fields
+        runs.setdefault((when, display_name), (number, []))[1].append(record)
+    return runs
+
+
+def read_curves(path: Path, logged: list[dict], issues: list[Issue]) -> list[dict]:
+    """The figures a curves file gives, as perflog records of the runs its
+    records belong to (`logged`: the records of the perflogs beside it);
+    figures a run's perflog has are its own."""
+    by_run: dict = {}
+    for record in logged:
+        by_run.setdefault((record.get("job_completion_time"), record.get("display_name")), []).append(record)
+    found = []
+    for (when, display_name), (number, lines) in _curve_runs(path, issues).items():
+        run = by_run.get((when, display_name))
+        if not run:
+            issues.append(Issue(str(path), number, "unmatched", f"no perflog line of {display_name} at {when}"))
+            continue
+        figures = {r["perf_var"]: r["perf_value"] for r in run}
+        try:
+            derived = _curve_reader(split_display_name(display_name)[0]).curve_figures(lines, figures)
+        except (ValueError, KeyError, ImportError, AttributeError) as err:
+            issues.append(Issue(str(path), number, "malformed", f"the curve of {display_name} at {when}: {err}"))
+            continue
+        blank = {"perf_ref": None, "perf_lower_thres": None, "perf_upper_thres": None, "__line": number}
+        found += [{**run[0], **blank, "perf_var": name, "perf_value": value, "perf_unit": unit}
+                  for name, (value, unit) in sorted(derived.items()) if name not in figures]  # fmt: skip
+    return found
