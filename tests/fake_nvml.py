@@ -44,11 +44,31 @@ class FakeNvml:
     NVML_FEATURE_ENABLED = 1
     NVML_CLOCK_MEM = 2
 
+    #: NVML's queries that return one field of the GPU as it is.
+    _FIELDS = {
+        "nvmlDeviceGetName": "name",
+        "nvmlDeviceGetCudaComputeCapability": "cc",
+        "nvmlDeviceGetNumaNodeId": "numa",
+        "nvmlDeviceGetMemoryBusWidth": "bus_width",
+        "nvmlDeviceGetUUID": "uuid",
+        "nvmlDeviceGetPersistenceMode": "persistence",
+        "nvmlDeviceGetEccMode": "ecc",
+        "nvmlDeviceGetPcieReplayCounter": "replays",
+        "nvmlDeviceGetRemappedRows": "remapped_rows",
+        "nvmlDeviceGetRetiredPagesPendingStatus": "retired_pending",
+        "nvmlDeviceGetCurrentClocksEventReasons": "clock_events",
+    }
+
     def __init__(self, gpus, driver="580.159.04", cuda=13000, fail_init=None):
         self.gpus = gpus
         self.driver = driver
         self.cuda = cuda
         self.fail_init = fail_init
+
+    def __getattr__(self, name):
+        if name in FakeNvml._FIELDS:
+            return lambda g: getattr(g, FakeNvml._FIELDS[name])
+        raise AttributeError(name)
 
     def nvmlInit(self):
         if self.fail_init:
@@ -69,26 +89,14 @@ class FakeNvml:
     def nvmlDeviceGetHandleByIndex(self, i):
         return self.gpus[i]
 
-    def nvmlDeviceGetName(self, g):
-        return g.name
-
     def nvmlDeviceGetMemoryInfo(self, g):
         return SimpleNamespace(total=g.memory)
-
-    def nvmlDeviceGetCudaComputeCapability(self, g):
-        return g.cc
-
-    def nvmlDeviceGetNumaNodeId(self, g):
-        return g.numa
 
     def nvmlDeviceGetPciInfo(self, g):
         return SimpleNamespace(busId=g.bus_id)
 
     def nvmlDeviceGetMaxClockInfo(self, g, clock):
         return g.mem_clock
-
-    def nvmlDeviceGetMemoryBusWidth(self, g):
-        return g.bus_width
 
     def nvmlDeviceGetMaxPcieLinkGeneration(self, g):
         return g.pcie_max[0]
@@ -115,33 +123,12 @@ class FakeNvml:
             raise NVMLError("Not Supported")
         return g.nvlink_remotes[link]
 
-    def nvmlDeviceGetUUID(self, g):
-        return g.uuid
-
-    def nvmlDeviceGetPersistenceMode(self, g):
-        return g.persistence
-
-    def nvmlDeviceGetEccMode(self, g):
-        return g.ecc
-
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
     NVML_VOLATILE_ECC = 0
-
-    def nvmlDeviceGetPcieReplayCounter(self, g):
-        return g.replays
 
     def nvmlDeviceGetTotalEccErrors(self, g, error_type, counter_type):
         assert (error_type, counter_type) == (1, 0), "the health checks read uncorrected volatile errors"
         return g.ecc_uncorrected
-
-    def nvmlDeviceGetRemappedRows(self, g):
-        return g.remapped_rows
-
-    def nvmlDeviceGetRetiredPagesPendingStatus(self, g):
-        return g.retired_pending
-
-    def nvmlDeviceGetCurrentClocksEventReasons(self, g):
-        return g.clock_events
 
 
 class FakeCuda:

@@ -22,6 +22,18 @@ BUILD = Path(os.environ.get("GPU_MEMPATHS_BUILD", REPO / "build" / "all-archs"))
 PROGRAMS = ["um_bandwidth", "daxpy", "copy_latency", "host_bandwidth", "mem_scan", "p2p_pingpong"]
 
 
+def _cases(name: str) -> list[tuple]:
+    """The rows of tests/data/<name>: 'program | arguments[ | option]', '#' comments;
+    arguments split at spaces (none of them holds one), '' an empty one."""
+    rows = []
+    for line in (REPO / "tests" / "data" / name).read_text().splitlines():
+        line = line.split("  #", 1)[0].strip()
+        if line and not line.startswith("#"):
+            program, args, *option = (field.strip() for field in line.split("|"))
+            rows.append((program, ["" if a == "''" else a for a in args.split()], *option))
+    return rows
+
+
 @pytest.fixture(scope="module")
 def built() -> Path:
     """The build directory, brought up to date with the sources (configured
@@ -64,112 +76,7 @@ def run(built, tmp_path_factory):
 
 
 # (program, arguments, the option the message must name)
-BAD = [
-    # sizes: zero, negative, NaN, infinities, exponents, overflow, junk, fractional bytes
-    ("um_bandwidth", ["--size", "0"], "--size"),
-    ("um_bandwidth", ["--size", "-1G"], "--size"),
-    ("um_bandwidth", ["--size", "nanx"], "--size"),
-    ("um_bandwidth", ["--size", "1e30x"], "--size"),
-    ("um_bandwidth", ["--size", "infx"], "--size"),
-    ("um_bandwidth", ["--size", "0x"], "--size"),
-    ("um_bandwidth", ["--size", "65x"], "--size"),
-    ("um_bandwidth", ["--size", "1e30"], "--size"),
-    ("um_bandwidth", ["--size", "99999999999T"], "--size"),
-    ("um_bandwidth", ["--size", "32GG"], "--size"),
-    ("um_bandwidth", ["--size", "2K"], "--size"),
-    ("um_bandwidth", ["--size", "1024P"], "--size"),
-    ("um_bandwidth", ["--alloc", "numa", "--size", "100000T"], "--size"),  # over host memory
-    ("um_bandwidth", ["--alloc", "mangaed"], "--alloc"),
-    ("um_bandwidth", ["--advise", "accessed-by,,read-mostly"], "--advise"),
-    ("um_bandwidth", ["--advise", "accessed-by", "--alloc", "pinned"], "--advise"),
-    ("um_bandwidth", ["--op", "copy"], "--op"),
-    ("um_bandwidth", ["--load", "wide"], "--load"),
-    ("um_bandwidth", ["--runs", "0"], "--runs"),
-    ("um_bandwidth", ["--runs", "abc"], "--runs"),
-    ("um_bandwidth", ["--runs", "99999999999999999999"], "--runs"),
-    ("um_bandwidth", ["--repeats", "-2"], "--repeats"),
-    ("um_bandwidth", ["--grid", "0"], "--grid"),
-    ("um_bandwidth", ["--grid", "12abc"], "--grid"),
-    ("um_bandwidth", ["--block", "100"], "--block"),
-    ("um_bandwidth", ["--device", "-1"], "--device"),
-    ("um_bandwidth", ["--device", "x"], "--device"),
-    ("um_bandwidth", ["--numa-node", "nan"], "--numa-node"),
-    ("um_bandwidth", ["--size"], "--size"),
-    ("um_bandwidth", ["--sise", "1G"], "--sise"),
-    ("daxpy", ["--size", "0"], "--size"),
-    ("daxpy", ["--size", "801"], "--size"),
-    ("daxpy", ["--size", "nan"], "--size"),
-    ("daxpy", ["--size", "800,,8000"], "--size"),
-    ("daxpy", ["--size", "800,"], "--size"),
-    ("daxpy", ["--size", "1T", "--rows", "100000"], "--size"),  # over host memory
-    ("daxpy", ["--inner", "16-1"], "--inner"),
-    ("daxpy", ["--inner", "0-4"], "--inner"),
-    ("daxpy", ["--inner", "1-x"], "--inner"),
-    ("daxpy", ["--outer", "-3"], "--outer"),
-    ("daxpy", ["--outer", "2.5"], "--outer"),
-    ("daxpy", ["--pairs", "4x"], "--pairs"),
-    ("daxpy", ["--pairs", "4x8x2"], "--pairs"),
-    ("daxpy", ["--pairs", "0x1"], "--pairs"),
-    ("daxpy", ["--rows", "0"], "--rows"),
-    ("daxpy", ["--alloc", "hmm"], "--alloc"),
-    ("daxpy", ["--prefetch", "yes"], "--prefetch"),
-    ("daxpy", ["--prefetch", "on", "--alloc", "explicit"], "--prefetch"),
-    ("copy_latency", ["--sample-us", "abc"], "--sample-us"),
-    ("copy_latency", ["--sample-us", "nan"], "--sample-us"),
-    ("copy_latency", ["--sample-us", "inf"], "--sample-us"),
-    ("copy_latency", ["--case-seconds", "-3"], "--case-seconds"),
-    ("copy_latency", ["--case-seconds", "1e30"], "--case-seconds"),
-    ("copy_latency", ["--sizes", "0"], "--sizes"),
-    ("copy_latency", ["--sizes", "1,,8"], "--sizes"),
-    ("copy_latency", ["--sizes", "0.1K"], "--sizes"),
-    ("copy_latency", ["--sizes", "17G"], "--sizes"),
-    ("copy_latency", ["--min-size", "1M", "--max-size", "1K"], "--max-size"),
-    ("copy_latency", ["--methods", "pageable,dma"], "--methods"),
-    ("copy_latency", ["--methods", ""], "--methods"),
-    ("copy_latency", ["--directions", "h2h"], "--directions"),
-    ("copy_latency", ["--reps", "0"], "--reps"),
-    ("copy_latency", ["--warmup", "-1"], "--warmup"),
-    ("copy_latency", ["--blocks", "11"], "--blocks"),
-    ("copy_latency", ["--block", "48"], "--block"),
-    ("copy_latency", ["--numa-node", "-2"], "--numa-node"),
-    ("host_bandwidth", ["--size", "nan"], "--size"),
-    ("host_bandwidth", ["--size", "1K"], "--size"),
-    ("host_bandwidth", ["--size", "100000T"], "--size"),  # over host memory
-    ("host_bandwidth", ["--nodes", "abc"], "--nodes"),
-    ("host_bandwidth", ["--nodes", "0,,1"], "--nodes"),
-    ("host_bandwidth", ["--nodes", "9999"], "--nodes"),
-    ("host_bandwidth", ["--nodes", ""], "--nodes"),
-    ("host_bandwidth", ["--op", "copy"], "--op"),
-    ("host_bandwidth", ["--runs", "0"], "--runs"),
-    ("host_bandwidth", ["--threads", "-1"], "--threads"),
-    ("mem_scan", ["--size", "nanx"], "--size"),
-    ("mem_scan", ["--size", "1x"], "--size"),
-    ("mem_scan", ["--size", "-0.5x"], "--size"),
-    ("mem_scan", ["--size", "1M"], "--size"),
-    ("mem_scan", ["--widths", "4,,8"], "--widths"),
-    ("mem_scan", ["--widths", "32"], "--widths"),
-    ("mem_scan", ["--segments", "3"], "--segments"),
-    ("mem_scan", ["--segments", "32K"], "--segments"),
-    ("mem_scan", ["--segments", "nan"], "--segments"),
-    ("mem_scan", ["--modes", "pipelined"], "--modes"),
-    ("mem_scan", ["--ops", "read,"], "--ops"),
-    ("mem_scan", ["--launch-bytes", "10000"], "--launch-bytes"),
-    ("mem_scan", ["--reps", "4"], "--reps"),
-    ("mem_scan", ["--gpus", "1"], "--gpus"),
-    ("mem_scan", ["--gpus", "17"], "--gpus"),
-    ("mem_scan", ["--modes", "multiprocess", "--rank", "x", "--nranks", "2"], "--rank"),
-    ("mem_scan", ["--modes", "multiprocess", "--rank", "2", "--nranks", "2"], "--rank"),
-    ("p2p_pingpong", ["--size", "0"], "--size"),
-    ("p2p_pingpong", ["--size", "1000"], "--size"),
-    ("p2p_pingpong", ["--size", "16G"], "--size"),
-    ("p2p_pingpong", ["--iters", "-1"], "--iters"),
-    ("p2p_pingpong", ["--block", "16"], "--block"),
-    ("p2p_pingpong", ["--samples", "0"], "--samples"),
-    ("p2p_pingpong", ["--variants", "baseline,fast"], "--variants"),
-    ("p2p_pingpong", ["--variants", "nvbit"], "--variants"),
-    ("p2p_pingpong", ["--src-device", "1", "--dst-device", "1"], "--src-device"),
-    ("p2p_pingpong", ["--dst-device", "-1"], "--dst-device"),
-]
+BAD = _cases("bad_inputs.txt")
 
 
 @pytest.mark.parametrize("program,args,option", BAD, ids=[f"{p} {' '.join(a)}" for p, a, _ in BAD])
@@ -183,18 +90,7 @@ def test_bad_input_is_a_named_error(run, program, args, option):
 
 # Values the parser must take: each gets past the options (and then meets the
 # missing GPU, or its absence is reported, but not as a usage error).
-GOOD = [
-    ("um_bandwidth", ["--size", "8192B", "--alloc", "pinned"]),
-    ("um_bandwidth", ["--size", "1.5M", "--alloc", "pinned"]),
-    ("um_bandwidth", ["--size", "1GiB", "--alloc", "pinned"]),
-    ("um_bandwidth", ["--size", "0.25x"]),
-    ("um_bandwidth", ["--grid", "auto", "--size", "1G"]),
-    ("daxpy", ["--size", "800,8K", "--pairs", "4x1,4x1"]),
-    ("daxpy", ["--inner", "1-3,8", "--outer", "2"]),
-    ("copy_latency", ["--sizes", "1,8,4K", "--sample-us", "0.5", "--case-seconds", "0.01"]),
-    ("mem_scan", ["--size", "0.05x", "--segments", "4,16K", "--widths", "16"]),
-    ("p2p_pingpong", ["--size", "1M", "--samples", "3"]),
-]
+GOOD = _cases("good_inputs.txt")
 
 
 @pytest.mark.parametrize("program,args", GOOD, ids=[f"{p} {' '.join(a)}" for p, a in GOOD])
@@ -301,14 +197,7 @@ needs_gpu = pytest.mark.skipif(not Path("/dev/nvidiactl").exists(), reason="need
 
 # What only a GPU node can refuse: a device that is not there, and more
 # memory than the GPU has free, each an argument error naming the option.
-ON_GPU = [
-    ("um_bandwidth", ["--device", "99", "--size", "1G"], "--device"),
-    ("daxpy", ["--device", "99"], "--device"),
-    ("copy_latency", ["--device", "99", "--sizes", "8"], "--device"),
-    ("um_bandwidth", ["--alloc", "managed", "--size", "1.5x"], "--size"),  # over free GPU memory, no oversubscription
-    ("um_bandwidth", ["--alloc", "device", "--size", "2x"], "--size"),
-    ("daxpy", ["--alloc", "managed", "--rows", "100", "--size", "500M", "--pairs", "1x1"], "--size"),
-]
+ON_GPU = _cases("bad_inputs_on_gpu.txt")
 
 
 @needs_gpu

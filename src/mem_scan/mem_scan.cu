@@ -175,10 +175,11 @@ __global__ void stream_kernel(Layout l, unsigned self, uint4 *__restrict__ local
     for (std::uint64_t e = (blockIdx.x / peers) * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; e < per_peer;
          e += kUnroll * stride) {
         uint4 v[kUnroll];
+        const std::uint64_t left = per_peer - e;  // words of this peer from e on (e < per_peer)
 #pragma unroll
         for (int k = 0; k < kUnroll; ++k) {
+            if (k * stride >= left) break;
             const std::uint64_t i = e + k * stride;
-            if (i >= per_peer) break;
             if (kOp == Op::read) {
                 v[k] = peer[i];
             } else {
