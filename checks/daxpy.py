@@ -224,7 +224,10 @@ class daxpy(GpuCheck):
     data_size = parameter(DATA_SIZES)
     time_limit = "10m"
 
+    #: Rows N, one thread block each.
     rows = variable(int, value=ROWS)
+    #: The inner counts swept at `fixed_outer`, and the outer counts swept
+    #: at each of `fixed_inners` (the paper's figures).
     inner_axis = variable(typ.List[int], value=INNER_AXIS)
     outer_axis = variable(typ.List[int], value=OUTER_AXIS)
     fixed_outer = variable(int, value=FIXED_OUTER)

@@ -123,9 +123,7 @@ class GdrCopyCheck(rfm.RunOnlyRegressionTest, NodeFacts):
     #: Runs of the test in the job: the samples of its headline figures.
     repeats = variable(int, value=5)
 
-    # Where GDRCopy came from, its version (libgdrapi's), and how the process
-    # was bound, for the perflog; the node facts come from NodeFacts, as for
-    # the suite's own checks.
+    #: For the perflog: GDRCopy's prefix, its version (the installed libgdrapi's) and the process's binding.
     gdrcopy_prefix = variable(str, value="", loggable=True)
     gdrcopy_version = variable(str, value="unknown", loggable=True)
     numa_binding = variable(str, value="none", loggable=True)

@@ -54,6 +54,9 @@ class NodeFacts(Placement):
     the launch defaults the system's data gives; and the NVML watch around
     every program that uses a GPU, whose faults fail the check."""
 
+    #: The node facts (checks/suite/keys.py), from the partition's node at
+    #: setup: the GPUs' model and count, the driver, the CUDA version the
+    #: driver supports, and the GPUs' link to the host ('pcie gen5 x16').
     gpu_model = variable(str, value="none", loggable=True)
     gpu_count = variable(int, value=0, loggable=True)
     driver_version = variable(str, value="unknown", loggable=True)
