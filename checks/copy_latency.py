@@ -23,6 +23,7 @@ overtakes the zero-copy kernel).
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import reframe as rfm
@@ -118,15 +119,18 @@ def perf_name(method: str, direction: str, size: int) -> str:
     return f"lat_us_{method}_{direction}_{size}"
 
 
-_SIZE_SUFFIX = {"": 0, "K": 10, "M": 20, "G": 30}
+_SIZE_SHIFT = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
 
 
 def size_bytes(text: str) -> int:
-    """'16M' -> 16777216: a size as the program's options take it (K, M, G: powers of 1024)."""
-    found = re.fullmatch(r"\s*(\d+)\s*([KMG]?)\s*", str(text), re.IGNORECASE)
-    if not found:
-        raise ValueError(f"max_size: {text!r} is not a size (a whole number of bytes, K, M or G)")
-    return int(found[1]) << _SIZE_SUFFIX[found[2].upper()]
+    """'16M' -> 16777216: a size as the program's options read it (src/common
+    suite.hpp, parse_bytes): K, M, G, T are powers of 1024, 'KiB' and 'KB'
+    alike, and a fraction must come to whole bytes (1.5K, not 0.1K)."""
+    found = re.fullmatch(r"(\d+)(?:\.(\d+))?(?:([KMGT])(i(?=[Bb]))?)?[Bb]?", str(text).strip(), re.IGNORECASE)
+    value = float(f"{found[1]}.{found[2] or 0}") * 2 ** _SIZE_SHIFT[(found[3] or "").upper()] if found else None
+    if value is None or value != int(value):
+        raise ValueError(f"max_size: {text!r} is not a whole number of bytes (K, M, G, T: powers of 1024)")
+    return int(value)
 
 
 @sn.deferrable
@@ -166,7 +170,8 @@ class copy_latency(GpuCheck):
     case_variables = ("device",)
 
     #: The methods measured: those every GPU node has, and GDRCopy's where
-    #: the partition declares (or detection finds) gdrdrv.
+    #: the partition declares (or detection finds) gdrdrv and the build has
+    #: the GDRCopy paths (the environment's -DGPU_MEMPATHS_WITH_GDRCOPY=ON).
     methods = variable(typ.List[str], value=[])
 
     curve_tags = ("Latency",)
@@ -179,7 +184,8 @@ class copy_latency(GpuCheck):
         self.num_cpus_per_task = cpu["sockets"] * cpu["cores_per_socket"]
 
     def measured_methods(self) -> list[str]:
-        return BASE_METHODS + ([GDRCOPY_METHOD] if "gdrdrv" in self.current_partition.features else [])
+        gdrcopy = "gdrdrv" in self.current_partition.features and self.build.has_gdrcopy
+        return BASE_METHODS + ([GDRCOPY_METHOD] if gdrcopy else [])
 
     @run_after("setup")
     def choose_methods(self):
@@ -208,7 +214,7 @@ class copy_latency(GpuCheck):
         return sn.all([
             sn.assert_not_found(r"^error:|CUDA error", self.stderr),
             sn.assert_found(r"^Data verified: \d+ cases", self.stdout),
-            _complete_curves(self.stdout, self.methods, DIRECTIONS),
+            _complete_curves(self.stdout, self.methods, DIRECTIONS, self.blocks),
         ])  # fmt: skip
 
     @run_after("setup")
@@ -231,11 +237,11 @@ class copy_latency(GpuCheck):
 
 
 @sn.deferrable
-def _complete_curves(stdout: str, methods: list, directions: list) -> bool:
+def _complete_curves(stdout: str, methods: list, directions: list, blocks: int | None = None) -> bool:
     """Every method asked for has a line for every direction and the same
-    sizes, and the program verified every case it timed. A leg the program
-    skips fails: GDRCopy's is asked for only where the node has gdrdrv, so
-    its skip (a build without GDRCopy) is a leg the node promises unmeasured."""
+    sizes, with its block medians at the headline sizes, and the program
+    verified every case it timed. A leg the program skips fails: GDRCopy's
+    is asked for only where the node has gdrdrv and the build GDRCopy."""
     text = read_output(stdout)
     curves = parse_latencies(text)
     for method, reason in parse_skipped(text).items():
@@ -247,6 +253,10 @@ def _complete_curves(stdout: str, methods: list, directions: list) -> bool:
             sn.evaluate(sn.assert_true(curve, msg=f"no latency for {method} {direction}"))
             sizes = sizes or sorted(curve)
             sn.evaluate(sn.assert_eq(sorted(curve), sizes, msg=f"{method} {direction}: sizes {{0}} instead of {{1}}"))
+    medians = parse_block_medians(text)
+    for method, direction, size in itertools.product(methods, directions, HEADLINE_SIZES if blocks else []):
+        if size in (sizes or []) and len(medians.get((method, direction, size), ())) != blocks:
+            raise sn.SanityError(f"{method} {direction} {size} B: not {blocks} block medians (the headline's samples)")
     cases = sum(len(c) for c in curves.values())
     sn.evaluate(sn.assert_eq(parse_verified(text), cases, msg="{0} cases verified, {1} timed"))
     return True

@@ -21,8 +21,8 @@ def _curve_reader(test: str):
     return getattr(module, test)
 
 
-def _curve_runs(path: Path, issues: list[Issue]) -> dict[tuple[str, str], tuple[int, list[str]]]:
-    """{(completion time, display name): (first line number, records)} of a curves file."""
+def _curve_runs(path: Path, issues: list[Issue]) -> dict[tuple[str, str, str], tuple[int, list[str]]]:
+    """{(completion time, display name, job id): (first line number, records)} of a curves file."""
     runs: dict = {}
     lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
     if not lines or tuple(lines[0].split("|")) != CURVE_COLUMNS:
@@ -33,23 +33,27 @@ def _curve_runs(path: Path, issues: list[Issue]) -> dict[tuple[str, str], tuple[
         if len(fields) != len(CURVE_COLUMNS):
             issues.append(Issue(str(path), number, "malformed", f"{len(fields)} fields, not {len(CURVE_COLUMNS)}"))
             continue
-        when, display_name, _, record = fields
-        runs.setdefault((when, display_name), (number, []))[1].append(record)
+        when, display_name, jobid, record = fields
+        runs.setdefault((when, display_name, jobid), (number, []))[1].append(record)
     return runs
 
 
-def read_curves(path: Path, logged: list[dict], issues: list[Issue]) -> list[dict]:
+def read_curves(path: Path, logged: list[dict], issues: list[Issue], whole: bool = True) -> list[dict]:
     """The figures a curves file gives, as perflog records of the runs its
     records belong to (`logged`: the records of the perflogs beside it);
-    figures a run's perflog has are its own."""
+    figures a run's perflog has are its own. A run without perflog lines is
+    an issue where `logged` is the whole folder's (`whole`), not one file's."""
+    # The job id tells apart runs of one test in two environments that end in the same second.
     by_run: dict = {}
     for record in logged:
-        by_run.setdefault((record.get("job_completion_time"), record.get("display_name")), []).append(record)
+        key = (record.get("job_completion_time"), record.get("display_name"), str(record.get("jobid")))
+        by_run.setdefault(key, []).append(record)
     found = []
-    for (when, display_name), (number, lines) in _curve_runs(path, issues).items():
-        run = by_run.get((when, display_name))
+    for (when, display_name, jobid), (number, lines) in _curve_runs(path, issues).items():
+        run = by_run.get((when, display_name, jobid))
         if not run:
-            issues.append(Issue(str(path), number, "unmatched", f"no perflog line of {display_name} at {when}"))
+            if whole:
+                issues.append(Issue(str(path), number, "unmatched", f"no perflog line of {display_name} at {when}"))
             continue
         figures = {r["perf_var"]: r["perf_value"] for r in run}
         try:

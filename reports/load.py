@@ -308,8 +308,8 @@ def load(paths, warn=sys.stderr) -> Loaded:
             if not is_report:
                 logged.setdefault(path.parent / path.name.split(".log")[0], []).extend(records)
             _add_frame(frames, files, _tidy(records, str(path), is_report), path)
-        for path in sorted(top.rglob(f"*{CURVE_SUFFIX}") if top.is_dir() else []):
-            records = read_curves(path, logged.get(path.with_suffix(""), []), issues)
+        for path in _curve_files(top):
+            records = read_curves(path, logged.get(path.with_suffix(""), []), issues, whole=top.is_dir())
             _add_frame(frames, files, _tidy(records, str(path), False), path)
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CORE)
     for column in CORE:
@@ -329,6 +329,15 @@ def load(paths, warn=sys.stderr) -> Loaded:
         for issue in issues:
             print(f"warning: {issue}", file=warn)
     return loaded
+
+
+def _curve_files(top: Path) -> list[Path]:
+    """The curves files beside the perflogs of `top`: every one under a
+    folder, the perflog's own beside a file (NAME.curves beside NAME.log.hN)."""
+    if top.is_dir():
+        return sorted(top.rglob(f"*{CURVE_SUFFIX}"))
+    beside = top.parent / (top.name.split(".log")[0] + CURVE_SUFFIX)
+    return [beside] if top.suffix != ".json" and beside.is_file() else []
 
 
 def _add_frame(frames: list, files: dict, frame: pd.DataFrame, path: Path) -> None:

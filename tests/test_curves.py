@@ -139,3 +139,39 @@ def test_completion_times_are_written_as_the_perflog_writes_them():
 def test_curve_lines_are_the_records_of_the_curves_tags_only():
     text = "Latency: size=1\nWatch: 1 GPU(s)\nLatencyX: no\nSkipped: method=gdrcopy reason=x\nLatency: size=2 \n"
     assert curve_lines(text, ("Latency",)) == ["Latency: size=1", "Latency: size=2"]
+
+
+def test_curves_go_where_the_perflog_goes_a_relative_folder_from_where_reframe_started(monkeypatch, tmp_path):
+    """The sanity runs in the stage folder; ReFrame resolved a relative
+    perflog folder from where it started, and so do the curves."""
+    from checks.suite import curves
+
+    settings = {"systems/0/prefix": ".", "logging/0/handlers_perflog": [{"type": "filelog"}, {"type": "stream"}],
+                "logging/0/handlers_perflog/0/basedir": "relperf",
+                "logging/0/handlers_perflog/0/prefix": "%(check_system)s/%(check_partition)s"}  # fmt: skip
+    config = type("Config", (), {"get": lambda self, key: settings[key]})()
+    monkeypatch.setattr(curves.rt, "runtime", lambda: type("Runtime", (), {"site_config": config})())
+    monkeypatch.setattr(curves, "_LAUNCH_DIR", str(tmp_path))
+    monkeypatch.chdir(tmp_path.parent)  # anywhere else, as a stage folder is
+    assert curves.perflog_folders("local", "default") == [str(tmp_path / "relperf" / "local" / "default")]
+
+
+def test_a_curve_joins_its_own_run_when_two_runs_end_in_the_same_second(tmp_path):
+    """Two environments' runs of one test can end in the same second: the
+    job id tells their curves apart."""
+    when, display_name = LOGGED["copy_latency_h100.out"][2], "copy_latency"
+    lines = perflog_of("copy_latency", when).read_text().splitlines()
+    header = lines[0].split("|")
+    at = {n: header.index(n) for n in ("job_completion_time", "perf_var", "jobid", "environ", "perf_value")}
+    run = [line.split("|") for line in lines[1:] if line.split("|")[at["job_completion_time"]] == when]
+    kept = [f for f in run if f[at["perf_var"]] == "lat_us_pinned_h2d_8"]
+    twin = [[*f] for f in kept]
+    for fields in twin:
+        fields[at["jobid"]], fields[at["environ"]] = "999", "gnu-rt13_5"
+    (tmp_path / "copy_latency.log").write_text("\n".join(["|".join(header), *map("|".join, kept + twin)]) + "\n")
+    record = "Latency: method=pinned direction=h2d size={size} median_us={us} min_us=1.0"
+    append_curve(str(tmp_path / "copy_latency.curves"), when, display_name, 999, [record.format(size=1, us=99.0)])
+    append_curve(str(tmp_path / "copy_latency.curves"), when, display_name, 904, [record.format(size=1, us=5.0)])
+    rows = load(tmp_path, warn=None).frame
+    one = rows[rows["perf_var"] == "lat_us_pinned_h2d_1"].set_index("environ")["value"]
+    assert one.to_dict() == {"gnu": 5.0, "gnu-rt13_5": 99.0}

@@ -112,9 +112,15 @@ def test_the_version_is_the_installed_librarys_and_the_test_must_load_it(tmp_pat
     """Known before the run from the installation (and with it copylat's
     statistic); a test that loaded another libgdrapi fails."""
     (tmp_path / "lib64").mkdir()
-    for name in ("libgdrapi.so", "libgdrapi.so.2", "libgdrapi.so.2.4", "libgdrapi.so.2.4.4"):
-        (tmp_path / "lib64" / name).write_text("")
+    (tmp_path / "lib64" / "libgdrapi.so.2.4.4").write_text("")
+    (tmp_path / "lib64" / "libgdrapi.so.2.6.0").write_text("")  # a leftover the loader does not take
+    (tmp_path / "lib64" / "libgdrapi.so.2").symlink_to("libgdrapi.so.2.4.4")
     assert installed_version(str(tmp_path)) == "2.4.4"
+    multiarch = tmp_path / "usr" / "lib" / "x86_64-linux-gnu"
+    multiarch.mkdir(parents=True)
+    (multiarch / "libgdrapi.so.2.5").write_text("")
+    (multiarch / "libgdrapi.so.2").symlink_to("libgdrapi.so.2.5")
+    assert installed_version(str(tmp_path / "usr")) == "2.5"
     assert installed_version(str(tmp_path / "none")) == installed_version(None) == "unknown"
     assert [copylat_statistic(v) for v in ("2.4.4", "2.5", "2.6", "3.0", "unknown")] == [
         "average", "average", "median", "median", "unknown"]  # fmt: skip

@@ -40,6 +40,15 @@ class SuiteBuild(rfm.CompileOnlyRegressionTest):
     def has_cuda(self) -> bool:
         return "cuda" in self.current_environ.features
 
+    @property
+    def has_gdrcopy(self) -> bool:
+        """Whether the build has the GDRCopy paths: the environment's CMake
+        option -DGPU_MEMPATHS_WITH_GDRCOPY=ON, or Spack's +gdrcopy."""
+        extras = self.current_environ.extras
+        return "-DGPU_MEMPATHS_WITH_GDRCOPY=ON" in extras.get("cmake_options", []) or any(
+            "+gdrcopy" in spec for spec in extras.get("spack_specs", [])
+        )
+
     def cuda_archs(self) -> list:
         return self.current_partition.extras.get("cuda_archs", [])
 

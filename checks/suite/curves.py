@@ -32,6 +32,10 @@ from .records import read_output
 CURVE_SUFFIX = ".curves"
 CURVE_COLUMNS = ("job_completion_time", "display_name", "jobid", "record")
 
+#: Where ReFrame was started: a relative perflog folder is relative to it, as
+#: ReFrame resolves it at start-up (the sanity runs in the stage folder).
+_LAUNCH_DIR = os.getcwd()
+
 
 def completion_time(unix: float) -> str:
     """A job's completion time as the perflog writes it (%FT%T%:z, local time)."""
@@ -48,14 +52,16 @@ def perflog_folders(system: str, partition: str) -> list[str]:
         if handler.get("type") != "filelog":
             continue
         prefix = f"logging/0/handlers_perflog/{index}"
-        basedir = os.path.join(config.get("systems/0/prefix"), os.path.expandvars(config.get(f"{prefix}/basedir")))
+        basedir = os.path.join(
+            _LAUNCH_DIR, config.get("systems/0/prefix"), os.path.expandvars(config.get(f"{prefix}/basedir"))
+        )
         where = os.path.expandvars(config.get(f"{prefix}/prefix"))
         try:
             where = where % {"check_system": system, "check_partition": partition}
         except KeyError as err:
             why = f"the perflog prefix {where!r} names {err}: curves are kept by system and partition"
             raise sn.SanityError(why) from None
-        folders.append(os.path.join(os.path.abspath(basedir), where))
+        folders.append(os.path.normpath(os.path.join(basedir, where)))
     return folders
 
 

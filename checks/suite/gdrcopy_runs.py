@@ -117,11 +117,18 @@ _INSTALLED = re.compile(r"libgdrapi\.so\.(\d+\.\d+(?:\.\d+)*)$")
 
 
 def installed_version(prefix: str | None) -> str:
-    """GDRCopy's version ('2.4.4') from the file name of the libgdrapi under
-    its prefix; 'unknown' where there is none yet (a build not made, a dry run)."""
-    found = [_INSTALLED.search(path) for path in glob.glob(os.path.join(prefix or "", "lib*", "libgdrapi.so.*"))]
-    versions = [m[1] for m in found if m and prefix]
-    return max(versions, key=lambda v: [int(x) for x in v.split(".")], default="unknown")
+    """GDRCopy's version ('2.4.4'): the file libgdrapi.so.<major>, under its
+    prefix's lib*/ (or a multiarch folder in it, lib/x86_64-linux-gnu), links
+    to, as the loader would take it; 'unknown' where there is none yet (a
+    build not made, a dry run): the copylat case is then unjudged, not guessed."""
+    if not prefix:
+        return "unknown"
+    for pattern in ("lib*/libgdrapi.so.[0-9]", "lib*/*/libgdrapi.so.[0-9]"):
+        for link in sorted(glob.glob(os.path.join(prefix, pattern))):
+            found = _INSTALLED.search(os.path.realpath(link))
+            if found:
+                return found[1]
+    return "unknown"
 
 
 @sn.deferrable
