@@ -59,10 +59,17 @@ def select(frame: pd.DataFrame, by: str, spec: str) -> pd.DataFrame:
     return frame[select_mask(frame, by, spec)]
 
 
+#: Fields that a CUDA toolkit or runtime sets: each is an environment of its
+#: own (systems/toolkits.py), so comparing them compares environments.
+TOOLKIT_FIELDS = {"cuda_runtime_version", "cuda_compiler"}
+
+
 def comparison_key(by: str, key: tuple = FIGURE_KEY) -> tuple:
     """The figure key without the field the sets are chosen by (partitions
-    and environments are named per system, so comparing systems drops them)."""
+    and environments are named per system, so comparing systems drops them;
+    toolkits are environments, so comparing toolkits drops the environment)."""
     dropped = {by} | ({"partition", "environ"} if by == "system" else set())
+    dropped |= {"environ"} if by in TOOLKIT_FIELDS else set()
     return tuple(k for k in key if k not in dropped)
 
 

@@ -19,6 +19,7 @@ from . import (
     data,
     detect,
     launchers,  # noqa: F401  (registers the jsrun launcher)
+    toolkits,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -165,16 +166,21 @@ def systems_and_environments(systems: dict[str, dict[str, Any]]) -> tuple[list, 
     rfm_systems, rfm_envs = [], []
     for system in ordered:
         found = detected_node() if system.get("detect") else None
+        partitions = [_partition(system, p, found) for p in system["partitions"]]
+        envs = [_environment(system, e, bool(found)) for e in system["environments"]]
+        if found:
+            # Machines described at run time also run under the CUDA runtimes installed beside them.
+            toolkits.with_runtime_twins(envs, partitions, toolkits.runtimes_found())
         rfm_systems.append(
             {
                 "name": system["name"],
                 "descr": system["description"],
                 "hostnames": system["hostnames"],
                 "modules_system": system.get("modules_system", "nomod"),
-                "partitions": [_partition(system, p, found) for p in system["partitions"]],
+                "partitions": partitions,
             }
         )
-        rfm_envs += [_environment(system, e, bool(found)) for e in system["environments"]]
+        rfm_envs += envs
     return rfm_systems, rfm_envs
 
 

@@ -161,3 +161,32 @@ def test_a_sample_that_is_not_finite_is_not_judged():
     rows = samples("x", [1.0, 1.0, 1.1, 1.0, 1.0], "base", 0) + samples("x", [1.0, np.inf, 1.0, 1.0, 1.0], "new", 1)
     [row] = judged(pd.DataFrame(rows).astype({"sample": "Int64"})).to_dict("records")
     assert row["verdict"] == "unjudged" and "not finite" in row["reason"]
+
+
+def _toolkit_perflog(tmp_path, field: str, values: tuple, planted: str):
+    """Two sets of runs on one node that differ in `field` (each CUDA runtime an
+    environment of its own, a driver not), five samples of three figures a
+    side, with one figure of the new side 20% down."""
+    header = f"job_completion_time|display_name|system|partition|environ|case|gpu_model|host_link|{field}|" + (
+        "perf_var|perf_value|perf_unit|perf_ref|perf_lower_thres|perf_upper_thres"
+    )
+    lines = [header]
+    for side, value in enumerate(values):
+        environ = f"gnu-rt{value.replace('.', '_')}" if field == "cuda_runtime_version" and side else "gnu"
+        common = f"2026-11-23T1{side}:00:00+00:00|Check|local|default|{environ}|op=read|GPU|pcie gen5 x16|{value}"
+        for figure, level in (("read_bw", 50.0), ("write_bw", 40.0), ("copy_bw", 45.0)):
+            level *= 0.8 if side and figure == planted else 1.0
+            lines.append(f"{common}|{figure}|{level}|GiB/s|0|-0.05|null")
+            lines += [f"{common}|{figure}.s{k}|{level * (1 + k / 1000)}|GiB/s|0|null|null" for k in range(1, 6)]
+    (tmp_path / "Check.log").write_text("\n".join(lines) + "\n")
+    return ["compare", str(tmp_path), "--by", field, "--base", values[0], "--new", values[1],
+            "--threshold", "5", "--csv", str(tmp_path / "c.csv")]  # fmt: skip
+
+
+@pytest.mark.parametrize("field, values", [("cuda_runtime_version", ("13.0", "13.5")),
+                                           ("driver_version", ("580.159.04", "590.10"))])  # fmt: skip
+def test_an_upgrade_compared_flags_exactly_the_one_planted_change(tmp_path, field, values):
+    assert main(_toolkit_perflog(tmp_path, field, values, planted="write_bw")) == 2
+    table = pd.read_csv(tmp_path / "c.csv").set_index("figure")
+    assert table["verdict"].to_dict() == {"copy_bw": "pass", "read_bw": "pass", "write_bw": "regression"}
+    assert table.loc["write_bw", "change_pct"] == pytest.approx(-20.0)

@@ -19,19 +19,44 @@ from .build import REPO, SuiteBuild
 from .curves import keep_curve, output_curve
 from .keys import NODE_FACTS, format_case, format_value, sample_name
 from .placement import Placement
+from .records import read_output, records
 from .references import references_for
 
 
-def cuda_toolkit_version(build_stagedir: str) -> str:
-    """'12.8': the CUDA toolkit a CMake build of src/ configured, from CMake's
-    record of its CUDA compiler; 'unknown' where there is none."""
+def cuda_build_facts(build_stagedir: str) -> tuple[str, str]:
+    """('12.8', 'NVIDIA 12.8.93'): the CUDA toolkit a CMake build of src/
+    configured and its CUDA compiler, from CMake's record of the compiler;
+    'unknown' where the build left none (Spack builds, dry runs)."""
     pattern = os.path.join(build_stagedir, "build", "CMakeFiles", "*", "CMakeCUDACompiler.cmake")
     for path in sorted(glob.glob(pattern)):
         with open(path) as stream:
-            found = re.search(r'CMAKE_CUDA_COMPILER_TOOLKIT_VERSION "(\d+)\.(\d+)', stream.read())
-        if found:
-            return f"{found[1]}.{found[2]}"
-    return "unknown"
+            text = stream.read()
+        toolkit = re.search(r'CMAKE_CUDA_COMPILER_TOOLKIT_VERSION "(\d+)\.(\d+)', text)
+        compiler = re.search(r'CMAKE_CUDA_COMPILER_ID "(\w+)".*?CMAKE_CUDA_COMPILER_VERSION "([\d.]+)"', text, re.S)
+        if toolkit:
+            return f"{toolkit[1]}.{toolkit[2]}", f"{compiler[1]} {compiler[2]}" if compiler else "unknown"
+    return "unknown", "unknown"
+
+
+def cuda_toolkit_version(build_stagedir: str) -> str:
+    """'12.8': the CUDA toolkit a CMake build of src/ configured ('unknown': none recorded)."""
+    return cuda_build_facts(build_stagedir)[0]
+
+
+@sn.deferrable
+def runtime_loaded(stdout: str, expected: str) -> bool:
+    """The program loaded the CUDA runtime its record names ('13.5' from its
+    "CUDA: runtime=13050" line), where the record names one."""
+    if expected in ("unknown", "none"):
+        return True
+    found = records(read_output(stdout), "CUDA")
+    if not found or "runtime" not in found[0]:
+        raise sn.SanityError("no 'CUDA: runtime=' line: which CUDA runtime the program loaded is unknown")
+    number = int(found[0]["runtime"])
+    loaded = f"{number // 1000}.{number % 1000 // 10}"
+    if loaded != expected:
+        raise sn.SanityError(f"the program loaded CUDA runtime {loaded}, its environment's is {expected}")
+    return True
 
 
 @sn.deferrable
@@ -187,6 +212,11 @@ class NodeFacts(Placement):
         deferred assertion); every check defines it."""
         raise NotImplementedError(f"{type(self).__name__} does not say how its output is verified")
 
+    def loaded_runtime(self):
+        """The CUDA runtime the program loaded is the one its records name
+        (a deferred assertion; programs without CUDA have nothing to hold)."""
+        return sn.assert_true(True)
+
     def watched(self):
         """No fault on any GPU while the program ran (systems/watch.py)."""
         if not self.uses_gpu():
@@ -199,7 +229,7 @@ class NodeFacts(Placement):
     @sanity_function
     def validate(self):
         # The curve is kept last, once its records are known to be sound.
-        return sn.all([self.verified(), self.watched(), keep_curve(self, self.curve_records())])
+        return sn.all([self.verified(), self.watched(), self.loaded_runtime(), keep_curve(self, self.curve_records())])
 
 
 class SuiteCheck(rfm.RunOnlyRegressionTest, NodeFacts):
@@ -217,14 +247,27 @@ class SuiteCheck(rfm.RunOnlyRegressionTest, NodeFacts):
     #: check (one name per experiment, README's table).
     program = variable(str, value="")
 
-    #: The CUDA toolkit the programs were built with, whose runtime (libcudart)
-    #: they link: 'none' for host-only builds, 'unknown' where the build left
-    #: no record of it (Spack builds, dry runs).
+    #: The CUDA runtime the programs load: the environment's (a runtime
+    #: twin's, systems/toolkits.py) or else the toolkit they were built with;
+    #: the sanity holds the programs to it. 'none' for host-only builds,
+    #: 'unknown' where the build left no record (Spack builds, dry runs).
     cuda_runtime_version = variable(str, value="unknown", loggable=True)
+
+    #: The CUDA compiler of the build and its version ('NVIDIA 13.0.88', 'Clang 22.1.0').
+    cuda_compiler = variable(str, value="unknown", loggable=True)
 
     @run_after("setup")
     def describe_build(self):
-        self.cuda_runtime_version = cuda_toolkit_version(self.build.stagedir) if self.build.has_cuda else "none"
+        if not self.build.has_cuda:
+            self.cuda_runtime_version = self.cuda_compiler = "none"
+            return
+        toolkit, self.cuda_compiler = cuda_build_facts(self.build.stagedir)
+        self.cuda_runtime_version = self.current_environ.extras.get("cuda_runtime") or toolkit
+
+    def loaded_runtime(self):
+        if not self.uses_gpu():
+            return sn.assert_true(True)
+        return runtime_loaded(self.stdout, self.cuda_runtime_version)
 
     @run_after("setup")
     def set_executable(self):

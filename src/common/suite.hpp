@@ -384,7 +384,22 @@ inline void cuda_check(cudaError_t err, const char *call, const char *file, int 
 // After a kernel launch: launch errors now, execution errors at the next sync.
 #define CUDA_CHECK_LAUNCH() ::suite::cuda_check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
 
+// The CUDA runtime this process loaded (not the toolkit it was built with:
+// a build against 13.0 loads whichever libcudart.so.13 the loader finds) and
+// the newest CUDA the driver supports, once per process, e.g.
+// "CUDA: runtime=13050 driver=13000": what a check holds its environment to.
+inline void print_cuda_versions() {
+    static bool printed = false;
+    if (printed) return;
+    printed = true;
+    int runtime = 0, driver = 0;
+    CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+    CUDA_CHECK(cudaDriverGetVersion(&driver));
+    std::printf("CUDA: runtime=%d driver=%d\n", runtime, driver);
+}
+
 // The CUDA devices this process sees; none at all (cudaErrorNoDevice) is 0.
+// Every GPU program asks it first, so each prints its CUDA versions here.
 inline int device_count() {
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
@@ -393,6 +408,7 @@ inline int device_count() {
         return 0;
     }
     CUDA_CHECK(err);
+    print_cuda_versions();
     return count;
 }
 
