@@ -274,8 +274,12 @@ def test_html_command_writes_the_report(tmp_path):
 
 
 def test_daxpy_figures_1_to_8_render_from_the_committed_perflog(rendered):
-    figures = [f for f in rendered if f.test == "daxpy" and "h100" in f.path.name]
-    assert [f.path.name.split("-")[1] for f in figures] == [f"fig{n}" for n in range(1, 9)]
+    # A set of runs per driver and CUDA runtime: figures 1 to 8 for each.
+    daxpy = [f for f in rendered if f.test == "daxpy" and "h100" in f.path.name]
+    for runtime in ("13-0", "13-5"):
+        found = [f.path.name.split("-")[1] for f in daxpy if f.path.name.endswith(f"-13-0-{runtime}.png")]
+        assert found == [f"fig{n}" for n in range(1, 9)], runtime
+    figures = [f for f in daxpy if f.path.name.endswith("-13-0-13-0.png")]
     for figure in figures:
         assert figure.test == "daxpy" and figure.path.stat().st_size > 10_000
         assert "NVIDIA H100 80GB HBM3" in figure.caption and "580.159.04" in figure.caption
@@ -296,8 +300,10 @@ def test_daxpy_crossover_table_has_a_row_per_data_size_and_a_column_per_comparis
 
 
 def h100(frame):
-    """The committed records of the H100 (the H200 ran the single-GPU checks once too)."""
-    return frame[frame["gpu_model"] == H100]
+    """The committed records of the H100 with its own CUDA runtime (the H200
+    ran the single-GPU checks once too, and the H100 also ran with runtime
+    13.5: a set of runs of its own)."""
+    return frame[(frame["gpu_model"] == H100) & (frame["cuda_runtime_version"] == "13.0")]
 
 
 def latest(frame):
@@ -319,7 +325,8 @@ def test_daxpy_crossovers_agree_with_the_checks_own_computation(committed):
 
 
 def test_latency_figure_renders_with_crossovers_and_the_link(committed, rendered):
-    [figure] = [f for f in rendered if f.test == "copy_latency" and "h100" in f.path.name]
+    [figure] = [f for f in rendered if f.test == "copy_latency" and "h100" in f.path.name
+                and f.path.name.endswith("-13-0-13-0.png")]  # fmt: skip
     assert figure.test == "copy_latency" and figure.path.stat().st_size > 10_000
     assert H100 in figure.caption and "580.159.04" in figure.caption
     assert "PCIe Gen5 x16" in figure.caption  # the speed of light drawn in
