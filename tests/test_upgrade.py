@@ -1,0 +1,67 @@
+"""./suite upgrade (reports/upgrade.py): the runtime installed beside the
+environments, every check run, and the run's records compared by runtime."""
+
+import datetime as dt
+import os
+
+import pandas as pd
+import pytest
+from test_toolkits import wheel
+
+from reports import upgrade
+from systems import toolkits
+
+
+def test_the_wheel_of_each_cuda_major_version():
+    assert upgrade.wheel_of("13.5.37") == "nvidia-cuda-runtime==13.5.37"
+    assert upgrade.wheel_of("12.9.79") == "nvidia-cuda-runtime-cu12==12.9.79"
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    """A machine whose nvcc is CUDA 13.0, with runtime 13.5.37 installed already."""
+    wheel(tmp_path / "runtimes" / "13.5.37", "13.5.37")
+    for name, folder in (("RUNTIMES", "runtimes"), ("UPGRADES", "upgrades"), ("PERFLOGS", "perflogs")):
+        monkeypatch.setattr(upgrade, name, tmp_path / folder)
+    monkeypatch.setattr(upgrade, "base_release", lambda: "13.0")
+    monkeypatch.delenv(toolkits.RUNTIMES_VARIABLE, raising=False)
+    return tmp_path
+
+
+def fake_reframe(site, planted: str | None):
+    """What ReFrame would log: one case in gnu (13.0) and gnu-rt13_5 (13.5), five samples
+    of two figures each; `planted` 20% down in 13.5."""
+
+    def run(system, report, *options):
+        assert str(site / "runtimes" / "13.5.37") in os.environ[toolkits.RUNTIMES_VARIABLE].split(os.pathsep)
+        assert options == ("-n", "um_bandwidth")
+        when = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+        header = "job_completion_time|display_name|system|partition|environ|case|gpu_model|host_link|"
+        lines = [
+            header + "cuda_runtime_version|perf_var|perf_value|perf_unit|perf_ref|perf_lower_thres|perf_upper_thres"
+        ]
+        for environ, runtime in (("gnu", "13.0"), ("gnu-rt13_5", "13.5")):
+            for figure, level in (("steady_bw", 47.0), ("copy_engine_bw", 51.0)):
+                level *= 0.8 if runtime == "13.5" and figure == planted else 1.0
+                common = f"{when}|um_bandwidth|{system}|default|{environ}|op=read|H100|pcie gen5 x16|{runtime}"
+                lines += [f"{common}|{figure}.s{k}|{level * (1 + k / 1000)}|GiB/s|0|null|null" for k in range(1, 6)]
+        (site / "perflogs" / system / "default").mkdir(parents=True, exist_ok=True)
+        (site / "perflogs" / system / "default" / "um_bandwidth.log").write_text("\n".join(lines) + "\n")
+        return 0
+
+    return run
+
+
+@pytest.mark.parametrize("planted, status", [(None, 0), ("steady_bw", 2)])
+def test_an_upgrade_runs_beside_the_new_runtime_and_judges_by_runtime(site, monkeypatch, planted, status):
+    monkeypatch.setattr(upgrade, "reframe", fake_reframe(site, planted))
+    assert upgrade.main(["13.5.37", "--system", "local", "--threshold", "5", "--", "-n", "um_bandwidth"]) == status
+    (table,) = (site / "upgrades").glob("local-cuda-runtime-13.0-to-13.5-*.csv")
+    verdicts = pd.read_csv(table).set_index("figure")["verdict"].to_dict()
+    assert verdicts == {"copy_engine_bw": "pass", "steady_bw": "regression" if planted else "pass"}
+
+
+def test_no_upgrade_without_an_nvcc_or_to_the_same_release(site, monkeypatch):
+    assert upgrade.main(["13.0.96"]) == 3
+    monkeypatch.setattr(upgrade, "base_release", lambda: None)
+    assert upgrade.main(["13.5.37"]) == 3
