@@ -14,6 +14,7 @@ import fnmatch
 import pandas as pd
 
 from checks.suite.keys import FIGURE_KEY
+from systems.toolkits import base_environment
 
 from . import gate
 
@@ -59,15 +60,16 @@ def select(frame: pd.DataFrame, by: str, spec: str) -> pd.DataFrame:
     return frame[select_mask(frame, by, spec)]
 
 
-#: Fields that a CUDA toolkit or runtime sets: each is an environment of its
-#: own (systems/toolkits.py), so comparing them compares environments.
-TOOLKIT_FIELDS = {"cuda_runtime_version", "cuda_compiler"}
+#: Fields that a CUDA toolkit sets: each toolkit is an environment of its own,
+#: so comparing them compares environments.
+TOOLKIT_FIELDS = {"cuda_compiler"}
 
 
 def comparison_key(by: str, key: tuple = FIGURE_KEY) -> tuple:
     """The figure key without the field the sets are chosen by (partitions
     and environments are named per system, so comparing systems drops them;
-    toolkits are environments, so comparing toolkits drops the environment)."""
+    compilers are environments, so comparing them drops the environment;
+    runtimes are twins of one environment, see :func:`compare`)."""
     dropped = {by} | ({"partition", "environ"} if by == "system" else set())
     dropped |= {"environ"} if by in TOOLKIT_FIELDS else set()
     return tuple(k for k in key if k not in dropped)
@@ -82,6 +84,9 @@ def compare(
     if overlap.any():
         raise ValueError(f"{int(overlap.sum())} values are on both sides ({by} {base!r} and {new!r})")
     fraction = threshold / 100 if threshold is not None else None
+    if by == "cuda_runtime_version":
+        # A runtime's twin of an environment (gnu-rt13_5) is compared with the environment (gnu).
+        frame = frame.assign(environ=frame["environ"].map(lambda e: base_environment(e) if isinstance(e, str) else e))
     return gate.judge(frame, base_mask, new_mask, alpha, fraction, comparison_key(by))
 
 

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from systems import data
+from systems import data, toolkits
 from systems.health import same_kind
 
 from . import cli, gate
@@ -219,6 +219,9 @@ def nightly_status(found: dict, result: pd.DataFrame | None, node_judged: bool, 
 
 
 def nightly(args) -> int:
+    if os.environ.pop(toolkits.RUNTIMES_VARIABLE, None):
+        # The accepted runs are of the node's own environments: runtime twins have no baseline.
+        print(f"nightly: {toolkits.RUNTIMES_VARIABLE} ignored (runtime twins are for ./suite upgrade)", flush=True)
     system = selected_system(args.system)
     stamp = now()
     outdir = NIGHTLY_DIR / system / stamp.replace(":", "")

@@ -10,7 +10,9 @@ and compares the run's records by ``cuda_runtime_version``: the environments'
 own runtime (their nvcc's release) against VERSION. The table goes to
 reports/upgrades/<system>-cuda-runtime-<base>-to-<new>-<stamp>.csv, and the
 exit status is the comparison's: 0 nothing moved, 2 something moved, 3 not
-judged (nothing ran in both, or a figure could not be judged).
+judged (nothing ran in both, a figure could not be judged, a usage error or
+a runtime that could not be installed), 1 a check failed (did not measure; a
+figure outside its reference is the comparison's to judge, not a failure).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 from systems import detect, toolkits
 
 from . import cli
-from .nightly import now, reframe, selected_system
+from .nightly import FAILED, now, outcomes, reframe, selected_system
 
 REPO = Path(__file__).resolve().parent.parent
 RUNTIMES = REPO / "build" / "cuda-runtimes"
@@ -57,6 +59,15 @@ def base_release() -> str | None:
     return toolkits.nvcc_release(nvcc) if nvcc else None
 
 
+def twins_of(system: str) -> list[str]:
+    """The runtime twins ReFrame's configuration has for a system (made on machines described at run time)."""
+    from systems import rfm
+
+    config = rfm.site_configuration()
+    return [e["name"] for e in config["environments"]
+            if system in e.get("target_systems", []) and toolkits.TWIN_SUFFIX.search(e["name"])]  # fmt: skip
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="suite upgrade", description=__doc__.split("\n\n")[0])
     p.add_argument("version", help="the new CUDA runtime, as NVIDIA's wheel numbers it (13.5.37)")
@@ -69,7 +80,18 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ours, reframe_options = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
-    args = parser().parse_args(ours)
+    try:
+        args = parser().parse_args(ours)
+    except SystemExit as exit:  # a usage error judged nothing: 3, never the 2 of a move
+        return 0 if exit.code == 0 else cli.UNJUDGED
+    try:
+        return upgrade(args, reframe_options)
+    except (OSError, RuntimeError, subprocess.CalledProcessError) as err:
+        print(f"upgrade: {err}", file=sys.stderr)
+        return cli.UNJUDGED
+
+
+def upgrade(args, reframe_options: list[str]) -> int:
     base, new = base_release(), ".".join(args.version.split(".")[:2])
     if base is None:
         print("upgrade: no nvcc here, so no environment to run the new runtime beside", file=sys.stderr)
@@ -82,16 +104,23 @@ def main(argv=None) -> int:
         filter(None, [str(folder), os.environ.get(toolkits.RUNTIMES_VARIABLE, "")])
     )
     system, stamp = selected_system(args.system), now()
+    if not twins_of(system):
+        print(f"upgrade: {system} has no environment to run runtime {new} in: its environments are declared, "
+              f"or none has an nvcc of CUDA {new.split('.')[0]} (systems/toolkits.py)", file=sys.stderr)  # fmt: skip
+        return cli.UNJUDGED
     UPGRADES.mkdir(parents=True, exist_ok=True)
     name = f"{system}-cuda-runtime-{base}-to-{new}-{stamp.replace(':', '')}"
-    status = reframe(system, UPGRADES / f"{name}.json", *reframe_options)
-    if status != 0:
-        print(f"upgrade: ReFrame exited {status}: some checks failed; their figures are judged where measured")
+    reframe(system, UPGRADES / f"{name}.json", *reframe_options)
+    failed = outcomes(UPGRADES / f"{name}.json")["failed"]
     compare = ["compare", str(PERFLOGS / system), "--by", "cuda_runtime_version", "--base", base,
                "--new", new, "--since", stamp, "--csv", str(UPGRADES / f"{name}.csv")]  # fmt: skip
     if args.threshold is not None:
         compare += ["--threshold", str(args.threshold)]
-    return cli.main(compare)
+    status = cli.main(compare)
+    for why in failed:
+        print(f"upgrade: FAILED {why}")
+    # A check that did not measure hides its figures from both sides: that fails the upgrade.
+    return FAILED if failed and status != cli.REGRESSION else status
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import os
 import re
 import subprocess
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 RUNTIMES_VARIABLE = "GPU_MEMPATHS_CUDA_RUNTIMES"
@@ -65,6 +66,7 @@ def runtimes_found(paths: str | None = None) -> list[Runtime]:
     return found
 
 
+@cache
 def nvcc_release(nvcc: str) -> str | None:
     """'13.0': the CUDA release of an nvcc (from ``nvcc --version``), or None."""
     try:
@@ -80,15 +82,26 @@ def runtime_environments(env: dict[str, Any], release: str | None, runtimes: lis
     runtime of the same major version and another release."""
     if not release:
         return []
-    twins = []
+    twins, releases = [], {release}
     for runtime in runtimes:
-        if runtime.major != int(release.split(".")[0]) or runtime.release == release:
+        # One twin per release: the first folder named that has it.
+        if runtime.major != int(release.split(".")[0]) or runtime.release in releases:
             continue
+        releases.add(runtime.release)
         twin = {**env, "name": f"{env['name']}-rt{runtime.release.replace('.', '_')}"}
-        twin["env_vars"] = [*env.get("env_vars", []), ["LD_LIBRARY_PATH", f"{runtime.lib}:$LD_LIBRARY_PATH"]]
+        path = f"{runtime.lib}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"  # no empty entry (the cwd) when unset
+        twin["env_vars"] = [*env.get("env_vars", []), ["LD_LIBRARY_PATH", path]]
         twin["extras"] = {**env.get("extras", {}), "cuda_runtime": runtime.release, "cuda_runtime_lib": runtime.lib}
         twins.append(twin)
     return twins
+
+
+TWIN_SUFFIX = re.compile(r"-rt\d+_\d+$")
+
+
+def base_environment(name: str) -> str:
+    """'gnu' of 'gnu-rt13_5': the environment a twin was made from."""
+    return TWIN_SUFFIX.sub("", name)
 
 
 def with_runtime_twins(rfm_envs: list[dict[str, Any]], partitions: list[dict[str, Any]], runtimes: list[Runtime]):

@@ -56,7 +56,14 @@ def _system() -> dict:
         "description": "GDRCopy's seed node: 8 Tesla V100-SXM2-32GB, PCIe Gen3 x16, 2 sockets, gdrdrv",
         "hostnames": [],
         "environments": [
-            {"name": "cuda", "cc": "gcc", "cxx": "g++", "nvcc": "/usr/local/cuda/bin/nvcc", "features": ["cuda"]},
+            {
+                "name": "cuda",
+                "cc": "gcc",
+                "cxx": "g++",
+                "nvcc": "/usr/local/cuda/bin/nvcc",
+                "features": ["cuda"],
+                "cmake_options": ["-DGPU_MEMPATHS_WITH_GDRCOPY=ON"],
+            },  # fmt: skip
             {"name": "spack", "features": ["cuda", "spack"]},
         ],
         "partitions": [_partition("installed", gdrcopy_prefix="/opt/gdrcopy"), _partition("spack-built")],
@@ -207,12 +214,15 @@ def test_what_cannot_run_is_skipped_with_the_reason(dryrun):
     assert "managed" not in out
 
 
-def test_small_copy_latency_adds_the_gdrcopy_leg_where_gdrdrv_is(dryrun):
+def test_small_copy_latency_adds_the_gdrcopy_leg_where_gdrdrv_is_and_the_build_has_it(dryrun):
     tmp, _ = dryrun
     (line,) = _srun_lines(tmp, "installed", "cuda", "copy_latency")
     assert line.startswith("srun --cpus-per-task=40 ")
     assert "bin/copy_latency --device 0 --methods pageable,pinned,async,zerocopy,gdrcopy --directions h2d,d2h" in line
     assert line.endswith("--numa-node 0")
+    # The Spack environment builds gpu-mempaths without +gdrcopy: no leg to ask for.
+    (line,) = _srun_lines(tmp, "spack-built", "spack", "copy_latency")
+    assert "--methods pageable,pinned,async,zerocopy --directions" in line
 
 
 def test_gdrcopy_prefix_is_an_absolute_path():

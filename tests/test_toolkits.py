@@ -35,10 +35,14 @@ def test_each_environment_gets_a_twin_per_runtime_of_its_major_version(tmp_path)
     gnu = {"name": "gnu", "nvcc": "nvcc", "features": ["cuda"], "extras": {"cmake_options": []}}
     (twin,) = toolkits.runtime_environments(gnu, "13.0", runtimes)
     assert twin["name"] == "gnu-rt13_5" and twin["features"] == ["cuda"] and twin["nvcc"] == "nvcc"
-    assert twin["env_vars"] == [["LD_LIBRARY_PATH", "/rt/13.5:$LD_LIBRARY_PATH"]]
+    assert twin["env_vars"] == [["LD_LIBRARY_PATH", "/rt/13.5${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"]]
     assert twin["extras"] == {"cmake_options": [], "cuda_runtime": "13.5", "cuda_runtime_lib": "/rt/13.5"}
     assert "env_vars" not in gnu  # the environment itself is left as it is
     assert toolkits.runtime_environments(gnu, None, runtimes) == []
+    # One twin per release: the first folder's, however many have it.
+    again = [*runtimes, toolkits.Runtime("13.5.40", "/other/13.5")]
+    assert [t["extras"]["cuda_runtime_lib"] for t in toolkits.runtime_environments(gnu, "13.0", again)] == ["/rt/13.5"]
+    assert toolkits.base_environment("gnu-rt13_5") == "gnu" == toolkits.base_environment("gnu")
 
 
 def test_partitions_run_every_twin_of_their_environments(monkeypatch):
@@ -128,5 +132,5 @@ def test_the_dry_run_builds_once_per_environment_and_runs_each_check_in_each(tmp
     assert sorted(p.parent.name for p in stage.glob("*/SuiteBuild*")) == ["gnu", twin]
     assert sorted(p.parent.name for p in stage.glob("*/host_bandwidth")) == ["gnu", twin]
     script = (stage / twin / "host_bandwidth" / "rfm_job.sh").read_text()
-    assert f"export LD_LIBRARY_PATH={lib}:$LD_LIBRARY_PATH" in script
+    assert f"export LD_LIBRARY_PATH={lib}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}" in script
     assert "LD_LIBRARY_PATH" not in (stage / "gnu" / "host_bandwidth" / "rfm_job.sh").read_text()

@@ -2,6 +2,7 @@
 environments, every check run, and the run's records compared by runtime."""
 
 import datetime as dt
+import json
 import os
 
 import pandas as pd
@@ -24,13 +25,17 @@ def site(tmp_path, monkeypatch):
     for name, folder in (("RUNTIMES", "runtimes"), ("UPGRADES", "upgrades"), ("PERFLOGS", "perflogs")):
         monkeypatch.setattr(upgrade, name, tmp_path / folder)
     monkeypatch.setattr(upgrade, "base_release", lambda: "13.0")
+    monkeypatch.setattr(upgrade, "twins_of", lambda system: ["gnu-rt13_5"])
     monkeypatch.delenv(toolkits.RUNTIMES_VARIABLE, raising=False)
     return tmp_path
 
 
-def fake_reframe(site, planted: str | None):
+def fake_reframe(site, planted: str | None, failed=()):
     """What ReFrame would log: one case in gnu (13.0) and gnu-rt13_5 (13.5), five samples
     of two figures each; `planted` 20% down in 13.5."""
+
+    failed = [{"display_name": name, "result": "fail", "fail_phase": "sanity", "fail_reason": "no output"}
+              for name in failed]  # fmt: skip
 
     def run(system, report, *options):
         assert str(site / "runtimes" / "13.5.37") in os.environ[toolkits.RUNTIMES_VARIABLE].split(os.pathsep)
@@ -47,7 +52,8 @@ def fake_reframe(site, planted: str | None):
                 lines += [f"{common}|{figure}.s{k}|{level * (1 + k / 1000)}|GiB/s|0|null|null" for k in range(1, 6)]
         (site / "perflogs" / system / "default").mkdir(parents=True, exist_ok=True)
         (site / "perflogs" / system / "default" / "um_bandwidth.log").write_text("\n".join(lines) + "\n")
-        return 0
+        (site / "upgrades" / report.name).write_text(json.dumps({"runs": [{"testcases": failed}]}))
+        return 1 if failed else 0
 
     return run
 
@@ -61,7 +67,19 @@ def test_an_upgrade_runs_beside_the_new_runtime_and_judges_by_runtime(site, monk
     assert verdicts == {"copy_engine_bw": "pass", "steady_bw": "regression" if planted else "pass"}
 
 
-def test_no_upgrade_without_an_nvcc_or_to_the_same_release(site, monkeypatch):
-    assert upgrade.main(["13.0.96"]) == 3
+def test_a_check_that_did_not_measure_fails_the_upgrade_unless_something_moved(site, monkeypatch):
+    monkeypatch.setattr(upgrade, "reframe", fake_reframe(site, None, failed=["daxpy %allocator=managed"]))
+    options = ["13.5.37", "--system", "local", "--threshold", "5", "--", "-n", "um_bandwidth"]
+    assert upgrade.main(options) == 1
+    monkeypatch.setattr(upgrade, "reframe", fake_reframe(site, "steady_bw", failed=["daxpy %allocator=managed"]))
+    assert upgrade.main(options) == 2
+
+
+def test_no_upgrade_without_an_nvcc_twins_or_sense(site, monkeypatch, capsys):
+    assert upgrade.main(["13.0.96"]) == 3  # the release the environments have already
+    assert upgrade.main(["--bogus"]) == 3  # a usage error is never the 2 of a move
+    monkeypatch.setattr(upgrade, "twins_of", lambda system: [])
+    assert upgrade.main(["13.5.37", "--system", "summit"]) == 3
+    assert "summit has no environment to run runtime 13.5 in" in capsys.readouterr().err
     monkeypatch.setattr(upgrade, "base_release", lambda: None)
     assert upgrade.main(["13.5.37"]) == 3

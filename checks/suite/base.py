@@ -258,7 +258,8 @@ class SuiteCheck(rfm.RunOnlyRegressionTest, NodeFacts):
 
     @run_after("setup")
     def describe_build(self):
-        if not self.build.has_cuda:
+        if not self.build.has_cuda or not self.uses_gpu():
+            # A host program (host_bandwidth) links no CUDA runtime.
             self.cuda_runtime_version = self.cuda_compiler = "none"
             return
         toolkit, self.cuda_compiler = cuda_build_facts(self.build.stagedir)
