@@ -34,7 +34,6 @@ point over its executions.
 from __future__ import annotations
 
 import re
-import statistics
 from typing import NamedTuple
 
 import reframe as rfm
@@ -43,6 +42,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import GpuCheck
+from checks.suite.curves import median_figures
 from checks.suite.records import records, require
 
 #: Rows N: thread blocks per kernel. The paper's text does not give it; the
@@ -302,8 +302,7 @@ class daxpy(GpuCheck):
     @classmethod
     def curve_figures(cls, lines: list[str], figures: dict) -> dict:
         # Each point's metrics, the median of its measurements.
-        by_point: dict = {}
-        for point in parse_points("\n".join(lines)):
-            for metric in LOGGED_METRICS:
-                by_point.setdefault(perf_var_name(metric, point.inner, point.outer), []).append(point.values[metric])
-        return {name: (statistics.median(values), "us") for name, values in by_point.items()}
+        points = parse_points("\n".join(lines))
+        return median_figures(
+            ((perf_var_name(m, p.inner, p.outer), p.values[m]) for p in points for m in LOGGED_METRICS), "us"
+        )

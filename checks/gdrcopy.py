@@ -55,6 +55,7 @@ from reframe.core.exceptions import SanityError
 
 from checks.suite.base import NodeFacts
 from checks.suite.build import GdrCopyBuild, gdrcopy_source, gdrdrv_absent
+from checks.suite.curves import record_medians
 from checks.suite.gdrcopy_output import (
     APIPERF_OPS,
     BANDWIDTH_UNIT,
@@ -77,7 +78,6 @@ from checks.suite.gdrcopy_runs import (
     copylat_samples,
     copylat_statistic,
     installed_version,
-    median_figures,
     version_loaded,
 )
 from checks.suite.placement import remote_numa_node
@@ -341,7 +341,8 @@ class gdrcopy_copylat(GdrCopyCheck):
 
     @classmethod
     def curve_figures(cls, lines: list[str], figures: dict) -> dict:
-        return median_figures(lines, "CopyLat", lambda r: f"lat_us_{r['method']}_{r['direction']}_{r['size']}")
+        # Each row and size: the median over the repeats.
+        return record_medians(lines, "CopyLat", lambda r: f"lat_us_{r['method']}_{r['direction']}_{r['size']}")
 
 
 @sn.deferrable
@@ -378,11 +379,9 @@ class gdrcopy_apiperf(GdrCopyCheck):
     @run_after("setup")
     def set_perf_variables(self):
         # Every call at one GPU page, a sample per repeat; the other sizes are the curve.
-        perf = {}
+        perf, sizes = {}, apiperf_sizes(self.max_size)
         for op in APIPERF_OPS:
-            samples = apiperf_samples(
-                self.stdout, self.repeats, apiperf_sizes(self.max_size), APIPERF_HEADLINE_SIZE, op
-            )
+            samples = apiperf_samples(self.stdout, self.repeats, sizes, APIPERF_HEADLINE_SIZE, op)
             perf.update(self.headline(f"{op}_us_{APIPERF_HEADLINE_SIZE}", samples, "us", self.repeats))
         self.perf_variables = perf
 
@@ -391,7 +390,7 @@ class gdrcopy_apiperf(GdrCopyCheck):
 
     @classmethod
     def curve_figures(cls, lines: list[str], figures: dict) -> dict:
-        return median_figures(lines, "ApiPerf", lambda r: f"{r['op']}_us_{r['size']}")
+        return record_medians(lines, "ApiPerf", lambda r: f"{r['op']}_us_{r['size']}")
 
 
 @sn.deferrable

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from checks.suite.base import cuda_toolkit_version
+from checks.suite.base import cuda_build_facts
 from reports import compare as cmp
 from reports.cli import main
 from reports.figures import (
@@ -177,13 +177,13 @@ def test_perflog_records_carry_every_check_attribute_but_reframes_own():
 
 
 def test_cuda_runtime_version_comes_from_the_cmake_build(tmp_path):
-    assert cuda_toolkit_version(str(tmp_path)) == "unknown"
+    assert cuda_build_facts(str(tmp_path)) == ("unknown", "unknown")
     record = tmp_path / "build" / "CMakeFiles" / "3.28.3" / "CMakeCUDACompiler.cmake"
     record.parent.mkdir(parents=True)
     record.write_text(
         'set(CMAKE_CUDA_COMPILER_VERSION "12.8.93")\nset(CMAKE_CUDA_COMPILER_TOOLKIT_VERSION "12.8.93")\n'
     )
-    assert cuda_toolkit_version(str(tmp_path)) == "12.8"
+    assert cuda_build_facts(str(tmp_path))[0] == "12.8"
 
 
 # --- comparison (the gate's own tests are tests/test_gate.py) -------------------

@@ -38,11 +38,6 @@ def cuda_build_facts(build_stagedir: str) -> tuple[str, str]:
     return "unknown", "unknown"
 
 
-def cuda_toolkit_version(build_stagedir: str) -> str:
-    """'12.8': the CUDA toolkit a CMake build of src/ configured ('unknown': none recorded)."""
-    return cuda_build_facts(build_stagedir)[0]
-
-
 @sn.deferrable
 def runtime_loaded(stdout: str, expected: str) -> bool:
     """The program loaded the CUDA runtime its record names ('13.5' from its

@@ -10,7 +10,6 @@ from __future__ import annotations
 import glob
 import os
 import re
-import statistics
 
 import reframe.utility.sanity as sn
 from reframe.core.exceptions import SanityError
@@ -27,7 +26,7 @@ from .gdrcopy_output import (
     parse_gdrcopy_version,
     repeat_outputs,
 )
-from .records import read_output, records
+from .records import read_output
 
 
 def runs_of(text: str, test: str, repeats: int) -> list[tuple[int, str]]:
@@ -145,15 +144,6 @@ def copylat_statistic(version: str) -> str:
     if version == "unknown":
         return "unknown"
     return "median" if [int(x) for x in version.split(".")[:2]] >= [2, 6] else "average"
-
-
-def median_figures(lines: list[str], tag: str, name) -> dict:
-    """{figure: (median over the repeats, 'us')} of records with a 'us' field,
-    each named by `name(record)`."""
-    by_name: dict = {}
-    for r in records("\n".join(lines), tag):
-        by_name.setdefault(name(r), []).append(float(r["us"]))
-    return {figure: (statistics.median(values), "us") for figure, values in by_name.items()}
 
 
 @sn.deferrable
