@@ -140,3 +140,13 @@ def test_sanity_rejects_an_unfinished_run(h100_measured, tmp_path):
     cut = h100_measured[: h100_measured.index("Data verified")]
     with pytest.raises(SanityError, match="0 cases verified, 200 timed"):
         sn.evaluate(_complete_curves(_write(tmp_path, cut), METHODS, ["h2d", "d2h"]))
+
+
+def test_sanity_requires_the_block_medians_of_every_headline_size(h100_measured, tmp_path):
+    """The headline latencies' samples are their block medians: an output
+    without them (this one predates them) fails, naming the case; a run's
+    output with them passes."""
+    with pytest.raises(SanityError, match="pageable h2d 8 B: not 5 block medians"):
+        sn.evaluate(_complete_curves(_write(tmp_path, h100_measured), METHODS, ["h2d", "d2h"], 5))
+    run = (DATA / "runs" / "copy_latency_h100.out").read_text()
+    assert sn.evaluate(_complete_curves(_write(tmp_path, run), METHODS, ["h2d", "d2h"], 5))

@@ -66,3 +66,19 @@ def test_this_programs_output_parses_the_same_way():
 def test_steady_state_needs_two_runs():
     with pytest.raises(ValueError):
         steady_state([1.0])
+
+
+def test_advice_the_driver_rejects_skips_the_case_with_its_reason(tmp_path):
+    """An unsupported feature is a skip with the reason, raised by the sanity
+    (no output is read in a hook); accepted advice passes."""
+    import reframe.utility.sanity as sn
+    from reframe.core.exceptions import SkipTestError
+
+    from checks.um_bandwidth import _advice_accepted
+
+    out = tmp_path / "out"
+    out.write_text("Advice rejected by the driver: cudaMemAdviseSetAccessedBy (operation not supported)\n")
+    with pytest.raises(SkipTestError, match="the driver rejects accessed-by: cudaMemAdviseSetAccessedBy"):
+        sn.evaluate(_advice_accepted(str(out), "accessed-by"))
+    out.write_text("Running read kernel\n")
+    assert sn.evaluate(_advice_accepted(str(out), "accessed-by"))
