@@ -171,6 +171,10 @@ def systems_and_environments(systems: dict[str, dict[str, Any]]) -> tuple[list, 
         if found:
             # Machines described at run time also run under the CUDA runtimes installed beside them.
             toolkits.with_runtime_twins(envs, partitions, toolkits.runtimes_found())
+            # ... and with the CUDA toolkits named beside them, compiled by clang.
+            found_toolkits = toolkits.toolkits_found()
+            if found_toolkits:
+                toolkits.with_toolkit_environments(envs, partitions, found_toolkits, toolkits.cuda_clang())
         rfm_systems.append(
             {
                 "name": system["name"],

@@ -9,7 +9,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from checks.suite.base import cuda_build_facts
 from reports import compare as cmp
 from reports.cli import main
 from reports.figures import (
@@ -174,16 +173,6 @@ def test_perflog_records_carry_every_check_attribute_but_reframes_own():
     node_facts = {"check_gpu_model", "check_driver_version", "check_cuda_version", "check_cuda_runtime_version"}
     assert not (kept | node_facts | {"check_host_link", "check_memory", "check_op"}) & ignored
     assert {"check_executable_opts", "check_perfvalues", "check_env_vars", "check_stagedir"} <= ignored
-
-
-def test_cuda_runtime_version_comes_from_the_cmake_build(tmp_path):
-    assert cuda_build_facts(str(tmp_path)) == ("unknown", "unknown")
-    record = tmp_path / "build" / "CMakeFiles" / "3.28.3" / "CMakeCUDACompiler.cmake"
-    record.parent.mkdir(parents=True)
-    record.write_text(
-        'set(CMAKE_CUDA_COMPILER_VERSION "12.8.93")\nset(CMAKE_CUDA_COMPILER_TOOLKIT_VERSION "12.8.93")\n'
-    )
-    assert cuda_build_facts(str(tmp_path))[0] == "12.8"
 
 
 # --- comparison (the gate's own tests are tests/test_gate.py) -------------------

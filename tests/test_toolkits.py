@@ -77,11 +77,10 @@ def test_nvcc_release_reads_nvcc_version(tmp_path):
 
 def test_the_build_records_its_toolkit_and_compiler(tmp_path):
     assert cuda_build_facts(str(tmp_path)) == ("unknown", "unknown")
-    record = tmp_path / "build" / "CMakeFiles" / "3.31.6" / "CMakeCUDACompiler.cmake"
-    record.parent.mkdir(parents=True)
-    record.write_text('set(CMAKE_CUDA_COMPILER_ID "NVIDIA")\nset(CMAKE_CUDA_COMPILER_VERSION "13.0.88")\n'
-                      'set(CMAKE_CUDA_COMPILER_TOOLKIT_VERSION "13.0.88")\n')  # fmt: skip
-    assert cuda_build_facts(str(tmp_path)) == ("13.0", "NVIDIA 13.0.88")
+    facts = tmp_path / "share" / "gpu-mempaths" / "build-facts.txt"
+    facts.parent.mkdir(parents=True)
+    facts.write_text("cuda_toolkit=12.9\ncuda_compiler=Clang 22.1.8\n")
+    assert cuda_build_facts(str(tmp_path)) == ("12.9", "Clang 22.1.8")
 
 
 @pytest.mark.parametrize(
@@ -134,3 +133,107 @@ def test_the_dry_run_builds_once_per_environment_and_runs_each_check_in_each(tmp
     script = (stage / twin / "host_bandwidth" / "rfm_job.sh").read_text()
     assert f"export LD_LIBRARY_PATH={lib}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}" in script
     assert "LD_LIBRARY_PATH" not in (stage / "gnu" / "host_bandwidth" / "rfm_job.sh").read_text()
+
+
+# --- toolkits compiled by clang ------------------------------------------------
+
+
+def toolkit(folder, release: str = "12.9", installed: bool = False):
+    """A folder laid out as a CUDA toolkit of `release` (systems/cuda-wheels-toolkit's layout)."""
+    major, minor = (int(n) for n in release.split("."))
+    (folder / "include").mkdir(parents=True)
+    (folder / "include" / "cuda_runtime_api.h").write_text(f"#define CUDART_VERSION {major * 1000 + minor * 10}\n")
+    (folder / "lib64").mkdir()
+    (folder / "lib64" / f"libcudart.so.{major}").write_text("")
+    if installed:
+        (folder / toolkits.INSTALLED_SUITE / "bin").mkdir(parents=True)
+    return folder
+
+
+def test_toolkits_are_found_with_their_release_and_a_folder_that_is_none_is_an_error(tmp_path):
+    a, b = toolkit(tmp_path / "a", "12.9"), toolkit(tmp_path / "b", "13.0")
+    assert toolkits.toolkits_found(f"{a}:{b}") == [toolkits.Toolkit("12.9", str(a)), toolkits.Toolkit("13.0", str(b))]
+    assert toolkits.Toolkit("12.9", str(a)).lib == str(a / "lib64")
+    with pytest.raises(ValueError, match=f"GPU_MEMPATHS_CUDA_TOOLKITS: {tmp_path / 'c'} is not a CUDA toolkit"):
+        toolkits.toolkits_found(str(tmp_path / "c"))
+
+
+def test_a_toolkit_is_built_by_clang_or_run_as_installed(tmp_path):
+    built = toolkits.Toolkit("12.9", str(toolkit(tmp_path / "a")))
+    env = toolkits.toolkit_environment(built, "/usr/bin/clang++-22")
+    assert env["name"] == "clang-cuda12_9" and env["features"] == ["cuda"]
+    assert (env["cc"], env["cxx"]) == ("clang-22", "/usr/bin/clang++-22")
+    assert env["extras"]["cmake_options"] == [f"-DGPU_MEMPATHS_CLANG_CUDA_PATH={built.root}"]
+    assert env["extras"]["cuda_runtime"] == "12.9" and "suite_prefix" not in env["extras"]
+    assert env["env_vars"] == [["LD_LIBRARY_PATH", f"{built.lib}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"]]
+    assert toolkits.toolkit_environment(built, None) is None
+    installed = toolkits.Toolkit("12.9", str(toolkit(tmp_path / "b", installed=True)))
+    env = toolkits.toolkit_environment(installed, None)
+    assert env["extras"]["suite_prefix"] == f"{installed.root}/gpu-mempaths" and "cxx" not in env
+
+
+def test_partitions_with_a_cuda_environment_get_each_toolkit(tmp_path):
+    envs = [{"name": "gnu", "features": ["cuda"], "target_systems": ["local"]}, {"name": "host", "features": []}]
+    partitions = [{"name": "gpu", "environs": ["gnu", "host"]}, {"name": "cpu", "environs": ["host"]}]
+    found = [toolkits.Toolkit("12.9", str(toolkit(tmp_path / "a")))]
+    toolkits.with_toolkit_environments(envs, partitions, found, "clang++-22")
+    assert envs[-1]["name"] == "clang-cuda12_9" and envs[-1]["target_systems"] == ["local"]
+    assert [p["environs"] for p in partitions] == [["gnu", "host", "clang-cuda12_9"], ["host"]]
+    with pytest.raises(ValueError, match="CUDA 12.9 at .* can be neither built .* nor run"):
+        toolkits.with_toolkit_environments(envs, partitions, found, None)
+
+
+def test_the_clang_is_the_one_named_or_the_newest_on_path(tmp_path, monkeypatch):
+    for name in ("clang++-17", "clang++-22", "clang++"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv(toolkits.CLANG_VARIABLE, raising=False)
+    assert toolkits.cuda_clang() == str(tmp_path / "clang++-22")
+    monkeypatch.setenv(toolkits.CLANG_VARIABLE, "clang++-17")
+    assert toolkits.cuda_clang() == str(tmp_path / "clang++-17")
+
+
+def reframe_local(tmp_path, env: dict, *options: str):
+    """ReFrame on this machine (the 'local' system) with the suite's checks."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    cmd = [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
+           "-C", str(repo / "reframe_settings.py"), "-c", str(repo / "checks"), "--system", "local",
+           "--prefix", str(tmp_path), "--perflogdir", str(tmp_path / "perflogs"), *options]  # fmt: skip
+    return subprocess.run(cmd, cwd=tmp_path, env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
+
+
+def test_an_installed_suite_is_used_as_it_is(tmp_path):
+    folder = toolkit(tmp_path / "tk", installed=True)
+    result = reframe_local(tmp_path, {toolkits.TOOLKITS_VARIABLE: str(folder)}, "--dry-run", "-n", "host_bandwidth",
+                           "-p", "clang-cuda12_9")  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    (script,) = (tmp_path / "stage" / "local" / "default" / "clang-cuda12_9").glob("SuiteBuild*/rfm_build.sh")
+    assert f"ln -sfn {folder}/gpu-mempaths/bin bin" in script.read_text()
+
+
+def test_a_wheel_toolkit_builds_the_suite_with_clang(tmp_path):
+    """The CUDA 12.9 toolkit CI makes from NVIDIA's wheels (.ci/volta-compile),
+    built by clang for real: every program, linked to that toolkit's runtime."""
+    import os
+    import subprocess
+
+    root = os.environ.get("GPU_MEMPATHS_TEST_TOOLKIT")
+    if not root or not toolkits.cuda_clang():
+        pytest.skip("GPU_MEMPATHS_TEST_TOOLKIT names no toolkit, or no clang++-<N>: CI sets both")
+    result = reframe_local(tmp_path, {toolkits.TOOLKITS_VARIABLE: root}, "-r", "-n", "host_bandwidth",
+                           "-p", "clang-cuda", "-S", "host_bandwidth.buffer_size=64M",
+                           "--keep-stage-files")  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    release = toolkits.toolkit_release(root)
+    (stage,) = (tmp_path / "stage" / "local" / "default").glob(f"clang-cuda{release.replace('.', '_')}/SuiteBuild*")
+    facts = (stage / "share" / "gpu-mempaths" / "build-facts.txt").read_text()
+    assert f"cuda_toolkit={release}\ncuda_compiler=Clang " in facts
+    linked = subprocess.run(["ldd", str(stage / "bin" / "daxpy")], capture_output=True, text=True).stdout
+    library = f"libcudart.so.{release.split('.')[0]}"
+    assert any(f"{library} => {r}/lib64/{library}" in linked for r in (root, os.path.realpath(root))), linked

@@ -5,9 +5,7 @@ placement from the system's data (placement.py), and the GPU skip rule."""
 
 from __future__ import annotations
 
-import glob
 import os
-import re
 import statistics
 import sys
 
@@ -24,18 +22,16 @@ from .references import references_for
 
 
 def cuda_build_facts(build_stagedir: str) -> tuple[str, str]:
-    """('12.8', 'NVIDIA 12.8.93'): the CUDA toolkit a CMake build of src/
-    configured and its CUDA compiler, from CMake's record of the compiler;
-    'unknown' where the build left none (Spack builds, dry runs)."""
-    pattern = os.path.join(build_stagedir, "build", "CMakeFiles", "*", "CMakeCUDACompiler.cmake")
-    for path in sorted(glob.glob(pattern)):
-        with open(path) as stream:
-            text = stream.read()
-        toolkit = re.search(r'CMAKE_CUDA_COMPILER_TOOLKIT_VERSION "(\d+)\.(\d+)', text)
-        compiler = re.search(r'CMAKE_CUDA_COMPILER_ID "(\w+)".*?CMAKE_CUDA_COMPILER_VERSION "([\d.]+)"', text, re.S)
-        if toolkit:
-            return f"{toolkit[1]}.{toolkit[2]}", f"{compiler[1]} {compiler[2]}" if compiler else "unknown"
-    return "unknown", "unknown"
+    """('12.9', 'Clang 22.1.8'): the CUDA toolkit the build of src/ compiled
+    against and its CUDA compiler, as the build recorded them
+    (share/gpu-mempaths/build-facts.txt); 'unknown' where it left none (dry runs)."""
+    facts = {}
+    try:
+        with open(os.path.join(build_stagedir, "share", "gpu-mempaths", "build-facts.txt")) as stream:
+            facts = dict(line.rstrip("\n").split("=", 1) for line in stream if "=" in line)
+    except OSError:
+        pass
+    return facts.get("cuda_toolkit") or "unknown", facts.get("cuda_compiler") or "unknown"
 
 
 @sn.deferrable

@@ -1,8 +1,11 @@
 """One build of src/ per partition and environment, shared by every check.
 
 Environments with the 'spack' feature build the repository's Spack
-environment (spack.yaml, with the system's externals); the others configure
-src/ with CMake directly. Either way the programs end up in <stage>/bin.
+environment (spack.yaml, with the system's externals); those that name an
+installation of the suite (extras 'suite_prefix': built elsewhere, e.g. with a
+compiler this node lacks) use it as it is; the others configure src/ with
+CMake directly. Either way the programs end up in <stage>/bin, and what built
+them in <stage>/share/gpu-mempaths/build-facts.txt (src/CMakeLists.txt).
 """
 
 import os
@@ -37,6 +40,10 @@ class SuiteBuild(rfm.CompileOnlyRegressionTest):
         return "spack" in self.current_environ.features
 
     @property
+    def installed_prefix(self) -> str | None:
+        return self.current_environ.extras.get("suite_prefix")
+
+    @property
     def has_cuda(self) -> bool:
         return "cuda" in self.current_environ.features
 
@@ -56,6 +63,8 @@ class SuiteBuild(rfm.CompileOnlyRegressionTest):
     def configure_build(self):
         if self.uses_spack:
             self._configure_spack()
+        elif self.installed_prefix:
+            self._use_installation(self.installed_prefix)
         else:
             self._configure_cmake()
 
@@ -70,6 +79,11 @@ class SuiteBuild(rfm.CompileOnlyRegressionTest):
             *self.current_environ.extras.get("cmake_options", []),
         ]
         self.postbuild_cmds = [f"cmake --install build --prefix {self.stagedir}"]
+
+    def _use_installation(self, prefix: str):
+        self.build_system = "CustomBuild"
+        self.sourcesdir = None
+        self.build_system.commands = [f"ln -sfn {shlex.quote(os.path.join(prefix, d))} {d}" for d in ("bin", "share")]
 
     def _configure_spack(self):
         # A fresh environment in the stage, made from the repository's
@@ -88,7 +102,7 @@ class SuiteBuild(rfm.CompileOnlyRegressionTest):
         self.env_vars["GPU_MEMPATHS_ROOT"] = REPO
         self.env_vars["GPU_MEMPATHS_SYSTEM"] = self.current_system.name
         self.postbuild_cmds = [
-            'ln -sfn "$(spack -e rfm_spack_env location -i gpu-mempaths)/bin" bin',
+            f'ln -sfn "$(spack -e rfm_spack_env location -i gpu-mempaths)/{d}" {d}' for d in ("bin", "share")
         ]
 
     def programs(self) -> list:
