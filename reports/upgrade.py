@@ -1,6 +1,9 @@
-"""A CUDA runtime upgrade, run and judged in one command.
+"""A CUDA upgrade, run and judged in one command.
 
     ./suite upgrade VERSION [--system NAME] [--threshold PCT] [-- reframe options]
+
+A VERSION newer than the environments' nvcc is a runtime upgrade; an older
+one (12.9 beside nvcc 13.0) is the toolkit the centre upgrades from.
 
 installs NVIDIA's runtime wheel of VERSION (e.g. 13.5.37) under
 build/cuda-runtimes/ unless it is there, runs every check in every
@@ -13,6 +16,16 @@ exit status is the comparison's: 0 nothing moved, 2 something moved, 3 not
 judged (nothing ran in both, a figure could not be judged, a usage error or
 a runtime that could not be installed), 1 a check failed (did not measure; a
 figure outside its reference is the comparison's to judge, not a failure).
+
+An older release is made a toolkit from NVIDIA's wheels under
+build/cuda-toolkits/ (systems/cuda-wheels-toolkit) and, with the node's own
+CUDA, compiled by clang (systems/toolkits.py: clang-cuda<X>_<Y>); every check
+runs in those two environments and in the nvcc ones, and three comparisons
+by environment say which change did what: the toolkit alone (clang 12.9 to
+clang 13.0), the compiler alone (clang 13.0 to nvcc 13.0), and both, the
+upgrade as a centre makes it (clang 12.9 to nvcc 13.0), whose verdict is
+the exit status. Tables: reports/upgrades/<system>-cuda-<old>-to-<new>-<what>-<stamp>.csv,
+<what> one of toolkit-only, compiler-only and toolkit-and-compiler.
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ from .nightly import FAILED, now, outcomes, reframe, selected_system
 
 REPO = Path(__file__).resolve().parent.parent
 RUNTIMES = REPO / "build" / "cuda-runtimes"
+TOOLKITS = REPO / "build" / "cuda-toolkits"
 UPGRADES = REPO / "reports" / "upgrades"
 PERFLOGS = REPO / "perflogs"
 
@@ -59,18 +73,43 @@ def base_release() -> str | None:
     return toolkits.nvcc_release(nvcc) if nvcc else None
 
 
-def twins_of(system: str) -> list[str]:
-    """The runtime twins ReFrame's configuration has for a system (made on machines described at run time)."""
+def environments_of(system: str) -> list[dict]:
+    """The environments ReFrame's configuration has for a system."""
     from systems import rfm
 
-    config = rfm.site_configuration()
-    return [e["name"] for e in config["environments"]
-            if system in e.get("target_systems", []) and toolkits.TWIN_SUFFIX.search(e["name"])]  # fmt: skip
+    return [e for e in rfm.site_configuration()["environments"] if system in e.get("target_systems", [])]
+
+
+def twins_of(system: str) -> list[str]:
+    """The runtime twins ReFrame's configuration has for a system (made on machines described at run time)."""
+    return [e["name"] for e in environments_of(system) if toolkits.TWIN_SUFFIX.search(e["name"])]
+
+
+def nvcc_environment(system: str) -> str | None:
+    """The system's first environment that builds with nvcc ('gnu'), or None."""
+    return next((e["name"] for e in environments_of(system) if e.get("nvcc")), None)
+
+
+def install_toolkit(release: str, folder: Path) -> Path:
+    """A CUDA toolkit of `release` from NVIDIA's wheels, made under `folder` unless it is there."""
+    target = folder / release
+    if not (target / ".done").exists():
+        print(f"upgrade: making CUDA {release} from NVIDIA's wheels in {target}", flush=True)
+        subprocess.run([str(REPO / "systems" / "cuda-wheels-toolkit"), str(target), release], check=True)
+    return target
+
+
+def toolkit_comparisons(old: str, new: str, nvcc_env: str) -> list[tuple[str, str, str]]:
+    """(what changed, environment before, environment after): the toolkit alone, the compiler alone, both."""
+    clang_old, clang_new = (f"clang-cuda{r.replace('.', '_')}" for r in (old, new))
+    return [("toolkit-only", clang_old, clang_new), ("compiler-only", clang_new, nvcc_env),
+            ("toolkit-and-compiler", clang_old, nvcc_env)]  # fmt: skip
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="suite upgrade", description=__doc__.split("\n\n")[0])
-    p.add_argument("version", help="the new CUDA runtime, as NVIDIA's wheel numbers it (13.5.37)")
+    p.add_argument("version", help="a newer CUDA runtime as NVIDIA's wheel numbers it (13.5.37), "
+                   "or an older release (12.9) to compare the environments' nvcc with")  # fmt: skip
     p.add_argument("--system", help="the system to run (default: the one ReFrame picks here)")
     p.add_argument("--threshold", type=float, help="practical threshold in percent (default: each figure's own)")
     p.epilog = "Options after '--' go to ReFrame (e.g. -- -n um_bandwidth)."
@@ -99,6 +138,8 @@ def upgrade(args, reframe_options: list[str]) -> int:
     if base == new:
         print(f"upgrade: the environments' nvcc is CUDA {base} already; name a newer runtime", file=sys.stderr)
         return cli.UNJUDGED
+    if tuple(map(int, new.split("."))) < tuple(map(int, base.split("."))):
+        return toolkit_upgrade(args, new, base, reframe_options)
     folder = install_runtime(args.version, RUNTIMES)
     os.environ[toolkits.RUNTIMES_VARIABLE] = os.pathsep.join(
         filter(None, [str(folder), os.environ.get(toolkits.RUNTIMES_VARIABLE, "")])
@@ -116,11 +157,43 @@ def upgrade(args, reframe_options: list[str]) -> int:
                "--new", new, "--since", stamp, "--csv", str(UPGRADES / f"{name}.csv")]  # fmt: skip
     if args.threshold is not None:
         compare += ["--threshold", str(args.threshold)]
-    status = cli.main(compare)
+    return verdict(cli.main(compare), failed)
+
+
+def verdict(status: int, failed: list[str]) -> int:
     for why in failed:
         print(f"upgrade: FAILED {why}")
     # A check that did not measure hides its figures from both sides: that fails the upgrade.
     return FAILED if failed and status != cli.REGRESSION else status
+
+
+def toolkit_upgrade(args, old: str, new: str, reframe_options: list[str]) -> int:
+    """From toolkit `old` (made from wheels, built by clang) to the nvcc of `new` the environments have."""
+    folder = install_toolkit(old, TOOLKITS)
+    own = os.path.dirname(os.path.dirname(os.path.realpath(detect.find_nvcc("nvcc") or "")))
+    os.environ[toolkits.TOOLKITS_VARIABLE] = os.pathsep.join([str(folder), own])
+    system, stamp = selected_system(args.system), now()
+    nvcc_env = nvcc_environment(system)
+    names = {e["name"] for e in environments_of(system)}
+    comparisons = toolkit_comparisons(old, new, nvcc_env or "")
+    missing = sorted({env for _, *envs in comparisons for env in envs} - names)
+    if nvcc_env is None or missing:
+        print(f"upgrade: {system} has no environment {', '.join(missing) or 'with nvcc'}: its environments are "
+              f"declared, or this node has no clang++-<N> (systems/toolkits.py)", file=sys.stderr)  # fmt: skip
+        return cli.UNJUDGED
+    UPGRADES.mkdir(parents=True, exist_ok=True)
+    name = f"{system}-cuda-{old}-to-{new}"
+    reframe(system, UPGRADES / f"{name}-{stamp.replace(':', '')}.json", *reframe_options)
+    failed = outcomes(UPGRADES / f"{name}-{stamp.replace(':', '')}.json")["failed"]
+    for what, before, after in comparisons:
+        print(f"upgrade: {what}: {before} against {after}", flush=True)
+        table = UPGRADES / f"{name}-{what}-{stamp.replace(':', '')}.csv"
+        compare = ["compare", str(PERFLOGS / system), "--by", "environ", "--base", before, "--new", after,
+                   "--since", stamp, "--csv", str(table)]  # fmt: skip
+        if args.threshold is not None:
+            compare += ["--threshold", str(args.threshold)]
+        status = cli.main(compare)  # the last, both changes together, is the upgrade's verdict
+    return verdict(status, failed)
 
 
 if __name__ == "__main__":

@@ -83,3 +83,67 @@ def test_no_upgrade_without_an_nvcc_twins_or_sense(site, monkeypatch, capsys):
     assert "summit has no environment to run runtime 13.5 in" in capsys.readouterr().err
     monkeypatch.setattr(upgrade, "base_release", lambda: None)
     assert upgrade.main(["13.5.37"]) == 3
+
+
+def fake_toolkit_run(site, planted: dict[str, str]):
+    """What ReFrame would log for an upgrade from 12.9: one case in each of
+    clang-cuda12_9, clang-cuda13_0 and gnu (nvcc 13.0), five samples of two
+    figures; `planted` maps an environment to the figure 20% down in it."""
+
+    def run(system, report, *options):
+        assert os.environ[toolkits.TOOLKITS_VARIABLE].split(os.pathsep)[0] == str(site / "toolkits" / "12.9")
+        when = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+        lines = ["job_completion_time|display_name|system|partition|environ|case|gpu_model|host_link|"
+                 "perf_var|perf_value|perf_unit|perf_ref|perf_lower_thres|perf_upper_thres"]  # fmt: skip
+        for environ in ("clang-cuda12_9", "clang-cuda13_0", "gnu"):
+            for figure, level in (("steady_bw", 47.0), ("copy_engine_bw", 51.0)):
+                level *= 0.8 if planted.get(environ) == figure else 1.0
+                common = f"{when}|um_bandwidth|{system}|default|{environ}|op=read|H100|pcie gen5 x16"
+                lines += [f"{common}|{figure}.s{k}|{level * (1 + k / 1000)}|GiB/s|0|null|null" for k in range(1, 6)]
+        (site / "perflogs" / system / "default").mkdir(parents=True, exist_ok=True)
+        (site / "perflogs" / system / "default" / "um_bandwidth.log").write_text("\n".join(lines) + "\n")
+        (site / "upgrades" / report.name).write_text(json.dumps({"runs": [{"testcases": []}]}))
+        return 0
+
+    return run
+
+
+@pytest.fixture
+def toolkit_site(site, monkeypatch):
+    """The site, with CUDA 12.9 made from wheels already and clang to build it."""
+    monkeypatch.setattr(upgrade, "TOOLKITS", site / "toolkits")
+    monkeypatch.setattr(upgrade, "install_toolkit", lambda release, folder: folder / release)
+    monkeypatch.setattr(upgrade.detect, "find_nvcc", lambda name: "/usr/local/cuda-13.0/bin/nvcc")
+    envs = [{"name": "gnu", "nvcc": "nvcc"}, {"name": "clang-cuda12_9"}, {"name": "clang-cuda13_0"}]
+    monkeypatch.setattr(upgrade, "environments_of", lambda system: envs)
+    monkeypatch.delenv(toolkits.TOOLKITS_VARIABLE, raising=False)
+    return site
+
+
+@pytest.mark.parametrize(
+    "planted, status, moved",
+    [
+        ({}, 0, {}),
+        # The toolkit moved steady_bw: seen in the toolkit's comparison and in the upgrade, not the compiler's.
+        ({"clang-cuda13_0": "steady_bw", "gnu": "steady_bw"}, 2,
+         {"toolkit-only": "steady_bw", "toolkit-and-compiler": "steady_bw"}),
+        # nvcc moved copy_engine_bw: the compiler's comparison and the upgrade's.
+        ({"gnu": "copy_engine_bw"}, 2, {"compiler-only": "copy_engine_bw", "toolkit-and-compiler": "copy_engine_bw"}),
+    ],
+)  # fmt: skip
+def test_an_upgrade_from_an_older_toolkit_tells_toolkit_and_compiler_apart(toolkit_site, monkeypatch, planted,
+                                                                           status, moved):  # fmt: skip
+    monkeypatch.setattr(upgrade, "reframe", fake_toolkit_run(toolkit_site, planted))
+    assert upgrade.main(["12.9", "--system", "local", "--threshold", "5"]) == status
+    assert os.environ[toolkits.TOOLKITS_VARIABLE].endswith(os.pathsep + "/usr/local/cuda-13.0")
+    for what in ("toolkit-only", "compiler-only", "toolkit-and-compiler"):
+        (table,) = (toolkit_site / "upgrades").glob(f"local-cuda-12.9-to-13.0-{what}-*.csv")
+        verdicts = pd.read_csv(table).set_index("figure")["verdict"].to_dict()
+        expected = {f: "regression" if moved.get(what) == f else "pass" for f in ("steady_bw", "copy_engine_bw")}
+        assert verdicts == expected, what
+
+
+def test_no_toolkit_upgrade_without_its_environments(toolkit_site, monkeypatch, capsys):
+    monkeypatch.setattr(upgrade, "environments_of", lambda system: [{"name": "gnu", "nvcc": "nvcc"}])
+    assert upgrade.main(["12.9", "--system", "local"]) == 3
+    assert "local has no environment clang-cuda12_9, clang-cuda13_0" in capsys.readouterr().err
