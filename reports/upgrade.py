@@ -149,15 +149,24 @@ def upgrade(args, reframe_options: list[str]) -> int:
         print(f"upgrade: {system} has no environment to run runtime {new} in: its environments are declared, "
               f"or none has an nvcc of CUDA {new.split('.')[0]} (systems/toolkits.py)", file=sys.stderr)  # fmt: skip
         return cli.UNJUDGED
-    UPGRADES.mkdir(parents=True, exist_ok=True)
     name = f"{system}-cuda-runtime-{base}-to-{new}-{stamp.replace(':', '')}"
+    failed = run_checks(system, name, reframe_options)
+    return verdict(judge(system, ("cuda_runtime_version", base, new), stamp, name, args.threshold), failed)
+
+
+def run_checks(system: str, name: str, reframe_options: list[str]) -> list[str]:
+    """Every check, its run report reports/upgrades/<name>.json; the cases that did not measure."""
+    UPGRADES.mkdir(parents=True, exist_ok=True)
     reframe(system, UPGRADES / f"{name}.json", *reframe_options)
-    failed = outcomes(UPGRADES / f"{name}.json")["failed"]
-    compare = ["compare", str(PERFLOGS / system), "--by", "cuda_runtime_version", "--base", base,
-               "--new", new, "--since", stamp, "--csv", str(UPGRADES / f"{name}.csv")]  # fmt: skip
-    if args.threshold is not None:
-        compare += ["--threshold", str(args.threshold)]
-    return verdict(cli.main(compare), failed)
+    return outcomes(UPGRADES / f"{name}.json")["failed"]
+
+
+def judge(system: str, sides: tuple[str, str, str], since: str, name: str, threshold: float | None) -> int:
+    """The comparison of the run's records (by, base, new) into reports/upgrades/<name>.csv; its exit status."""
+    by, base, new = sides
+    compare = ["compare", str(PERFLOGS / system), "--by", by, "--base", base, "--new", new,
+               "--since", since, "--csv", str(UPGRADES / f"{name}.csv")]  # fmt: skip
+    return cli.main(compare + (["--threshold", str(threshold)] if threshold is not None else []))
 
 
 def verdict(status: int, failed: list[str]) -> int:
@@ -181,18 +190,12 @@ def toolkit_upgrade(args, old: str, new: str, reframe_options: list[str]) -> int
         print(f"upgrade: {system} has no environment {', '.join(missing) or 'with nvcc'}: its environments are "
               f"declared, or this node has no clang++-<N> (systems/toolkits.py)", file=sys.stderr)  # fmt: skip
         return cli.UNJUDGED
-    UPGRADES.mkdir(parents=True, exist_ok=True)
-    name = f"{system}-cuda-{old}-to-{new}"
-    reframe(system, UPGRADES / f"{name}-{stamp.replace(':', '')}.json", *reframe_options)
-    failed = outcomes(UPGRADES / f"{name}-{stamp.replace(':', '')}.json")["failed"]
+    name, when = f"{system}-cuda-{old}-to-{new}", stamp.replace(":", "")
+    failed = run_checks(system, f"{name}-{when}", reframe_options)
     for what, before, after in comparisons:
         print(f"upgrade: {what}: {before} against {after}", flush=True)
-        table = UPGRADES / f"{name}-{what}-{stamp.replace(':', '')}.csv"
-        compare = ["compare", str(PERFLOGS / system), "--by", "environ", "--base", before, "--new", after,
-                   "--since", stamp, "--csv", str(table)]  # fmt: skip
-        if args.threshold is not None:
-            compare += ["--threshold", str(args.threshold)]
-        status = cli.main(compare)  # the last, both changes together, is the upgrade's verdict
+        # The last, both changes together, is the upgrade's verdict.
+        status = judge(system, ("environ", before, after), stamp, f"{name}-{what}-{when}", args.threshold)
     return verdict(status, failed)
 
 
