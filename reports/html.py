@@ -25,6 +25,7 @@ from .figures import (
     latency_curves,
     render_all,
 )
+from .figures.versions import versions_figures
 from .load import Loaded
 
 #: Columns of a check's table where not every variable is wanted.
@@ -307,7 +308,8 @@ def write_report(loaded: Loaded, outdir: Path, title: str, generic_for_all: bool
     # The samples of headline figures are for the gate; the report shows their medians.
     headline = headline_figures(loaded.frame)
     frame = loaded.frame[loaded.frame["sample"].isna()]
-    figures = render_all(frame, outdir, generic_for_all)
+    # The versions' overlay reads the samples: the spread is what tells a move from noise.
+    figures = render_all(frame, outdir, generic_for_all) + versions_figures(loaded.frame, outdir)
     parts = [
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
         f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
