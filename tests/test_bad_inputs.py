@@ -19,7 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 #: Where ``./suite test`` builds every program (build_all in ./suite).
 BUILD = Path(os.environ.get("GPU_MEMPATHS_BUILD", REPO / "build" / "all-archs"))
-PROGRAMS = ["um_bandwidth", "daxpy", "copy_latency", "host_bandwidth", "mem_scan", "p2p_pingpong"]
+PROGRAMS = ["um_bandwidth", "daxpy", "copy_latency", "host_bandwidth", "mem_scan", "p2p_pingpong", "path_matrix"]
 
 
 def _cases(name: str) -> list[tuple]:

@@ -46,7 +46,7 @@ FAKE_SYSTEM = {
 }
 
 #: The checks a nightly of the fake node runs (the multi-GPU ones skip on one GPU).
-CHECKS = ["-n", "host_bandwidth|um_bandwidth|daxpy|copy_latency|node_health"]
+CHECKS = ["-n", "host_bandwidth|um_bandwidth|daxpy|copy_latency|path_matrix|node_health"]
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +107,7 @@ def test_unchanged_node_passes_with_every_figure_judged(accepted):
     assert status == 0, output[-4000:]
     table = pd.read_csv(outdir / "compare.csv")
     assert (table["verdict"] == "pass").all(), table[table["verdict"] != "pass"].to_string()
-    assert {"host_bandwidth", "um_bandwidth", "daxpy", "copy_latency"} <= set(table["test"])
+    assert {"host_bandwidth", "um_bandwidth", "daxpy", "copy_latency", "path_matrix"} <= set(table["test"])
     assert "0 flagged as regressions" in output and "0 could not be judged" in output
 
 
@@ -176,3 +176,20 @@ def test_the_two_gpu_checks_never_run_on_one_gpu(repo):
     assert result.returncode == 0, output[-4000:]
     assert "has 1 GPU(s): this check needs two or more" in output
     assert not list((repo.parent / "dry").rglob("rfm_job.sh")), "a job script was written for a skipped check"
+
+
+def test_one_slow_path_is_flagged_under_its_own_name_and_nothing_else(accepted):
+    """The path matrix's cells are figures of their own: one path at 60% (the
+    SMs' device-to-host copies to the GPU's NUMA node) is the one flagged,
+    ReFrame's failure and the gate naming it; every other cell passes."""
+    import re
+
+    logged = (accepted / "perflogs" / "fakegpu" / "default" / "path_matrix.log").read_text()
+    (cell,) = sorted(set(re.findall(r"\|(gpu0_d2h_numa0_sm|gpu0_d2h_unbound_sm)\|", logged)))
+    status, output, outdir = nightly(accepted, 6, GPU_MEMPATHS_FAKE_SLOWDOWN=f"path_matrix.{cell}=0.6")
+    assert status == 2, output[-4000:]
+    table = pd.read_csv(outdir / "compare.csv")
+    flagged = table[table["verdict"] == "regression"]
+    assert list(flagged["figure"]) == [cell], flagged.to_string()
+    assert (table[table["test"] == "path_matrix"]["verdict"] != "not judged").all()
+    assert re.search(rf"failed to meet reference.*{cell}=", output, re.S), output[-4000:]

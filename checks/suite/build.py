@@ -20,7 +20,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 #: Programs every build has, and those that need a CUDA compiler.
 HOST_PROGRAMS = ["host_bandwidth"]
-CUDA_PROGRAMS = ["um_bandwidth", "daxpy", "copy_latency", "mem_scan", "p2p_pingpong"]
+CUDA_PROGRAMS = ["um_bandwidth", "daxpy", "copy_latency", "mem_scan", "p2p_pingpong", "path_matrix"]
 
 
 class SuiteBuild(rfm.CompileOnlyRegressionTest):

@@ -113,6 +113,40 @@ def copy_latency(rng, opts, slow):
     print(f"Data verified: {cases} cases (each method, direction and size)")
 
 
+#: One H100 on PCIe Gen5 x16, decimal GB/s (../shared yardsticks: nvbandwidth's figures on it).
+_H100_HOST = {("ce", "h2d"): 53.5, ("ce", "d2h"): 54.0, ("sm", "h2d"): 50.9, ("sm", "d2h"): 51.4}
+
+
+def path_matrix(rng, opts, slow):
+    """One GPU, the NUMA nodes the check names: host cells and latency (no pair,
+    nothing all at once); 'path_matrix.<cell>=factor' in the slowdown slows one cell."""
+    samples, size = int(opts.get("samples", 5)), 256 << 20
+    nodes = [int(n) for n in str(opts.get("numa-nodes", "-1")).split(",")]
+    paths = str(opts.get("paths", "host,latency")).split(",")
+    engines = str(opts.get("engines", "ce,sm")).split(",")
+    print("CUDA: runtime=13000 driver=13000")
+    print("GPU 0: NVIDIA H100 80GB HBM3, 132 SMs, NUMA node 0")
+    cells = 0
+    for node in nodes:
+        where = f"numa{node}" if node >= 0 else "unbound"
+        for engine in [e for e in ("ce", "sm") if e in engines] if "host" in paths else ():
+            for direction in ("h2d", "d2h", "h2d-both", "d2h-both"):
+                base, both = direction.split("-")[0], direction.endswith("-both")
+                cell = f"gpu0_{base}_{where}{'_both' if both else ''}_{engine}"
+                level = _H100_HOST[(engine, base)] * (0.95 if both else 1.0) * slow * factor(f"path_matrix.{cell}")
+                for k in range(1, samples + 1):
+                    gbs = noisy(rng, level)
+                    print(f"Cell: path=host engine={engine} op=copy dir={direction} gpu=0 peer=-1 numa={node} "
+                          f"sample={k} bytes={size} seconds={size / gbs / 1e9:.6g} gbs={gbs:.6g}")  # fmt: skip
+                cells += 1
+        for k in range(1, samples + 1) if "latency" in paths else ():
+            ns = noisy(rng, 1205.0 / slow / factor(f"path_matrix.gpu0_latency_{where}"))
+            print(f"Cell: path=latency engine=sm op=chase dir=host gpu=0 peer=-1 numa={node} sample={k} "
+                  f"steps=20000 stride=256 ns={ns:.6g}")  # fmt: skip
+        cells += "latency" in paths
+    print(f"Verified: cells={cells} samples={samples}")
+
+
 def skipped(rng, opts, slow):
     print("Skipped: needs at least 2 GPUs, 1 visible")
 
@@ -124,6 +158,7 @@ PROGRAMS = {
     "copy_latency": copy_latency,
     "mem_scan": skipped,
     "p2p_pingpong": skipped,
+    "path_matrix": path_matrix,
 }
 
 

@@ -1,0 +1,117 @@
+"""The path matrix as heat maps: GPU x NUMA node (host paths), each GPU with
+all the others at once, GPU x peer (pairs), GPU x target (latency). Each cell
+shows its median and, where the system data gives its link, the share of
+that limit (the colour), and the accepted value (its reference) where the
+node has one: the one bad path of a node stands out as a pale cell."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from checks.path_matrix import _HOST, _LATENCY, _PEER
+
+from .common import Figure, _group_keys, _key_name, coverage_text, finish
+
+PATH_TEST = "path_matrix"
+_ENGINE = {"ce": "copy engine", "sm": "SM", "bulk": "bulk (TMA)"}
+
+
+def cell_table(group: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell: its matrix ('host', 'allgpus', 'peer', 'latency'),
+    panel, row and column, median, unit, limit and accepted value."""
+    data = group[group["sample"].isna()]
+    limits = data[data["figure"].str.startswith("limit_")].groupby("figure")["value"].median()
+    rows = []
+    for figure, cell in data[~data["figure"].str.startswith("limit_")].groupby("figure"):
+        refs = cell["ref"].dropna() if "ref" in cell else pd.Series(dtype=float)
+        accepted = refs[refs != 0].median() if len(refs) else None
+        row = {"figure": figure, "median": cell["value"].median(), "unit": cell["unit"].iloc[0],
+               "limit": limits.get(f"limit_{figure}"), "accepted": accepted}  # fmt: skip
+        if m := _PEER.match(figure):
+            both = ", both ways" if m["both"] else ""
+            row |= {"matrix": "peer", "panel": f"{m['op']}, {_ENGINE[m['engine']]}{both}",
+                    "row": f"GPU {m['gpu']}", "column": f"GPU {m['peer']}"}  # fmt: skip
+        elif m := _HOST.match(figure):
+            both = ", both ways" if m["both"] else ""
+            arrow = "host -> GPU" if m["dir"] == "h2d" else "GPU -> host"
+            column = "own node" if m["where"] == "allgpus" else m["where"].replace("numa", "NUMA ")
+            matrix = "allgpus" if m["where"] == "allgpus" else "host"
+            panel = f"{arrow}, {_ENGINE[m['engine']]}{both}"
+            row |= {"matrix": matrix, "panel": panel, "row": f"GPU {m['gpu']}", "column": column}
+        elif m := _LATENCY.match(figure):
+            target = m["where"].replace("numa", "NUMA ").replace("gpu", "GPU ")
+            row |= {"matrix": "latency", "panel": "dependent loads (ns)", "row": f"GPU {m['gpu']}", "column": target}
+        else:
+            continue
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _label(row) -> str:
+    text = f"{row['median']:.0f}" if row["median"] >= 100 else f"{row['median']:.3g}"
+    if row["limit"] and not math.isnan(row["limit"]):
+        text += f"\n{100 * row['median'] / row['limit']:.0f}% of {row['limit']:.0f}"
+    if row["accepted"] is not None and not pd.isna(row["accepted"]):
+        text += f"\nacc. {row['accepted']:.3g}"
+    return text
+
+
+def _draw_panel(ax, cells: pd.DataFrame, title: str) -> None:
+    rows, columns = sorted(cells["row"].unique()), sorted(cells["column"].unique())
+    grid = [[math.nan] * len(columns) for _ in rows]
+    for _, cell in cells.iterrows():
+        # The colour: the share of the link where there is one, else the share of the panel's best.
+        best = cells["median"].max()
+        share = (
+            cell["median"] / cell["limit"] if cell["limit"] and not math.isnan(cell["limit"]) else cell["median"] / best
+        )
+        if cell["unit"] == "ns":
+            share = cells["median"].min() / cell["median"]  # latency: the fastest is 1
+        grid[rows.index(cell["row"])][columns.index(cell["column"])] = share
+        ax.text(columns.index(cell["column"]), rows.index(cell["row"]), _label(cell), ha="center", va="center",
+                fontsize=7)  # fmt: skip
+    ax.imshow(grid, cmap="RdYlGn", vmin=0.5, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(len(columns)), columns, fontsize=8)
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.set_title(title, fontsize=9)
+
+
+_TITLES = {
+    "host": "GPU x NUMA node: pinned host memory bound to each node, GB/s",
+    "allgpus": "every GPU with its own NUMA node at once, GB/s",
+    "peer": "GPU (rows) reading or writing a peer (columns), GB/s",
+    "latency": "latency of dependent loads from each GPU, ns",
+}
+
+
+def path_heat_maps(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
+    """One figure per matrix and machine, a panel per engine and direction."""
+    data = frame[frame["test"] == PATH_TEST]
+    figures = []
+    for key, group in data.groupby(_group_keys(), dropna=False):
+        table = cell_table(group)
+        for matrix, cells in table.groupby("matrix") if not table.empty else []:
+            panels = sorted(cells["panel"].unique())
+            width = max(2.6, 0.9 * cells["column"].nunique() + 1.2)
+            height = max(1.8, 0.55 * cells["row"].nunique() + 1.0)
+            columns = min(4, len(panels))
+            lines = math.ceil(len(panels) / columns)
+            size = (max(7.5, width * columns + 0.5), height * lines + 1.6)
+            fig, axes = plt.subplots(lines, columns, squeeze=False, figsize=size)
+            for ax, panel in zip(axes.flat, panels):
+                _draw_panel(ax, cells[cells["panel"] == panel], panel)
+            for ax in list(axes.flat)[len(panels) :]:
+                ax.axis("off")
+            title = f"{PATH_TEST}: {_TITLES[matrix]} ({key[0]}:{key[1]}, {key[2]})"
+            fig.suptitle(title, fontsize=10)
+            name = finish(fig, group, "colour: share of the cell's link limit (system data); green at 100%",
+                          outdir, _key_name(f"paths-{matrix}", key), top=0.9)  # fmt: skip
+            caption = (f"Each cell: its median over the run's samples; below it the share of its link's limit "
+                       f"(checks/path_matrix.py: PCIe per GPU, NVLink per pair, from systems/) and the accepted "
+                       f"value where the node has a reference. {coverage_text(group)}.")  # fmt: skip
+            figures.append(Figure(PATH_TEST, outdir / name, title, caption))
+    return figures
