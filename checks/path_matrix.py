@@ -26,7 +26,10 @@ performance stage under its own name, with its value and reference.
 
 from __future__ import annotations
 
+import itertools
 import re
+from functools import lru_cache
+from typing import NamedTuple
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -63,27 +66,66 @@ def cell_name(record: dict) -> str:
     return f"gpu{gpu}_{record['dir'].split('-')[0]}_{where}{both}_{engine}"
 
 
-def describe(figure: str) -> str:
-    """'GPU 1 -> GPU 0 read, SM': a cell in words, for people."""
-    engine = {"ce": "copy engine", "sm": "SM", "bulk": "bulk (TMA)"}
+#: The engines in words.
+ENGINE_WORDS = {"ce": "copy engine", "sm": "SM", "bulk": "bulk (TMA)"}
+
+
+class CellParts(NamedTuple):
+    """A cell's name taken apart: its matrix ('host', 'allgpus', 'peer',
+    'latency'), the GPU that runs it, the GPU at the other end (peer cells),
+    and in words the memory it reaches, what it does and by which engine."""
+
+    matrix: str
+    gpu: int
+    peer: int | None
+    target: str  # 'NUMA node 1', 'GPU 0', 'own NUMA node', 'host memory'
+    action: str  # 'read', 'write', 'host -> GPU', 'GPU -> host', 'latency'
+    both: bool
+    engine: str  # in words; '' for latency
+
+
+def _numa_words(where: str, unbound: str) -> str:
+    return unbound if where == "unbound" else f"NUMA node {where[4:]}"
+
+
+def cell_parts(figure: str) -> CellParts | None:
+    """The parts of a cell's name; None for a name that is no cell."""
     if m := _PEER.match(figure):
-        both = ", both ways at once" if m["both"] else ""
-        return f"GPU {m['gpu']} -> GPU {m['peer']} {m['op']}, {engine.get(m['engine'], m['engine'])}{both}"
+        peer = int(m["peer"])
+        return CellParts(
+            "peer", int(m["gpu"]), peer, f"GPU {peer}", m["op"], bool(m["both"]), ENGINE_WORDS[m["engine"]]
+        )
     if m := _HOST.match(figure):
-        where = {"allgpus": "own NUMA node, all GPUs at once", "unbound": "host memory"}.get(m["where"])
-        where = where or f"NUMA node {m['where'][4:]}"
-        arrow = "host -> GPU" if m["dir"] == "h2d" else "GPU -> host"
-        both = ", both ways at once" if m["both"] else ""
-        return f"GPU {m['gpu']} {arrow} ({where}), {engine.get(m['engine'], m['engine'])}{both}"
+        allgpus = m["where"] == "allgpus"
+        target = "own NUMA node" if allgpus else _numa_words(m["where"], "host memory")
+        action = "host -> GPU" if m["dir"] == "h2d" else "GPU -> host"
+        matrix = "allgpus" if allgpus else "host"
+        return CellParts(matrix, int(m["gpu"]), None, target, action, bool(m["both"]), ENGINE_WORDS[m["engine"]])
     if m := _LATENCY.match(figure):
         where = m["where"]
-        target = (
-            f"GPU {where[3:]}"
-            if where.startswith("gpu")
-            else ("host" if where == "unbound" else f"NUMA node {where[4:]}")
-        )
-        return f"GPU {m['gpu']} latency through {target}"
-    return figure
+        peer = int(where[3:]) if where.startswith("gpu") else None
+        target = f"GPU {peer}" if peer is not None else _numa_words(where, "host")
+        return CellParts("latency", int(m["gpu"]), peer, target, "latency", False, "")
+    return None
+
+
+def describe(figure: str) -> str:
+    """'GPU 1 -> GPU 0 read, SM': a cell in words, for people."""
+    c = cell_parts(figure)
+    if c is None:
+        return figure
+    both = ", both ways at once" if c.both else ""
+    if c.matrix == "peer":
+        return f"GPU {c.gpu} -> {c.target} {c.action}, {c.engine}{both}"
+    if c.matrix == "latency":
+        return f"GPU {c.gpu} latency through {c.target}"
+    where = c.target + (", all GPUs at once" if c.matrix == "allgpus" else "")
+    return f"GPU {c.gpu} {c.action} ({where}), {c.engine}{both}"
+
+
+def compute_major(node: dict) -> int:
+    """The GPUs' compute capability's major number (0 where the data gives none)."""
+    return int(str(node["gpus"].get("compute_capability", "0")).split(".")[0])
 
 
 #: The matrices and engines, each pair a case of its own (the program's
@@ -107,17 +149,15 @@ def expected_cells(node: dict, numa_nodes: list[int], matrix: str, engine: str |
     GPUs are sm_90 or newer), and the latencies through each NUMA node and
     peer; of one engine where `engine` names one."""
     gpus = range(node["gpus"]["count"])
-    major = int(str(node["gpus"].get("compute_capability", "0")).split(".")[0])
     cells = []
     if matrix == "host":
-        for g in gpus:
-            for n, e, d in ((n, e, d) for n in numa_nodes for e in ENGINES for d in ("h2d", "d2h")):
-                cells += [f"gpu{g}_{d}_{numa_label(n)}_{e}", f"gpu{g}_{d}_{numa_label(n)}_both_{e}"]
+        for g, n, e, d in itertools.product(gpus, numa_nodes, ENGINES, ("h2d", "d2h")):
+            cells += [f"gpu{g}_{d}_{numa_label(n)}_{e}", f"gpu{g}_{d}_{numa_label(n)}_both_{e}"]
     elif matrix == "host-all" and len(gpus) > 1:
         cells = [f"gpu{g}_{d}_allgpus_{e}" for g in gpus for e in ENGINES for d in ("h2d", "d2h")]
     elif matrix == "peer":
         for a, b in ordered_pairs(node):
-            for e in PEER_ENGINES if major >= 9 else ENGINES:
+            for e in PEER_ENGINES if compute_major(node) >= 9 else ENGINES:
                 for op in ("read", "write") if e != "bulk" else ("read",):
                     cells += [f"gpu{a}_{op}_gpu{b}_{e}", f"gpu{a}_{op}_gpu{b}_both_{e}"]
     elif matrix == "latency":
@@ -128,14 +168,21 @@ def expected_cells(node: dict, numa_nodes: list[int], matrix: str, engine: str |
     return [c for c in cells if engine is None or c.endswith(f"_{engine}")]
 
 
+@lru_cache(maxsize=4)
+def samples_by_cell(text: str) -> dict[str, tuple[float, ...]]:
+    """{cell: its samples in order} of a program output, parsed once however
+    many of its hundreds of figures ask (read_output gives the same text)."""
+    found: dict[str, list[float]] = {}
+    for record in records(text, "Cell"):
+        value = "ns" if record["path"] == "latency" else "gbs"
+        found.setdefault(cell_name(record), []).append(float(require(record, [value, "sample"], "Cell")[value]))
+    return {cell: tuple(values) for cell, values in found.items()}
+
+
 @sn.deferrable
 def cell_samples(stdout: str, figure: str, count: int) -> list:
     """A cell's samples in order (GB/s, or ns for latency), exactly `count` of them."""
-    found = []
-    for record in records(read_output(stdout), "Cell"):
-        if cell_name(record) == figure:
-            value = "ns" if record["path"] == "latency" else "gbs"
-            found.append(float(require(record, [value, "sample"], "Cell")[value]))
+    found = list(samples_by_cell(read_output(stdout)).get(figure, ()))
     if len(found) != count:
         raise sn.SanityError(f"{describe(figure)} ({figure}): {len(found)} samples, expected {count}")
     return found
@@ -146,7 +193,8 @@ def joined_pairs_reach(stdout: str, joined: list) -> bool:
     """Every pair of GPUs the system data joins reached each other (no
     'Unreachable:' record of the program names it)."""
     found = [(int(r["gpu"]), int(r["peer"])) for r in records(read_output(stdout), "Unreachable")]
-    cut = [pair for pair in found if tuple(sorted(pair)) in {tuple(sorted(p)) for p in joined}]
+    joined = {tuple(sorted(p)) for p in joined}
+    cut = [pair for pair in found if tuple(sorted(pair)) in joined]
     if cut:
         names = ", ".join(f"GPU {a} and GPU {b}" for a, b in cut)
         raise sn.SanityError(f"{names}: no peer access, though the system data joins them")
@@ -195,7 +243,7 @@ class path_matrix(GpuCheck):
                      f"{name} has one GPU: all GPUs at once is the host matrix itself")  # fmt: skip
         self.skip_if(self.matrix == "peer" and not data.gpu_pairs(self.node),
                      f"no two GPUs of {name} are joined (system data: gpu_link)")  # fmt: skip
-        major = int(str(self.node["gpus"].get("compute_capability", "0")).split(".")[0])
+        major = compute_major(self.node)
         self.skip_if(self.engine == "bulk" and major < 9,
                      f"bulk copies (cp.async.bulk) need sm_90, {name}'s GPUs are sm_{major}x")  # fmt: skip
 
@@ -208,15 +256,16 @@ class path_matrix(GpuCheck):
 
     @classmethod
     def limit_of(cls, figure: str, case: dict, node: dict) -> float | None:
-        link = data.host_link_bandwidth(node)
-        if m := _PEER.match(figure):
-            peer = data.peer_bandwidth(node, int(m["gpu"]), int(m["peer"]))
+        c = cell_parts(figure)
+        if c is None or c.matrix == "latency":
+            return None
+        if c.matrix == "peer":
+            peer = data.peer_bandwidth(node, c.gpu, c.peer)
             return peer / 1e9 if peer else None
-        if m := _HOST.match(figure):
-            limits = [link] + ([data.host_all_gpus_bandwidth(node)] if m["where"] == "allgpus" else [])
-            known = [x for x in limits if x]
-            return min(known) / 1e9 if known else None
-        return None
+        limits = [data.host_link_bandwidth(node)]
+        limits += [data.host_all_gpus_bandwidth(node)] if c.matrix == "allgpus" else []
+        known = [x for x in limits if x]
+        return min(known) / 1e9 if known else None
 
     def cells(self) -> list[str]:
         return expected_cells(self.node, self.numa_nodes, self.matrix, self.engine)

@@ -12,12 +12,11 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from checks.path_matrix import _HOST, _LATENCY, _PEER
+from checks.path_matrix import cell_parts
 
 from .common import Figure, _group_keys, _key_name, coverage_text, finish
 
 PATH_TEST = "path_matrix"
-_ENGINE = {"ce": "copy engine", "sm": "SM", "bulk": "bulk (TMA)"}
 
 
 def cell_table(group: pd.DataFrame) -> pd.DataFrame:
@@ -27,26 +26,16 @@ def cell_table(group: pd.DataFrame) -> pd.DataFrame:
     limits = data[data["figure"].str.startswith("limit_")].groupby("figure")["value"].median()
     rows = []
     for figure, cell in data[~data["figure"].str.startswith("limit_")].groupby("figure"):
+        c = cell_parts(figure)
+        if c is None:
+            continue
         refs = cell["ref"].dropna() if "ref" in cell else pd.Series(dtype=float)
         accepted = refs[refs != 0].median() if len(refs) else None
         row = {"figure": figure, "median": cell["value"].median(), "unit": cell["unit"].iloc[0],
                "limit": limits.get(f"limit_{figure}"), "accepted": accepted}  # fmt: skip
-        if m := _PEER.match(figure):
-            both = ", both ways" if m["both"] else ""
-            row |= {"matrix": "peer", "panel": f"{m['op']}, {_ENGINE[m['engine']]}{both}",
-                    "row": f"GPU {m['gpu']}", "column": f"GPU {m['peer']}"}  # fmt: skip
-        elif m := _HOST.match(figure):
-            both = ", both ways" if m["both"] else ""
-            arrow = "host -> GPU" if m["dir"] == "h2d" else "GPU -> host"
-            column = "own node" if m["where"] == "allgpus" else m["where"].replace("numa", "NUMA ")
-            matrix = "allgpus" if m["where"] == "allgpus" else "host"
-            panel = f"{arrow}, {_ENGINE[m['engine']]}{both}"
-            row |= {"matrix": matrix, "panel": panel, "row": f"GPU {m['gpu']}", "column": column}
-        elif m := _LATENCY.match(figure):
-            target = m["where"].replace("numa", "NUMA ").replace("gpu", "GPU ")
-            row |= {"matrix": "latency", "panel": "dependent loads (ns)", "row": f"GPU {m['gpu']}", "column": target}
-        else:
-            continue
+        both = ", both ways" if c.both else ""
+        panel = "dependent loads (ns)" if c.matrix == "latency" else f"{c.action}, {c.engine}{both}"
+        row |= {"matrix": c.matrix, "panel": panel, "row": f"GPU {c.gpu}", "column": c.target}
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -63,14 +52,16 @@ def _label(row) -> str:
 def _draw_panel(ax, cells: pd.DataFrame, title: str) -> None:
     rows, columns = sorted(cells["row"].unique()), sorted(cells["column"].unique())
     grid = [[math.nan] * len(columns) for _ in rows]
+    best, fastest = cells["median"].max(), cells["median"].min()
     for _, cell in cells.iterrows():
-        # The colour: the share of the link where there is one, else the share of the panel's best.
-        best = cells["median"].max()
-        share = (
-            cell["median"] / cell["limit"] if cell["limit"] and not math.isnan(cell["limit"]) else cell["median"] / best
-        )
+        # The colour: the share of the link where there is one, else the share of the panel's best;
+        # for latency, the fastest over this one.
         if cell["unit"] == "ns":
-            share = cells["median"].min() / cell["median"]  # latency: the fastest is 1
+            share = fastest / cell["median"]
+        elif cell["limit"] and not math.isnan(cell["limit"]):
+            share = cell["median"] / cell["limit"]
+        else:
+            share = cell["median"] / best
         grid[rows.index(cell["row"])][columns.index(cell["column"])] = share
         ax.text(columns.index(cell["column"]), rows.index(cell["row"]), _label(cell), ha="center", va="center",
                 fontsize=7)  # fmt: skip
