@@ -1,9 +1,8 @@
-# GPU_MEMPATHS_CUDA_ARCHS lists the architectures to build for: Volta
-# (Summit's V100), Ampere and Hopper by default. CUDA 13 dropped Volta, so an
-# architecture the toolkit cannot target is left out with a warning instead of
-# failing the whole build; a Volta build needs a CUDA 12 (or older) toolkit,
-# which the summit system's data names.
-set(GPU_MEMPATHS_CUDA_ARCHS "70;80;90" CACHE STRING "CUDA architectures to build for")
+# GPU_MEMPATHS_CUDA_ARCHS (src/CMakeLists.txt) lists the architectures to
+# build for. CUDA 13 dropped Volta, so an architecture the toolkit cannot
+# target is left out with a warning instead of failing the whole build; a
+# Volta build needs a CUDA 12 (or older) toolkit, which the summit system's
+# data names.
 
 execute_process(COMMAND ${CMAKE_CUDA_COMPILER} --list-gpu-arch
                 OUTPUT_VARIABLE _supported RESULT_VARIABLE _rc ERROR_QUIET)
