@@ -8,13 +8,15 @@
 
 #include <cstddef>
 
+#include "access.cuh"
+
 namespace suite {
 
 // One 16-byte load. With `wide` the load asks L2 to fetch the whole 256-byte
 // block around it (PTX's L2::256B, sm_80 and later): over PCIe that turns the
 // SM's 128-byte reads of host memory into 256-byte ones, less header per byte.
 template <bool wide>
-__device__ __forceinline__ uint4 load16(const uint4 *p) {
+__device__ __forceinline__ uint4 read16(const uint4 *p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if (wide) {
         uint4 v;
@@ -24,7 +26,7 @@ __device__ __forceinline__ uint4 load16(const uint4 *p) {
         return v;
     }
 #endif
-    return *p;
+    return load16_nc(p);
 }
 
 __device__ __forceinline__ unsigned long long sum16(uint4 v) {
@@ -42,11 +44,11 @@ __global__ void read_kernel(const uint4 *__restrict__ data, std::size_t n, unsig
     for (; i + 3 * stride < n; i += 4 * stride) {
         uint4 v[4];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) v[k] = load16<wide>(data + i + k * stride);
+        for (int k = 0; k < 4; ++k) v[k] = read16<wide>(data + i + k * stride);
 #pragma unroll
         for (int k = 0; k < 4; ++k) acc += sum16(v[k]);
     }
-    for (; i < n; i += stride) acc += sum16(load16<wide>(data + i));
+    for (; i < n; i += stride) acc += sum16(read16<wide>(data + i));
     // One atomic per warp keeps the reduction off the measured path.
     for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_down_sync(0xffffffffu, acc, offset);
     if ((threadIdx.x & 31) == 0) atomicAdd(sum, acc);

@@ -43,6 +43,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "access.cuh"
 #include "spawn.hpp"
 #include "suite.hpp"
 
@@ -142,10 +143,10 @@ __global__ void scan_kernel(Layout l, Pattern p, T *__restrict__ local, std::uin
             std::uint64_t w;
             T *at = element<kContiguous, T>(l, p, i, w);
             if (kOp == Op::read) {
-                v[k] = *at;
+                v[k] = suite::load_nc(at);
             } else if (kOp == Op::write) {
                 make(v[k], w, [salt](std::uint64_t x) { return value0(x) ^ salt; });
-                *at = v[k];
+                suite::store(at, v[k]);
             } else {
                 atomicAdd(reinterpret_cast<unsigned *>(at), 1u);
             }
@@ -153,7 +154,7 @@ __global__ void scan_kernel(Layout l, Pattern p, T *__restrict__ local, std::uin
         if (kOp == Op::read) {
 #pragma unroll
             for (int k = 0; k < kUnroll; ++k)
-                if (e + k * stride < n) local[e + k * stride] = v[k];
+                if (e + k * stride < n) suite::store(local + e + k * stride, v[k]);
         }
     }
 }
@@ -181,16 +182,16 @@ __global__ void stream_kernel(Layout l, unsigned self, uint4 *__restrict__ local
             if (k * stride >= left) break;
             const std::uint64_t i = e + k * stride;
             if (kOp == Op::read) {
-                v[k] = peer[i];
+                v[k] = suite::load16_nc(peer + i);
             } else {
                 make(v[k], (c * l.chunk_bytes) / 4 + 4 * i, [](std::uint64_t x) { return value0(x); });
-                peer[i] = v[k];
+                suite::store16(peer + i, v[k]);
             }
         }
         if (kOp == Op::read) {
 #pragma unroll
             for (int k = 0; k < kUnroll; ++k)
-                if (e + k * stride < per_peer) out[e + k * stride] = v[k];
+                if (e + k * stride < per_peer) suite::store16(out + e + k * stride, v[k]);
         }
     }
 }

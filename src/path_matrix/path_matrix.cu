@@ -73,7 +73,8 @@ __global__ void check_kernel(const std::uint64_t *data, std::size_t n, std::uint
     if (wrong) atomicAdd(bad, wrong);
 }
 
-// The SMs' copy: 16-byte words, four loads in flight per thread before any
+// The SMs' copy: 16-byte words (suite::load16_nc and store16, one access
+// each whatever the compiler), four loads in flight per thread before any
 // store, so that a link's latency is covered with a grid of one wave.
 __global__ void copy_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ dst, std::size_t n) {
     const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
@@ -81,11 +82,11 @@ __global__ void copy_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ d
     for (; i + 3 * stride < n; i += 4 * stride) {
         uint4 v[4];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) v[k] = src[i + k * stride];
+        for (int k = 0; k < 4; ++k) v[k] = suite::load16_nc(src + i + k * stride);
 #pragma unroll
-        for (int k = 0; k < 4; ++k) dst[i + k * stride] = v[k];
+        for (int k = 0; k < 4; ++k) suite::store16(dst + i + k * stride, v[k]);
     }
-    for (; i < n; i += stride) dst[i] = src[i];
+    for (; i < n; i += stride) suite::store16(dst + i, suite::load16_nc(src + i));
 }
 
 // One thread follows the chain: each load's address is the previous load's

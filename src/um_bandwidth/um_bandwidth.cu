@@ -56,8 +56,8 @@ __global__ void write_kernel(uint4 *__restrict__ data, std::size_t n, unsigned l
     const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
     for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
         const unsigned long long lo = (2 * i) ^ salt, hi = (2 * i + 1) ^ salt;
-        data[i] = make_uint4(static_cast<unsigned>(lo), static_cast<unsigned>(lo >> 32), static_cast<unsigned>(hi),
-                             static_cast<unsigned>(hi >> 32));
+        suite::store16(data + i, make_uint4(static_cast<unsigned>(lo), static_cast<unsigned>(lo >> 32),
+                                            static_cast<unsigned>(hi), static_cast<unsigned>(hi >> 32)));
     }
 }
 
