@@ -218,6 +218,29 @@ def nightly_status(found: dict, result: pd.DataFrame | None, node_judged: bool, 
     return status
 
 
+#: ReFrame's options that select checks, with whether each takes a value:
+#: the health checks run whatever the night's selection is.
+SELECTION_OPTIONS = {"-n": True, "--name": True, "-x": True, "--exclude": True, "-t": True, "--tag": True,
+                     "-T": True, "--exclude-tag": True, "-E": True, "--filter-expr": True, "--maintainer": True,
+                     "--failed": False, "--cpu-only": False, "--gpu-only": False}  # fmt: skip
+
+
+def health_options(options: list[str]) -> list[str]:
+    """The night's ReFrame options less those that select checks (``-n
+    path_matrix`` would leave no health check to run, and no node judged)."""
+    kept, skip = [], False
+    for option in options:
+        if skip:
+            skip = False
+            continue
+        name = option.split("=", 1)[0]
+        if name in SELECTION_OPTIONS:
+            skip = SELECTION_OPTIONS[name] and "=" not in option
+            continue
+        kept.append(option)
+    return kept
+
+
 def nightly(args) -> int:
     if os.environ.pop(toolkits.RUNTIMES_VARIABLE, None):
         # The accepted runs are of the node's own environments: runtime twins have no baseline.
@@ -230,7 +253,7 @@ def nightly(args) -> int:
     accepted = read_accepted(system)
 
     health = reframe(system, outdir / "health-report.json", "-t", "health", "-S", f"node_health.facts_dir={outdir}",
-                     *args.reframe)  # fmt: skip
+                     *health_options(args.reframe))  # fmt: skip
     found = outcomes(outdir / "health-report.json")
     run["health"] = "pass" if health == 0 else "fail"
     if health == 0:

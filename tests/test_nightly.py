@@ -244,3 +244,18 @@ def test_missed_bound_says_which_side():
     assert nightly.missed_bound(60.0, 47.0, -0.06, 0.25) == "upper"
     assert nightly.missed_bound(40.0, 47.0, -0.06, 0.25) == "lower"
     assert nightly.missed_bound(14.6, 10.8, None, 0.22) == "upper"
+
+
+@pytest.mark.parametrize(
+    "options, kept",
+    [
+        (["-n", "path_matrix"], []),
+        (["--name=path_matrix", "-p", "gnu"], ["-p", "gnu"]),
+        (["-x", "um_bandwidth", "-S", "samples=3", "-t", "paths"], ["-S", "samples=3"]),
+        (["--failed", "--exec-policy", "serial"], ["--exec-policy", "serial"]),
+    ],
+)
+def test_the_health_checks_run_whatever_the_night_selects(options, kept):
+    # '-n path_matrix' used to reach the health run too, which then selected
+    # nothing, wrote no report, and left the node unjudged.
+    assert nightly.health_options(options) == kept
