@@ -90,6 +90,40 @@ def test_a_joined_pair_that_does_not_reach_fails_the_sanity(tmp_path):
         sn.evaluate(pm.joined_pairs_reach(out, [(3, 5)]))
 
 
+RUNS = Path(__file__).parent / "data" / "runs"
+
+
+@pytest.mark.parametrize("case", ["host-ce", "host-sm", "latency-sm"])
+def test_an_h100_run_gives_every_cell_of_its_case_with_every_sample(case):
+    # The program's output on one H100 on PCIe Gen5 with one NUMA node (nvcc
+    # 13.0, 2026-11-23): the cells the check expects there, five samples each.
+    node = node_of("x86-pcie")
+    node = {**node, "gpus": {**node["gpus"], "count": 1}}
+    matrix, engine = case.rsplit("-", 1)
+    text = (RUNS / f"path_matrix_h100_{case}.out").read_text()
+    found = pm.samples_by_cell(text)
+    assert sorted(found) == sorted(pm.expected_cells(node, [0], matrix, engine))
+    assert all(len(samples) == 5 for samples in found.values())
+    assert f"\nVerified: cells={len(found)} samples=5\n" in text
+
+
+def test_an_h100_run_is_near_its_link_and_beside_nvbandwidth():
+    # Same node, same session: NVIDIA's nvbandwidth v0.8 (512 MiB, -i 5) gave
+    # 55.08/54.94 GB/s by copy engine and 51.01/52.36 by SMs (host to device,
+    # device to host), 1193 ns host latency; the path matrix agrees within 1%
+    # on the one-way cells (its chase is random and uncached, nvbandwidth's a
+    # fixed 128-byte stride: 3% apart).
+    cells = {}
+    for case in ("host-ce", "host-sm", "latency-sm"):
+        cells.update(pm.samples_by_cell((RUNS / f"path_matrix_h100_{case}.out").read_text()))
+    median = {cell: sorted(values)[len(values) // 2] for cell, values in cells.items()}
+    nvbandwidth = {"gpu0_h2d_numa0_ce": 55.08, "gpu0_d2h_numa0_ce": 54.94, "gpu0_h2d_numa0_sm": 51.01,
+                   "gpu0_d2h_numa0_sm": 52.36, "gpu0_latency_numa0": 1192.97}  # fmt: skip
+    for cell, theirs in nvbandwidth.items():
+        assert median[cell] == pytest.approx(theirs, rel=0.01 if "latency" not in cell else 0.04), cell
+    assert median["gpu0_d2h_numa0_sm"] > 0.8 * 63.0  # PCIe Gen5 x16: 63 GB/s per direction before framing
+
+
 def records_of_a_pair(slow: float = 1.0) -> pd.DataFrame:
     """A run on two H200 joined by NV18 (478 GB/s): peer reads, one slow by `slow`, with their limits."""
     rows = []
