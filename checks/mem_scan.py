@@ -252,11 +252,29 @@ class mem_scan(MultiGpuCheck):
     #: Timed launches per point (after one warm-up launch), timed in
     #: SCAN_BLOCKS blocks: the samples of the headline figures.
     reps = variable(int, value=20)
+    #: The single mode's physical allocations per GPU, in bytes ('chunk': one
+    #: per GPU; '2M', '64M', ...): the page-reach experiment's mapping.
+    map_granularity = variable(str, value="chunk")
+    #: The bytes of every chunk one launch's segments fall in ('chunk': all of
+    #: it): fewer distinct pages per launch at the same footprint.
+    launch_span = variable(str, value="chunk")
 
     case_variables = ("memory_fraction", "segments", "widths")
+    #: Part of the case only where set, so that runs before they existed read as the same case.
+    layout_variables = ("map_granularity", "launch_span")
+
+    def case_items(self) -> dict:
+        items = super().case_items()
+        items.update({v: getattr(self, v) for v in self.layout_variables if getattr(self, v) != "chunk"})
+        return items
 
     def point_widths(self) -> list:
         return ATOMIC_WIDTHS if self.op == "atomic" else self.widths
+
+    @run_after("setup")
+    def skip_other_mappings(self):
+        why = f"map_granularity={self.map_granularity} maps the single mode's VMM range, not {self.mode}'s"
+        self.skip_if(self.map_granularity != "chunk" and self.mode != "single", why)
 
     @run_after("setup")
     def set_tasks(self):
@@ -280,6 +298,9 @@ class mem_scan(MultiGpuCheck):
             "--size", f"{self.memory_fraction:g}x",
             "--reps", str(self.reps),
         ]  # fmt: skip
+        for name in self.layout_variables:
+            if getattr(self, name) != "chunk":
+                self.executable_opts += [f"--{name.replace('_', '-')}", getattr(self, name)]
         if multi and self.num_tasks == 1:
             self.executable_opts.append("--spawn")
 

@@ -291,6 +291,18 @@ def test_multi_gpu_checks_on_the_dgx_a100(tmp_path_factory):
     assert "[no NVBit installation for dgx-a100:gpu: name the empty-call tool (.so) with nvbit_tool" in out
 
 
+def test_the_scans_page_reach_layout_reaches_the_program_only_where_set(tmp_path):
+    # The cliff past 256 GiB: the single mode's mapping granularity and a
+    # launch's span of every chunk, as the eight-GPU study varies them.
+    _reframe(tmp_path, "dgx-a100", "-n", "mem_scan", "-S", "mem_scan.map_granularity=64M",
+             "-S", "mem_scan.launch_span=1G")  # fmt: skip
+    stage = tmp_path / "stage" / "dgx-a100" / "gpu" / "cuda"
+    lines = [_launch_line(p.read_text()) for p in stage.glob("mem_scan*/rfm_job.sh")]
+    # The other modes have no VMM range to map: skipped, with the reason.
+    assert len(lines) == 3 and all("--modes single " in ln for ln in lines)
+    assert all("--reps 20 --map-granularity 64M --launch-span 1G" in ln for ln in lines)
+
+
 @pytest.mark.parametrize("system", sorted(data.load_all()))
 def test_the_design_cards_command_after_one_setup_step(system, tmp_path):
     """`eval "$(./suite env)"` sets RFM_CONFIG_FILES; then `reframe -c checks

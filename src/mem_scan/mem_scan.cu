@@ -92,11 +92,15 @@ struct Layout {
 // One launch's random segments: segment s of the launch lies in chunk
 // c(s) at offset o(s), both drawn from one 64-bit hash of (seed, s) by
 // multiply-high (the chunk from its low half, the offset mostly from its high
-// half), so every chunk and every aligned segment of it is equally likely.
+// half), so every chunk and every aligned segment of its window is equally
+// likely. The window is the whole chunk, or with --launch-span a span of it
+// at an offset drawn per launch, the same in every chunk: fewer distinct
+// pages per launch, for telling address translation from the links.
 struct Pattern {
-    std::uint64_t seed, segs_per_chunk;
-    unsigned seg_shift;   // log2(segment bytes)
-    unsigned lane_shift;  // log2(threads per segment)
+    std::uint64_t seed, segs_per_window;
+    std::uint64_t window;  // the window's byte offset in every chunk
+    unsigned seg_shift;    // log2(segment bytes)
+    unsigned lane_shift;   // log2(threads per segment)
 };
 
 // Element i of a launch (one thread's 4, 8 or 16 bytes): its address, and
@@ -105,7 +109,7 @@ template <bool kContiguous, typename T>
 __device__ __forceinline__ T *element(const Layout &l, const Pattern &p, std::uint64_t i, std::uint64_t &word) {
     const std::uint64_t r = mix64(p.seed ^ ((i >> p.lane_shift) * 0x9e3779b97f4a7c15ull));
     const unsigned c = __umulhi(static_cast<unsigned>(r), l.nchunks);
-    const std::uint64_t off = (__umul64hi(r, p.segs_per_chunk) << p.seg_shift) +
+    const std::uint64_t off = p.window + (__umul64hi(r, p.segs_per_window) << p.seg_shift) +
                               (i & ((std::uint64_t{1} << p.lane_shift) - 1)) * sizeof(T);
     word = (c * l.chunk_bytes + off) / 4;
     char *base = kContiguous ? l.chunk[0] + c * l.chunk_bytes : l.chunk[c];
@@ -271,6 +275,8 @@ struct Config {
     std::vector<int> widths;
     suite::Options::Amount size;     // bytes, or a fraction of the GPUs' memory
     std::uint64_t launch_bytes = 0;  // 0: by segment size
+    std::uint64_t map_bytes = 0;     // single: bytes per physical allocation (0: one per GPU)
+    std::uint64_t launch_span = 0;   // bytes of every chunk one launch touches (0: all of it)
     int reps = 20, gpus = 0, rank = 0, nranks = 1;
     bool spawn = false;
     std::string run_id, exchange_dir;
@@ -331,6 +337,18 @@ Config parse_config(const suite::Options &opts) {
             opts.usage_error("option '--launch-bytes' expects a multiple of 16K, got '%s'",
                              opts.str("launch-bytes").c_str());
     }
+    // The page-reach experiments: both multiples of the 2 MiB VMM granularity;
+    // whether they divide the chunk is known once the GPUs' memory is.
+    for (const char *name : {"map-granularity", "launch-span"}) {
+        if (opts.str(name) == "chunk") continue;
+        const std::uint64_t bytes = opts.bytes(name, kChunkAlign);
+        if (bytes % kChunkAlign)
+            opts.usage_error("option '--%s' expects 'chunk' or a multiple of 2M, got '%s'", name, opts.str(name).c_str());
+        if (std::string(name) == "map-granularity") c.map_bytes = bytes;
+        else c.launch_span = bytes;
+    }
+    if (c.map_bytes && std::count(c.modes.begin(), c.modes.end(), Mode::single) == 0)
+        opts.usage_error("option '--map-granularity' maps the single mode's VMM range; --modes has no single");
     c.reps = opts.integer32("reps", kBlocks, 1000000);  // at least one launch per timed block
     c.gpus = opts.integer32("gpus", 0, kMaxGpus);
     if (c.gpus == 1) opts.usage_error("option '--gpus' expects 0 (all visible) or 2 to %d GPUs, got 1", kMaxGpus);
@@ -496,7 +514,7 @@ void enable_peer_access(const std::vector<int> &devices) {
 
 // single: N physical chunks mapped into one reserved range, readable and
 // writable from every GPU (never multicast: plain cuMemCreate per device).
-void allocate_contiguous(Buffer &b, const std::vector<Gpu> &gpus, std::uint64_t chunk) {
+void allocate_contiguous(Buffer &b, const std::vector<Gpu> &gpus, std::uint64_t chunk, std::uint64_t piece) {
     const std::size_t n = gpus.size();
     CUmemAllocationProp probe{};
     probe.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -505,6 +523,8 @@ void allocate_contiguous(Buffer &b, const std::vector<Gpu> &gpus, std::uint64_t 
     std::size_t granularity = 0;
     CU_CHECK(cuMemGetAllocationGranularity(&granularity, &probe, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     if (chunk % granularity) suite::die("a %" PRIu64 "-byte chunk is not a multiple of the VMM granularity, %zu bytes", chunk, granularity);
+    if (piece % granularity)
+        suite::die("--map-granularity %" PRIu64 " is not a multiple of the VMM granularity, %zu bytes", piece, granularity);
     CU_CHECK(cuMemAddressReserve(&b.base, n * chunk, 0, 0, 0));
     std::vector<CUmemAccessDesc> access(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -512,10 +532,12 @@ void allocate_contiguous(Buffer &b, const std::vector<Gpu> &gpus, std::uint64_t 
         prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
         prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         prop.location.id = gpus[i].device;
-        CUmemGenericAllocationHandle h;
-        CU_CHECK(cuMemCreate(&h, chunk, &prop, 0));
-        CU_CHECK(cuMemMap(b.base + i * chunk, chunk, 0, h, 0));
-        b.handles.push_back(h);
+        for (std::uint64_t at = 0; at < chunk; at += piece) {  // one allocation, or chunk / piece of them
+            CUmemGenericAllocationHandle h;
+            CU_CHECK(cuMemCreate(&h, piece, &prop, 0));
+            CU_CHECK(cuMemMap(b.base + i * chunk + at, piece, 0, h, 0));
+            b.handles.push_back(h);
+        }
         access[i].location = prop.location;
         access[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     }
@@ -577,9 +599,9 @@ void allocate_shared(Buffer &b, const Gpu &g, std::uint64_t chunk, Exchange &ex)
 void release_buffer(Buffer &b, const std::vector<Gpu> &gpus, std::uint64_t chunk) {
     for (void *q : b.imported) CUDA_CHECK(cudaIpcCloseMemHandle(q));
     if (b.contiguous) {
-        CU_CHECK(cuMemUnmap(b.base, b.handles.size() * chunk));
+        CU_CHECK(cuMemUnmap(b.base, b.layout.nchunks * chunk));
         for (auto h : b.handles) CU_CHECK(cuMemRelease(h));
-        CU_CHECK(cuMemAddressFree(b.base, b.handles.size() * chunk));
+        CU_CHECK(cuMemAddressFree(b.base, b.layout.nchunks * chunk));
     }
     for (std::size_t i = 0; i < b.owned.size(); ++i) {
         CUDA_CHECK(cudaSetDevice(gpus[i].device));
@@ -639,8 +661,13 @@ std::uint64_t launch_bytes_for(const Config &c, std::uint64_t segment) {
     return std::min<std::uint64_t>(std::uint64_t{1} << 30, std::max<std::uint64_t>(std::uint64_t{64} << 20, segment << 23));
 }
 
-Pattern pattern_for(std::uint64_t seed, std::uint64_t chunk, std::uint64_t segment, int thread_bytes) {
-    return Pattern{seed, chunk / segment, log2u(segment), log2u(segment / thread_bytes)};
+// A launch's pattern; its window (span bytes of every chunk, 0 for the whole
+// chunk) at a span-aligned offset drawn from the launch's seed.
+Pattern pattern_for(std::uint64_t seed, std::uint64_t chunk, std::uint64_t span, std::uint64_t segment,
+                    int thread_bytes) {
+    const std::uint64_t window = span ? span : chunk;
+    const std::uint64_t offset = span ? mix64(seed ^ 0x77696e646f77ull) % (chunk / span) * span : 0;
+    return Pattern{seed, window / segment, offset, log2u(segment), log2u(segment / thread_bytes)};
 }
 
 struct Run {
@@ -828,7 +855,9 @@ struct Run {
         const std::uint64_t bytes = launch_bytes_for(c, segment);
         const unsigned salt = static_cast<unsigned>(mix64(0x5ca1ab1eull + point)) | 1u;
         auto seed = [&](const Gpu &g, int rep) { return mix64((std::uint64_t(point) << 24) ^ (g.index << 12) ^ rep); };
-        auto pattern = [&](const Gpu &g, int rep) { return pattern_for(seed(g, rep), chunk, segment, thread_bytes); };
+        auto pattern = [&](const Gpu &g, int rep) {
+            return pattern_for(seed(g, rep), chunk, c.launch_span, segment, thread_bytes);
+        };
         ++point;
         if (ex) ex->barrier("p" + std::to_string(point));
         Timed timed = time_launches(bytes, "p" + std::to_string(point), [&](const Gpu &g, int rep) {
@@ -933,6 +962,10 @@ int run_mode(const Config &c, const suite::Options &opts, Mode mode) {
         gpu_memory = std::min<std::uint64_t>(gpu_memory, prop.totalGlobalMem);
     }
     const std::uint64_t chunk = chunk_size(opts, c, ngpus, gpu_memory);
+    for (const auto &[name, bytes] : {std::pair{"map-granularity", c.map_bytes}, std::pair{"launch-span", c.launch_span}})
+        if (bytes && (chunk % bytes || bytes > chunk))
+            opts.usage_error("option '--%s' %s does not divide the %" PRIu64 "-byte chunk of each GPU", name,
+                             opts.str(name).c_str(), chunk);
     std::uint64_t local = 0;
     for (auto s : c.segments) local = std::max(local, launch_bytes_for(c, s));
     for (auto &g : gpus) {
@@ -958,7 +991,7 @@ int run_mode(const Config &c, const suite::Options &opts, Mode mode) {
         std::vector<int> devices;
         for (const auto &g : gpus) devices.push_back(g.device);
         enable_peer_access(devices);
-        if (mode == Mode::single) allocate_contiguous(buf, gpus, chunk);
+        if (mode == Mode::single) allocate_contiguous(buf, gpus, chunk, c.map_bytes ? c.map_bytes : chunk);
         else allocate_table(buf, gpus, chunk);
     }
     if (!ex || c.rank == 0) {
@@ -972,6 +1005,10 @@ int run_mode(const Config &c, const suite::Options &opts, Mode mode) {
                     : multi              ? "one process per GPU, CUDA IPC chunk table"
                                          : "cudaMalloc chunk table",
                     c.reps);
+        // The buffer's reach as the page-reach experiments vary it (bytes; each GPU's chunk by default).
+        std::printf("Layout: mode=%s chunk_bytes=%" PRIu64 " map_bytes=%" PRIu64 " launch_span=%" PRIu64 "\n",
+                    mode_name(mode), chunk, mode == Mode::single && c.map_bytes ? c.map_bytes : chunk,
+                    c.launch_span ? c.launch_span : chunk);
         std::fflush(stdout);
     }
 
@@ -1044,6 +1081,11 @@ int main(int argc, char **argv) {
     opts.add("size", "0.5x", "whole buffer: bytes (K/M/G) or a fraction of the GPUs' memory, e.g. 0.5x");
     opts.add("launch-bytes", "auto", "bytes each GPU moves per launch (auto: 64M to 1G by segment size)");
     opts.add("reps", "20", "timed launches per point (after one warm-up launch)");
+    opts.add("map-granularity", "chunk", "single mode: each GPU's chunk made of physical allocations of this many "
+                                         "bytes, each mapped on its own (a multiple of 2M dividing the chunk; "
+                                         "'chunk': one per GPU)");
+    opts.add("launch-span", "chunk", "bytes of every chunk one launch's segments fall in, at an offset drawn per "
+                                     "launch (a multiple of 2M dividing the chunk; 'chunk': all of it)");
     opts.add("gpus", "0", "GPUs of the single-process modes (0: all visible)");
     opts.add_flag("spawn", "run the multiprocess mode as one child process per GPU (for launchers that start one)");
     opts.add("rank", "", "multiprocess rank (default: SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMIX_RANK, JSM_NAMESPACE_RANK)");
