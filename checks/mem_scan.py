@@ -263,10 +263,15 @@ class mem_scan(MultiGpuCheck):
     #: Part of the case only where set, so that runs before they existed read as the same case.
     layout_variables = ("map_granularity", "launch_span")
 
+    def layout_items(self) -> dict:
+        return {v: getattr(self, v) for v in self.layout_variables if getattr(self, v) != "chunk"}
+
     def case_items(self) -> dict:
-        items = super().case_items()
-        items.update({v: getattr(self, v) for v in self.layout_variables if getattr(self, v) != "chunk"})
-        return items
+        return {**super().case_items(), **self.layout_items()}
+
+    def reference_applies(self, entry: dict) -> bool:
+        # A reference of the default layout would judge a study's layout as a move: only one naming it may.
+        return all(name in entry.get("case", {}) for name in self.layout_items())
 
     def point_widths(self) -> list:
         return ATOMIC_WIDTHS if self.op == "atomic" else self.widths

@@ -218,26 +218,33 @@ def nightly_status(found: dict, result: pd.DataFrame | None, node_judged: bool, 
     return status
 
 
-#: ReFrame's options that select checks, with whether each takes a value:
-#: the health checks run whatever the night's selection is.
-SELECTION_OPTIONS = {"-n": True, "--name": True, "-x": True, "--exclude": True, "-t": True, "--tag": True,
-                     "-T": True, "--exclude-tag": True, "-E": True, "--filter-expr": True, "--maintainer": True,
-                     "--failed": False, "--cpu-only": False, "--gpu-only": False}  # fmt: skip
+#: ReFrame's options that select checks, and what follows each: "value" (always
+#: one), "optional" (one unless the next word is an option) or "flag" (none).
+#: The health checks run whatever the night's selection is.
+SELECTION_OPTIONS = {"-n": "value", "--name": "value", "-x": "value", "--exclude": "value", "-t": "value",
+                     "--tag": "value", "-T": "value", "--exclude-tag": "value", "-E": "value",
+                     "--filter-expr": "value", "--maintainer": "value", "--restore-session": "optional",
+                     "--failed": "flag", "--cpu-only": "flag", "--gpu-only": "flag"}  # fmt: skip
 
 
 def health_options(options: list[str]) -> list[str]:
     """The night's ReFrame options less those that select checks (``-n
-    path_matrix`` would leave no health check to run, and no node judged)."""
-    kept, skip = [], False
-    for option in options:
-        if skip:
-            skip = False
-            continue
+    path_matrix`` would leave no health check to run, and no node judged),
+    in any of their forms (``-n X``, ``-nX``, ``--name=X``)."""
+    kept, i = [], 0
+    while i < len(options):
+        option = options[i]
         name = option.split("=", 1)[0]
-        if name in SELECTION_OPTIONS:
-            skip = SELECTION_OPTIONS[name] and "=" not in option
-            continue
-        kept.append(option)
+        takes = SELECTION_OPTIONS.get(name)
+        if takes is None and option[:2] in SELECTION_OPTIONS and not option.startswith("--"):
+            takes = "flag"  # a short option with its value attached: -npath_matrix
+        if takes is None:
+            kept.append(option)
+        elif "=" not in option and (
+            takes == "value" or takes == "optional" and i + 1 < len(options) and not options[i + 1].startswith("-")
+        ):
+            i += 1  # its value
+        i += 1
     return kept
 
 

@@ -253,6 +253,10 @@ def test_missed_bound_says_which_side():
         (["--name=path_matrix", "-p", "gnu"], ["-p", "gnu"]),
         (["-x", "um_bandwidth", "-S", "samples=3", "-t", "paths"], ["-S", "samples=3"]),
         (["--failed", "--exec-policy", "serial"], ["--exec-policy", "serial"]),
+        (["-npath_matrix", "-thealth", "-p", "gnu"], ["-p", "gnu"]),
+        (["--restore-session", "-r"], ["-r"]),
+        (["--restore-session", "old.json", "-S", "a=1"], ["-S", "a=1"]),
+        (["--restore-session=old.json"], []),
     ],
 )
 def test_the_health_checks_run_whatever_the_night_selects(options, kept):

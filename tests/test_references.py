@@ -213,3 +213,34 @@ def test_every_case_run_on_an_accepted_machine_has_a_reference_for_each_headline
                     missing.append(f"{system} {facts['gpu_model']}: {test} {case} {figure}")
     assert judged > 0, "no accepted machine's cases found: the test checked nothing"
     assert not missing, f"{len(missing)} of {judged} headline figures have no reference:\n" + "\n".join(missing[:20])
+
+
+def test_a_scan_layout_is_judged_only_by_references_that_name_it():
+    # The page-reach study's layouts are slower on purpose: the default
+    # layout's reference must not flag them as moves, one naming the layout may judge it.
+    from checks.mem_scan import mem_scan
+    from checks.suite.references import references_for
+
+    class Scan:
+        reference_applies, layout_items = mem_scan.reference_applies, mem_scan.layout_items
+        layout_variables = mem_scan.layout_variables
+        current_partition = type("Partition", (), {"fullname": "dgx-a100:gpu"})()
+
+        def __init__(self, **layout):
+            self.map_granularity, self.launch_span = layout.get("map_granularity", "chunk"), "chunk"
+
+        def node_facts(self):
+            return {"system": "dgx-a100"}
+
+        def case_items(self):
+            return {"op": "read", **self.layout_items()}
+
+        def figure_limit(self, name):
+            return None
+
+    Scan.__name__ = "mem_scan"
+    assert references_for(Scan())["dgx-a100:gpu"]["plateau_gbs"][0] == 260
+    assert references_for(Scan(map_granularity="2M")) == {}
+    study = {"where": {"system": "dgx-a100"}, "case": {"op": "read", "map_granularity": "2M"}, "values": {}}
+    assert Scan(map_granularity="2M").reference_applies(study)
+    assert not Scan(map_granularity="2M").reference_applies({"where": {}, "case": {"op": "read"}, "values": {}})

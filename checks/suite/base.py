@@ -121,6 +121,12 @@ class NodeFacts(Placement):
         }
         return {name: values[name] for name in NODE_FACTS}
 
+    def reference_applies(self, entry: dict) -> bool:
+        """Whether a reference entry may judge this case beyond what its
+        'where' and 'case' match (a check whose variables change what an
+        entry written without them would judge says no)."""
+        return True
+
     def case_items(self) -> dict:
         """The case's items: parameters as the test's name shows them, and the case variables."""
         cls = type(self)

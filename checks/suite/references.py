@@ -86,6 +86,7 @@ def bounded_by_limit(value: list, limit: float | None) -> tuple:
 
 def references_for(check) -> dict:
     """ReFrame's `reference` for this test case on its current partition."""
-    values = matching_values(load_entries(type(check).__name__), check.node_facts(), check.case_items())
+    entries = [e for e in load_entries(type(check).__name__) if check.reference_applies(e)]
+    values = matching_values(entries, check.node_facts(), check.case_items())
     bounded = {name: bounded_by_limit(value, check.figure_limit(name)) for name, value in values.items()}
     return {check.current_partition.fullname: bounded} if bounded else {}

@@ -31,6 +31,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <memory>
+#include <numeric>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -930,11 +931,17 @@ struct Run {
     }
 };
 
+// Each GPU's chunk: its share of --size, rounded down to 2 MiB and to the
+// layout's mapping granularity and launch span, so that both divide it.
 std::uint64_t chunk_size(const suite::Options &opts, const Config &c, int ngpus, std::uint64_t gpu_memory) {
     const std::uint64_t total = c.size.factor > 0 ? c.size.of(gpu_memory * ngpus) : c.size.bytes;
-    const std::uint64_t chunk = total / ngpus / kChunkAlign * kChunkAlign;
-    if (chunk < kChunkAlign)
-        opts.usage_error("option '--size' %s leaves less than 2 MiB per GPU", opts.str("size").c_str());
+    std::uint64_t align = kChunkAlign;
+    for (std::uint64_t bytes : {c.map_bytes, c.launch_span})
+        if (bytes) align = std::lcm(align, bytes);
+    const std::uint64_t chunk = total / ngpus / align * align;
+    if (chunk < align)
+        opts.usage_error("option '--size' %s leaves less than %" PRIu64 " bytes per GPU (2 MiB, --map-granularity "
+                         "and --launch-span)", opts.str("size").c_str(), align);
     if (chunk > gpu_memory)
         opts.usage_error("option '--size' %s asks for %.2f GiB per GPU, more than a GPU's %.2f GiB",
                          opts.str("size").c_str(), chunk / suite::kGiB, gpu_memory / suite::kGiB);
@@ -962,10 +969,6 @@ int run_mode(const Config &c, const suite::Options &opts, Mode mode) {
         gpu_memory = std::min<std::uint64_t>(gpu_memory, prop.totalGlobalMem);
     }
     const std::uint64_t chunk = chunk_size(opts, c, ngpus, gpu_memory);
-    for (const auto &[name, bytes] : {std::pair{"map-granularity", c.map_bytes}, std::pair{"launch-span", c.launch_span}})
-        if (bytes && (chunk % bytes || bytes > chunk))
-            opts.usage_error("option '--%s' %s does not divide the %" PRIu64 "-byte chunk of each GPU", name,
-                             opts.str(name).c_str(), chunk);
     std::uint64_t local = 0;
     for (auto s : c.segments) local = std::max(local, launch_bytes_for(c, s));
     for (auto &g : gpus) {
@@ -1034,9 +1037,13 @@ int run_mode(const Config &c, const suite::Options &opts, Mode mode) {
 // --spawn: this program again as N ranks of the multiprocess mode, one per
 // GPU (what a launcher does elsewhere); the first failure stops the others.
 int spawn_ranks(int argc, char **argv, int nranks) {
+    // The ranks run the multiprocess mode alone: not --spawn, nor the single mode's mapping.
     std::vector<std::string> args;
-    for (int i = 0; i < argc; ++i)
-        if (std::string(argv[i]) != "--spawn") args.push_back(argv[i]);
+    for (int i = 0; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--map-granularity") ++i;
+        else if (arg != "--spawn" && arg.rfind("--map-granularity=", 0) != 0) args.push_back(arg);
+    }
     const std::string run = "spawn" + std::to_string(getpid());
     std::vector<pid_t> pids;
     std::fflush(stdout);
