@@ -73,12 +73,12 @@ __global__ void check_kernel(const std::uint64_t *data, std::size_t n, std::uint
     if (wrong) atomicAdd(bad, wrong);
 }
 
-// The SMs' copy: 16-byte words (suite::load16_nc and store16, one access
-// each whatever the compiler), four loads in flight per thread before any
-// store, so that a link's latency is covered with a grid of one wave.
-__global__ void copy_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ dst, std::size_t n) {
-    const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-    std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+// The SMs' copy, thread `i` of `stride`: 16-byte words (suite::load16_nc and
+// store16, one access each whatever the compiler), four loads in flight per
+// thread before any store, so that a link's latency is covered with a grid
+// of one wave.
+__device__ __forceinline__ void copy_words(const uint4 *__restrict__ src, uint4 *__restrict__ dst, std::size_t n,
+                                           std::size_t i, std::size_t stride) {
     for (; i + 3 * stride < n; i += 4 * stride) {
         uint4 v[4];
 #pragma unroll
@@ -89,6 +89,11 @@ __global__ void copy_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ d
     for (; i < n; i += stride) suite::store16(dst + i, suite::load16_nc(src + i));
 }
 
+__global__ void copy_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ dst, std::size_t n) {
+    copy_words(src, dst, n, static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+               static_cast<std::size_t>(gridDim.x) * blockDim.x);
+}
+
 // Both directions by the SMs of one GPU in one kernel: even warps copy the
 // first pair, odd warps the second, as nvbandwidth's bidirectional SM copy
 // does, so that every SM keeps traffic going both ways at once (two copy
@@ -97,18 +102,9 @@ __global__ void copy_both_kernel(const uint4 *__restrict__ src0, uint4 *__restri
                                  const uint4 *__restrict__ src1, uint4 *__restrict__ dst1, std::size_t n) {
     const std::size_t thread = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     const std::size_t warp = thread / 32, lane = thread % 32;
-    const uint4 *src = warp % 2 ? src1 : src0;
-    uint4 *dst = warp % 2 ? dst1 : dst0;
-    const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x / 2;  // threads per direction
-    std::size_t i = warp / 2 * 32 + lane;
-    for (; i + 3 * stride < n; i += 4 * stride) {
-        uint4 v[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) v[k] = suite::load16_nc(src + i + k * stride);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) suite::store16(dst + i + k * stride, v[k]);
-    }
-    for (; i < n; i += stride) suite::store16(dst + i, suite::load16_nc(src + i));
+    const std::size_t per_direction = static_cast<std::size_t>(gridDim.x) * blockDim.x / 2;
+    if (warp % 2) copy_words(src1, dst1, n, warp / 2 * 32 + lane, per_direction);
+    else copy_words(src0, dst0, n, warp / 2 * 32 + lane, per_direction);
 }
 
 // One thread follows the chain: each load's address is the previous load's
