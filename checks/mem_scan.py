@@ -303,9 +303,8 @@ class mem_scan(MultiGpuCheck):
             "--size", f"{self.memory_fraction:g}x",
             "--reps", str(self.reps),
         ]  # fmt: skip
-        for name in self.layout_variables:
-            if getattr(self, name) != "chunk":
-                self.executable_opts += [f"--{name.replace('_', '-')}", getattr(self, name)]
+        for name, value in self.layout_items().items():
+            self.executable_opts += [f"--{name.replace('_', '-')}", value]
         if multi and self.num_tasks == 1:
             self.executable_opts.append("--spawn")
 

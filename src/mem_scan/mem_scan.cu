@@ -1089,10 +1089,11 @@ int main(int argc, char **argv) {
     opts.add("launch-bytes", "auto", "bytes each GPU moves per launch (auto: 64M to 1G by segment size)");
     opts.add("reps", "20", "timed launches per point (after one warm-up launch)");
     opts.add("map-granularity", "chunk", "single mode: each GPU's chunk made of physical allocations of this many "
-                                         "bytes, each mapped on its own (a multiple of 2M dividing the chunk; "
-                                         "'chunk': one per GPU)");
+                                         "bytes, each mapped on its own (a multiple of 2M; the chunk is rounded "
+                                         "down to a multiple of it; 'chunk': one per GPU)");
     opts.add("launch-span", "chunk", "bytes of every chunk one launch's segments fall in, at an offset drawn per "
-                                     "launch (a multiple of 2M dividing the chunk; 'chunk': all of it)");
+                                     "launch (a multiple of 2M; the chunk is rounded down to a multiple of it; "
+                                     "'chunk': all of it)");
     opts.add("gpus", "0", "GPUs of the single-process modes (0: all visible)");
     opts.add_flag("spawn", "run the multiprocess mode as one child process per GPU (for launchers that start one)");
     opts.add("rank", "", "multiprocess rank (default: SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMIX_RANK, JSM_NAMESPACE_RANK)");
