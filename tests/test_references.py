@@ -225,6 +225,7 @@ def test_a_scan_layout_is_judged_only_by_references_that_name_it():
         reference_applies, layout_items = mem_scan.reference_applies, mem_scan.layout_items
         layout_variables = mem_scan.layout_variables
         current_partition = type("Partition", (), {"fullname": "dgx-a100:gpu"})()
+        reference_bounds = "tolerance"
 
         def __init__(self, **layout):
             self.map_granularity, self.launch_span = layout.get("map_granularity", "chunk"), "chunk"
@@ -244,3 +245,13 @@ def test_a_scan_layout_is_judged_only_by_references_that_name_it():
     study = {"where": {"system": "dgx-a100"}, "case": {"op": "read", "map_granularity": "2M"}, "values": {}}
     assert Scan(map_granularity="2M").reference_applies(study)
     assert not Scan(map_granularity="2M").reference_applies({"where": {}, "case": {"op": "read"}, "values": {}})
+
+
+def test_the_nightly_holds_references_to_physical_bounds_only():
+    from checks.suite.references import physical_bounds
+
+    # A rate: no lower bound (the verdict judges moves), its link's limit above.
+    assert physical_bounds([50.0, -0.06, None, "GB/s"], 63.0, None) == (50.0, None, 0.26, "GB/s")
+    # A time: its path's floor below (0.5 us of a 1229 ns latency), nothing above.
+    assert physical_bounds([1229.0, None, 0.2, "ns"], None, 0.5) == (1229.0, pytest.approx(500 / 1229 - 1), None, "ns")
+    assert physical_bounds([10.0, None, 0.2, "us"], None, None) == (10.0, None, None, "us")

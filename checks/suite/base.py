@@ -83,6 +83,13 @@ class NodeFacts(Placement):
     #: by name. With the node facts it keys references, baselines and comparisons.
     case = variable(str, value="", loggable=True)
 
+    #: What ReFrame's reference check holds the figures to: 'tolerance' (the
+    #: references' bounds, for a run by hand), or 'physical' (only what no
+    #: correct measurement can cross: a rate above its link's limit, a time
+    #: below its path's floor), which the nightly sets: there its verdict
+    #: (reports/verdict.py) judges every move, one verdict per figure.
+    reference_bounds = variable(str, value="tolerance")
+
     #: Variables that change what the check measures (sizes, launch shapes);
     #: with the parameters they make the case. Repetitions are not among them.
     case_variables: tuple = ()

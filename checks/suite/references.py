@@ -28,6 +28,7 @@ import yaml
 
 from .build import REPO
 from .keys import direction
+from .paths import US_PER, min_time_us
 
 REFERENCES_DIR = os.path.join(REPO, "systems", "references")
 
@@ -84,9 +85,33 @@ def bounded_by_limit(value: list, limit: float | None) -> tuple:
     return (ref, lower, upper, unit)
 
 
+def physical_bounds(value: list, limit: float | None, floor_us: float | None) -> tuple:
+    """A reference [ref, lower, upper, unit] with only physical bounds: a
+    rate's upper bound its limit, a time's lower bound its path's floor,
+    every other bound open."""
+    ref, _, _, unit = value
+    if not ref:
+        return (ref, None, None, unit)
+    if direction(unit) == "higher":
+        return (ref, None, round(limit / ref - 1, 6) if limit else None, unit)
+    if floor_us and unit in US_PER:
+        return (ref, round(floor_us / US_PER[unit] / ref - 1, 6), None, unit)
+    return (ref, None, None, unit)
+
+
 def references_for(check) -> dict:
     """ReFrame's `reference` for this test case on its current partition."""
-    entries = [e for e in load_entries(type(check).__name__) if check.reference_applies(e)]
-    values = matching_values(entries, check.node_facts(), check.case_items())
-    bounded = {name: bounded_by_limit(value, check.figure_limit(name)) for name, value in values.items()}
+    name = type(check).__name__
+    entries = [e for e in load_entries(name) if check.reference_applies(e)]
+    case = check.case_items()
+    values = matching_values(entries, check.node_facts(), case)
+    if check.reference_bounds == "physical":
+        bounded = {
+            figure: physical_bounds(value, check.figure_limit(figure), min_time_us(name, case, figure))
+            for figure, value in values.items()
+        }
+    elif check.reference_bounds == "tolerance":
+        bounded = {figure: bounded_by_limit(value, check.figure_limit(figure)) for figure, value in values.items()}
+    else:
+        raise ValueError(f"reference_bounds={check.reference_bounds!r}: expected 'tolerance' or 'physical'")
     return {check.current_partition.fullname: bounded} if bounded else {}

@@ -1,0 +1,91 @@
+"""The physical path of each headline figure, as data: systems/paths/paths.yaml.
+
+The checks read it for a time's physical floor (a reference's lower bound in
+the nightly); the nightly's verdict (reports/verdict.py) to roll figures up
+by path. Free of ReFrame, so that both can import it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import yaml
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PATHS_FILE = os.path.join(_REPO, "systems", "paths", "paths.yaml")
+
+#: Microseconds per unit of the time figures, for a path's floor in a figure's unit.
+US_PER = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}
+
+
+@dataclass(frozen=True)
+class Path:
+    """A figure's path: its name, its kind, the kind's practical floor (the
+    smallest move worth an alarm, a fraction) and physical floor of a time in
+    microseconds (None where none is known), and, for a yardstick measured
+    once a night elsewhere, the check that judges it."""
+
+    name: str
+    kind: str
+    floor: float
+    min_us: float | None = None
+    yardstick: str | None = None
+
+    @property
+    def judged(self) -> bool:
+        return self.yardstick is None
+
+
+@lru_cache(maxsize=4)
+def load_rules(path: str = PATHS_FILE) -> tuple[dict, dict]:
+    """The kinds and the rules per check, checked once: every rule's kind known,
+    its figure a valid regular expression."""
+    with open(path) as stream:
+        raw = yaml.safe_load(stream) or {}
+    kinds, rules = raw.get("kinds", {}), raw.get("rules", {})
+    for check, entries in rules.items():
+        for i, rule in enumerate(entries):
+            where = f"{path}: rules.{check}[{i}]"
+            if rule.get("kind") not in kinds:
+                raise ValueError(f"{where}: kind {rule.get('kind')!r} is not one of {sorted(kinds)}")
+            if "path" not in rule or "figure" not in rule:
+                raise ValueError(f"{where}: needs 'figure' and 'path'")
+            try:
+                re.compile(rule["figure"])
+            except re.error as err:
+                raise ValueError(f"{where}: figure {rule['figure']!r}: {err}") from err
+    return kinds, rules
+
+
+def _case_matches(wanted: dict, case: dict) -> bool:
+    for name, value in wanted.items():
+        allowed = value if isinstance(value, list) else [value]
+        if str(case.get(name)) not in {str(v) for v in allowed}:
+            return False
+    return True
+
+
+def path_of(test: str, case: dict, figure: str, path: str = PATHS_FILE) -> Path | None:
+    """The path of a figure of `test` in a case (its items), or None where no rule names it."""
+    kinds, rules = load_rules(path)
+    for rule in rules.get(test, []):
+        match = re.fullmatch(rule["figure"], figure)
+        if not match or not _case_matches(rule.get("case", {}), case):
+            continue
+        fields = {**rule.get("values", {}), **case, **{k: v for k, v in match.groupdict().items() if v is not None}}
+        try:
+            name = rule["path"].format(**fields)
+        except KeyError as err:
+            raise ValueError(f"{path}: rules.{test}: path {rule['path']!r} needs {err} for {figure}") from err
+        kind = kinds[rule["kind"]]
+        return Path(name, rule["kind"], float(kind["floor"]), kind.get("min_us"), rule.get("yardstick"))
+    return None
+
+
+def min_time_us(test: str, case: dict, figure: str) -> float | None:
+    """The physical floor of a time figure in microseconds, None where none is known."""
+    found = path_of(test, case, figure)
+    return found.min_us if found else None
