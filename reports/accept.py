@@ -23,12 +23,22 @@ import pandas as pd
 import yaml
 
 from checks.suite.keys import CASE_KEY, NODE_FACTS, direction, format_case, parse_case
-from checks.suite.references import load_entries, matching_values, same_value
+from checks.suite.references import same_value
 from systems import data
 
-from . import cli, gate, nightly
+from . import nightly, verdict
 from .load import load
-from .nightly import _MEANING, UNJUDGED, accepted_file, find_run, now, read_accepted, run_rows, selected_system
+from .nightly import (
+    MEANING,
+    UNJUDGED,
+    accepted_file,
+    accepted_masks,
+    find_run,
+    now,
+    read_accepted,
+    run_rows,
+    selected_system,
+)
 
 #: Runs on separately started nodes that tolerances are taken from, at least.
 MIN_RUNS = 3
@@ -231,43 +241,30 @@ def accept(args) -> int:
     return 0
 
 
-def with_current_thresholds(frame: pd.DataFrame, rows: pd.Series) -> pd.DataFrame:
-    """`frame` with the thresholds of the chosen figure rows taken from the
-    references as they are now, instead of those logged when the run ran."""
-    frame = frame.copy()
-    entries: dict = {}
-    for index in frame.index[rows & frame["sample"].isna()]:
-        row = frame.loc[index]
-        if row["test"] not in entries:
-            entries[row["test"]] = load_entries(row["test"])
-        facts = {k: row[k] for k in NODE_FACTS}
-        value = matching_values(entries[row["test"]], facts, parse_case(row["case"])).get(row["figure"])
-        lower, upper = (value[1], value[2]) if value else (None, None)
-        frame.loc[index, ["lower_thres", "upper_thres"]] = [np.nan if lower is None else lower,
-                                                             np.nan if upper is None else upper]  # fmt: skip
-    return frame
-
-
 def rejudge(args) -> int:
-    """The gate's verdict on earlier runs against the accepted baseline and the
-    references as they are now: what a change of references or of the gate
-    would have said of them (rejudged.csv beside each run's compare.csv)."""
+    """The verdict on earlier runs against the accepted baseline as it is now,
+    confirmed by each run's own rerun where it had one: what a change of the
+    baseline or of the verdict would have said of them (rejudged.csv and
+    rejudged-paths.csv beside each run's compare.csv). The checks' own
+    outcomes are not replayed: the exit is the verdict's alone."""
     system = selected_system(args.system)
     accepted = read_accepted(system)
     if accepted is None:
         print(f"rejudge: no accepted run for {system}", file=sys.stderr)
         return UNJUDGED
     frame = load([nightly.PERFLOGS / system], warn=None).frame
-    base, worst = run_rows(frame, system, accepted["runs"]), 0
+    masks, worst = accepted_masks(frame, system, accepted), 0
     for stamp in args.stamps:
         outdir, run = find_run(system, stamp)
-        new = run_rows(frame, system, [run])
-        result = gate.judge(with_current_thresholds(frame, new), base, new, args.alpha)
-        result.to_csv(outdir / "rejudged.csv", index=False)
-        status = cli.verdict_status(result, allow_unjudged=False)
-        print(f"rejudge: {stamp}: {gate.summary_line(result)}; exit {status} ({_MEANING[status]})")
-        for row in result[result["verdict"] == "regression"].itertuples():
-            change = f"{row.change_pct:+.1f}% (threshold {row.threshold_pct:.1f}%)"
-            print(f"  REGRESSION {row.test} {row.case} {row.figure}: {change}")
+        result = verdict.judge(frame, masks, run_rows(frame, system, [run]), args.alpha)
+        if "rerun" in run:
+            result = verdict.confirm(result, verdict.judge(frame, masks, run_rows(frame, system, [run["rerun"]])))
+        result.figures.to_csv(outdir / "rejudged.csv", index=False)
+        result.paths.to_csv(outdir / "rejudged-paths.csv", index=False)
+        reasons = nightly.unjudged_reasons(result, node_judged=True, health_ran=True)
+        status = nightly.nightly_status({"failed": []}, result, reasons, allow_unjudged=False)
+        print(f"rejudge: {stamp}: {verdict.summary_line(result)}; exit {status} ({MEANING[status]})")
+        for row in result.paths[result.paths["verdict"].isin(["moved", "unstable", "transient"])].itertuples():
+            print(f"  {row.verdict.upper()} {nightly.path_line(row)}")
         worst = max(worst, status)
     return worst

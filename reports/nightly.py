@@ -4,23 +4,29 @@
     ./suite accept STAMP [STAMP ...] [--system NAME] [--write-references] [--min-tolerance PCT]
 
 `nightly` runs the health checks (``-t health``), then every other check
-that can run (ReFrame's ``nightly`` mode), with ReFrame's results storage on
-and its JSON run reports kept; judges every headline figure of the run
-against the accepted baseline's samples (reports/gate.py); writes the
-comparison (compare.csv, one verdict per figure) and the HTML report under
-reports/nightly/<system>/<stamp>/; and exits with
+that can run (ReFrame's ``nightly`` mode) with ReFrame's reference check
+held to physical bounds only (``reference_bounds=physical``: a rate above
+its link's limit, a time below its path's floor); judges every headline
+figure and every path of the run against the accepted runs
+(reports/verdict.py); reruns once the cases of any path it flags, and
+reports a move only where the rerun confirms it; writes the verdict
+(compare.csv per figure, paths.csv per path, run.json with the exit status
+and the counts) and the HTML report under reports/nightly/<system>/<stamp>/;
+and exits with
 
-    0  as accepted: every check passed, every headline figure was judged, none moved;
-    1  a check failed: the node is unhealthy or a program did not measure;
-    2  something moved: a headline figure flagged by the gate, or another figure
-       out of its reference's bounds;
-    3  not judged: no accepted baseline, a figure or the node's facts without one,
-       or a comparison that could not be made (--allow-unjudged turns this into 0).
+    0  as accepted: every check passed, every headline figure was judged, no
+       path moved (transients, which the rerun did not confirm, are listed);
+    1  a check failed: the node is unhealthy, a program did not measure, or a
+       measurement is impossible (beyond a physical bound, not a number);
+    2  something moved: a path moved or became unstable, and its rerun agrees;
+    3  not judged, with its reason: no accepted baseline ('no-baseline'), a
+       figure the accepted runs have that tonight lacks ('vanished'), a node
+       of another kind than the accepted one ('other-kind'), a figure that
+       could not be judged for another reason ('unjudged'), or an error of the
+       suite itself. --allow-unjudged turns only 'no-baseline' into 0.
 
-Where the gate judged a figure, its verdict is the nightly's: ReFrame's
-reference check holds each median to its bounds with no statistics and no
-correction for the 150-odd figures of a run, so a median outside them that the
-gate finds within the noise is reported, not counted as a move.
+The verdict is the only judge of a move: ReFrame's reference tolerances are
+for runs by hand (./suite run), so one figure never gets two verdicts.
 
 `accept` (reports/accept.py) makes runs the baseline.
 """
@@ -42,7 +48,7 @@ import pandas as pd
 from systems import data, toolkits
 from systems.health import same_kind
 
-from . import cli, gate
+from . import cli, verdict
 from .compare import select_mask
 from .load import Loaded, load
 
@@ -95,47 +101,25 @@ def read_accepted(system: str) -> dict | None:
     return record
 
 
-class ReferenceMiss(str):
-    """A test case that failed its references: its line, and for each figure
-    that missed, the bound it crossed ('lower' or 'upper')."""
-
-    name: str
-    figures: dict
-
-    def __new__(cls, name: str, reason: str, figures: dict):
-        miss = super().__new__(cls, f"{name}: {' '.join(reason.split())}")
-        miss.name, miss.figures = name, figures
-        return miss
-
-
-def missed_bound(value: float, ref: float, lower, upper) -> str:
-    """Which bound of its reference a value crossed."""
-    return "upper" if upper is not None and value > ref * (1 + upper) else "lower"
-
-
 def _classify(case: dict, found: dict) -> None:
-    """A failed test case: out of its references (moved) where a figure failed
-    them, else a check that did not measure (failed)."""
+    """A failed test case: not run (its build failed), an impossible
+    measurement (out of the physical bounds the nightly holds references to),
+    or a check that did not measure."""
     name = case["display_name"]
     if case["result"] == "fail_deps":
         found["failed"].append(f"{name}: not run, a test it depends on (the build) failed")
         return
-    missed = {
-        key.split(":")[-1]: missed_bound(v[0], v[1], v[2], v[3])
-        for key, v in (case.get("perfvalues") or {}).items()
-        if v[-1] == "fail" and v[0] is not None and v[1]
-    }
     why = " ".join(str(case.get("fail_reason") or case["result"]).split())
-    if case.get("fail_phase") == "performance" and missed:
-        found["moved"].append(ReferenceMiss(name, why, missed))
+    if case.get("fail_phase") == "performance":
+        found["failed"].append(f"{name}: impossible measurement, beyond a physical bound: {why}")
     else:
         found["failed"].append(f"{name} ({case.get('fail_phase') or case['result']}): {why}")
 
 
 def outcomes(report: Path) -> dict:
-    """The test cases of a ReFrame run report by outcome: passed, skipped,
-    failed (a program did not measure) and moved (failed its references)."""
-    found = {"passed": [], "skipped": [], "failed": [], "moved": []}
+    """The test cases of a ReFrame run report by outcome: passed, skipped and
+    failed (a program did not measure, or measured the impossible)."""
+    found = {"passed": [], "skipped": [], "failed": []}
     if not report.exists():
         found["failed"].append(f"no run report ({report.name}): ReFrame did not finish")
         return found
@@ -158,64 +142,89 @@ def run_rows(frame: pd.DataFrame, system: str, runs: list[dict]) -> pd.Series:
     return mask & (frame["system"] == system)
 
 
-def judge_run(system: str, run: dict, accepted: dict | None, outdir: Path, alpha: float) -> tuple:
-    """The gate's verdict on every headline figure of the run (None without a
+def judge_night(system: str, run: dict, accepted: dict | None, alpha: float) -> tuple:
+    """The verdict on the run against the accepted runs (None without a
     baseline), and the run's records (what its report is drawn from)."""
     loaded = load([PERFLOGS / system], warn=None)
     frame = loaded.frame
-    new = run_rows(frame, system, [run])
-    records = Loaded(frame[new], loaded.issues, loaded.files)
+    tonight = run_rows(frame, system, [run])
+    records = Loaded(frame[tonight], loaded.issues, loaded.files)
     if accepted is None:
         print(f"nightly: no accepted run for {system}: nothing to judge against; accept runs with "
               f"./suite accept {run['stamp']} [more stamps] --write-references")  # fmt: skip
-        return None, records
-    base = run_rows(frame, system, accepted["runs"])
-    result = gate.judge(frame, base, new, alpha)
+        return None, records, frame
+    result = verdict.judge(frame, accepted_masks(frame, system, accepted), tonight, alpha)
     stamps = ", ".join(r["stamp"] for r in accepted["runs"])
-    print(f"nightly: judged against the accepted run(s) {stamps} (Student's t on log values beyond each figure's "
-          f"threshold, Holm-corrected, alpha {alpha})")  # fmt: skip
-    cli.print_verdicts(result, outdir / "compare.csv")
-    return result, records
+    print(f"nightly: judged by path against the accepted runs {stamps} (run medians, moderated robust spread, "
+          f"Holm-corrected, alpha {alpha})")  # fmt: skip
+    return result, records, frame
 
 
-def decided_by_the_gate(found: dict, result: pd.DataFrame | None, frame: pd.DataFrame | None) -> list:
-    """Sort the reference misses of `found['moved']` by who decides them.
-
-    A rate above its upper bound (its physical limit) is a measurement that
-    cannot be right: a failed check. A miss of a figure the gate judged and
-    passed is a median out of its bounds within the noise of its samples: it
-    is returned, to be reported. Every other miss stays a move.
-    """
-    judged, cases = {}, {}
-    if result is not None and frame is not None and not result.empty:
-        cases = dict(zip(frame["display_name"], frame["case"]))
-        columns = ["test", "case", "figure", "verdict", "better"]
-        judged = {(t, c, f): (v, b) for t, c, f, v, b in result[columns].itertuples(index=False)}
-    within_noise, moved = [], []
-    for miss in found["moved"]:
-        test, case = miss.name.split(" ", 1)[0], cases.get(miss.name)
-        verdicts = {f: judged.get((test, case, f), (None, None)) for f in miss.figures}
-        beyond_physics = [f for f, side in miss.figures.items() if side == "upper" and verdicts[f][1] == "higher"]
-        if beyond_physics:
-            found["failed"].append(f"{miss} (above the physical limit: {', '.join(beyond_physics)})")
-        elif all(verdicts[f][0] == "pass" for f in miss.figures):
-            within_noise.append(miss)
-        else:
-            moved.append(miss)
-    found["moved"] = moved
-    return within_noise
+def accepted_masks(frame: pd.DataFrame, system: str, accepted: dict) -> dict[str, pd.Series]:
+    """Each accepted run's rows of `frame`, by its stamp."""
+    return {r["stamp"]: run_rows(frame, system, [r]) for r in accepted["runs"]}
 
 
-def nightly_status(found: dict, result: pd.DataFrame | None, node_judged: bool, allow_unjudged: bool) -> int:
-    """`found['moved']`: the reference misses the gate did not decide."""
-    if found["failed"]:
+def rerun_selection(result: verdict.Verdict, report: Path) -> list[str]:
+    """ReFrame's options that select, by hash, the cases of every flagged path (none if nothing is flagged)."""
+    wanted = verdict.cases_of_paths(result, result.flagged_paths())
+    if wanted.empty or not report.exists():
+        return []
+    keys = set(wanted.itertuples(index=False, name=None))
+    hashes = set()
+    for run in json.loads(report.read_text()).get("runs", []):
+        for case in run["testcases"]:
+            test = case["display_name"].split()[0]
+            if (test, case.get("case", ""), case.get("environ", "")) in keys and case.get("hashcode"):
+                hashes.add(case["hashcode"])
+    return [option for h in sorted(hashes) for option in ("-n", f"/{h}")]
+
+
+def confirm_by_rerun(system: str, run: dict, outdir: Path, result, accepted: dict, options: list, alpha: float):
+    """Rerun the cases of the flagged paths once and judge the rerun: the
+    verdict with each flagged path confirmed or 'transient'."""
+    selection = rerun_selection(result, outdir / "run-report.json")
+    if not selection:
+        return result
+    print(f"nightly: confirming {', '.join(result.flagged_paths())}: rerunning {len(selection) // 2} case(s)")
+    rerun = {"start": now()}
+    reframe(system, outdir / "rerun-report.json", "--restore-session", str(outdir / "run-report.json"),
+            *selection, "-S", "reference_bounds=physical", *health_options(options))  # fmt: skip
+    rerun["end"] = now()
+    run["rerun"] = rerun
+    frame = load([PERFLOGS / system], warn=None).frame
+    again = verdict.judge(frame, accepted_masks(frame, system, accepted), run_rows(frame, system, [rerun]), alpha)
+    return verdict.confirm(result, again)
+
+
+#: Why a night could not be judged, each its own reason in run.json; only the
+#: first may be allowed (--allow-unjudged: a system's first nights).
+UNJUDGED_REASONS = ("no-baseline", "vanished", "other-kind", "unjudged")
+
+
+def unjudged_reasons(result: verdict.Verdict | None, node_judged: bool, health_ran: bool) -> list[str]:
+    if not health_ran:
+        return []
+    if result is None:
+        return ["no-baseline"]
+    reasons = []
+    figures = result.figures[result.figures["verdict"] == "unjudged"]
+    if figures["reason"].str.startswith("vanished").any():
+        reasons.append("vanished")
+    if not node_judged:
+        reasons.append("other-kind")
+    if (~figures["reason"].str.startswith("vanished")).any():
+        reasons.append("unjudged")
+    return reasons
+
+
+def nightly_status(found: dict, result: verdict.Verdict | None, reasons: list[str], allow_unjudged: bool) -> int:
+    if found["failed"] or (result is not None and (result.figures["verdict"] == "broken").any()):
         return FAILED
-    if found["moved"]:
+    if result is not None and result.paths["verdict"].isin(["moved", "unstable"]).any():
         return MOVED
-    status = cli.verdict_status(result, allow_unjudged)
-    if status == 0 and not node_judged and not allow_unjudged:
-        return UNJUDGED
-    return status
+    blocking = [r for r in reasons if not (allow_unjudged and r == "no-baseline")]
+    return UNJUDGED if blocking else 0
 
 
 #: ReFrame's options that select checks, and what follows each: "value" (always
@@ -264,26 +273,50 @@ def nightly(args) -> int:
     found = outcomes(outdir / "health-report.json")
     run["health"] = "pass" if health == 0 else "fail"
     if health == 0:
-        reframe(system, outdir / "run-report.json", "--mode", "nightly", *args.reframe)
+        reframe(system, outdir / "run-report.json", "--mode", "nightly", "-S", "reference_bounds=physical",
+                *args.reframe)  # fmt: skip
         checks = outcomes(outdir / "run-report.json")
         found = {k: found[k] + checks[k] for k in found}
-        run["checks"] = "pass" if not (checks["failed"] or checks["moved"]) else "fail"
+        run["checks"] = "pass" if not checks["failed"] else "fail"
     else:
         print("nightly: the health checks failed: no performance checks on an unhealthy node", file=sys.stderr)
     run["end"] = now()
-    (outdir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
 
-    result, records = judge_run(system, run, accepted, outdir, args.alpha) if health == 0 else (None, None)
-    within_noise = decided_by_the_gate(found, result, records.frame if records is not None else None)
+    result = records = None
+    if health == 0:
+        result, records, _ = judge_night(system, run, accepted, args.alpha)
+        if result is not None:
+            result = confirm_by_rerun(system, run, outdir, result, accepted, args.reframe, args.alpha)
     node_judged = node_facts_judged(accepted, outdir)
+    reasons = unjudged_reasons(result, node_judged, health == 0)
+    status = nightly_status(found, result, reasons, args.allow_unjudged)
+    write_verdict(outdir, run, result, status, reasons, found)
     if records is not None and not args.no_report:
         write_html(system, run, records, outdir)
-    status = nightly_status(found, result, node_judged, args.allow_unjudged)
-    for miss in within_noise:
-        print(f"nightly: WITHIN NOISE {miss} (the gate passed {', '.join(miss.figures)}: not beyond the threshold "
-              "with confidence after Holm's correction)")  # fmt: skip
-    report_outcome(found, result, node_judged, status, outdir)
+    report_outcome(found, result, reasons, status, outdir)
     return status
+
+
+def write_verdict(outdir: Path, run: dict, result, status: int, reasons: list[str], found: dict) -> None:
+    """compare.csv (every figure), paths.csv (every path) and run.json: the
+    run's window, its exit status and meaning, each path's verdict and the counts."""
+    run["exit"] = status
+    run["meaning"] = MEANING[status]
+    run["unjudged_reasons"] = reasons
+    run["checks_failed"] = len(found["failed"])
+    if result is not None:
+        result.figures.to_csv(outdir / "compare.csv", index=False)
+        result.paths.to_csv(outdir / "paths.csv", index=False)
+        run["counts"] = result.counts()
+        run["paths"] = {
+            row.path: {"verdict": row.verdict, "change_pct": _rounded(row.change_pct), "figures": int(row.figures)}
+            for row in result.paths.itertuples()
+        }
+    (outdir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
+
+
+def _rounded(value: float) -> float | None:
+    return round(float(value), 2) if value == value else None
 
 
 def node_facts_judged(accepted: dict | None, outdir: Path) -> bool:
@@ -311,21 +344,46 @@ def write_html(system: str, run: dict, records: Loaded, outdir: Path) -> None:
         print(f"nightly: warning: no HTML report: {err!r}", file=sys.stderr)
 
 
-_MEANING = {0: "as accepted", FAILED: "a check failed", MOVED: "something moved", UNJUDGED: "not judged"}
+MEANING = {0: "as accepted", FAILED: "a check failed", MOVED: "something moved", UNJUDGED: "not judged"}
 
 
-def report_outcome(found: dict, result: pd.DataFrame | None, node_judged: bool, status: int, outdir: Path) -> None:
-    for kind in ("failed", "moved"):
-        for line in found[kind]:
-            print(f"nightly: {kind.upper()} {line}", file=sys.stderr)
-    if not node_judged:
-        print("nightly: UNJUDGED the node's facts: the accepted baseline records none of this kind of node",
-              file=sys.stderr)  # fmt: skip
-    gate_line = gate.summary_line(result) if result is not None else "no baseline: no figure judged"
+def report_outcome(found: dict, result, reasons: list[str], status: int, outdir: Path) -> None:
+    for line in found["failed"]:
+        print(f"nightly: FAILED {line}", file=sys.stderr)
+    if result is not None:
+        for row in result.paths.itertuples():
+            if row.verdict in ("moved", "unstable", "transient", "improved"):
+                print(f"nightly: {row.verdict.upper()} {path_line(row)}", file=sys.stderr)
+        for row in result.figures[result.figures["verdict"].isin(["broken", "unjudged"])].itertuples():
+            print(f"nightly: {row.verdict.upper()} {row.test} {row.case} {row.figure}: {row.reason}", file=sys.stderr)
+    for reason in reasons:
+        print(f"nightly: NOT JUDGED ({reason}): {_REASON_WORDS[reason]}", file=sys.stderr)
+    verdict_line = verdict.summary_line(result) if result is not None else "no baseline: nothing judged"
     print(f"nightly: checks {len(found['passed'])} passed, {len(found['failed'])} failed, "
-          f"{len(found['moved'])} out of references the gate does not judge, {len(found['skipped'])} skipped; "
-          f"{gate_line}")  # fmt: skip
-    print(f"nightly: exit {status} ({_MEANING[status]}); results in {outdir}")
+          f"{len(found['skipped'])} skipped; {verdict_line}")  # fmt: skip
+    print(f"nightly: exit {status} ({MEANING[status]}); results in {outdir}")
+
+
+_REASON_WORDS = {
+    "no-baseline": "the system has no accepted runs (./suite accept)",
+    "vanished": "figures the accepted runs have were not measured tonight",
+    "other-kind": "the accepted baseline records no node of this kind",
+    "unjudged": "figures without a path, a direction or enough accepted runs",
+}
+
+
+def path_line(row) -> str:
+    """'host link d2h of GPU 0, ce: -20.1% (14 of 14 figures agree; spread 0.4%, floor 3%)'."""
+    line = (f"{row.path}: {row.change_pct:+.1f}% ({row.agree} of {row.figures} figures agree; "
+            f"spread between runs {row.spread_pct:.1f}%, floor {row.floor_pct:.0f}%)")  # fmt: skip
+    if row.verdict in ("unstable", "transient") or row.instability > verdict.STABILITY_FACTOR:
+        line += f"; samples spread {row.instability:.1f} times the accepted runs'"
+    rerun = getattr(row, "rerun_change_pct", None)
+    if rerun is not None and rerun == rerun:
+        line += f"; rerun {rerun:+.1f}%"
+    if row.reason:
+        line += f"; {row.reason}"
+    return line
 
 
 def find_run(system: str, stamp: str) -> tuple[Path, dict]:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from checks.suite.references import matching_values
-from reports import accept, nightly
+from reports import accept, nightly, verdict
 
 H100 = {"gpu_model": "NVIDIA H100 80GB HBM3", "host_link": "pcie gen5 x16", "gpu_count": "1"}
 
@@ -116,66 +116,33 @@ def test_an_empty_reference_list_takes_entries(tmp_path):
 # --- exit statuses ---------------------------------------------------------------
 
 
-def _result(*verdicts):
-    return pd.DataFrame({"verdict": list(verdicts)})
+def _verdict(*paths):
+    """A verdict whose paths have the given verdicts (figures: one each, judged alike)."""
+    names = [f"p{i}" for i in range(len(paths))]
+    figures = pd.DataFrame({"path": names, "verdict": [v if v != "unstable" else "pass" for v in paths],
+                            "reason": [""] * len(paths)})  # fmt: skip
+    return verdict.Verdict(figures, pd.DataFrame({"path": names, "verdict": list(paths)}))
 
 
 @pytest.mark.parametrize(
-    "failed, moved, verdicts, node, allow, status",
+    "failed, paths, reasons, allow, status",
     [
-        ([], [], ["pass", "pass"], True, False, 0),
-        ([], [], ["pass", "improvement"], True, False, 0),
-        (["x"], ["y"], ["regression"], True, False, 1),  # a failed check outranks everything
-        ([], ["y"], ["pass"], True, False, 2),  # out of its reference
-        ([], [], ["pass", "regression", "unjudged"], True, False, 2),  # flagged, even with something unjudged
-        ([], [], ["pass", "unjudged"], True, False, 3),
-        ([], [], ["pass", "unjudged"], True, True, 0),
-        ([], [], ["pass"], False, False, 3),  # the node's facts were never accepted
-        ([], [], None, True, False, 3),  # no baseline at all
-        ([], [], [], True, False, 3),  # a baseline, but no figure in either window: nothing judged
+        ([], ["pass", "pass"], [], False, 0),
+        ([], ["pass", "improved", "transient"], [], False, 0),  # a transient the rerun did not confirm: listed
+        (["x"], ["moved"], [], False, 1),  # a failed check outranks everything
+        ([], ["broken"], [], False, 1),  # an impossible measurement is a failed check
+        ([], ["pass", "moved"], ["vanished"], False, 2),  # a confirmed move, even with something unjudged
+        ([], ["unstable"], [], False, 2),
+        ([], ["pass"], ["vanished"], False, 3),
+        ([], ["pass"], ["vanished"], True, 3),  # --allow-unjudged allows no baseline only
+        ([], ["pass"], ["other-kind"], True, 3),
+        ([], None, ["no-baseline"], True, 0),
+        ([], None, ["no-baseline"], False, 3),
     ],
 )
-def test_exit_statuses(failed, moved, verdicts, node, allow, status):
-    found = {"passed": [], "skipped": [], "failed": failed, "moved": moved}
-    result = _result(*verdicts) if verdicts is not None else None
-    assert nightly.nightly_status(found, result, node, allow) == status
-
-
-def test_run_report_outcomes(tmp_path):
-    cases = [
-        {"display_name": "A", "result": "pass"},
-        {"display_name": "B", "result": "skip"},
-        {
-            "display_name": "C %op=read",
-            "result": "fail",
-            "fail_phase": "performance",
-            "fail_reason": "failed to meet\n reference",
-            "perfvalues": {
-                "local:default:bw": [1, 2, -0.1, None, "GB/s", "fail"],
-                "local:default:bw.s1": [1, 0, None, None, "GB/s", "pass"],
-            },
-        },
-        {"display_name": "D", "result": "fail", "fail_phase": "sanity", "fail_reason": "a GPU fault"},
-        {"display_name": "E", "result": "fail_deps"},
-        {
-            "display_name": "F",
-            "result": "fail",
-            "fail_phase": "performance",
-            "fail_reason": "IndexError: list index",
-            "perfvalues": {},
-        },  # a hook that could not read the samples: the program did not measure
-    ]
-    report = tmp_path / "run-report.json"
-    report.write_text(json.dumps({"runs": [{"testcases": cases}]}))
-    found = nightly.outcomes(report)
-    assert found["passed"] == ["A"] and found["skipped"] == ["B"]
-    assert found["moved"] == ["C %op=read: failed to meet reference"] and found["moved"][0].figures == {"bw": "lower"}
-    assert found["failed"] == [
-        "D (sanity): a GPU fault",
-        "E: not run, a test it depends on (the build) failed",
-        "F (performance): IndexError: list index",
-    ]
-    assert nightly.outcomes(tmp_path / "missing.json")["failed"]
+def test_exit_statuses(failed, paths, reasons, allow, status):
+    result = _verdict(*paths) if paths is not None else None
+    assert nightly.nightly_status({"failed": failed}, result, reasons, allow) == status
 
 
 def test_references_need_three_runs(tmp_path, monkeypatch, capsys):
@@ -214,36 +181,6 @@ def test_earlier_runs_of_a_case_widen_its_tolerance(tmp_path):
     # robust standard deviations of the seven (device=1's 99 us is another case).
     deviations = sorted([0, 0, 0, *(v / 7 - 1 for v in (8.5, 8.9, 8.6, 8.7))])
     assert widened["values"]["lat_us_pinned_h2d_8"][2] == pytest.approx(4 * 1.4826 * deviations[3], abs=1e-4)
-
-
-def test_the_gate_decides_where_it_judged_a_figure_out_of_its_reference():
-    records = pd.DataFrame({"display_name": ["C %op=read", "C %op=write"], "case": ["op=read", "op=write"]})
-
-    def decide(verdict, side="lower", name="C %op=read", figure="bw"):
-        found = {"failed": [], "moved": [nightly.ReferenceMiss(name, "failed to meet reference(s)", {figure: side})]}
-        result = pd.DataFrame(
-            [{"test": "C", "case": "op=read", "figure": "bw", "verdict": verdict, "better": "higher"}]
-        )
-        within = nightly.decided_by_the_gate(found, result, records) if verdict else nightly.decided_by_the_gate(
-            found, None, records)  # fmt: skip
-        return len(found["failed"]), len(found["moved"]), len(within)
-
-    # Judged and passed: the median left its bounds within the noise; reported, not a move.
-    assert decide("pass") == (0, 0, 1)
-    # Flagged: the gate's regression makes the move (exit 2 through the result).
-    assert decide("regression") == (0, 1, 0)
-    # Not judged (no samples, another figure, or no gate at all): the reference decides.
-    assert decide("unjudged") == (0, 1, 0)
-    assert decide("pass", name="C %op=write", figure="curve") == (0, 1, 0)
-    assert decide(None) == (0, 1, 0)
-    # A rate above its upper bound, its physical limit, is a measurement that cannot be: a failed check.
-    assert decide("improvement", side="upper") == (1, 0, 0)
-
-
-def test_missed_bound_says_which_side():
-    assert nightly.missed_bound(60.0, 47.0, -0.06, 0.25) == "upper"
-    assert nightly.missed_bound(40.0, 47.0, -0.06, 0.25) == "lower"
-    assert nightly.missed_bound(14.6, 10.8, None, 0.22) == "upper"
 
 
 @pytest.mark.parametrize(

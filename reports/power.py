@@ -1,0 +1,167 @@
+"""How well the nightly's verdict sees a move, from the accepted runs themselves.
+
+    python -m reports.power [--system NAME] [--move PCT] [--nights N] [--csv FILE]
+
+For each path of the accepted baseline: how often a night that changed
+nothing flags it (false alarms), and how often a night whose figures on that
+path moved by --move percent (worse) flags it (power), over --nights
+simulated nights each. Two kinds of night:
+
+- replayed: each accepted run in turn is tonight, judged against the other
+  accepted runs, with the move planted in its figures on the path: real
+  nights, as many as there are accepted runs (the baseline is one run
+  smaller than the nightly's);
+- simulated: nights drawn from a model fitted to the accepted runs (a
+  shared effect per path and run, and a residual per figure, each normal on
+  the log scale with the robust spread the accepted runs show), judged
+  against as many simulated accepted runs as the baseline has.
+
+A path whose power is under 90% at a 10% move cannot tell a 10% move from
+the spread between separately started nodes; the table says what move it
+can see (its minimum detectable move at 90% power), which is the honest
+answer where the spread is the nodes', not the measurement's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from . import verdict
+from .load import load
+from .nightly import PERFLOGS, accepted_masks, read_accepted, selected_system
+
+
+def accepted_table(system: str) -> pd.DataFrame:
+    """The accepted runs' per-run table (run_values with paths), by run stamp."""
+    accepted = read_accepted(system)
+    if accepted is None:
+        raise SystemExit(f"power: {system} has no accepted runs (./suite accept)")
+    frame = load([PERFLOGS / system], warn=None).frame
+    return verdict.attach_paths(verdict.run_values(frame, accepted_masks(frame, system, accepted)))
+
+
+def judged_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of figures the verdict judges: on a path, not a yardstick, with a direction."""
+    return table[(table["path"] != "") & (table["yardstick"] == "") & (table["better"] != "")]
+
+
+def plant(night: pd.DataFrame, path: str | None, move: float, spread: float = 1.0) -> pd.DataFrame:
+    """Tonight's rows with the figures of `path` moved worse by `move` (a
+    fraction) and their samples' spread (cv) multiplied by `spread`."""
+    night = night.copy()
+    on = night["path"] == path
+    worse = np.where(night["better"] == "higher", 1 - move, 1 + move)
+    night.loc[on, "value"] = night.loc[on, "value"] * worse[on.to_numpy()]
+    night.loc[on, "cv"] = night.loc[on, "cv"] * spread
+    return night
+
+
+def replayed_nights(table: pd.DataFrame):
+    """Each accepted run as tonight against the others: (baseline, tonight) pairs."""
+    for run in table["run"].unique():
+        yield table[table["run"] != run], table[table["run"] == run].assign(run="tonight")
+
+
+@dataclass
+class Model:
+    """Per figure its center and residual spread, per path its shared spread,
+    per figure its typical within-run CV: fitted robustly to the accepted runs."""
+
+    figures: pd.DataFrame  # one row per figure: key, path..., center, residual, cv
+    path_spread: dict[str, float]
+    runs: int
+
+    @classmethod
+    def fit(cls, table: pd.DataFrame) -> Model:
+        rows = judged_rows(table)
+        key = ["test", "case", "environ", "figure", "unit"]
+        logs = rows.assign(log=np.log(rows["value"]))
+        center = logs.groupby(key)["log"].transform("median")
+        logs = logs.assign(dev=logs["log"] - center)
+        shared = logs.groupby(["path", "run"])["dev"].transform("median")
+        logs = logs.assign(residual=logs["dev"] - shared)
+        path_spread = {
+            p: verdict.robust_spread(g.groupby("run")["dev"].median().to_numpy())[1] for p, g in logs.groupby("path")
+        }
+        first = logs.groupby(key).first().reset_index()
+        per_figure = logs.groupby(key).agg(center=("log", "median"), cv=("cv", "median")).reset_index()
+        per_figure["residual"] = list(
+            logs.groupby(key)["residual"].apply(lambda r: verdict.robust_spread(r.to_numpy())[1])
+        )
+        keep = [c for c in first.columns if c not in ("run", "value", "cv", "log", "dev", "residual")]
+        return cls(per_figure.merge(first[keep], on=key), path_spread, int(table["run"].nunique()))
+
+    def night(self, rng: np.random.Generator, label: str) -> pd.DataFrame:
+        """One simulated run of every figure."""
+        effects = {p: rng.normal(0, s) for p, s in self.path_spread.items()}
+        shared = self.figures["path"].map(effects).to_numpy(float)
+        noise = rng.normal(0, 1, len(self.figures)) * self.figures["residual"].to_numpy(float)
+        values = np.exp(self.figures["center"].to_numpy(float) + shared + noise)
+        return self.figures.assign(run=label, value=values, n=5, nan_samples="")
+
+    def baseline_and_night(self, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
+        base = pd.concat([self.night(rng, f"r{i}") for i in range(self.runs)], ignore_index=True)
+        return base, self.night(rng, "tonight")
+
+
+def flagged(base: pd.DataFrame, night: pd.DataFrame, alpha: float) -> set[str]:
+    result = verdict.judge_values(pd.concat([base, night], ignore_index=True), alpha)
+    return set(result.flagged_paths())
+
+
+def sweep(table: pd.DataFrame, move: float, nights: int, alpha: float, seed: int = 1) -> pd.DataFrame:
+    """Per path: false alarms and power, replayed and simulated."""
+    model = Model.fit(table)
+    paths = sorted(model.path_spread)
+    rng = np.random.default_rng(seed)
+    counts = {p: {"replay_nights": 0, "replay_false": 0, "replay_caught": 0, "sim_false": 0, "sim_caught": 0}
+              for p in paths}  # fmt: skip
+    for base, night in replayed_nights(table):
+        clean = flagged(base, night, alpha)
+        for p in paths:
+            counts[p]["replay_nights"] += 1
+            counts[p]["replay_false"] += p in clean
+            counts[p]["replay_caught"] += p in flagged(base, plant(night, p, move), alpha)
+    for _ in range(nights):
+        base, night = model.baseline_and_night(rng)
+        clean = flagged(base, night, alpha)
+        for p in paths:
+            counts[p]["sim_false"] += p in clean
+            counts[p]["sim_caught"] += p in flagged(base, plant(night, p, move), alpha)
+    rows = []
+    for p in paths:
+        c = counts[p]
+        rows.append({"path": p, "spread_pct": model.path_spread[p] * 100, **c,
+                     "sim_power": c["sim_caught"] / nights,
+                     "replay_power": c["replay_caught"] / max(c["replay_nights"], 1)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reports.power", description=__doc__.splitlines()[0])
+    parser.add_argument("--system")
+    parser.add_argument("--move", type=float, default=10.0, help="the planted move, percent worse (default 10)")
+    parser.add_argument("--nights", type=int, default=30, help="simulated nights per path (default 30)")
+    parser.add_argument("--alpha", type=float, default=0.05)
+    parser.add_argument("--csv", help="write the table here")
+    args = parser.parse_args(argv)
+    table = accepted_table(selected_system(args.system))
+    result = sweep(table, args.move / 100, args.nights, args.alpha)
+    with pd.option_context("display.width", 200, "display.max_colwidth", 60):
+        print(result.round(3).to_string(index=False))
+    weak = result[result["sim_power"] < 0.9]
+    print(f"\n{len(result) - len(weak)} of {len(result)} paths flag a {args.move:g}% move in at least 90% of "
+          f"simulated nights; {int(result['sim_false'].sum())} false alarms in {args.nights} clean nights x "
+          f"{len(result)} paths")  # fmt: skip
+    if args.csv:
+        result.to_csv(args.csv, index=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,532 @@
+"""The nightly's verdict: did tonight's run move a path against the accepted runs?
+
+The unit of evidence is the run, not the sample. Samples taken back to back
+in one process share that run's conditions (the node, its tenants, the
+link's training): counting them as independent gives p = 1e-13 for an event
+of a few seconds. So each headline figure enters as one value per run, the
+median of its samples, and tonight's value is judged against the accepted
+runs' values, taken on separately started nodes: the spread between them is
+the noise a new night must be told apart from.
+
+Per figure and per path (systems/paths/paths.yaml: the physical path that bounds
+a figure), on the logarithm of the values (a change is a ratio):
+
+- **Location.** The statistic is tonight's distance from the accepted runs'
+  median, beyond the path's practical floor (the smallest move worth an
+  alarm), in units of a moderated spread: the robust variance of the
+  accepted runs (1.4826 x the median absolute deviation, squared), shrunk
+  toward the typical variance of the figures (or paths) of the same kind
+  with the weight the kind's own dispersion earns, as limma's moderated t does for many
+  features with few replicates (Smyth 2004). Three runs alone cannot say how
+  far a fourth may fall (the MAD of three values is zero as often as not);
+  the kind's other figures can. Median and MAD, so that one odd accepted run
+  neither widens the band until nothing fails it nor narrows it until
+  everything does. The statistic's null distribution for n accepted runs is
+  simulated once per n exactly as it is computed (`null_distribution`), so
+  that a p-value means what it says whatever n is.
+- **Paths.** A path's statistic per run is the median over its figures of
+  their (worse-oriented) log deviations from their accepted medians: what
+  the figures agree on, not what one of them says. It is judged like one
+  figure. Paths are the verdict's unit ("host link d2h of GPU 0, ce: -20%,
+  14 of 14 figures agree"); figures are judged too, for a move one figure
+  makes alone.
+- **Multiple testing.** Holm's correction over the paths, and over the
+  figures, each at alpha / 2 (Bonferroni between the two families), so that
+  a night of pure noise flags nothing with probability at least 1 - alpha.
+- **Stability.** The samples inside a run measure its stability, not the
+  move. A path is unstable where its figures' robust coefficient of
+  variation tonight is, in the median over its figures, STABILITY_FACTOR
+  times the largest any accepted run had (at least CV_FLOOR): an erratic
+  link is a fault too.
+- **Yardsticks.** A figure that only normalises its case (the copy engine
+  inside the reprex) is not judged again: its path is judged once a night by
+  the check the data names.
+
+The flagged paths are confirmed by a rerun of their cases (reports/nightly.py):
+`confirm` judges the rerun the same way, and a move or instability the rerun
+does not show is transient.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from checks.suite.keys import FIGURE_KEY, direction, parse_case
+from checks.suite.paths import US_PER as _US_PER
+from checks.suite.paths import path_of
+
+#: Accepted runs, at least, that a figure is judged against.
+MIN_RUNS = 3
+#: A path is unstable when its samples spread this many times more than any accepted run's did...
+STABILITY_FACTOR = 5.0
+#: ... counting any accepted spread below this (a relative SD) as this.
+CV_FLOOR = 0.005
+#: Draws of the simulated null distribution per number of accepted runs.
+NULL_DRAWS = 400_000
+#: 1 / (the MAD of the standard normal): the MAD as a standard deviation.
+MAD_TO_SD = 1.4826
+#: The smallest robust spread between runs taken as real (a relative SD):
+#: timers and counters resolve no better.
+MIN_SPREAD = 0.001
+#: The most weight, in degrees of freedom, a kind's typical variance gets in a
+#: figure's (or path's) moderated variance: where a kind's figures spread alike.
+MAX_PRIOR_DF = 40
+
+VERDICTS = ("pass", "moved", "improved", "unstable", "transient", "broken", "unjudged", "yardstick")
+
+
+@lru_cache(maxsize=512)
+def null_distribution(n: int, prior_df: int) -> np.ndarray:
+    """The sorted null distribution of the location statistic for n accepted
+    runs x and tonight's y, all normal and independent, with the kind's prior
+    (prior_df degrees of freedom, variance 1): (y - median(x)) / moderated
+    spread. Each draw's true variance is drawn from the prior, as the model
+    that estimated it says (limma's: scaled inverse chi-squared). Seeded:
+    the same p-values every time."""
+    rng = np.random.default_rng(20261124 + 1000 * n + prior_df)
+    sigma = np.sqrt(prior_df / rng.chisquare(prior_df, NULL_DRAWS)) if prior_df else np.ones(NULL_DRAWS)
+    x = rng.standard_normal((NULL_DRAWS, n)) * sigma[:, None]
+    y = rng.standard_normal(NULL_DRAWS) * sigma
+    center = np.median(x, axis=1)
+    own = (MAD_TO_SD * np.median(np.abs(x - center[:, None]), axis=1)) ** 2
+    return np.sort((y - center) / np.sqrt(np.maximum(moderated(own, Prior(1.0, prior_df), n), 1e-24)))
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A kind's typical variance between runs and its weight in degrees of freedom (0: none)."""
+
+    variance: float
+    df: int
+
+
+def moderated(own_variance, prior: Prior, n: int):
+    """The variance of n runs shrunk toward the kind's: (d0 s0^2 + (n-1) s^2) / (d0 + n - 1)."""
+    return (prior.df * prior.variance + (n - 1) * own_variance) / (prior.df + n - 1)
+
+
+def fit_prior(variances: np.ndarray, runs: np.ndarray) -> Prior:
+    """The kind's prior from its members' variances (each from `runs` values):
+    limma's moment estimates (Smyth 2004, fitFDist): the spread of the
+    log-variances beyond what sampling alone gives says how alike the
+    members are (d0), their mean where they sit (s0^2). Robust variances
+    scatter more than sample variances, so d0 comes out smaller: less
+    shrinkage, fewer false alarms."""
+    keep = (variances > 0) & (runs >= 2)
+    v, d = variances[keep], (runs[keep] - 1).astype(float)
+    if v.size < 3:
+        return Prior(float(np.median(variances)) if variances.size else 0.0, 0)
+    e = np.log(v) - special.digamma(d / 2) + np.log(d / 2)
+    excess = np.var(e, ddof=1) - np.mean(special.polygamma(1, d / 2))
+    df = MAX_PRIOR_DF if excess <= 0 else min(MAX_PRIOR_DF, 2 * _trigamma_inverse(excess))
+    df = int(round(df))
+    variance = float(np.exp(np.mean(e) + special.digamma(df / 2) - np.log(df / 2))) if df else float(np.median(v))
+    return Prior(variance, df)
+
+
+def _trigamma_inverse(y: float) -> float:
+    """x with trigamma(x) = y, by Newton's method (limma's trigammaInverse)."""
+    x = 0.5 + 1 / y
+    for _ in range(50):
+        step = special.polygamma(1, x) * (1 - special.polygamma(1, x) / y) / special.polygamma(2, x)
+        x += step
+        if -step / x < 1e-8:
+            break
+    return float(x)
+
+
+def p_beyond(statistic: float, n: int, prior_df: int) -> float:
+    """P(null >= statistic) for n accepted runs, never below one draw's worth."""
+    null = null_distribution(n, prior_df)
+    above = null.size - np.searchsorted(null, statistic, side="left")
+    return max(above, 1) / null.size
+
+
+def robust_spread(values: np.ndarray) -> tuple[float, float]:
+    """The median of `values` and their robust SD (MAD_TO_SD x MAD)."""
+    center = float(np.median(values))
+    return center, MAD_TO_SD * float(np.median(np.abs(values - center)))
+
+
+def robust_cv(samples: np.ndarray) -> float:
+    """A run's robust coefficient of variation: its samples' robust SD over their median."""
+    center, spread = robust_spread(samples)
+    return spread / abs(center) if center else math.inf
+
+
+@dataclass(frozen=True)
+class Location:
+    """A value's move against accepted values, all worse-oriented logs
+    (positive is worse): the move, the band's scale, and the p-values of a
+    move beyond the floor in the worse and in the better direction."""
+
+    move: float
+    scale: float
+    p_worse: float
+    p_better: float
+
+
+def locate(accepted: np.ndarray, tonight: float, floor: float, prior: Prior) -> Location:
+    """Tonight against the accepted values (worse-oriented logs): the move
+    from their median, the moderated spread, and how unlikely a move beyond
+    log(1 + floor) either way is if nothing changed."""
+    center, own = robust_spread(accepted)
+    n = accepted.size
+    scale = max(math.sqrt(moderated(own**2, prior, n)), MIN_SPREAD)
+    move = tonight - center
+    margin = math.log1p(floor)
+    return Location(
+        move, scale, p_beyond((move - margin) / scale, n, prior.df), p_beyond((-move - margin) / scale, n, prior.df)
+    )
+
+
+def kind_priors(table: pd.DataFrame) -> dict[str, Prior]:
+    """Per kind, the prior its judged rows' robust variances give."""
+    priors = {}
+    for kind, rows in table.groupby("kind"):
+        variances = (rows["spread_pct"].to_numpy(float) / 100) ** 2
+        priors[kind] = fit_prior(variances, np.array([len(logs) for logs in rows["_logs"]]))
+    return priors
+
+
+def worse_sign(better: str | None) -> float:
+    """+1 where a larger value is worse (times), -1 where it is better (rates)."""
+    return -1.0 if better == "higher" else 1.0
+
+
+# --- the per-run table -----------------------------------------------------
+
+
+def run_values(frame: pd.DataFrame, runs: dict[str, pd.Series]) -> pd.DataFrame:
+    """One row per headline figure and run: the median of its samples, its
+    robust CV, how many samples it had and which were not numbers.
+
+    `runs` maps a run's label to a mask of `frame` (load.py's table)."""
+    key = [k for k in FIGURE_KEY if k in frame.columns]
+    parts = []
+    for label, mask in runs.items():
+        samples = frame[mask & frame["sample"].notna()]
+        if samples.empty:
+            continue
+        grouped = samples.groupby([samples[k].fillna("").astype(str) for k in key], sort=False)
+        rows = [_run_row(dict(zip(key, name)), group, label) for name, group in grouped]
+        parts.append(pd.DataFrame(rows))
+    columns = [*key, "run", "value", "cv", "n", "nan_samples"]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+
+
+def _run_row(info: dict, group: pd.DataFrame, label: str) -> dict:
+    values = pd.to_numeric(group["value"], errors="coerce").to_numpy(float)
+    bad = [f"s{int(k)}" for k, v in zip(group["sample"], values) if not np.isfinite(v) or v <= 0]
+    good = values[np.isfinite(values) & (values > 0)]
+    return {
+        **info,
+        "run": label,
+        "value": float(np.median(good)) if good.size else math.nan,
+        "cv": robust_cv(good) if good.size else math.nan,
+        "n": int(good.size),
+        "nan_samples": " ".join(bad),
+    }
+
+
+def attach_paths(values: pd.DataFrame) -> pd.DataFrame:
+    """The table with each figure's path, kind, floor and yardstick (None where no rule names it)."""
+    found = {}
+    for test, case, figure in values[["test", "case", "figure"]].drop_duplicates().itertuples(index=False):
+        found[(test, case, figure)] = path_of(test, parse_case(case), figure)
+    paths = [found[(t, c, f)] for t, c, f in values[["test", "case", "figure"]].itertuples(index=False)]
+    return values.assign(
+        path=[p.name if p else "" for p in paths],
+        kind=[p.kind if p else "" for p in paths],
+        floor=[p.floor if p else math.nan for p in paths],
+        min_us=[p.min_us if p and p.min_us else math.nan for p in paths],
+        yardstick=[p.yardstick or "" if p else "" for p in paths],
+        better=values["unit"].map(lambda u: direction(u) or ""),
+    )
+
+
+# --- judging ---------------------------------------------------------------
+
+FIGURE_COLUMNS = ["path", "kind", "verdict", "reason", "runs", "accepted", "tonight", "change_pct", "floor_pct",
+                  "spread_pct", "p_worse", "p_better", "cv_tonight", "cv_accepted", "nan_samples"]  # fmt: skip
+_PRIVATE = ["_worse", "_moves", "_cvs", "_logs", "_night"]
+PATH_COLUMNS = ["path", "kind", "verdict", "reason", "figures", "agree", "change_pct", "floor_pct", "spread_pct",
+                "runs", "p_worse", "p_better", "instability", "figure_names"]  # fmt: skip
+
+
+@dataclass
+class Verdict:
+    """Every headline figure's verdict (`figures`) and every path's (`paths`)."""
+
+    figures: pd.DataFrame
+    paths: pd.DataFrame
+
+    def flagged_paths(self) -> list[str]:
+        return sorted(self.paths.loc[self.paths["verdict"].isin(["moved", "unstable"]), "path"])
+
+    def counts(self) -> dict[str, int]:
+        figures = self.figures["verdict"].value_counts()
+        judged = len(self.figures) - int(figures.get("unjudged", 0)) - int(figures.get("yardstick", 0))
+        return {
+            "figures": int(len(self.figures)),
+            "judged": judged,
+            **{v: int(figures.get(v, 0)) for v in VERDICTS},
+            "paths": int(len(self.paths)),
+            **{f"paths_{v}": int((self.paths["verdict"] == v).sum()) for v in VERDICTS},
+        }
+
+
+def judge(frame: pd.DataFrame, accepted: dict[str, pd.Series], tonight: pd.Series, alpha: float = 0.05) -> Verdict:
+    """Tonight's run (a mask of `frame`) against the accepted runs (label -> mask)."""
+    return judge_values(attach_paths(run_values(frame, {**accepted, "tonight": tonight})), alpha)
+
+
+def judge_values(table: pd.DataFrame, alpha: float = 0.05) -> Verdict:
+    """The verdict from the per-run table (`run_values` with `attach_paths`;
+    tonight's rows under the run label 'tonight')."""
+    key = [k for k in FIGURE_KEY if k in table.columns]
+    groups: dict[tuple, list[dict]] = {}
+    for record in table.to_dict("records"):  # plain records: a night is judged in milliseconds, not seconds
+        groups.setdefault(tuple(record[k] for k in key), []).append(record)
+    figures = pd.DataFrame([_judge_figure(rows, key) for rows in groups.values()],
+                           columns=[*key, *FIGURE_COLUMNS, *_PRIVATE])  # fmt: skip
+    paths = _judge_paths(figures)
+    _locate_rows(figures)
+    _locate_rows(paths)
+    _correct(figures, alpha / 2)
+    _correct(paths, alpha / 2)
+    _mark_paths_by_figures(figures, paths)
+    return Verdict(figures.drop(columns=_PRIVATE), paths.drop(columns=_PRIVATE, errors="ignore"))
+
+
+def _judge_figure(rows: list[dict], key: list[str]) -> dict:
+    first = rows[0]
+    base = [r for r in rows if r["run"] != "tonight" and np.isfinite(r["value"])]
+    night = [r for r in rows if r["run"] == "tonight"]
+    row = {k: first[k] for k in key}
+    row.update(path=first["path"], kind=first["kind"], verdict="unjudged", reason="", runs=len(base),
+               accepted=math.nan, tonight=math.nan, change_pct=math.nan, floor_pct=first["floor"] * 100,
+               spread_pct=math.nan, p_worse=math.nan, p_better=math.nan, cv_tonight=math.nan,
+               cv_accepted=math.nan, nan_samples="", _worse=math.nan, _moves=None, _cvs=None, _logs=None,
+               _night=math.nan)  # fmt: skip
+    sign = worse_sign(first["better"])
+    # Worse-oriented logs of the accepted runs' values: positive is worse.
+    logs = sign * np.log(np.array([r["value"] for r in base], dtype=float))
+    if base:
+        row["accepted"] = math.exp(sign * float(np.median(logs)))
+        row["cv_accepted"] = max(r["cv"] for r in base)
+        # Each accepted run's deviation from their median: the path's statistic per run is built from these.
+        row["_moves"] = dict(zip((r["run"] for r in base), logs - np.median(logs)))
+    if night:
+        row.update(tonight=night[0]["value"], cv_tonight=night[0]["cv"], nan_samples=night[0]["nan_samples"])
+    if first["yardstick"]:
+        row.update(verdict="yardstick", reason=f"normalises its case; its path is judged by {first['yardstick']}")
+        return row
+    reason = _why_not_judged(row, first, night, base)
+    if reason:
+        row.update(verdict="broken" if row["nan_samples"] else "unjudged", reason=reason)
+        return row
+    tonight = sign * math.log(row["tonight"])
+    row.update(verdict="pass", change_pct=(row["tonight"] / row["accepted"] - 1) * 100, _logs=logs,
+               _worse=tonight - float(np.median(logs)), _night=tonight, spread_pct=robust_spread(logs)[1] * 100,
+               _cvs=(row["cv_tonight"], row["cv_accepted"]))  # fmt: skip
+    return row
+
+
+def _locate_rows(table: pd.DataFrame) -> None:
+    """Each judged row located against its accepted values, with its kind's prior variance (in place)."""
+    judged = table["verdict"] == "pass"
+    priors = kind_priors(table[judged])
+    located = [
+        locate(logs, night, floor / 100, priors[kind])
+        for logs, night, floor, kind in table.loc[judged, ["_logs", "_night", "floor_pct", "kind"]].itertuples(
+            index=False
+        )
+    ]
+    table.loc[judged, "spread_pct"] = [x.scale * 100 for x in located]
+    table.loc[judged, "p_worse"] = [x.p_worse for x in located]
+    table.loc[judged, "p_better"] = [x.p_better for x in located]
+
+
+def _why_not_judged(row: dict, first: dict, night: list, base: list) -> str:
+    if not first["path"]:
+        return "no path: systems/paths/paths.yaml names none for this figure"
+    if not first["better"]:
+        return f"unit {first['unit']!r} says neither 'higher is better' nor 'lower is better'"
+    if not night:
+        return "vanished: the accepted runs have it, tonight's run did not measure it"
+    if row["nan_samples"]:
+        return f"broken measurement: samples {row['nan_samples']} are not positive numbers"
+    floor_us = first["min_us"] / _US_PER.get(first["unit"], math.nan)
+    if row["tonight"] < floor_us:
+        row["nan_samples"] = "median"
+        return (f"broken measurement: {row['tonight']:.4g} {first['unit']} is below the physical floor of "
+                f"{first['path']} ({floor_us:.4g} {first['unit']})")  # fmt: skip
+    if not base:
+        return "no baseline: no accepted run measured this figure"
+    if len(base) < MIN_RUNS:
+        return f"in {len(base)} accepted run(s), {MIN_RUNS} needed"
+    return ""
+
+
+def _judge_paths(figures: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for name, group in figures[figures["path"] != ""].groupby("path", sort=True):
+        judged = group[group["verdict"] == "pass"]
+        row = {
+            "path": name, "kind": group["kind"].iloc[0], "verdict": "unjudged", "reason": "", "figures": len(judged),
+            "agree": 0, "change_pct": math.nan, "floor_pct": group["floor_pct"].iloc[0], "spread_pct": math.nan,
+            "runs": 0, "p_worse": math.nan, "p_better": math.nan, "instability": math.nan,
+            "figure_names": " ".join(sorted(set(judged["figure"]))),
+        }  # fmt: skip
+        if (group["verdict"] == "yardstick").all():
+            row.update(verdict="yardstick", reason=group["reason"].iloc[0])
+        elif judged.empty:
+            row["reason"] = "none of its figures could be judged"
+        else:
+            row.update(_path_statistic(judged))
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[*PATH_COLUMNS, "_logs", "_night"])
+
+
+def _path_statistic(judged: pd.DataFrame) -> dict:
+    """The path as one measurement: per run, the median of its figures' worse-oriented log moves."""
+    per_run = pd.DataFrame(list(judged["_moves"])).median(axis=0, skipna=True).dropna()
+    tonight = float(np.median(judged["_worse"]))
+    if len(per_run) < MIN_RUNS:
+        return {"reason": f"in {len(per_run)} accepted run(s), {MIN_RUNS} needed"}
+    logs = per_run.to_numpy(float)
+    move = tonight - float(np.median(logs))
+    agree = int((np.sign(judged["_worse"]) == np.sign(move)).sum()) if move else 0
+    ratios = [night / max(base, CV_FLOOR) for night, base in judged["_cvs"]]
+    return {
+        "verdict": "pass",
+        "agree": agree,
+        "change_pct": _change_pct(judged, tonight),
+        "spread_pct": robust_spread(logs)[1] * 100,
+        "runs": int(len(per_run)),
+        "instability": float(np.median(ratios)),
+        "_logs": logs,
+        "_night": tonight,
+    }
+
+
+def _change_pct(judged: pd.DataFrame, move: float) -> float:
+    """The path's median move as a percent change of the values: a rate's
+    worse move is a fall, a time's a rise. Paths hold one kind of unit."""
+    rates = (judged["unit"].map(direction) == "higher").all()
+    return (math.exp(-move) - 1) * 100 if rates else (math.exp(move) - 1) * 100
+
+
+def holm(p_values: np.ndarray) -> np.ndarray:
+    """Holm's step-down adjusted p-values. (statsmodels' multipletests does
+    the same, but collects garbage on every call: a quarter of a second a
+    night, which the simulated nights of the tests cannot afford.)"""
+    p = np.asarray(p_values, dtype=float)
+    order = np.argsort(p)
+    m = p.size
+    adjusted = np.maximum.accumulate((m - np.arange(m)) * p[order])
+    out = np.empty(m)
+    out[order] = np.minimum(adjusted, 1.0)
+    return out
+
+
+def _correct(table: pd.DataFrame, alpha: float) -> None:
+    """Holm's correction over the judged rows, worse and better apart; flags
+    'moved' and 'improved' in place, and 'unstable' paths."""
+    judged = (table["verdict"] == "pass").to_numpy()
+    table["p_adjusted"] = math.nan
+    if not judged.any():
+        return
+    p_worse = holm(table.loc[judged, "p_worse"])
+    worse = p_worse <= alpha
+    better = holm(table.loc[judged, "p_better"]) <= alpha
+    index = table.index[judged]
+    table.loc[index, "p_adjusted"] = p_worse
+    table.loc[index[worse], "verdict"] = "moved"
+    table.loc[index[better & ~worse], "verdict"] = "improved"
+    if "instability" in table.columns:
+        unstable = judged & (table["instability"] > STABILITY_FACTOR).to_numpy() & (table["verdict"] == "pass")
+        table.loc[unstable, "verdict"] = "unstable"
+
+
+def _mark_paths_by_figures(figures: pd.DataFrame, paths: pd.DataFrame) -> None:
+    """A path whose figure moved on its own is flagged too, with the figure named."""
+    moved = figures[figures["verdict"] == "moved"]
+    for name, group in moved.groupby("path"):
+        at = paths.index[paths["path"] == name]
+        if len(at) and paths.loc[at[0], "verdict"] in ("pass", "improved", "unjudged"):
+            paths.loc[at[0], "verdict"] = "moved"
+            names = ", ".join(f"{t} {f}" for t, f in zip(group["test"], group["figure"]))
+            paths.loc[at[0], "reason"] = f"moved alone: {names}"
+
+
+def summary_line(verdict: Verdict) -> str:
+    c = verdict.counts()
+    return (
+        f"{c['figures']} headline figures: {c['judged']} judged, {c['moved']} moved, {c['improved']} improved, "
+        f"{c['broken']} broken, {c['unjudged']} not judged, {c['yardstick']} yardsticks judged elsewhere; "
+        f"{c['paths']} paths: {c['paths_moved']} moved, {c['paths_unstable']} unstable, "
+        f"{c['paths_transient']} transient, {c['paths_improved']} improved"
+    )
+
+
+# --- confirmation by a rerun ------------------------------------------------
+
+#: The rerun tests paths already singled out, so no correction for the many:
+#: it confirms a flagged path at this level.
+CONFIRM_ALPHA = 0.05
+
+
+def cases_of_paths(verdict: Verdict, paths: list[str]) -> pd.DataFrame:
+    """The (test, case, environ) of every figure on the given paths: what a rerun must run."""
+    rows = verdict.figures[verdict.figures["path"].isin(paths)]
+    return rows[["test", "case", "environ"]].drop_duplicates()
+
+
+def confirm(first: Verdict, rerun: Verdict) -> Verdict:
+    """The first run's verdict with each flagged path confirmed or not by the
+    rerun: a move is confirmed where the rerun moves the path the same way
+    beyond the floor at CONFIRM_ALPHA, an instability where the rerun is
+    unstable too; what the rerun does not confirm is 'transient'. The rerun's
+    change and instability stand beside the first run's."""
+    paths = first.paths.copy()
+    again = rerun.paths.set_index("path")
+    paths["rerun_change_pct"] = paths["path"].map(again["change_pct"])
+    paths["rerun_instability"] = paths["path"].map(again["instability"])
+    paths["rerun_p_worse"] = paths["path"].map(again["p_worse"])
+    figures = first.figures.copy()
+    for index in paths.index[paths["verdict"].isin(["moved", "unstable"])]:
+        row = paths.loc[index]
+        if row["path"] not in again.index:
+            paths.loc[index, "reason"] = _join(row["reason"], "the rerun did not measure it: not confirmed")
+            continue
+        confirmed = _confirmed(row, again.loc[row["path"]], rerun.figures, row["path"])
+        if not confirmed:
+            paths.loc[index, "verdict"] = "transient"
+            on_path = (figures["path"] == row["path"]) & (figures["verdict"] == "moved")
+            figures.loc[on_path, "verdict"] = "transient"
+    return Verdict(figures, paths)
+
+
+def _confirmed(first: pd.Series, again: pd.Series, rerun_figures: pd.DataFrame, path: str) -> bool:
+    if first["verdict"] == "unstable":
+        return bool(again["instability"] > STABILITY_FACTOR)
+    if str(first["reason"]).startswith("moved alone"):
+        names = set(str(first["reason"]).split(": ", 1)[1].split(", "))
+        figures = rerun_figures[(rerun_figures["path"] == path)]
+        return any(
+            f"{t} {f}" in names and p <= CONFIRM_ALPHA
+            for t, f, p in zip(figures["test"], figures["figure"], figures["p_worse"])
+        )
+    return bool(again["p_worse"] <= CONFIRM_ALPHA)
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)

@@ -1,0 +1,213 @@
+"""The nightly's verdict by path (reports/verdict.py): on simulated nights drawn
+from the committed accepted runs' between-run spread, and on planted faults.
+Each test runs in seconds."""
+
+import json
+import math
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from checks.suite.keys import parse_case
+from checks.suite.paths import load_rules, path_of
+from reports import nightly, power, verdict
+from reports.load import load
+
+HOST_LINK = "host link h2d of GPU 0, sm"
+
+
+@lru_cache(maxsize=1)
+def model() -> power.Model:
+    """The committed baseline's spread between runs, per path and figure."""
+    return power.Model.fit(power.accepted_table("local"))
+
+
+def night_with(rng, moves: dict[str, float] | None = None, spread: dict[str, float] | None = None):
+    base, night = model().baseline_and_night(rng)
+    for path, move in (moves or {}).items():
+        night = power.plant(night, path, move)
+    for path, factor in (spread or {}).items():
+        night = power.plant(night, path, 0.0, factor)
+    return verdict.judge_values(pd.concat([base, night], ignore_index=True))
+
+
+def test_two_hundred_clean_nights_exit_2_at_most_twice():
+    rng = np.random.default_rng(7)
+    alarms = [night_with(rng).flagged_paths() for _ in range(200)]
+    nights = [a for a in alarms if a]
+    assert len(nights) <= 2, nights  # 1% of 200, before any confirming rerun
+
+
+def test_a_seven_percent_drop_of_one_path_is_caught_in_95_percent_of_nights():
+    rng = np.random.default_rng(8)
+    caught = wrong = 0
+    for _ in range(100):
+        flagged = night_with(rng, {HOST_LINK: 0.07}).flagged_paths()
+        caught += HOST_LINK in flagged
+        wrong += bool(set(flagged) - {HOST_LINK})
+    assert caught >= 95 and wrong <= 1, (caught, wrong)
+
+
+def test_the_path_says_how_many_figures_agree():
+    result = night_with(np.random.default_rng(9), {HOST_LINK: 0.20})
+    row = result.paths.set_index("path").loc[HOST_LINK]
+    assert row["verdict"] == "moved" and row["change_pct"] == pytest.approx(-20, abs=3)
+    assert row["agree"] == row["figures"] > 1
+
+
+def test_samples_spread_ten_times_wider_make_a_path_unstable_not_moved():
+    rng = np.random.default_rng(10)
+    for _ in range(20):
+        result = night_with(rng, spread={HOST_LINK: 10.0})
+        assert result.paths.set_index("path").loc[HOST_LINK, "verdict"] == "unstable"
+
+
+def test_a_clean_night_is_not_unstable():
+    rng = np.random.default_rng(11)
+    for _ in range(50):
+        assert not (night_with(rng).paths["verdict"] == "unstable").any()
+
+
+def _one_path_table(values_by_run: dict[str, list[float]], cv=0.002, unit="GB/s", test="path_matrix",
+                    figure="gpu0_h2d_numa0_ce", case="paths=host-ce size=256M"):  # fmt: skip
+    rows = [{"test": test, "case": case, "environ": "gnu", "system": "local", "partition": "default",
+             "gpu_model": "G", "gpu_count": "1", "host_link": "pcie gen5 x16", "figure": figure, "unit": unit,
+             "run": run, "value": v, "cv": cv, "n": 5, "nan_samples": ""}
+            for run, values in values_by_run.items() for v in values]  # fmt: skip
+    return verdict.attach_paths(pd.DataFrame(rows))
+
+
+def test_one_odd_accepted_run_neither_hides_a_move_nor_makes_one():
+    base = {f"r{i}": [55.0 * (1 + 0.002 * (i % 3 - 1))] for i in range(7)}
+    base["r7"] = [30.0]  # a node whose copy engine ran at 30 GB/s was accepted
+    moved = verdict.judge_values(_one_path_table({**base, "tonight": [49.0]}))  # -11%
+    assert moved.paths["verdict"].tolist() == ["moved"]
+    calm = verdict.judge_values(_one_path_table({**base, "tonight": [54.9]}))
+    assert calm.paths["verdict"].tolist() == ["pass"]
+
+
+def test_a_broken_measurement_is_named_not_improved():
+    table = _one_path_table({**{f"r{i}": [1229.0 + i] for i in range(5)}, "tonight": [12.0]}, unit="ns",
+                            figure="gpu0_latency_numa0", case="paths=latency-sm size=256M")  # fmt: skip
+    [row] = verdict.judge_values(table).figures.itertuples()
+    assert row.verdict == "broken" and "below the physical floor" in row.reason  # 12 ns: nothing was measured
+    table.loc[table["run"] == "tonight", "nan_samples"] = "s3"
+    [row] = verdict.judge_values(table).figures.itertuples()
+    assert row.verdict == "broken" and "s3" in row.reason
+    assert nightly.nightly_status({"failed": []}, verdict.judge_values(table), [], False) == nightly.FAILED
+
+
+def test_a_vanished_figure_is_its_own_reason_and_is_never_allowed():
+    table = _one_path_table({f"r{i}": [55.0] for i in range(4)})
+    result = verdict.judge_values(table)
+    reasons = nightly.unjudged_reasons(result, node_judged=True, health_ran=True)
+    assert reasons == ["vanished"]
+    assert nightly.nightly_status({"failed": []}, result, reasons, allow_unjudged=True) == nightly.UNJUDGED
+    assert nightly.nightly_status({"failed": []}, None, ["no-baseline"], allow_unjudged=True) == 0
+    assert nightly.nightly_status({"failed": []}, None, ["no-baseline"], allow_unjudged=False) == nightly.UNJUDGED
+    assert nightly.unjudged_reasons(verdict.judge_values(_one_path_table(
+        {f"r{i}": [55.0] for i in range(4)} | {"tonight": [55.0]})), False, True) == ["other-kind"]  # fmt: skip
+
+
+def test_a_yardstick_is_judged_by_its_own_check_only():
+    table = _one_path_table({**{f"r{i}": [51.3] for i in range(4)}, "tonight": [34.4]}, unit="GiB/s",
+                            test="um_bandwidth", figure="copy_engine_bw", case="memory=managed op=write")  # fmt: skip
+    result = verdict.judge_values(table)
+    assert result.figures["verdict"].tolist() == ["yardstick"] and result.flagged_paths() == []
+    assert "path_matrix" in result.figures["reason"].iloc[0]
+
+
+def test_a_rerun_confirms_a_move_or_makes_it_transient():
+    base = {f"r{i}": [55.0 * (1 + 0.002 * (i % 3 - 1))] for i in range(6)}
+    first = verdict.judge_values(_one_path_table({**base, "tonight": [44.0]}))
+    assert first.flagged_paths() == ["host link h2d of GPU 0, ce"]
+    again = verdict.judge_values(_one_path_table({**base, "tonight": [43.5]}))
+    confirmed = verdict.confirm(first, again)
+    assert confirmed.paths["verdict"].tolist() == ["moved"]
+    assert confirmed.paths["rerun_change_pct"].iloc[0] == pytest.approx(-20.9, abs=0.1)
+    back = verdict.judge_values(_one_path_table({**base, "tonight": [55.1]}))
+    transient = verdict.confirm(first, back)
+    assert transient.paths["verdict"].tolist() == ["transient"] and transient.flagged_paths() == []
+    assert nightly.nightly_status({"failed": []}, transient, [], False) == 0
+
+
+def test_an_unstable_path_needs_its_rerun_to_be_unstable_too():
+    base = {f"r{i}": [55.0] for i in range(6)}
+    wild = verdict.judge_values(_one_path_table({**base, "tonight": [55.0]}).assign(
+        cv=lambda t: np.where(t["run"] == "tonight", 0.25, 0.002)))  # fmt: skip
+    assert wild.paths["verdict"].tolist() == ["unstable"]
+    calm = verdict.judge_values(_one_path_table({**base, "tonight": [55.0]}))
+    assert verdict.confirm(wild, calm).paths["verdict"].tolist() == ["transient"]
+    assert verdict.confirm(wild, wild).paths["verdict"].tolist() == ["unstable"]
+
+
+def test_the_null_distribution_gives_p_values_that_mean_what_they_say():
+    rng = np.random.default_rng(12)
+    for n, df in ((3, 6), (8, 0), (5, 40)):
+        prior = verdict.Prior(1.0, df)
+        sigma = np.sqrt(df / rng.chisquare(df, 4000)) if df else np.ones(4000)
+        p = [verdict.locate(rng.normal(0, s, n), rng.normal(0, s), 0.0, prior).p_worse for s in sigma]
+        # MIN_SPREAD is a relative floor on logs: with unit variance it never binds.
+        assert np.mean(np.array(p) <= 0.05) == pytest.approx(0.05, abs=0.015), (n, df)
+
+
+def test_the_prior_of_alike_figures_weighs_more_than_that_of_unalike_ones():
+    rng = np.random.default_rng(13)
+    runs = np.full(30, 5)
+    alike = verdict.fit_prior(np.array([np.var(rng.normal(0, 0.01, 5), ddof=1) for _ in range(30)]), runs)
+    unalike = verdict.fit_prior(
+        np.array([np.var(rng.normal(0, s, 5), ddof=1) for s in np.geomspace(0.001, 0.3, 30)]), runs
+    )
+    assert alike.df > unalike.df and alike.variance == pytest.approx(1e-4, rel=0.5)
+
+
+def test_holm_matches_its_definition():
+    p = np.array([0.01, 0.04, 0.03, 0.005])
+    assert verdict.holm(p) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+
+
+def test_every_headline_figure_of_the_committed_runs_has_a_path():
+    frame = load([nightly.PERFLOGS], warn=None).frame
+    headline = frame[frame["sample"].notna()][["test", "case", "figure"]].drop_duplicates()
+    missing = [(t, c, f) for t, c, f in headline.itertuples(index=False) if path_of(t, parse_case(c), f) is None]
+    assert not missing, missing[:5]
+
+
+@pytest.mark.parametrize(
+    "test, case, figure, path",
+    [
+        ("gdrcopy_copybw", {"placement": "local"}, "write_bw", "GPU memory through its BAR by the CPU, write"),
+        ("gdrcopy_copylat", {}, "lat_us_gdrcopy_d2h_4", "small copies d2h through the BAR, gdrcopy"),
+        ("p2p_pingpong", {"variant": "nvbit"}, "slowdown", "peer link ping-pong under instrumentation, nvbit"),
+        ("path_matrix", {}, "gpu1_read_gpu0_sm", "peer link GPU 0 -> GPU 1, sm"),
+        ("path_matrix", {}, "gpu0_write_gpu1_both_ce", "peer link GPU 0 <-> GPU 1 both ways, ce"),
+        (
+            "mem_scan",
+            {"mode": "single", "op": "read"},
+            "best_gbs",
+            "peer links of the scan's GPUs, random read, single",
+        ),  # fmt: skip
+    ],
+)
+def test_the_paths_of_checks_that_need_several_gpus_or_gdrdrv(test, case, figure, path):
+    assert path_of(test, case, figure).name == path
+
+
+def test_every_rule_names_a_known_kind_and_a_valid_pattern():
+    kinds, rules = load_rules()
+    assert {"host-link", "gpu-memory", "latency"} <= set(kinds)
+    assert all(math.isfinite(float(k["floor"])) for k in kinds.values())
+    assert rules  # load_rules itself refuses an unknown kind or a bad pattern
+
+
+def test_run_json_carries_the_exit_and_each_paths_verdict(tmp_path):
+    result = verdict.judge_values(_one_path_table({**{f"r{i}": [55.0] for i in range(4)}, "tonight": [54.9]}))
+    run = {"stamp": "s", "start": "a", "end": "b"}
+    nightly.write_verdict(tmp_path, run, result, 0, [], {"failed": []})
+    written = json.loads((tmp_path / "run.json").read_text())
+    assert written["exit"] == 0 and written["meaning"] == "as accepted"
+    assert written["paths"] == {"host link h2d of GPU 0, ce": {"verdict": "pass", "change_pct": -0.18, "figures": 1}}
+    assert written["counts"]["judged"] == 1 and written["counts"]["moved"] == 0
+    assert (tmp_path / "paths.csv").exists() and (tmp_path / "compare.csv").exists()
