@@ -18,8 +18,9 @@ simulated nights each. Two kinds of night:
 
 A path whose power is under 90% at a 10% move cannot tell a 10% move from
 the spread between separately started nodes; the table says what move it
-can see (its minimum detectable move at 90% power), which is the honest
-answer where the spread is the nodes', not the measurement's.
+can see (mdm_pct: its minimum detectable move at 90% power, from its
+spread, floor and runs), which is the honest answer where the spread is
+the nodes', not the measurement's.
 """
 
 from __future__ import annotations
@@ -114,50 +115,52 @@ def flagged(base: pd.DataFrame, night: pd.DataFrame, alpha: float) -> set[str]:
     return set(result.flagged_paths())
 
 
-def sweep(table: pd.DataFrame, move: float, nights: int, alpha: float, seed: int = 1) -> pd.DataFrame:
-    """Per path: false alarms and power, replayed and simulated."""
+def sweep(table: pd.DataFrame, moves: list[float], nights: int, alpha: float, seed: int = 1) -> pd.DataFrame:
+    """Per path: false alarms in clean nights, and the share of nights that
+    flag it when its figures move worse by each of `moves` (fractions),
+    replayed and simulated."""
     model = Model.fit(table)
     paths = sorted(model.path_spread)
     rng = np.random.default_rng(seed)
-    counts = {p: {"replay_nights": 0, "replay_false": 0, "replay_caught": 0, "sim_false": 0, "sim_caught": 0}
-              for p in paths}  # fmt: skip
-    for base, night in replayed_nights(table):
+    rows = {p: {"path": p, "spread_pct": model.path_spread[p] * 100, "replay_nights": 0, "replay_false": 0,
+                "sim_nights": nights, "sim_false": 0} for p in paths}  # fmt: skip
+    pairs = [("replay", base, night) for base, night in replayed_nights(table)]
+    pairs += [("sim", *model.baseline_and_night(rng)) for _ in range(nights)]
+    for how, base, night in pairs:
         clean = flagged(base, night, alpha)
         for p in paths:
-            counts[p]["replay_nights"] += 1
-            counts[p]["replay_false"] += p in clean
-            counts[p]["replay_caught"] += p in flagged(base, plant(night, p, move), alpha)
-    for _ in range(nights):
-        base, night = model.baseline_and_night(rng)
-        clean = flagged(base, night, alpha)
-        for p in paths:
-            counts[p]["sim_false"] += p in clean
-            counts[p]["sim_caught"] += p in flagged(base, plant(night, p, move), alpha)
-    rows = []
-    for p in paths:
-        c = counts[p]
-        rows.append({"path": p, "spread_pct": model.path_spread[p] * 100, **c,
-                     "sim_power": c["sim_caught"] / nights,
-                     "replay_power": c["replay_caught"] / max(c["replay_nights"], 1)})  # fmt: skip
-    return pd.DataFrame(rows)
+            rows[p][f"{how}_nights"] += how == "replay"
+            rows[p][f"{how}_false"] += p in clean
+            for move in moves:
+                column = f"{how}_power_{move * 100:g}"
+                rows[p][column] = rows[p].get(column, 0) + (p in flagged(base, plant(night, p, move), alpha))
+    table = pd.DataFrame(list(rows.values()))
+    for how in ("replay", "sim"):
+        for move in moves:
+            column = f"{how}_power_{move * 100:g}"
+            table[column] = table[column] / table[f"{how}_nights"].clip(lower=1)
+    return table
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports.power", description=__doc__.splitlines()[0])
     parser.add_argument("--system")
-    parser.add_argument("--move", type=float, default=10.0, help="the planted move, percent worse (default 10)")
+    parser.add_argument("--move", type=float, nargs="+", default=[10.0],
+                        help="the planted moves, percent worse (default 10)")  # fmt: skip
     parser.add_argument("--nights", type=int, default=30, help="simulated nights per path (default 30)")
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--csv", help="write the table here")
     args = parser.parse_args(argv)
     table = accepted_table(selected_system(args.system))
-    result = sweep(table, args.move / 100, args.nights, args.alpha)
+    result = sweep(table, [m / 100 for m in args.move], args.nights, args.alpha)
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         print(result.round(3).to_string(index=False))
-    weak = result[result["sim_power"] < 0.9]
-    print(f"\n{len(result) - len(weak)} of {len(result)} paths flag a {args.move:g}% move in at least 90% of "
-          f"simulated nights; {int(result['sim_false'].sum())} false alarms in {args.nights} clean nights x "
-          f"{len(result)} paths")  # fmt: skip
+    for move in args.move:
+        strong = int((result[f"sim_power_{move:g}"] >= 0.9).sum())
+        print(f"{strong} of {len(result)} paths flag a {move:g}% move in 90% of {args.nights} simulated nights")
+    print(f"false alarms: {int(result['sim_false'].sum())} in {args.nights} simulated clean nights, "
+          f"{int(result['replay_false'].sum())} in {int(result['replay_nights'].max())} replayed ones, "
+          f"over {len(result)} paths")  # fmt: skip
     if args.csv:
         result.to_csv(args.csv, index=False)
     return 0
