@@ -109,23 +109,38 @@ def moderated(own_variance, prior: Prior, n: int):
     return (prior.df * prior.variance + (n - 1) * own_variance) / (prior.df + n - 1)
 
 
-def fit_prior(variances: np.ndarray, runs: np.ndarray) -> Prior:
-    """The kind's prior from its members' variances (each from `runs` values):
-    limma's moment estimates (Smyth 2004, fitFDist): the spread of the
-    log-variances beyond what sampling alone gives says how alike the
-    members are (d0), their mean where they sit (s0^2). Robust variances
-    scatter more than sample variances, so d0 comes out smaller: less
-    shrinkage, fewer false alarms."""
+def _log_variance_terms(variances: np.ndarray, runs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """limma's e_g = log s_g^2 - digamma(d/2) + log(d/2), with d = runs - 1, and d, for the usable members."""
     keep = (variances > 0) & (runs >= 2)
-    v, d = variances[keep], (runs[keep] - 1).astype(float)
-    if v.size < 3:
-        return Prior(float(np.median(variances)) if variances.size else 0.0, 0)
-    e = np.log(v) - special.digamma(d / 2) + np.log(d / 2)
-    excess = np.var(e, ddof=1) - np.mean(special.polygamma(1, d / 2))
-    df = MAX_PRIOR_DF if excess <= 0 else min(MAX_PRIOR_DF, 2 * _trigamma_inverse(excess))
-    df = int(round(df))
-    variance = float(np.exp(np.mean(e) + special.digamma(df / 2) - np.log(df / 2))) if df else float(np.median(v))
-    return Prior(variance, df)
+    d = (runs[keep] - 1).astype(float)
+    return np.log(variances[keep]) - special.digamma(d / 2) + np.log(d / 2), d
+
+
+def fit_priors(members: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, Prior]:
+    """Each kind's prior from its members' variances (each from `runs`
+    values): limma's moment estimates (Smyth 2004, fitFDist). How alike the
+    members of a kind are (the prior's weight d0) is estimated once, from
+    the spread of the log-variances within every kind beyond what sampling
+    alone gives, so that a kind of two paths (host memory read and write)
+    still earns a weight; where each kind sits (s0^2) is its own members'
+    mean. A kind of one member gets no prior: its one variance would be
+    counted twice. Robust variances scatter more than sample variances, so
+    d0 comes out smaller: less shrinkage, fewer false alarms."""
+    terms = {kind: _log_variance_terms(*values) for kind, values in members.items()}
+    shared = [(e, d) for e, d in terms.values() if e.size >= 2]
+    if not shared:
+        return {kind: Prior(0.0, 0) for kind in members}
+    within = np.concatenate([e - e.mean() for e, _ in shared])
+    dof = sum(e.size - 1 for e, _ in shared)
+    excess = float(np.sum(within**2) / dof - np.mean(special.polygamma(1, np.concatenate([d for _, d in shared]) / 2)))
+    df = int(round(MAX_PRIOR_DF if excess <= 0 else min(MAX_PRIOR_DF, 2 * _trigamma_inverse(excess))))
+    priors = {}
+    for kind, (e, _) in terms.items():
+        if e.size < 2 or df == 0:
+            priors[kind] = Prior(0.0, 0)
+        else:
+            priors[kind] = Prior(float(np.exp(e.mean() + special.digamma(df / 2) - np.log(df / 2))), df)
+    return priors
 
 
 def _trigamma_inverse(y: float) -> float:
@@ -212,11 +227,11 @@ def locate(accepted: np.ndarray, tonight: float, floor: float, prior: Prior) -> 
 
 def kind_priors(table: pd.DataFrame) -> dict[str, Prior]:
     """Per kind, the prior its judged rows' robust variances give."""
-    priors = {}
-    for kind, rows in table.groupby("kind"):
-        variances = (rows["spread_pct"].to_numpy(float) / 100) ** 2
-        priors[kind] = fit_prior(variances, np.array([len(logs) for logs in rows["_logs"]]))
-    return priors
+    members = {
+        kind: ((rows["spread_pct"].to_numpy(float) / 100) ** 2, np.array([len(logs) for logs in rows["_logs"]]))
+        for kind, rows in table.groupby("kind")
+    }
+    return fit_priors(members)
 
 
 def worse_sign(better: str | None) -> float:

@@ -153,14 +153,19 @@ def test_the_null_distribution_gives_p_values_that_mean_what_they_say():
         assert np.mean(np.array(p) <= 0.05) == pytest.approx(0.05, abs=0.015), (n, df)
 
 
-def test_the_prior_of_alike_figures_weighs_more_than_that_of_unalike_ones():
+def test_the_prior_of_alike_paths_weighs_more_than_that_of_unalike_ones():
     rng = np.random.default_rng(13)
     runs = np.full(30, 5)
-    alike = verdict.fit_prior(np.array([np.var(rng.normal(0, 0.01, 5), ddof=1) for _ in range(30)]), runs)
-    unalike = verdict.fit_prior(
-        np.array([np.var(rng.normal(0, s, 5), ddof=1) for s in np.geomspace(0.001, 0.3, 30)]), runs
-    )
-    assert alike.df > unalike.df and alike.variance == pytest.approx(1e-4, rel=0.5)
+    alike = np.array([np.var(rng.normal(0, 0.01, 5), ddof=1) for _ in range(30)])
+    unalike = np.array([np.var(rng.normal(0, s, 5), ddof=1) for s in np.geomspace(0.001, 0.3, 30)])
+    prior = verdict.fit_priors({"alike": (alike, runs)})["alike"]
+    assert prior.df > verdict.fit_priors({"unalike": (unalike, runs)})["unalike"].df
+    assert prior.variance == pytest.approx(1e-4, rel=0.5)
+    # Two members of a kind borrow the weight the others earn, and keep their own level.
+    two = np.array([0.2**2, 0.15**2])
+    priors = verdict.fit_priors({"alike": (alike, runs), "two": (two, np.array([8, 8]))})
+    assert priors["two"].df == priors["alike"].df > 0 and priors["two"].variance == pytest.approx(0.03, rel=0.5)
+    assert verdict.fit_priors({"one": (two[:1], np.array([8]))})["one"].df == 0
 
 
 def test_holm_matches_its_definition():
