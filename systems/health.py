@@ -11,7 +11,11 @@ its NVLink links up and their generation, its NUMA node, its persistence
 and ECC modes; declared systems also give the driver and CUDA minimum, the
 addressing mode and gdrdrv. Faults that need no baseline are judged on every
 node: uncorrected ECC errors since the driver loaded, rows pending remapping
-or a failed remapping, pages pending retirement. One line per finding,
+or a failed remapping, pages pending retirement, a clock event reason other
+than idle and those the system's ``health.clock_events_allowed`` lists (as
+systems/watch.py judges them during a run), PCIe replays counted while the
+copy loaded the link; the replays since the driver loaded are reported, not
+judged (an old replay is no fault now). One line per finding,
 naming the GPU and the field; the exit status is 1 when anything failed.
 Where nothing is expected (a detected system with no accepted run), the
 facts are reported, the faults still judged, and the summary says so.
@@ -31,6 +35,7 @@ from typing import Any
 
 from . import data
 from .detect import Detected, detect_node
+from .watch import allowed_mask, reason_names
 
 
 @dataclass
@@ -146,8 +151,14 @@ def same_kind(accepted: dict[str, Any], facts: dict[str, Any]) -> bool:
 # -------------------------------------------------------------- judgement --
 
 
-def faults(detected: Detected) -> list[Finding]:
-    """What fails a node whatever it is expected to be: errors it has counted."""
+#: What health allows a GPU's clocks without a system's say: idling.
+IDLE_ONLY = allowed_mask([])
+
+
+def faults(detected: Detected, allowed: int = IDLE_ONLY) -> list[Finding]:
+    """What fails a node whatever it is expected to be: errors it has
+    counted, clocks slowed for a reason not `allowed`, PCIe replays during
+    health's load of the link."""
     found = []
     for gpu in detected.info.get("gpus", []):
         counters, i = gpu.get("counters") or {}, gpu["index"]
@@ -156,7 +167,33 @@ def faults(detected: Detected) -> list[Finding]:
         for field in ("remap_pending", "remap_failure", "retired_pending"):
             if counters.get(field):
                 found.append(Finding(field, False, False, True, i))
+        found += [_clock_events(gpu, allowed), _replays(gpu)]
     return found
+
+
+def _clock_events(gpu: dict[str, Any], allowed: int) -> Finding:
+    """The GPU's clock event reasons, as the watch judges them during a run (systems/watch.py)."""
+    reasons, i = gpu.get("clock_events"), gpu["index"]
+    expected = f"none but {', '.join(reason_names(allowed))}"
+    if reasons is None:  # as the watch does: a GPU nobody could read is not passed
+        return Finding("clock_events", False, expected, "unreadable by NVML", i)
+    extra = reasons & ~allowed
+    if extra:
+        return Finding("clock_events", False, expected, ",".join(reason_names(extra)), i)
+    return Finding("clock_events", True, expected, ",".join(reason_names(reasons)) or "none", i)
+
+
+def _replays(gpu: dict[str, Any]) -> Finding:
+    """Replays counted while health loaded the link fail the GPU; the count
+    since the driver loaded is only reported: a link may have replayed long
+    ago, harmlessly, and what matters is its growth during a run."""
+    total, grew, i = (gpu.get("counters") or {}).get("pcie_replays"), gpu.get("pcie_replays_under_load"), gpu["index"]
+    since = f"{'unknown' if total is None else total} since the driver loaded"
+    if grew is None:
+        return Finding("pcie_replays", True, None, f"{since}, not read under load", i)
+    if grew:
+        return Finding("pcie_replays", False, "0 during health's load of the link", f"{grew} ({since})", i)
+    return Finding("pcie_replays", True, None, f"{since}, 0 during health's load of the link", i)
 
 
 def _same(field: str, expected: Any, found: Any, gpu: int) -> list[Finding]:
@@ -182,10 +219,11 @@ def _per_gpu(expected: dict[str, Any], gpu: dict[str, Any]) -> list[Finding]:
     return found
 
 
-def evaluate(expected: dict[str, Any] | None, detected: Detected) -> list[Finding]:
-    """Every finding for this node; `expected` is None where nothing is expected."""
+def evaluate(expected: dict[str, Any] | None, detected: Detected, allowed: int = IDLE_ONLY) -> list[Finding]:
+    """Every finding for this node; `expected` is None where nothing is
+    expected; `allowed`, the clock event reasons that are no fault."""
     if expected is None:
-        return _report_only(detected) + faults(detected)
+        return _report_only(detected) + faults(detected, allowed)
     node, info = detected.node, detected.info
     count = node["gpus"]["count"]
     findings = [Finding("gpu_count", count == expected["gpu_count"], expected["gpu_count"], count)]
@@ -200,7 +238,7 @@ def evaluate(expected: dict[str, Any] | None, detected: Detected) -> list[Findin
             findings += _per_gpu(per_gpu[gpu["index"]], gpu)
     if expected.get("gdrdrv"):
         findings.append(Finding("gdrdrv", node["gdrdrv"], "/dev/gdrdrv", "present" if node["gdrdrv"] else "absent"))
-    return findings + faults(detected)
+    return findings + faults(detected, allowed)
 
 
 def _report_only(detected: Detected) -> list[Finding]:
@@ -268,7 +306,8 @@ def main(argv: list[str] | None = None, detect=detect_node) -> int:
     part = declared_partition(system, args.partition)
     detected = detect(load_links=True)
     expected, basis = expectations(system, part, args.accepted, detected)
-    findings = evaluate(expected, detected)
+    allowed = allowed_mask(part.get("health", {}).get("clock_events_allowed", []))
+    findings = evaluate(expected, detected, allowed)
     for note in detected.notes:
         print(f"NOTE {note}")
     for finding in findings:

@@ -8,8 +8,8 @@ started nodes" (other noise seeds) exit 3, since nothing is accepted yet;
 they are accepted, with references from their spread; a fourth run exits 0
 with every headline figure judged; a run with host memory at half speed
 exits 2 and flags exactly the host bandwidth figures; a GPU that counted an
-uncorrected ECC error fails health (1); a GPU throttled during the run fails
-the checks it ran (1).
+uncorrected ECC error fails health (1); a GPU throttled only while the
+checks' programs run (health, at rest, passes it) fails the checks it ran (1).
 """
 
 import json
@@ -146,7 +146,8 @@ def test_an_uncorrected_ecc_error_fails_health(accepted):
 
 
 def test_a_gpu_throttled_during_the_run_fails_the_checks(accepted):
-    status, output, outdir = nightly(accepted, 7, GPU_MEMPATHS_FAKE_GPU="clock_events=64")  # HW thermal slowdown
+    # HW thermal slowdown under the checks' load only: at rest, health passes the GPU.
+    status, output, outdir = nightly(accepted, 7, GPU_MEMPATHS_FAKE_GPU_RUNNING="clock_events=64")
     assert status == 1, output[-4000:]
     job_outputs = "".join(p.read_text() for p in (accepted / "stage").rglob("rfm_job.out"))
     assert "Watch: FAIL gpu0 clock_events: hw_thermal_slowdown during the run" in job_outputs

@@ -9,6 +9,7 @@ from fake_nvml import FakeCuda, FakeGpu, FakeNvml
 from systems import load_all
 from systems.detect import detect_node
 from systems.health import evaluate, expected_from_accepted, expected_from_declared, main, node_facts
+from systems.watch import allowed_mask
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +103,46 @@ def test_counted_errors_fail_with_or_without_a_baseline(dgx, fault, line):
     readings = _readings(gpus)
     assert _failures(evaluate(dgx, readings)) == [line]
     assert _failures(evaluate(None, readings)) == [line]  # nothing expected: still a fault
+
+
+def test_a_gpu_whose_clocks_slow_at_rest_fails_with_or_without_a_baseline(dgx):
+    gpus = [_a100(i) for i in range(8)]
+    gpus[3] = _a100(3, clock_events=0x41)  # idle, and HW thermal slowdown
+    readings = _readings(gpus)
+    line = "FAIL gpu3 clock_events: expected none but gpu_idle, found hw_thermal_slowdown"
+    assert _failures(evaluate(dgx, readings)) == [line]
+    assert _failures(evaluate(None, readings)) == [line]
+    assert "PASS gpu2 clock_events: gpu_idle" in [f.line() for f in evaluate(dgx, readings)]
+
+
+def test_a_clock_event_reason_the_system_allows_is_no_fault(dgx):
+    gpus = [_a100(i, clock_events=0x5) for i in range(8)]  # idle, and the software power cap
+    readings = _readings(gpus)
+    assert _failures(evaluate(dgx, readings, allowed_mask(["sw_power_cap"]))) == []
+    assert len(_failures(evaluate(dgx, readings))) == 8
+
+
+def test_clock_event_reasons_nvml_cannot_read_are_not_passed(dgx):
+    gpus = [_a100(i) for i in range(8)]
+    gpus[1] = _a100(1, clock_events=None)
+    assert _failures(evaluate(dgx, _readings(gpus))) == [
+        "FAIL gpu1 clock_events: expected none but gpu_idle, found unreadable by NVML"
+    ]
+
+
+def test_replays_at_rest_are_reported_and_replays_under_the_links_load_fail(dgx):
+    gpus = [_a100(i) for i in range(8)]
+    gpus[6] = _a100(6, replays=40)  # counted once, long ago
+    findings = evaluate(dgx, _readings(gpus))
+    assert _failures(findings) == []
+    assert "PASS gpu6 pcie_replays: 40 since the driver loaded, 0 during health's load of the link" in [
+        f.line() for f in findings
+    ]
+    gpus[6] = _a100(6, replays=40, replays_under_load=3)
+    line = "FAIL gpu6 pcie_replays: expected 0 during health's load of the link, found 3 (43 since the driver loaded)"
+    readings = _readings(gpus)
+    assert _failures(evaluate(dgx, readings)) == [line]
+    assert _failures(evaluate(None, readings)) == [line]
 
 
 # --- a simulated Summit node: six V100s, six NVLink2 links each, ATS ---
@@ -247,3 +288,24 @@ def test_another_kind_of_node_than_the_accepted_one_is_not_judged_against_it(cap
         "this one NVIDIA H200"
     )
     assert main(args, detect=_detect([FakeGpu(), FakeGpu(uuid="GPU-1")])) == 1  # the same kind, one GPU more
+
+
+def _local_allowing(tmp_path, reasons):
+    """The local system's data with clock event reasons its health allows."""
+    import yaml
+
+    from systems import data
+
+    system = yaml.safe_load((data.SYSTEMS_DIR / "local.yaml").read_text())
+    system["partitions"][0]["health"] = {"clock_events_allowed": reasons}
+    (tmp_path / "local.yaml").write_text(yaml.safe_dump(system))
+    return ["--systems-dir", str(tmp_path)]
+
+
+def test_health_allows_the_clock_event_reasons_its_system_lists(capsys, tmp_path):
+    args = ["--system", "local", "--partition", "default", "--accepted", str(tmp_path / "none.json")]
+    capped = _detect([FakeGpu(clock_events=0x5)])  # idle, and the software power cap
+    assert main(args, detect=capped) == 1
+    assert "FAIL gpu0 clock_events: expected none but gpu_idle, found sw_power_cap" in capsys.readouterr().out
+    assert main(args + _local_allowing(tmp_path, ["sw_power_cap"]), detect=capped) == 0
+    assert "PASS gpu0 clock_events: gpu_idle,sw_power_cap" in capsys.readouterr().out

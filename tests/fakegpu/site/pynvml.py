@@ -1,6 +1,8 @@
 """A stand-in for nvidia-ml-py on a machine without a GPU (tests/test_fake_gpu.py):
 one H100 on PCIe Gen5 under a name of its own, from tests/fake_nvml.py. GPU_MEMPATHS_FAKE_GPU
-('field=value,...') changes the GPU's readings, to inject a fault."""
+('field=value,...') changes the GPU's readings, to inject a fault; GPU_MEMPATHS_FAKE_GPU_RUNNING
+changes them only for the watch (systems/watch.py), as a GPU that misbehaves only while a
+check's program loads it, not at rest when health reads it."""
 
 import os
 import sys
@@ -14,9 +16,18 @@ from fake_nvml import FakeGpu, FakeNvml  # noqa: E402
 NAME = "NVIDIA H100 80GB HBM3 (fake)"
 
 
+def _watching() -> bool:
+    """Whether the watch loaded this module (python -m systems.watch): a check's program is running."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", None) == "systems.watch"
+
+
 def _gpu() -> FakeGpu:
     gpu = FakeGpu(name=NAME)
-    for item in filter(None, os.environ.get("GPU_MEMPATHS_FAKE_GPU", "").split(",")):
+    changes = os.environ.get("GPU_MEMPATHS_FAKE_GPU", "")
+    if _watching():
+        changes += "," + os.environ.get("GPU_MEMPATHS_FAKE_GPU_RUNNING", "")
+    for item in filter(None, changes.split(",")):
         name, _, value = item.partition("=")
         setattr(gpu, name, type(getattr(gpu, name))(int(value)))
     return gpu
