@@ -17,8 +17,11 @@ systems/watch.py judges them during a run), PCIe replays counted while the
 copy loaded the link; the replays since the driver loaded are reported, not
 judged (an old replay is no fault now). One line per finding,
 naming the GPU and the field; the exit status is 1 when anything failed.
-Where nothing is expected (a detected system with no accepted run), the
-facts are reported, the faults still judged, and the summary says so.
+A detected node with fewer GPUs than accepted, none visible, or GPUs of
+another model fails; only where nothing is expected (a detected system with
+no accepted run) are the facts reported, the faults still judged, and the
+summary says so. Where NVML cannot start, a node with NVIDIA hardware (its
+device files, its GPUs on PCI) fails; one without says so in one line.
 
 ``--facts-out`` writes this node's facts as the acceptance stores them.
 """
@@ -203,6 +206,8 @@ def _same(field: str, expected: Any, found: Any, gpu: int) -> list[Finding]:
 def _per_gpu(expected: dict[str, Any], gpu: dict[str, Any]) -> list[Finding]:
     i = gpu["index"]
     found = _same("model", expected.get("model"), gpu["model"], i)
+    if found and not found[0].ok:  # the rest of what is expected is another model's
+        return found
     pcie = expected.get("pcie")
     if pcie is not None:
         trained = gpu.get("pcie_trained")
@@ -223,10 +228,11 @@ def evaluate(expected: dict[str, Any] | None, detected: Detected, allowed: int =
     """Every finding for this node; `expected` is None where nothing is
     expected; `allowed`, the clock event reasons that are no fault."""
     if expected is None:
-        return _report_only(detected) + faults(detected, allowed)
+        return nvml_started(detected) + _report_only(detected) + faults(detected, allowed)
     node, info = detected.node, detected.info
     count = node["gpus"]["count"]
-    findings = [Finding("gpu_count", count == expected["gpu_count"], expected["gpu_count"], count)]
+    findings = nvml_started(detected)
+    findings.append(Finding("gpu_count", count == expected["gpu_count"], expected["gpu_count"], count))
     findings += _at_least("driver_version", expected.get("driver_min"), info.get("driver_version"))
     findings += _at_least("cuda_driver_version", expected.get("cuda_min"), info.get("cuda_driver_version"))
     if count and expected.get("addressing") is not None:
@@ -239,6 +245,21 @@ def evaluate(expected: dict[str, Any] | None, detected: Detected, allowed: int =
     if expected.get("gdrdrv"):
         findings.append(Finding("gdrdrv", node["gdrdrv"], "/dev/gdrdrv", "present" if node["gdrdrv"] else "absent"))
     return findings + faults(detected, allowed)
+
+
+def nvml_started(detected: Detected) -> list[Finding]:
+    """Whether NVML could read this node. Where it could not, a node with
+    NVIDIA hardware fails (every GPU went unread, none may pass unjudged);
+    one without has no GPU to check, and one line says so."""
+    why = detected.info.get("nvml_error")
+    if why is None:
+        return []
+    hardware = detected.info.get("nvidia_hardware") or []
+    if hardware:
+        shown = ", ".join(hardware[:4]) + (", ..." if len(hardware) > 4 else "")
+        return [Finding("nvml", False, f"NVML running on a node with NVIDIA hardware ({shown})", why)]
+    return [Finding("nvml", True, None, f"{why}; no NVIDIA hardware on this node (no /dev/nvidia*, no NVIDIA "
+                                        "display controller on PCI): no GPU to check")]  # fmt: skip
 
 
 def _report_only(detected: Detected) -> list[Finding]:
@@ -273,8 +294,9 @@ def expectations(
     system: dict[str, Any], part: dict[str, Any], accepted: Path | None, detected: Detected
 ) -> tuple[dict | None, str]:
     """What this node is held to, and a line that says by what. A system
-    described at run time is held to its accepted run's node facts where the
-    node is of the same kind; another kind has nothing to be judged against."""
+    described at run time is held to its accepted run's node facts: a node
+    with fewer GPUs, none visible, or GPUs of another model fails them, and
+    is never passed as one with nothing to be judged against."""
     if not system.get("detect"):
         source = f"systems/{system['name']}.yaml"
         return expected_from_declared(part["node"], part.get("health", {}), source), f"against {source}"
@@ -284,13 +306,10 @@ def expectations(
     found = expected_from_accepted(record, part["name"], str(accepted))
     if found is None:
         return None, f"nothing to judge the node's facts against: {accepted} has no node facts of {part['name']}"
-    this = node_facts(detected)
+    basis, this = f"against the accepted run ({accepted})", node_facts(detected)
     if not same_kind(found, this):
-        return None, (
-            f"nothing to judge the node's facts against: the accepted run's node has {kind_of(found)}, "
-            f"this one {kind_of(this)}"
-        )
-    return found, f"against the accepted run ({accepted})"
+        basis += f", whose node has {kind_of(found)}, this one {kind_of(this)}"
+    return found, basis
 
 
 def main(argv: list[str] | None = None, detect=detect_node) -> int:

@@ -273,21 +273,98 @@ def test_declared_system_fails_with_exit_status_one(capsys):
     assert "FAIL gpu_count: expected 8, found 1" in capsys.readouterr().out
 
 
-def test_another_kind_of_node_than_the_accepted_one_is_not_judged_against_it(capsys, tmp_path):
+def _accepted_file(tmp_path, gpus):
+    """An accepted.json whose node facts are those of a node with `gpus`."""
     facts = tmp_path / "node.json"
-    main(["--system", "local", "--partition", "default", "--facts-out", str(facts)], detect=_detect([FakeGpu()]))
+    main(["--system", "local", "--partition", "default", "--facts-out", str(facts)], detect=_detect(gpus))
     record = {k: v for k, v in json.loads(facts.read_text()).items() if k not in ("host", "partition")}
     accepted = tmp_path / "accepted.json"
     accepted.write_text(json.dumps({"runs": [], "node": {"default": record}}))
+    return ["--system", "local", "--partition", "default", "--accepted", str(accepted)]
+
+
+def test_another_kind_of_node_than_the_accepted_one_fails(capsys, tmp_path):
+    args = _accepted_file(tmp_path, [FakeGpu()])
     capsys.readouterr()
-    args = ["--system", "local", "--partition", "default", "--accepted", str(accepted)]
-    assert main(args, detect=_detect([FakeGpu(name="NVIDIA H200")])) == 0
+    assert main(args, detect=_detect([FakeGpu(name="NVIDIA H200")])) == 1
     out = capsys.readouterr().out
-    assert out.rstrip().endswith(
-        "nothing to judge the node's facts against: the accepted run's node has NVIDIA H100 80GB HBM3, "
-        "this one NVIDIA H200"
-    )
+    assert _fails(out) == ["FAIL gpu0 model: expected NVIDIA H100 80GB HBM3, found NVIDIA H200"]
+    assert out.rstrip().endswith("whose node has NVIDIA H100 80GB HBM3, this one NVIDIA H200")
     assert main(args, detect=_detect([FakeGpu(), FakeGpu(uuid="GPU-1")])) == 1  # the same kind, one GPU more
+
+
+def _fails(out):
+    return [line for line in out.splitlines() if line.startswith("FAIL")]
+
+
+def _h100_pair():
+    return [FakeGpu(), FakeGpu(uuid="GPU-1", bus_id="00000000:02:00.0")]
+
+
+@pytest.mark.parametrize(
+    "gpus, visible, found",
+    [
+        ([], None, 0),  # NVML sees none
+        (_h100_pair(), "", 0),  # the scheduler hid them all
+        (_h100_pair(), "1", 1),  # ... or one
+    ],
+)
+def test_a_node_with_hidden_or_missing_gpus_fails_against_its_accepted_run(
+    capsys, tmp_path, monkeypatch, gpus, visible, found
+):
+    args = _accepted_file(tmp_path, _h100_pair())
+    capsys.readouterr()
+    if visible is not None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert main(args, detect=_detect(gpus)) == 1
+    assert _fails(capsys.readouterr().out) == [f"FAIL gpu_count: expected 2, found {found}"]
+
+
+def _without_nvml(tmp_path, dev_files=(), pci=()):
+    """Detection where NVML does not start, on a node whose /dev and /sys hold
+    `dev_files` and PCI devices (address, vendor, class)."""
+    dev, sysfs = tmp_path / "dev", tmp_path / "sys"
+    dev.mkdir()
+    for name in dev_files:
+        (dev / name).touch()
+    for address, vendor, klass in pci:
+        device = sysfs / "bus" / "pci" / "devices" / address
+        device.mkdir(parents=True)
+        (device / "vendor").write_text(vendor + "\n")
+        (device / "class").write_text(klass + "\n")
+    nvml = FakeNvml([], fail_init="Driver Not Loaded")
+    return lambda load_links=False: detect_node(nvml=nvml, sysfs=sysfs, dev=dev, load_links=load_links)
+
+
+@pytest.mark.parametrize(
+    "hardware, shown",
+    [
+        ({"dev_files": ["nvidiactl", "nvidia0", "nvidia1"]}, "dev/nvidia0, "),
+        ({"pci": [("0000:01:00.0", "0x10de", "0x030200")]}, "PCI 0000:01:00.0"),  # a 3D controller
+    ],
+)
+def test_nvml_that_cannot_start_on_a_node_with_nvidia_gpus_fails(capsys, tmp_path, hardware, shown):
+    args = ["--system", "local", "--partition", "default", "--accepted", str(tmp_path / "none.json")]
+    assert main(args, detect=_without_nvml(tmp_path, **hardware)) == 1
+    (line,) = _fails(capsys.readouterr().out)
+    assert line.startswith("FAIL nvml: expected NVML running on a node with NVIDIA hardware (")
+    assert shown in line and line.endswith("found NVML could not start (Driver Not Loaded)")
+
+
+def test_a_node_without_nvidia_hardware_passes_with_a_line_that_says_why(capsys, tmp_path):
+    args = ["--system", "local", "--partition", "default", "--accepted", str(tmp_path / "none.json")]
+    grace = [("0008:00:00.0", "0x10de", "0x060400"), ("0000:00:02.0", "0x8086", "0x030000")]  # bridges, Intel graphics
+    assert main(args, detect=_without_nvml(tmp_path, dev_files=["nvidiactl"], pci=grace)) == 0
+    out = capsys.readouterr().out
+    assert "PASS nvml: NVML could not start (Driver Not Loaded); no NVIDIA hardware on this node" in out
+    assert _fails(out) == []
+
+
+def test_a_node_without_gpus_fails_where_its_accepted_run_had_some(capsys, tmp_path):
+    args = _accepted_file(tmp_path, [FakeGpu()])
+    capsys.readouterr()
+    assert main(args, detect=_without_nvml(tmp_path)) == 1
+    assert _fails(capsys.readouterr().out) == ["FAIL gpu_count: expected 1, found 0"]
 
 
 def _local_allowing(tmp_path, reasons):
