@@ -1,7 +1,8 @@
 """The nightly verdict end to end, through ReFrame, on a machine without a GPU.
 
 A copy of the repository gets a system whose node is described at run time
-through a fake NVML (tests/fakegpu/site/pynvml.py: one H100) and whose
+through a fake NVML (tests/fakegpu/site/pynvml.py: one H100) and a fake CUDA
+driver (tests/fakegpu/libcuda: health loads the link through it) and whose
 programs are fakes that print the real programs' output with a small noise
 (tests/fakegpu/src/fake_program.py). On it: three nightly runs on "separately
 started nodes" (other noise seeds) exit 3, since nothing is accepted yet;
@@ -59,14 +60,31 @@ def repo(tmp_path_factory):
     (copy / "perflogs").mkdir()
     (copy / "systems" / "fakegpu.yaml").write_text(yaml.safe_dump(FAKE_SYSTEM, sort_keys=False))
     (root / "home").mkdir()
+    # The fake CUDA driver, built where no real one is found first (the fake node's library path).
+    (root / "libcuda").mkdir()
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler for the fake CUDA driver")
+    source = copy / "tests" / "fakegpu" / "libcuda" / "libcuda.c"
+    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-o", str(root / "libcuda" / "libcuda.so.1"), str(source)],
+                   check=True)  # fmt: skip
     return copy
+
+
+def fake_node_env(repo: Path) -> dict[str, str]:
+    """The fake NVML and the fake CUDA driver first in the node's paths."""
+    libraries = os.environ.get("LD_LIBRARY_PATH")
+    return {
+        "PYTHONPATH": f"{repo / 'tests' / 'fakegpu' / 'site'}{os.pathsep}{repo}",
+        "LD_LIBRARY_PATH": str(repo.parent / "libcuda") + (f"{os.pathsep}{libraries}" if libraries else ""),
+    }
 
 
 def nightly(repo: Path, seed: int, **env) -> tuple[int, str, Path]:
     """One nightly run of the fake node; its exit status, output and results folder."""
     environ = {
         **os.environ,
-        "PYTHONPATH": f"{repo / 'tests' / 'fakegpu' / 'site'}{os.pathsep}{repo}",
+        **fake_node_env(repo),
         "HOME": str(repo.parent / "home"),  # ReFrame's results database
         "GPU_MEMPATHS_FAKE_SEED": str(seed),
         **env,
@@ -81,7 +99,7 @@ def nightly(repo: Path, seed: int, **env) -> tuple[int, str, Path]:
 
 
 def accept(repo: Path, *stamps: str) -> subprocess.CompletedProcess:
-    environ = {**os.environ, "PYTHONPATH": f"{repo / 'tests' / 'fakegpu' / 'site'}{os.pathsep}{repo}"}
+    environ = {**os.environ, **fake_node_env(repo)}
     cmd = [sys.executable, "-m", "reports.nightly", "accept", *stamps, "--system", "fakegpu", "--write-references"]
     return subprocess.run(cmd, cwd=repo, env=environ, capture_output=True, text=True, timeout=120)
 
@@ -168,7 +186,7 @@ def test_accepted_references_bound_rates_by_physics_and_tolerate_the_spread(acce
 def test_the_two_gpu_checks_never_run_on_one_gpu(repo):
     """mem_scan and p2p_pingpong print "Skipped" and exit 0 on one GPU: the
     checks must skip such a node themselves, with the reason, and run nothing."""
-    environ = {**os.environ, "PYTHONPATH": f"{repo / 'tests' / 'fakegpu' / 'site'}{os.pathsep}{repo}"}
+    environ = {**os.environ, **fake_node_env(repo)}
     cmd = [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
            "-C", "reframe_settings.py", "-c", "checks", "--system", "fakegpu", "--dry-run",
            "-n", "mem_scan|p2p_pingpong", "--prefix", str(repo.parent / "dry")]  # fmt: skip

@@ -2,8 +2,10 @@
 one H100 on PCIe Gen5 under a name of its own, from tests/fake_nvml.py. GPU_MEMPATHS_FAKE_GPU
 ('field=value,...') changes the GPU's readings, to inject a fault; GPU_MEMPATHS_FAKE_GPU_RUNNING
 changes them only for the watch (systems/watch.py), as a GPU that misbehaves only while a
-check's program loads it, not at rest when health reads it."""
+check's program loads it, not at rest when health reads it. The link trains up while the
+fake CUDA driver (tests/fakegpu/libcuda) copies to the GPU, as health's load makes it."""
 
+import ctypes
 import os
 import sys
 
@@ -33,7 +35,25 @@ def _gpu() -> FakeGpu:
     return gpu
 
 
-_nvml = FakeNvml([_gpu()])
+def _link_loaded() -> bool:
+    """Whether the fake CUDA driver is copying to the GPU (CudaDriver.load_link)."""
+    try:
+        return bool(ctypes.c_int.in_dll(ctypes.CDLL("libcuda.so.1"), "fake_link_loaded").value)
+    except (OSError, ValueError):  # no fake driver on the library path: the link idles
+        return False
+
+
+class _Node(FakeNvml):
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, g):
+        g.loaded = _link_loaded()
+        return super().nvmlDeviceGetCurrPcieLinkGeneration(g)
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, g):
+        g.loaded = _link_loaded()
+        return super().nvmlDeviceGetCurrPcieLinkWidth(g)
+
+
+_nvml = _Node([_gpu()])
 
 
 def __getattr__(name):
