@@ -10,18 +10,21 @@ trained (read while a copy loads the link: links train down when idle),
 its NVLink links up and their generation, its NUMA node, its persistence
 and ECC modes; declared systems also give the driver and CUDA minimum, the
 addressing mode and gdrdrv. Faults that need no baseline are judged on every
-node: uncorrected ECC errors since the driver loaded, rows pending remapping
-or a failed remapping, pages pending retirement, a clock event reason other
-than idle and those the system's ``health.clock_events_allowed`` lists (as
-systems/watch.py judges them during a run), PCIe replays counted while the
-copy loaded the link; the replays since the driver loaded are reported, not
-judged (an old replay is no fault now). One line per finding,
-naming the GPU and the field; the exit status is 1 when anything failed.
-A detected node with fewer GPUs than accepted, none visible, or GPUs of
-another model fails; only where nothing is expected (a detected system with
-no accepted run) are the facts reported, the faults still judged, and the
-summary says so. Where NVML cannot start, a node with NVIDIA hardware (its
-device files, its GPUs on PCI) fails; one without says so in one line.
+node: a PCIe link trained below the GPU's maximum as NVML reports it, even
+where the baseline holds no link (not where the GPU reaches its CPU over
+NVLink: the copy does not load its PCIe link), uncorrected ECC errors since
+the driver loaded, rows pending remapping or a failed remapping, pages
+pending retirement, a clock event reason other than idle and those the
+system's ``health.clock_events_allowed`` lists (as systems/watch.py judges
+them during a run), PCIe replays counted while the copy loaded the link; the
+replays since the driver loaded are reported, not judged (an old replay is
+no fault now). One line per finding, naming the GPU and the field; the exit
+status is 1 when anything failed. A detected node with fewer GPUs than
+accepted, none visible, or GPUs of another model fails; only where nothing
+is expected (a detected system with no accepted run) are the facts
+reported, the faults still judged, and the summary says so. Where NVML
+cannot start, a node with NVIDIA hardware (its device files, its GPUs on
+PCI) fails; one without says so in one line.
 
 ``--facts-out`` writes this node's facts as the acceptance stores them.
 """
@@ -203,19 +206,52 @@ def _same(field: str, expected: Any, found: Any, gpu: int) -> list[Finding]:
     return [] if expected is None else [Finding(field, found == expected, expected, found, gpu)]
 
 
+def _pcie_wanted(expected: list | None, gpu: dict[str, Any]) -> list[tuple[int | None, bool]]:
+    """The generation and width a GPU's link must train to under load, each
+    with whether NVML's maximum set it: what is expected, and never less than
+    the maximum NVML reports (that of the GPU and its slot), so that a
+    baseline holding none, or a lower one, leaves no link unjudged. Where the
+    GPU reaches its CPU over NVLink, the copy does not load the PCIe link,
+    and only what is expected is wanted of it."""
+    remotes = gpu.get("nvlink_remotes") or {}
+    maximum = [None, None] if remotes.get("cpu") else gpu.get("pcie_max") or [None, None]
+    wanted = []
+    for base, most in zip(expected or [None, None], maximum, strict=True):
+        known = [value for value in (base, most) if value is not None]
+        wanted.append((max(known) if known else None, most is not None and (base is None or most > base)))
+    return wanted
+
+
+def _pcie(expected: list | None, gpu: dict[str, Any]) -> list[Finding]:
+    """The PCIe link as trained under load against what it must train to."""
+    i, trained = gpu["index"], gpu.get("pcie_trained")
+    (gen, gen_max), (width, width_max) = _pcie_wanted(expected, gpu)
+    if gen is None and width is None:
+        if (gpu.get("nvlink_remotes") or {}).get("cpu"):
+            return [Finding("pcie_link", True, None, "not judged: the GPU reaches its CPU over NVLink", i)]
+        return [Finding("pcie_link", False, "a generation and width to hold it to", "none from NVML or expected", i)]
+    if trained is None:
+        link = f"gen{'?' if gen is None else gen} x{'?' if width is None else width}"
+        return [Finding("pcie_link", False, link, gpu.get("pcie_trained_unknown"), i)]
+    found = []
+    if gen is not None:
+        found.append(Finding("pcie_generation", trained[0] == gen, _wanted(gen, gen_max), trained[0], i))
+    if width is not None:
+        found.append(Finding("pcie_width", trained[1] == width, _wanted(f"x{width}", width_max), f"x{trained[1]}", i))
+    return found
+
+
+def _wanted(value: Any, by_max: bool) -> str:
+    """What a link must train to, saying where NVML's maximum set it, not the baseline."""
+    return f"{value} (its maximum)" if by_max else str(value)
+
+
 def _per_gpu(expected: dict[str, Any], gpu: dict[str, Any]) -> list[Finding]:
     i = gpu["index"]
     found = _same("model", expected.get("model"), gpu["model"], i)
     if found and not found[0].ok:  # the rest of what is expected is another model's
-        return found
-    pcie = expected.get("pcie")
-    if pcie is not None:
-        trained = gpu.get("pcie_trained")
-        if trained is None:
-            found.append(Finding("pcie_link", False, f"gen{pcie[0]} x{pcie[1]}", gpu.get("pcie_trained_unknown"), i))
-        else:
-            found.append(Finding("pcie_generation", trained[0] == pcie[0], pcie[0], trained[0], i))
-            found.append(Finding("pcie_width", trained[1] == pcie[1], f"x{pcie[1]}", f"x{trained[1]}", i))
+        return found + _pcie(None, gpu)
+    found += _pcie(expected.get("pcie"), gpu)
     found += _same("nvlinks_up", expected.get("nvlinks"), gpu["nvlinks"], i)
     if expected.get("nvlinks"):
         found += _same("nvlink_version", expected.get("nvlink_version"), gpu["nvlink_version"], i)
@@ -239,9 +275,8 @@ def evaluate(expected: dict[str, Any] | None, detected: Detected, allowed: int =
         findings.append(Finding("addressing", node["addressing"] == expected["addressing"], expected["addressing"],
                                 node["addressing"]))  # fmt: skip
     per_gpu = expected.get("gpus", [])
-    for gpu in info.get("gpus", []):
-        if gpu["index"] < len(per_gpu):
-            findings += _per_gpu(per_gpu[gpu["index"]], gpu)
+    for gpu in info.get("gpus", []):  # a GPU more than expected still has its link judged
+        findings += _per_gpu(per_gpu[gpu["index"]] if gpu["index"] < len(per_gpu) else {}, gpu)
     if expected.get("gdrdrv"):
         findings.append(Finding("gdrdrv", node["gdrdrv"], "/dev/gdrdrv", "present" if node["gdrdrv"] else "absent"))
     return findings + faults(detected, allowed)
@@ -270,11 +305,7 @@ def _report_only(detected: Detected) -> list[Finding]:
     for gpu in info.get("gpus", []):
         i = gpu["index"]
         findings.append(Finding("model", True, None, gpu["model"], i))
-        trained = gpu.get("pcie_trained")
-        link = (
-            f"gen{trained[0]} x{trained[1]}" if trained else f"not read under load ({gpu.get('pcie_trained_unknown')})"
-        )
-        findings.append(Finding("pcie_trained", True, None, link, i))
+        findings += _pcie(None, gpu)  # judged with nothing expected: against NVML's maximum
         findings.append(Finding("nvlinks_up", True, None, gpu["nvlinks"], i))
         findings.append(Finding("numa_node", True, None, gpu["numa"], i))
     return findings

@@ -2,6 +2,7 @@
 through the fake NVML: each fails with the GPU and the field named."""
 
 import json
+from pathlib import Path
 
 import pytest
 from fake_nvml import FakeCuda, FakeGpu, FakeNvml
@@ -240,7 +241,7 @@ def test_local_without_an_accepted_run_reports_and_says_it_judged_nothing(capsys
                   detect=_detect([FakeGpu()]))  # fmt: skip
     out = capsys.readouterr().out
     assert status == 0
-    assert "PASS gpu0 pcie_trained: gen5 x16" in out
+    assert "PASS gpu0 pcie_generation: 5" in out and "PASS gpu0 pcie_width: x16" in out
     assert "PASS driver_version: 535.104.05" in out
     assert out.rstrip().endswith(
         "0 failures, nothing to judge the node's facts against: no accepted run (./suite accept)"
@@ -386,3 +387,85 @@ def test_health_allows_the_clock_event_reasons_its_system_lists(capsys, tmp_path
     assert "FAIL gpu0 clock_events: expected none but gpu_idle, found sw_power_cap" in capsys.readouterr().out
     assert main(args + _local_allowing(tmp_path, ["sw_power_cap"]), detect=capped) == 0
     assert "PASS gpu0 clock_events: gpu_idle,sw_power_cap" in capsys.readouterr().out
+
+
+# --- every GPU's PCIe link held to its maximum, whatever the baseline holds ---
+
+
+def _accepted_with_pcie(tmp_path, pcie):
+    """Accepted facts of one H100 whose PCIe link they record as `pcie` ("missing": no such key)."""
+    args = _accepted_file(tmp_path, [FakeGpu()])
+    accepted = Path(args[-1])
+    record = json.loads(accepted.read_text())
+    gpu = record["node"]["default"]["gpus"][0]
+    if pcie == "missing":
+        del gpu["pcie"]
+    else:
+        gpu["pcie"] = pcie
+    accepted.write_text(json.dumps(record))
+    return args
+
+
+@pytest.mark.parametrize(
+    "pcie, expected",
+    [
+        ([5, 16], ["FAIL gpu0 pcie_generation: expected 5, found 4", "FAIL gpu0 pcie_width: expected x16, found x8"]),
+        (None, ["FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
+                "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8"]),
+        ("missing", ["FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
+                     "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8"]),
+        ([4, 8], ["FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
+                  "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8"]),
+    ],
+)  # fmt: skip
+def test_an_h100_link_trained_at_gen4_x8_fails_naming_the_gpu_and_field(capsys, tmp_path, pcie, expected):
+    """An H100 can train to Gen5 x16: at Gen4 x8 it fails against accepted
+    facts that say so, that hold no link, or that accepted the link trained down."""
+    args = _accepted_with_pcie(tmp_path, pcie)
+    capsys.readouterr()
+    assert main(args, detect=_detect([FakeGpu()])) == 0
+    capsys.readouterr()
+    assert main(args, detect=_detect([FakeGpu(pcie_loaded=(4, 8))])) == 1
+    assert _fails(capsys.readouterr().out) == expected
+
+
+def test_an_h100_link_trained_at_gen4_x8_fails_with_nothing_accepted(capsys, tmp_path):
+    args = ["--system", "local", "--partition", "default", "--accepted", str(tmp_path / "none.json")]
+    assert main(args, detect=_detect([FakeGpu(pcie_loaded=(4, 8))])) == 1
+    assert _fails(capsys.readouterr().out) == [
+        "FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
+        "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8",
+    ]
+
+
+def test_a_gpu_more_than_accepted_still_has_its_link_judged(capsys, tmp_path):
+    args = _accepted_file(tmp_path, [FakeGpu()])
+    capsys.readouterr()
+    second = FakeGpu(uuid="GPU-1", bus_id="00000000:02:00.0", pcie_loaded=(4, 16))
+    assert main(args, detect=_detect([FakeGpu(), second])) == 1
+    assert _fails(capsys.readouterr().out) == [
+        "FAIL gpu_count: expected 1, found 2",
+        "FAIL gpu1 pcie_generation: expected 5 (its maximum), found 4",
+    ]
+
+
+def test_a_link_with_no_maximum_and_nothing_expected_is_not_passed():
+    findings = evaluate(None, _readings([FakeGpu(pcie_max=(None, None))]))
+    assert _failures(findings) == [
+        "FAIL gpu0 pcie_link: expected a generation and width to hold it to, found none from NVML or expected"
+    ]
+
+
+def test_a_link_not_read_under_load_is_not_passed_with_nothing_expected():
+    nvml = FakeNvml([FakeGpu()])
+    findings = evaluate(None, detect_node(nvml=nvml, cuda_factory=FakeCuda, load_links=False))
+    assert _failures(findings) == [
+        "FAIL gpu0 pcie_link: expected gen5 x16, found not read under load (no CUDA driver, or not asked for)"
+    ]
+
+
+def test_a_gpu_that_reaches_its_cpu_over_nvlink_is_not_held_to_its_pcie_maximum(summit):
+    gpus = [_v100(i, pcie_loaded=(1, 16)) for i in range(6)]  # the copies go over NVLink: PCIe idles
+    findings = evaluate(summit, _summit_readings(gpus))
+    assert _failures(findings) == []
+    assert "PASS gpu0 pcie_link: not judged: the GPU reaches its CPU over NVLink" in [f.line() for f in findings]
