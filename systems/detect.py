@@ -273,10 +273,41 @@ def _versions(nvml, info: dict[str, Any]) -> None:
         info["cuda_driver_version"] = f"{cuda // 1000}.{cuda % 1000 // 10}"
 
 
-def detect_node(nvml=None, cuda_factory=CudaDriver, sysfs: Path = Path("/sys"), load_links: bool = False) -> Detected:
-    """Describe this node; `nvml` and `cuda_factory` are injectable for tests.
-    With `load_links`, each GPU's PCIe link is also read while a copy loads
-    it (what the health checks judge; it takes a fraction of a second a GPU)."""
+def nvidia_hardware(dev: Path = Path("/dev"), sysfs: Path = Path("/sys")) -> list[str]:
+    """What says, without NVML, that this node has NVIDIA GPUs: the driver's
+    device files, and NVIDIA's display and 3D controllers on PCI (by class:
+    a Grace CPU's own PCIe bridges are NVIDIA's too, and no GPU)."""
+    found = [str(path) for path in sorted(dev.glob("nvidia[0-9]*"))]
+    for device in sorted(sysfs.glob("bus/pci/devices/*")):
+        vendor = _try(lambda d=device: (d / "vendor").read_text().strip().lower())
+        klass = _try(lambda d=device: (d / "class").read_text().strip().lower(), "")
+        if vendor == "0x10de" and klass.startswith("0x03"):  # PCI class 03: display controller
+            found.append(f"PCI {device.name}")
+    return found
+
+
+def _without_nvml(detected: Detected, why: str, dev: Path, sysfs: Path) -> Detected:
+    """No GPU described, the reason kept, and whether NVIDIA hardware is
+    there all the same (health fails such a node: its GPUs went unread)."""
+    detected.node["gpus"] = _no_gpus()
+    detected.info.pop("gpus", None)  # a query that failed half way read some
+    detected.notes.append(f"no GPU detected: {why}")
+    detected.info["nvml_error"] = why
+    detected.info["nvidia_hardware"] = nvidia_hardware(dev, sysfs)
+    return detected
+
+
+def detect_node(
+    nvml=None,
+    cuda_factory=CudaDriver,
+    sysfs: Path = Path("/sys"),
+    load_links: bool = False,
+    dev: Path = Path("/dev"),
+) -> Detected:
+    """Describe this node; `nvml`, `cuda_factory` and the `sysfs` and `dev`
+    roots are injectable for tests. With `load_links`, each GPU's PCIe link
+    is also read while a copy loads it (what the health checks judge; it
+    takes a fraction of a second a GPU)."""
     node: dict[str, Any] = {
         "cpu": _cpu(sysfs),
         "numa_nodes": _numa_nodes(sysfs),
@@ -285,7 +316,7 @@ def detect_node(nvml=None, cuda_factory=CudaDriver, sysfs: Path = Path("/sys"), 
         "gpus": _no_gpus(),
         "host_link": {"type": "none"},  # until a GPU says otherwise
         "addressing": "none",
-        "gdrdrv": Path("/dev/gdrdrv").exists(),
+        "gdrdrv": (dev / "gdrdrv").exists(),
         "managed_oversubscription": False,  # never assumed: it can hang a GPU
     }
     detected = Detected(node)
@@ -293,13 +324,11 @@ def detect_node(nvml=None, cuda_factory=CudaDriver, sysfs: Path = Path("/sys"), 
         try:
             import pynvml as nvml
         except ImportError:
-            detected.notes.append("no GPU detected: nvidia-ml-py is not installed")
-            return detected
+            return _without_nvml(detected, "nvidia-ml-py is not installed", dev, sysfs)
     try:
         nvml.nvmlInit()
     except Exception as err:
-        detected.notes.append(f"no GPU detected: NVML could not start ({err})")
-        return detected
+        return _without_nvml(detected, f"NVML could not start ({err})", dev, sysfs)
     try:
         _versions(nvml, detected.info)
         try:
@@ -309,8 +338,7 @@ def detect_node(nvml=None, cuda_factory=CudaDriver, sysfs: Path = Path("/sys"), 
             detected.notes.append(f"CUDA driver unavailable: {err}")
         _describe_gpus(nvml, cuda, sysfs, detected, load_links)
     except Exception as err:
-        detected.node["gpus"] = _no_gpus()
-        detected.notes.append(f"no GPU detected: NVML query failed ({err})")
+        _without_nvml(detected, f"NVML query failed ({err})", dev, sysfs)
     finally:
         _try(nvml.nvmlShutdown)
     return detected

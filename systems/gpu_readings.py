@@ -1,7 +1,8 @@
-"""What NVML says of each GPU: model, links (PCIe as trained under load,
-NVLink links, their generation and what each leads to), NUMA node, modes and
-error counters. systems/detect.py describes the node from these readings,
-systems/health.py judges them, systems/watch.py reads the counters."""
+"""What NVML says of each GPU: model, links (PCIe as trained under load and
+the replays that load counted, NVLink links, their generation and what each
+leads to), NUMA node, modes, clock event reasons and error counters.
+systems/detect.py describes the node from these readings, systems/health.py
+judges them, systems/watch.py reads the counters."""
 
 from __future__ import annotations
 
@@ -97,16 +98,32 @@ def _pcie_current(nvml, handle) -> list:
     ]
 
 
-def _pcie_trained(nvml, cuda: CudaDriver | None, handle) -> tuple[list | None, str]:
-    """The link's generation and width while a copy loads it, or None and why not."""
+def _replays(nvml, handle) -> int | None:
+    """PCIe replays since the driver loaded: a link retransmitting what arrived corrupted."""
+    return _try(lambda: nvml.nvmlDeviceGetPcieReplayCounter(handle))
+
+
+def _under_load(nvml, cuda: CudaDriver | None, handle) -> dict[str, Any]:
+    """The link's generation and width while a copy loads it (None and why
+    not), and how many PCIe replays that load counted. A replay count at rest
+    may be old and harmless; one that grows while the link is loaded is a
+    faulty link now."""
     if cuda is None:
-        return None, "not read under load (no CUDA driver, or not asked for)"
+        return _not_loaded("not read under load (no CUDA driver, or not asked for)")
     bus_id = _as_str(_try(lambda: nvml.nvmlDeviceGetPciInfo(handle).busId, ""))
+    before = _replays(nvml, handle)
     try:
         with cuda.load_link(bus_id):
-            return _pcie_current(nvml, handle), ""
+            trained = _pcie_current(nvml, handle)
     except Exception as err:  # a driver that cannot copy: say so, do not guess
-        return None, f"the link could not be loaded: {err}"
+        return _not_loaded(f"the link could not be loaded: {err}")
+    after = _replays(nvml, handle)
+    grew = None if before is None or after is None else after - before
+    return {"pcie_trained": trained, "pcie_trained_unknown": "", "pcie_replays_under_load": grew}
+
+
+def _not_loaded(why: str) -> dict[str, Any]:
+    return {"pcie_trained": None, "pcie_trained_unknown": why, "pcie_replays_under_load": None}
 
 
 def read_counters(nvml, handle) -> dict[str, Any]:
@@ -120,7 +137,7 @@ def read_counters(nvml, handle) -> dict[str, Any]:
     remap = _try(lambda: nvml.nvmlDeviceGetRemappedRows(handle))
     retired = _try(lambda: nvml.nvmlDeviceGetRetiredPagesPendingStatus(handle))
     return {
-        "pcie_replays": _try(lambda: nvml.nvmlDeviceGetPcieReplayCounter(handle)),
+        "pcie_replays": _replays(nvml, handle),
         "ecc_uncorrected": _try(lambda: nvml.nvmlDeviceGetTotalEccErrors(handle, uncorrected, volatile)),
         "remap_pending": None if remap is None else bool(remap[2]),
         "remap_failure": None if remap is None else bool(remap[3]),
@@ -133,7 +150,7 @@ def _gpu_readings(nvml, cuda: CudaDriver | None, index: int, handle, sysfs: Path
     links, version, remotes = _nvlinks(nvml, handle)
     enabled = getattr(nvml, "NVML_FEATURE_ENABLED", 1)
     ecc = _try(lambda: nvml.nvmlDeviceGetEccMode(handle))
-    trained, why = _pcie_trained(nvml, cuda, handle)
+    loaded = _under_load(nvml, cuda, handle)
     return {
         "index": index,
         "model": _as_str(nvml.nvmlDeviceGetName(handle)),
@@ -143,13 +160,15 @@ def _gpu_readings(nvml, cuda: CudaDriver | None, index: int, handle, sysfs: Path
             _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(handle)),
         ],
         "pcie_current": _pcie_current(nvml, handle),
-        "pcie_trained": trained,
-        "pcie_trained_unknown": why,
+        **loaded,
         "nvlinks": links,
         "nvlink_version": version,
         "nvlink_remotes": remotes,
         "numa": _gpu_numa(nvml, handle, sysfs),
         "persistence_mode": _try(lambda: nvml.nvmlDeviceGetPersistenceMode(handle) == enabled),
         "ecc": None if ecc is None else ecc[0] == enabled,  # (current, pending)
+        # At rest, after the load: a GPU that is not working has no reason
+        # to slow its clocks but idling (and those its system allows).
+        "clock_events": _try(lambda: nvml.nvmlDeviceGetCurrentClocksEventReasons(handle)),
         "counters": read_counters(nvml, handle),
     }

@@ -10,11 +10,21 @@ trained (read while a copy loads the link: links train down when idle),
 its NVLink links up and their generation, its NUMA node, its persistence
 and ECC modes; declared systems also give the driver and CUDA minimum, the
 addressing mode and gdrdrv. Faults that need no baseline are judged on every
-node: uncorrected ECC errors since the driver loaded, rows pending remapping
-or a failed remapping, pages pending retirement. One line per finding,
-naming the GPU and the field; the exit status is 1 when anything failed.
-Where nothing is expected (a detected system with no accepted run), the
-facts are reported, the faults still judged, and the summary says so.
+node: a PCIe link trained below the GPU's maximum as NVML reports it, even
+where the baseline holds no link (not where the GPU reaches its CPU over
+NVLink: the copy does not load its PCIe link), uncorrected ECC errors since
+the driver loaded, rows pending remapping or a failed remapping, pages
+pending retirement, a clock event reason other than idle and those the
+system's ``health.clock_events_allowed`` lists (as systems/watch.py judges
+them during a run), PCIe replays counted while the copy loaded the link; the
+replays since the driver loaded are reported, not judged (an old replay is
+no fault now). One line per finding, naming the GPU and the field; the exit
+status is 1 when anything failed. A detected node with fewer GPUs than
+accepted, none visible, or GPUs of another model fails; only where nothing
+is expected (a detected system with no accepted run) are the facts
+reported, the faults still judged, and the summary says so. Where NVML
+cannot start, a node with NVIDIA hardware (its device files, its GPUs on
+PCI) fails; one without says so in one line.
 
 ``--facts-out`` writes this node's facts as the acceptance stores them.
 """
@@ -31,6 +41,7 @@ from typing import Any
 
 from . import data
 from .detect import Detected, detect_node
+from .watch import allowed_mask, reason_names
 
 
 @dataclass
@@ -146,8 +157,14 @@ def same_kind(accepted: dict[str, Any], facts: dict[str, Any]) -> bool:
 # -------------------------------------------------------------- judgement --
 
 
-def faults(detected: Detected) -> list[Finding]:
-    """What fails a node whatever it is expected to be: errors it has counted."""
+#: What health allows a GPU's clocks without a system's say: idling.
+IDLE_ONLY = allowed_mask([])
+
+
+def faults(detected: Detected, allowed: int = IDLE_ONLY) -> list[Finding]:
+    """What fails a node whatever it is expected to be: errors it has
+    counted, clocks slowed for a reason not `allowed`, PCIe replays during
+    health's load of the link."""
     found = []
     for gpu in detected.info.get("gpus", []):
         counters, i = gpu.get("counters") or {}, gpu["index"]
@@ -156,24 +173,85 @@ def faults(detected: Detected) -> list[Finding]:
         for field in ("remap_pending", "remap_failure", "retired_pending"):
             if counters.get(field):
                 found.append(Finding(field, False, False, True, i))
+        found += [_clock_events(gpu, allowed), _replays(gpu)]
     return found
+
+
+def _clock_events(gpu: dict[str, Any], allowed: int) -> Finding:
+    """The GPU's clock event reasons, as the watch judges them during a run (systems/watch.py)."""
+    reasons, i = gpu.get("clock_events"), gpu["index"]
+    expected = f"none but {', '.join(reason_names(allowed))}"
+    if reasons is None:  # as the watch does: a GPU nobody could read is not passed
+        return Finding("clock_events", False, expected, "unreadable by NVML", i)
+    extra = reasons & ~allowed
+    if extra:
+        return Finding("clock_events", False, expected, ",".join(reason_names(extra)), i)
+    return Finding("clock_events", True, expected, ",".join(reason_names(reasons)) or "none", i)
+
+
+def _replays(gpu: dict[str, Any]) -> Finding:
+    """Replays counted while health loaded the link fail the GPU; the count
+    since the driver loaded is only reported: a link may have replayed long
+    ago, harmlessly, and what matters is its growth during a run."""
+    total, grew, i = (gpu.get("counters") or {}).get("pcie_replays"), gpu.get("pcie_replays_under_load"), gpu["index"]
+    since = f"{'unknown' if total is None else total} since the driver loaded"
+    if grew is None:
+        return Finding("pcie_replays", True, None, f"{since}, not read under load", i)
+    if grew:
+        return Finding("pcie_replays", False, "0 during health's load of the link", f"{grew} ({since})", i)
+    return Finding("pcie_replays", True, None, f"{since}, 0 during health's load of the link", i)
 
 
 def _same(field: str, expected: Any, found: Any, gpu: int) -> list[Finding]:
     return [] if expected is None else [Finding(field, found == expected, expected, found, gpu)]
 
 
+def _pcie_wanted(expected: list | None, gpu: dict[str, Any]) -> list[tuple[int | None, bool]]:
+    """The generation and width a GPU's link must train to under load, each
+    with whether NVML's maximum set it: what is expected, and never less than
+    the maximum NVML reports (that of the GPU and its slot), so that a
+    baseline holding none, or a lower one, leaves no link unjudged. Where the
+    GPU reaches its CPU over NVLink, the copy does not load the PCIe link,
+    and only what is expected is wanted of it."""
+    remotes = gpu.get("nvlink_remotes") or {}
+    maximum = [None, None] if remotes.get("cpu") else gpu.get("pcie_max") or [None, None]
+    wanted = []
+    for base, most in zip(expected or [None, None], maximum, strict=True):
+        known = [value for value in (base, most) if value is not None]
+        wanted.append((max(known) if known else None, most is not None and (base is None or most > base)))
+    return wanted
+
+
+def _pcie(expected: list | None, gpu: dict[str, Any]) -> list[Finding]:
+    """The PCIe link as trained under load against what it must train to."""
+    i, trained = gpu["index"], gpu.get("pcie_trained")
+    (gen, gen_max), (width, width_max) = _pcie_wanted(expected, gpu)
+    if gen is None and width is None:
+        if (gpu.get("nvlink_remotes") or {}).get("cpu"):
+            return [Finding("pcie_link", True, None, "not judged: the GPU reaches its CPU over NVLink", i)]
+        return [Finding("pcie_link", False, "a generation and width to hold it to", "none from NVML or expected", i)]
+    if trained is None:
+        link = f"gen{'?' if gen is None else gen} x{'?' if width is None else width}"
+        return [Finding("pcie_link", False, link, gpu.get("pcie_trained_unknown"), i)]
+    found = []
+    if gen is not None:
+        found.append(Finding("pcie_generation", trained[0] == gen, _wanted(gen, gen_max), trained[0], i))
+    if width is not None:
+        found.append(Finding("pcie_width", trained[1] == width, _wanted(f"x{width}", width_max), f"x{trained[1]}", i))
+    return found
+
+
+def _wanted(value: Any, by_max: bool) -> str:
+    """What a link must train to, saying where NVML's maximum set it, not the baseline."""
+    return f"{value} (its maximum)" if by_max else str(value)
+
+
 def _per_gpu(expected: dict[str, Any], gpu: dict[str, Any]) -> list[Finding]:
     i = gpu["index"]
     found = _same("model", expected.get("model"), gpu["model"], i)
-    pcie = expected.get("pcie")
-    if pcie is not None:
-        trained = gpu.get("pcie_trained")
-        if trained is None:
-            found.append(Finding("pcie_link", False, f"gen{pcie[0]} x{pcie[1]}", gpu.get("pcie_trained_unknown"), i))
-        else:
-            found.append(Finding("pcie_generation", trained[0] == pcie[0], pcie[0], trained[0], i))
-            found.append(Finding("pcie_width", trained[1] == pcie[1], f"x{pcie[1]}", f"x{trained[1]}", i))
+    if found and not found[0].ok:  # the rest of what is expected is another model's
+        return found + _pcie(None, gpu)
+    found += _pcie(expected.get("pcie"), gpu)
     found += _same("nvlinks_up", expected.get("nvlinks"), gpu["nvlinks"], i)
     if expected.get("nvlinks"):
         found += _same("nvlink_version", expected.get("nvlink_version"), gpu["nvlink_version"], i)
@@ -182,25 +260,41 @@ def _per_gpu(expected: dict[str, Any], gpu: dict[str, Any]) -> list[Finding]:
     return found
 
 
-def evaluate(expected: dict[str, Any] | None, detected: Detected) -> list[Finding]:
-    """Every finding for this node; `expected` is None where nothing is expected."""
+def evaluate(expected: dict[str, Any] | None, detected: Detected, allowed: int = IDLE_ONLY) -> list[Finding]:
+    """Every finding for this node; `expected` is None where nothing is
+    expected; `allowed`, the clock event reasons that are no fault."""
     if expected is None:
-        return _report_only(detected) + faults(detected)
+        return nvml_started(detected) + _report_only(detected) + faults(detected, allowed)
     node, info = detected.node, detected.info
     count = node["gpus"]["count"]
-    findings = [Finding("gpu_count", count == expected["gpu_count"], expected["gpu_count"], count)]
+    findings = nvml_started(detected)
+    findings.append(Finding("gpu_count", count == expected["gpu_count"], expected["gpu_count"], count))
     findings += _at_least("driver_version", expected.get("driver_min"), info.get("driver_version"))
     findings += _at_least("cuda_driver_version", expected.get("cuda_min"), info.get("cuda_driver_version"))
     if count and expected.get("addressing") is not None:
         findings.append(Finding("addressing", node["addressing"] == expected["addressing"], expected["addressing"],
                                 node["addressing"]))  # fmt: skip
     per_gpu = expected.get("gpus", [])
-    for gpu in info.get("gpus", []):
-        if gpu["index"] < len(per_gpu):
-            findings += _per_gpu(per_gpu[gpu["index"]], gpu)
+    for gpu in info.get("gpus", []):  # a GPU more than expected still has its link judged
+        findings += _per_gpu(per_gpu[gpu["index"]] if gpu["index"] < len(per_gpu) else {}, gpu)
     if expected.get("gdrdrv"):
         findings.append(Finding("gdrdrv", node["gdrdrv"], "/dev/gdrdrv", "present" if node["gdrdrv"] else "absent"))
-    return findings + faults(detected)
+    return findings + faults(detected, allowed)
+
+
+def nvml_started(detected: Detected) -> list[Finding]:
+    """Whether NVML could read this node. Where it could not, a node with
+    NVIDIA hardware fails (every GPU went unread, none may pass unjudged);
+    one without has no GPU to check, and one line says so."""
+    why = detected.info.get("nvml_error")
+    if why is None:
+        return []
+    hardware = detected.info.get("nvidia_hardware") or []
+    if hardware:
+        shown = ", ".join(hardware[:4]) + (", ..." if len(hardware) > 4 else "")
+        return [Finding("nvml", False, f"NVML running on a node with NVIDIA hardware ({shown})", why)]
+    return [Finding("nvml", True, None, f"{why}; no NVIDIA hardware on this node (no /dev/nvidia*, no NVIDIA "
+                                        "display controller on PCI): no GPU to check")]  # fmt: skip
 
 
 def _report_only(detected: Detected) -> list[Finding]:
@@ -211,11 +305,7 @@ def _report_only(detected: Detected) -> list[Finding]:
     for gpu in info.get("gpus", []):
         i = gpu["index"]
         findings.append(Finding("model", True, None, gpu["model"], i))
-        trained = gpu.get("pcie_trained")
-        link = (
-            f"gen{trained[0]} x{trained[1]}" if trained else f"not read under load ({gpu.get('pcie_trained_unknown')})"
-        )
-        findings.append(Finding("pcie_trained", True, None, link, i))
+        findings += _pcie(None, gpu)  # judged with nothing expected: against NVML's maximum
         findings.append(Finding("nvlinks_up", True, None, gpu["nvlinks"], i))
         findings.append(Finding("numa_node", True, None, gpu["numa"], i))
     return findings
@@ -235,8 +325,9 @@ def expectations(
     system: dict[str, Any], part: dict[str, Any], accepted: Path | None, detected: Detected
 ) -> tuple[dict | None, str]:
     """What this node is held to, and a line that says by what. A system
-    described at run time is held to its accepted run's node facts where the
-    node is of the same kind; another kind has nothing to be judged against."""
+    described at run time is held to its accepted run's node facts: a node
+    with fewer GPUs, none visible, or GPUs of another model fails them, and
+    is never passed as one with nothing to be judged against."""
     if not system.get("detect"):
         source = f"systems/{system['name']}.yaml"
         return expected_from_declared(part["node"], part.get("health", {}), source), f"against {source}"
@@ -246,13 +337,10 @@ def expectations(
     found = expected_from_accepted(record, part["name"], str(accepted))
     if found is None:
         return None, f"nothing to judge the node's facts against: {accepted} has no node facts of {part['name']}"
-    this = node_facts(detected)
+    basis, this = f"against the accepted run ({accepted})", node_facts(detected)
     if not same_kind(found, this):
-        return None, (
-            f"nothing to judge the node's facts against: the accepted run's node has {kind_of(found)}, "
-            f"this one {kind_of(this)}"
-        )
-    return found, f"against the accepted run ({accepted})"
+        basis += f", whose node has {kind_of(found)}, this one {kind_of(this)}"
+    return found, basis
 
 
 def main(argv: list[str] | None = None, detect=detect_node) -> int:
@@ -268,7 +356,8 @@ def main(argv: list[str] | None = None, detect=detect_node) -> int:
     part = declared_partition(system, args.partition)
     detected = detect(load_links=True)
     expected, basis = expectations(system, part, args.accepted, detected)
-    findings = evaluate(expected, detected)
+    allowed = allowed_mask(part.get("health", {}).get("clock_events_allowed", []))
+    findings = evaluate(expected, detected, allowed)
     for note in detected.notes:
         print(f"NOTE {note}")
     for finding in findings:

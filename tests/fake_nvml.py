@@ -31,7 +31,8 @@ class FakeGpu:
     uuid: str = "GPU-0"
     persistence: int = 1
     ecc: tuple = (1, 1)
-    replays: int = 1
+    replays: int = 1  # PCIe replays since the driver loaded
+    replays_under_load: int = 0  # ... and how many more each load of the link counts (a faulty link)
     ecc_uncorrected: int = 0  # volatile: since the driver loaded
     remapped_rows: tuple = (0, 0, 0, 0)  # corrected, uncorrected, pending, failure
     retired_pending: int = 0
@@ -133,7 +134,8 @@ class FakeNvml:
 
 class FakeCuda:
     """Device attributes 88 (pageable access) and 100 (via host page tables),
-    and a copy that loads a GPU's link (which makes the fake GPU train up)."""
+    and a copy that loads a GPU's link (which makes the fake GPU train up, and
+    count its replays_under_load)."""
 
     def __init__(self, pageable=0, host_page_tables=0, nvml=None):
         self.values = {88: pageable, 100: host_page_tables}
@@ -144,6 +146,7 @@ class FakeCuda:
         gpu = next(g for g in self.nvml.gpus if g.bus_id == bus_id) if self.nvml else None
         if gpu:
             gpu.loaded = True
+            gpu.replays += gpu.replays_under_load
         try:
             yield
         finally:

@@ -1,15 +1,17 @@
 """The nightly verdict end to end, through ReFrame, on a machine without a GPU.
 
 A copy of the repository gets a system whose node is described at run time
-through a fake NVML (tests/fakegpu/site/pynvml.py: one H100) and whose
+through a fake NVML (tests/fakegpu/site/pynvml.py: one H100) and a fake CUDA
+driver (tests/fakegpu/libcuda: health loads the link through it) and whose
 programs are fakes that print the real programs' output with a small noise
 (tests/fakegpu/src/fake_program.py). On it: five nightly runs on "separately
 started nodes" (other noise seeds) exit 3, since nothing is accepted yet;
 they are accepted, with references from their spread; a fourth run exits 0
 with every headline figure judged; a run with host memory at half speed
-exits 2, its rerun confirming, and flags exactly the host memory paths; a GPU that counted an
-uncorrected ECC error fails health (1); a GPU throttled during the run fails
-the checks it ran (1).
+exits 2, its rerun confirming, and flags exactly the host memory paths; a GPU
+that counted an uncorrected ECC error fails health (1); a GPU throttled only
+while the checks' programs run (health, at rest, passes it) fails the checks
+it ran (1).
 """
 
 import json
@@ -60,14 +62,31 @@ def repo(tmp_path_factory):
     (copy / "perflogs").mkdir()
     (copy / "systems" / "fakegpu.yaml").write_text(yaml.safe_dump(FAKE_SYSTEM, sort_keys=False))
     (root / "home").mkdir()
+    # The fake CUDA driver, built where no real one is found first (the fake node's library path).
+    (root / "libcuda").mkdir()
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler for the fake CUDA driver")
+    source = copy / "tests" / "fakegpu" / "libcuda" / "libcuda.c"
+    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-o", str(root / "libcuda" / "libcuda.so.1"), str(source)],
+                   check=True)  # fmt: skip
     return copy
+
+
+def fake_node_env(repo: Path) -> dict[str, str]:
+    """The fake NVML and the fake CUDA driver first in the node's paths."""
+    libraries = os.environ.get("LD_LIBRARY_PATH")
+    return {
+        "PYTHONPATH": f"{repo / 'tests' / 'fakegpu' / 'site'}{os.pathsep}{repo}",
+        "LD_LIBRARY_PATH": str(repo.parent / "libcuda") + (f"{os.pathsep}{libraries}" if libraries else ""),
+    }
 
 
 def nightly(repo: Path, seed: int, **env) -> tuple[int, str, Path]:
     """One nightly run of the fake node; its exit status, output and results folder."""
     environ = {
         **os.environ,
-        "PYTHONPATH": f"{repo / 'tests' / 'fakegpu' / 'site'}{os.pathsep}{repo}",
+        **fake_node_env(repo),
         "HOME": str(repo.parent / "home"),  # ReFrame's results database
         "GPU_MEMPATHS_FAKE_SEED": str(seed),
         **env,
@@ -82,7 +101,7 @@ def nightly(repo: Path, seed: int, **env) -> tuple[int, str, Path]:
 
 
 def accept(repo: Path, *stamps: str) -> subprocess.CompletedProcess:
-    environ = {**os.environ, "PYTHONPATH": f"{repo / 'tests' / 'fakegpu' / 'site'}{os.pathsep}{repo}"}
+    environ = {**os.environ, **fake_node_env(repo)}
     cmd = [sys.executable, "-m", "reports.nightly", "accept", *stamps, "--system", "fakegpu", "--write-references"]
     return subprocess.run(cmd, cwd=repo, env=environ, capture_output=True, text=True, timeout=120)
 
@@ -157,7 +176,8 @@ def test_an_uncorrected_ecc_error_fails_health(accepted):
 
 
 def test_a_gpu_throttled_during_the_run_fails_the_checks(accepted):
-    status, output, outdir = nightly(accepted, 7, GPU_MEMPATHS_FAKE_GPU="clock_events=64")  # HW thermal slowdown
+    # HW thermal slowdown under the checks' load only: at rest, health passes the GPU.
+    status, output, outdir = nightly(accepted, 7, GPU_MEMPATHS_FAKE_GPU_RUNNING="clock_events=64")
     assert status == 1, output[-4000:]
     job_outputs = "".join(p.read_text() for p in (accepted / "stage").rglob("rfm_job.out"))
     assert "Watch: FAIL gpu0 clock_events: hw_thermal_slowdown during the run" in job_outputs
@@ -178,7 +198,7 @@ def test_accepted_references_bound_rates_by_physics_and_tolerate_the_spread(acce
 def test_the_two_gpu_checks_never_run_on_one_gpu(repo):
     """mem_scan and p2p_pingpong print "Skipped" and exit 0 on one GPU: the
     checks must skip such a node themselves, with the reason, and run nothing."""
-    environ = {**os.environ, "PYTHONPATH": f"{repo / 'tests' / 'fakegpu' / 'site'}{os.pathsep}{repo}"}
+    environ = {**os.environ, **fake_node_env(repo)}
     cmd = [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
            "-C", "reframe_settings.py", "-c", "checks", "--system", "fakegpu", "--dry-run",
            "-n", "mem_scan|p2p_pingpong", "--prefix", str(repo.parent / "dry")]  # fmt: skip

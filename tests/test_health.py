@@ -2,6 +2,7 @@
 through the fake NVML: each fails with the GPU and the field named."""
 
 import json
+from pathlib import Path
 
 import pytest
 from fake_nvml import FakeCuda, FakeGpu, FakeNvml
@@ -9,6 +10,7 @@ from fake_nvml import FakeCuda, FakeGpu, FakeNvml
 from systems import load_all
 from systems.detect import detect_node
 from systems.health import evaluate, expected_from_accepted, expected_from_declared, main, node_facts
+from systems.watch import allowed_mask
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +104,46 @@ def test_counted_errors_fail_with_or_without_a_baseline(dgx, fault, line):
     readings = _readings(gpus)
     assert _failures(evaluate(dgx, readings)) == [line]
     assert _failures(evaluate(None, readings)) == [line]  # nothing expected: still a fault
+
+
+def test_a_gpu_whose_clocks_slow_at_rest_fails_with_or_without_a_baseline(dgx):
+    gpus = [_a100(i) for i in range(8)]
+    gpus[3] = _a100(3, clock_events=0x41)  # idle, and HW thermal slowdown
+    readings = _readings(gpus)
+    line = "FAIL gpu3 clock_events: expected none but gpu_idle, found hw_thermal_slowdown"
+    assert _failures(evaluate(dgx, readings)) == [line]
+    assert _failures(evaluate(None, readings)) == [line]
+    assert "PASS gpu2 clock_events: gpu_idle" in [f.line() for f in evaluate(dgx, readings)]
+
+
+def test_a_clock_event_reason_the_system_allows_is_no_fault(dgx):
+    gpus = [_a100(i, clock_events=0x5) for i in range(8)]  # idle, and the software power cap
+    readings = _readings(gpus)
+    assert _failures(evaluate(dgx, readings, allowed_mask(["sw_power_cap"]))) == []
+    assert len(_failures(evaluate(dgx, readings))) == 8
+
+
+def test_clock_event_reasons_nvml_cannot_read_are_not_passed(dgx):
+    gpus = [_a100(i) for i in range(8)]
+    gpus[1] = _a100(1, clock_events=None)
+    assert _failures(evaluate(dgx, _readings(gpus))) == [
+        "FAIL gpu1 clock_events: expected none but gpu_idle, found unreadable by NVML"
+    ]
+
+
+def test_replays_at_rest_are_reported_and_replays_under_the_links_load_fail(dgx):
+    gpus = [_a100(i) for i in range(8)]
+    gpus[6] = _a100(6, replays=40)  # counted once, long ago
+    findings = evaluate(dgx, _readings(gpus))
+    assert _failures(findings) == []
+    assert "PASS gpu6 pcie_replays: 40 since the driver loaded, 0 during health's load of the link" in [
+        f.line() for f in findings
+    ]
+    gpus[6] = _a100(6, replays=40, replays_under_load=3)
+    line = "FAIL gpu6 pcie_replays: expected 0 during health's load of the link, found 3 (43 since the driver loaded)"
+    readings = _readings(gpus)
+    assert _failures(evaluate(dgx, readings)) == [line]
+    assert _failures(evaluate(None, readings)) == [line]
 
 
 # --- a simulated Summit node: six V100s, six NVLink2 links each, ATS ---
@@ -199,7 +241,7 @@ def test_local_without_an_accepted_run_reports_and_says_it_judged_nothing(capsys
                   detect=_detect([FakeGpu()]))  # fmt: skip
     out = capsys.readouterr().out
     assert status == 0
-    assert "PASS gpu0 pcie_trained: gen5 x16" in out
+    assert "PASS gpu0 pcie_generation: 5" in out and "PASS gpu0 pcie_width: x16" in out
     assert "PASS driver_version: 535.104.05" in out
     assert out.rstrip().endswith(
         "0 failures, nothing to judge the node's facts against: no accepted run (./suite accept)"
@@ -232,18 +274,198 @@ def test_declared_system_fails_with_exit_status_one(capsys):
     assert "FAIL gpu_count: expected 8, found 1" in capsys.readouterr().out
 
 
-def test_another_kind_of_node_than_the_accepted_one_is_not_judged_against_it(capsys, tmp_path):
+def _accepted_file(tmp_path, gpus):
+    """An accepted.json whose node facts are those of a node with `gpus`."""
     facts = tmp_path / "node.json"
-    main(["--system", "local", "--partition", "default", "--facts-out", str(facts)], detect=_detect([FakeGpu()]))
+    main(["--system", "local", "--partition", "default", "--facts-out", str(facts)], detect=_detect(gpus))
     record = {k: v for k, v in json.loads(facts.read_text()).items() if k not in ("host", "partition")}
     accepted = tmp_path / "accepted.json"
     accepted.write_text(json.dumps({"runs": [], "node": {"default": record}}))
+    return ["--system", "local", "--partition", "default", "--accepted", str(accepted)]
+
+
+def test_another_kind_of_node_than_the_accepted_one_fails(capsys, tmp_path):
+    args = _accepted_file(tmp_path, [FakeGpu()])
     capsys.readouterr()
-    args = ["--system", "local", "--partition", "default", "--accepted", str(accepted)]
-    assert main(args, detect=_detect([FakeGpu(name="NVIDIA H200")])) == 0
+    assert main(args, detect=_detect([FakeGpu(name="NVIDIA H200")])) == 1
     out = capsys.readouterr().out
-    assert out.rstrip().endswith(
-        "nothing to judge the node's facts against: the accepted run's node has NVIDIA H100 80GB HBM3, "
-        "this one NVIDIA H200"
-    )
+    assert _fails(out) == ["FAIL gpu0 model: expected NVIDIA H100 80GB HBM3, found NVIDIA H200"]
+    assert out.rstrip().endswith("whose node has NVIDIA H100 80GB HBM3, this one NVIDIA H200")
     assert main(args, detect=_detect([FakeGpu(), FakeGpu(uuid="GPU-1")])) == 1  # the same kind, one GPU more
+
+
+def _fails(out):
+    return [line for line in out.splitlines() if line.startswith("FAIL")]
+
+
+def _h100_pair():
+    return [FakeGpu(), FakeGpu(uuid="GPU-1", bus_id="00000000:02:00.0")]
+
+
+@pytest.mark.parametrize(
+    "gpus, visible, found",
+    [
+        ([], None, 0),  # NVML sees none
+        (_h100_pair(), "", 0),  # the scheduler hid them all
+        (_h100_pair(), "1", 1),  # ... or one
+    ],
+)
+def test_a_node_with_hidden_or_missing_gpus_fails_against_its_accepted_run(
+    capsys, tmp_path, monkeypatch, gpus, visible, found
+):
+    args = _accepted_file(tmp_path, _h100_pair())
+    capsys.readouterr()
+    if visible is not None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert main(args, detect=_detect(gpus)) == 1
+    assert _fails(capsys.readouterr().out) == [f"FAIL gpu_count: expected 2, found {found}"]
+
+
+def _without_nvml(tmp_path, dev_files=(), pci=()):
+    """Detection where NVML does not start, on a node whose /dev and /sys hold
+    `dev_files` and PCI devices (address, vendor, class)."""
+    dev, sysfs = tmp_path / "dev", tmp_path / "sys"
+    dev.mkdir()
+    for name in dev_files:
+        (dev / name).touch()
+    for address, vendor, klass in pci:
+        device = sysfs / "bus" / "pci" / "devices" / address
+        device.mkdir(parents=True)
+        (device / "vendor").write_text(vendor + "\n")
+        (device / "class").write_text(klass + "\n")
+    nvml = FakeNvml([], fail_init="Driver Not Loaded")
+    return lambda load_links=False: detect_node(nvml=nvml, sysfs=sysfs, dev=dev, load_links=load_links)
+
+
+@pytest.mark.parametrize(
+    "hardware, shown",
+    [
+        ({"dev_files": ["nvidiactl", "nvidia0", "nvidia1"]}, "dev/nvidia0, "),
+        ({"pci": [("0000:01:00.0", "0x10de", "0x030200")]}, "PCI 0000:01:00.0"),  # a 3D controller
+    ],
+)
+def test_nvml_that_cannot_start_on_a_node_with_nvidia_gpus_fails(capsys, tmp_path, hardware, shown):
+    args = ["--system", "local", "--partition", "default", "--accepted", str(tmp_path / "none.json")]
+    assert main(args, detect=_without_nvml(tmp_path, **hardware)) == 1
+    (line,) = _fails(capsys.readouterr().out)
+    assert line.startswith("FAIL nvml: expected NVML running on a node with NVIDIA hardware (")
+    assert shown in line and line.endswith("found NVML could not start (Driver Not Loaded)")
+
+
+def test_a_node_without_nvidia_hardware_passes_with_a_line_that_says_why(capsys, tmp_path):
+    args = ["--system", "local", "--partition", "default", "--accepted", str(tmp_path / "none.json")]
+    grace = [("0008:00:00.0", "0x10de", "0x060400"), ("0000:00:02.0", "0x8086", "0x030000")]  # bridges, Intel graphics
+    assert main(args, detect=_without_nvml(tmp_path, dev_files=["nvidiactl"], pci=grace)) == 0
+    out = capsys.readouterr().out
+    assert "PASS nvml: NVML could not start (Driver Not Loaded); no NVIDIA hardware on this node" in out
+    assert _fails(out) == []
+
+
+def test_a_node_without_gpus_fails_where_its_accepted_run_had_some(capsys, tmp_path):
+    args = _accepted_file(tmp_path, [FakeGpu()])
+    capsys.readouterr()
+    assert main(args, detect=_without_nvml(tmp_path)) == 1
+    assert _fails(capsys.readouterr().out) == ["FAIL gpu_count: expected 1, found 0"]
+
+
+def _local_allowing(tmp_path, reasons):
+    """The local system's data with clock event reasons its health allows."""
+    import yaml
+
+    from systems import data
+
+    system = yaml.safe_load((data.SYSTEMS_DIR / "local.yaml").read_text())
+    system["partitions"][0]["health"] = {"clock_events_allowed": reasons}
+    (tmp_path / "local.yaml").write_text(yaml.safe_dump(system))
+    return ["--systems-dir", str(tmp_path)]
+
+
+def test_health_allows_the_clock_event_reasons_its_system_lists(capsys, tmp_path):
+    args = ["--system", "local", "--partition", "default", "--accepted", str(tmp_path / "none.json")]
+    capped = _detect([FakeGpu(clock_events=0x5)])  # idle, and the software power cap
+    assert main(args, detect=capped) == 1
+    assert "FAIL gpu0 clock_events: expected none but gpu_idle, found sw_power_cap" in capsys.readouterr().out
+    assert main(args + _local_allowing(tmp_path, ["sw_power_cap"]), detect=capped) == 0
+    assert "PASS gpu0 clock_events: gpu_idle,sw_power_cap" in capsys.readouterr().out
+
+
+# --- every GPU's PCIe link held to its maximum, whatever the baseline holds ---
+
+
+def _accepted_with_pcie(tmp_path, pcie):
+    """Accepted facts of one H100 whose PCIe link they record as `pcie` ("missing": no such key)."""
+    args = _accepted_file(tmp_path, [FakeGpu()])
+    accepted = Path(args[-1])
+    record = json.loads(accepted.read_text())
+    gpu = record["node"]["default"]["gpus"][0]
+    if pcie == "missing":
+        del gpu["pcie"]
+    else:
+        gpu["pcie"] = pcie
+    accepted.write_text(json.dumps(record))
+    return args
+
+
+@pytest.mark.parametrize(
+    "pcie, expected",
+    [
+        ([5, 16], ["FAIL gpu0 pcie_generation: expected 5, found 4", "FAIL gpu0 pcie_width: expected x16, found x8"]),
+        (None, ["FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
+                "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8"]),
+        ("missing", ["FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
+                     "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8"]),
+        ([4, 8], ["FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
+                  "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8"]),
+    ],
+)  # fmt: skip
+def test_an_h100_link_trained_at_gen4_x8_fails_naming_the_gpu_and_field(capsys, tmp_path, pcie, expected):
+    """An H100 can train to Gen5 x16: at Gen4 x8 it fails against accepted
+    facts that say so, that hold no link, or that accepted the link trained down."""
+    args = _accepted_with_pcie(tmp_path, pcie)
+    capsys.readouterr()
+    assert main(args, detect=_detect([FakeGpu()])) == 0
+    capsys.readouterr()
+    assert main(args, detect=_detect([FakeGpu(pcie_loaded=(4, 8))])) == 1
+    assert _fails(capsys.readouterr().out) == expected
+
+
+def test_an_h100_link_trained_at_gen4_x8_fails_with_nothing_accepted(capsys, tmp_path):
+    args = ["--system", "local", "--partition", "default", "--accepted", str(tmp_path / "none.json")]
+    assert main(args, detect=_detect([FakeGpu(pcie_loaded=(4, 8))])) == 1
+    assert _fails(capsys.readouterr().out) == [
+        "FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
+        "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8",
+    ]
+
+
+def test_a_gpu_more_than_accepted_still_has_its_link_judged(capsys, tmp_path):
+    args = _accepted_file(tmp_path, [FakeGpu()])
+    capsys.readouterr()
+    second = FakeGpu(uuid="GPU-1", bus_id="00000000:02:00.0", pcie_loaded=(4, 16))
+    assert main(args, detect=_detect([FakeGpu(), second])) == 1
+    assert _fails(capsys.readouterr().out) == [
+        "FAIL gpu_count: expected 1, found 2",
+        "FAIL gpu1 pcie_generation: expected 5 (its maximum), found 4",
+    ]
+
+
+def test_a_link_with_no_maximum_and_nothing_expected_is_not_passed():
+    findings = evaluate(None, _readings([FakeGpu(pcie_max=(None, None))]))
+    assert _failures(findings) == [
+        "FAIL gpu0 pcie_link: expected a generation and width to hold it to, found none from NVML or expected"
+    ]
+
+
+def test_a_link_not_read_under_load_is_not_passed_with_nothing_expected():
+    nvml = FakeNvml([FakeGpu()])
+    findings = evaluate(None, detect_node(nvml=nvml, cuda_factory=FakeCuda, load_links=False))
+    assert _failures(findings) == [
+        "FAIL gpu0 pcie_link: expected gen5 x16, found not read under load (no CUDA driver, or not asked for)"
+    ]
+
+
+def test_a_gpu_that_reaches_its_cpu_over_nvlink_is_not_held_to_its_pcie_maximum(summit):
+    gpus = [_v100(i, pcie_loaded=(1, 16)) for i in range(6)]  # the copies go over NVLink: PCIe idles
+    findings = evaluate(summit, _summit_readings(gpus))
+    assert _failures(findings) == []
+    assert "PASS gpu0 pcie_link: not judged: the GPU reaches its CPU over NVLink" in [f.line() for f in findings]

@@ -1,7 +1,11 @@
 """A stand-in for nvidia-ml-py on a machine without a GPU (tests/test_fake_gpu.py):
 one H100 on PCIe Gen5 under a name of its own, from tests/fake_nvml.py. GPU_MEMPATHS_FAKE_GPU
-('field=value,...') changes the GPU's readings, to inject a fault."""
+('field=value,...') changes the GPU's readings, to inject a fault; GPU_MEMPATHS_FAKE_GPU_RUNNING
+changes them only for the watch (systems/watch.py), as a GPU that misbehaves only while a
+check's program loads it, not at rest when health reads it. The link trains up while the
+fake CUDA driver (tests/fakegpu/libcuda) copies to the GPU, as health's load makes it."""
 
+import ctypes
 import os
 import sys
 
@@ -14,15 +18,42 @@ from fake_nvml import FakeGpu, FakeNvml  # noqa: E402
 NAME = "NVIDIA H100 80GB HBM3 (fake)"
 
 
+def _watching() -> bool:
+    """Whether the watch loaded this module (python -m systems.watch): a check's program is running."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", None) == "systems.watch"
+
+
 def _gpu() -> FakeGpu:
     gpu = FakeGpu(name=NAME)
-    for item in filter(None, os.environ.get("GPU_MEMPATHS_FAKE_GPU", "").split(",")):
+    changes = os.environ.get("GPU_MEMPATHS_FAKE_GPU", "")
+    if _watching():
+        changes += "," + os.environ.get("GPU_MEMPATHS_FAKE_GPU_RUNNING", "")
+    for item in filter(None, changes.split(",")):
         name, _, value = item.partition("=")
         setattr(gpu, name, type(getattr(gpu, name))(int(value)))
     return gpu
 
 
-_nvml = FakeNvml([_gpu()])
+def _link_loaded() -> bool:
+    """Whether the fake CUDA driver is copying to the GPU (CudaDriver.load_link)."""
+    try:
+        return bool(ctypes.c_int.in_dll(ctypes.CDLL("libcuda.so.1"), "fake_link_loaded").value)
+    except (OSError, ValueError):  # no fake driver on the library path: the link idles
+        return False
+
+
+class _Node(FakeNvml):
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, g):
+        g.loaded = _link_loaded()
+        return super().nvmlDeviceGetCurrPcieLinkGeneration(g)
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, g):
+        g.loaded = _link_loaded()
+        return super().nvmlDeviceGetCurrPcieLinkWidth(g)
+
+
+_nvml = _Node([_gpu()])
 
 
 def __getattr__(name):
