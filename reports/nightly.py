@@ -21,7 +21,8 @@ and exits with
     2  something moved: a path moved or became unstable, and its rerun agrees;
     3  not judged, with its reason: no accepted baseline ('no-baseline'), a
        figure the accepted runs have that tonight lacks ('vanished'), a node
-       of another kind than the accepted one ('other-kind'), a figure that
+       whose partition the baseline has no node facts of ('other-kind'; a
+       node of another GPU model fails health instead), a figure that
        could not be judged for another reason ('unjudged'), or an error of the
        suite itself. --allow-unjudged turns only 'no-baseline' into 0.
 
@@ -197,11 +198,6 @@ def confirm_by_rerun(system: str, run: dict, outdir: Path, result, accepted: dic
     return verdict.confirm(result, again)
 
 
-#: Why a night could not be judged, each its own reason in run.json; only the
-#: first may be allowed (--allow-unjudged: a system's first nights).
-UNJUDGED_REASONS = ("no-baseline", "vanished", "other-kind", "unjudged")
-
-
 def unjudged_reasons(result: verdict.Verdict | None, node_judged: bool, health_ran: bool) -> list[str]:
     if not health_ran:
         return []
@@ -357,17 +353,19 @@ def report_outcome(found: dict, result, reasons: list[str], status: int, outdir:
         for row in result.figures[result.figures["verdict"].isin(["broken", "unjudged"])].itertuples():
             print(f"nightly: {row.verdict.upper()} {row.test} {row.case} {row.figure}: {row.reason}", file=sys.stderr)
     for reason in reasons:
-        print(f"nightly: NOT JUDGED ({reason}): {_REASON_WORDS[reason]}", file=sys.stderr)
+        print(f"nightly: NOT JUDGED ({reason}): {UNJUDGED_REASONS[reason]}", file=sys.stderr)
     verdict_line = verdict.summary_line(result) if result is not None else "no baseline: nothing judged"
     print(f"nightly: checks {len(found['passed'])} passed, {len(found['failed'])} failed, "
           f"{len(found['skipped'])} skipped; {verdict_line}")  # fmt: skip
     print(f"nightly: exit {status} ({MEANING[status]}); results in {outdir}")
 
 
-_REASON_WORDS = {
+#: Why a night could not be judged, each its own reason in run.json; only the
+#: first may be allowed (--allow-unjudged: a system's first nights).
+UNJUDGED_REASONS = {
     "no-baseline": "the system has no accepted runs (./suite accept)",
     "vanished": "figures the accepted runs have were not measured tonight",
-    "other-kind": "the accepted baseline records no node of this kind",
+    "other-kind": "the accepted baseline records no node facts for this partition",
     "unjudged": "figures without a path, a direction or enough accepted runs",
 }
 

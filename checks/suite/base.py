@@ -87,8 +87,10 @@ class NodeFacts(Placement):
     #: references' bounds, for a run by hand), or 'physical' (only what no
     #: correct measurement can cross: a rate above its link's limit, a time
     #: below its path's floor), which the nightly sets: there its verdict
-    #: (reports/verdict.py) judges every move, one verdict per figure.
-    reference_bounds = variable(str, value="tolerance")
+    #: (reports/verdict.py) judges every move, one verdict per figure. Not
+    #: logged: how a run was held is no fact of the case, and a new perflog
+    #: column would make ReFrame start every perflog anew.
+    reference_bounds = variable(str, value="tolerance", loggable=False)
 
     #: Variables that change what the check measures (sizes, launch shapes);
     #: with the parameters they make the case. Repetitions are not among them.
