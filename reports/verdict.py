@@ -546,8 +546,9 @@ def confirm(first: Verdict, rerun: Verdict) -> Verdict:
     figures = first.figures.copy()
     for index in paths.index[paths["verdict"].isin(["moved", "unstable"])]:
         row = paths.loc[index]
-        if row["path"] not in again.index:
-            paths.loc[index, "reason"] = _join(row["reason"], "the rerun did not measure it: not confirmed")
+        if row["path"] not in again.index or again.loc[row["path"], "verdict"] == "unjudged":
+            # Neither confirmed nor refuted: a flag stands until a rerun says otherwise.
+            paths.loc[index, "reason"] = _join(row["reason"], "not rerun: unconfirmed")
             continue
         confirmed = _confirmed(row, again.loc[row["path"]], rerun.figures, row["path"])
         if not confirmed:

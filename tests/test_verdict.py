@@ -131,6 +131,10 @@ def test_a_rerun_confirms_a_move_or_makes_it_transient():
     transient = verdict.confirm(first, back)
     assert transient.paths["verdict"].tolist() == ["transient"] and transient.flagged_paths() == []
     assert nightly.nightly_status({"failed": []}, transient, [], False) == 0
+    # A rerun that did not measure the path (a later verdict flags what the night did not rerun): it stands.
+    unmeasured = verdict.judge_values(_one_path_table(base))
+    kept = verdict.confirm(first, unmeasured)
+    assert kept.paths["verdict"].tolist() == ["moved"] and "not rerun" in kept.paths["reason"].iloc[0]
 
 
 def test_an_unstable_path_needs_its_rerun_to_be_unstable_too():
