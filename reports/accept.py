@@ -32,7 +32,6 @@ from .nightly import (
     MEANING,
     UNJUDGED,
     accepted_file,
-    accepted_masks,
     find_run,
     now,
     read_accepted,
@@ -253,12 +252,10 @@ def rejudge(args) -> int:
         print(f"rejudge: no accepted run for {system}", file=sys.stderr)
         return UNJUDGED
     frame = load([nightly.PERFLOGS / system], warn=None).frame
-    masks, worst = accepted_masks(frame, system, accepted), 0
+    worst = 0
     for stamp in args.stamps:
         outdir, run = find_run(system, stamp)
-        result = verdict.judge(frame, masks, run_rows(frame, system, [run]), args.alpha)
-        if "rerun" in run:
-            result = verdict.confirm(result, verdict.judge(frame, masks, run_rows(frame, system, [run["rerun"]])))
+        result = nightly.judged_with_rerun(frame, system, accepted, run, args.alpha)
         result.figures.to_csv(outdir / "rejudged.csv", index=False)
         result.paths.to_csv(outdir / "rejudged-paths.csv", index=False)
         reasons = nightly.unjudged_reasons(result, node_judged=True, health_ran=True)

@@ -153,12 +153,12 @@ def judge_night(system: str, run: dict, accepted: dict | None, alpha: float) -> 
     if accepted is None:
         print(f"nightly: no accepted run for {system}: nothing to judge against; accept runs with "
               f"./suite accept {run['stamp']} [more stamps] --write-references")  # fmt: skip
-        return None, records, frame
+        return None, records
     result = verdict.judge(frame, accepted_masks(frame, system, accepted), tonight, alpha)
     stamps = ", ".join(r["stamp"] for r in accepted["runs"])
     print(f"nightly: judged by path against the accepted runs {stamps} (run medians, moderated robust spread, "
           f"Holm-corrected, alpha {alpha})")  # fmt: skip
-    return result, records, frame
+    return result, records
 
 
 def accepted_masks(frame: pd.DataFrame, system: str, accepted: dict) -> dict[str, pd.Series]:
@@ -181,9 +181,12 @@ def rerun_selection(result: verdict.Verdict, report: Path) -> list[str]:
     return [option for h in sorted(hashes) for option in ("-n", f"/{h}")]
 
 
-def confirm_by_rerun(system: str, run: dict, outdir: Path, result, accepted: dict, options: list, alpha: float):
+def confirm_by_rerun(system: str, run: dict, outdir: Path, result, accepted: dict, options: list, alpha: float,
+                     found: dict):  # fmt: skip
     """Rerun the cases of the flagged paths once and judge the rerun: the
-    verdict with each flagged path confirmed or 'transient'."""
+    verdict with each flagged path confirmed, 'transient', or unconfirmed
+    where the rerun could not measure it. A rerun case that fails is a
+    failed check like any other (added to `found`)."""
     selection = rerun_selection(result, outdir / "run-report.json")
     if not selection:
         return result
@@ -193,9 +196,17 @@ def confirm_by_rerun(system: str, run: dict, outdir: Path, result, accepted: dic
             *selection, "-S", "reference_bounds=physical", *health_options(options))  # fmt: skip
     rerun["end"] = now()
     run["rerun"] = rerun
-    frame = load([PERFLOGS / system], warn=None).frame
-    again = verdict.judge(frame, accepted_masks(frame, system, accepted), run_rows(frame, system, [rerun]), alpha)
-    return verdict.confirm(result, again)
+    found["failed"] += [f"rerun: {line}" for line in outcomes(outdir / "rerun-report.json")["failed"]]
+    return judged_with_rerun(load([PERFLOGS / system], warn=None).frame, system, accepted, run, alpha)
+
+
+def judged_with_rerun(frame: pd.DataFrame, system: str, accepted: dict, run: dict, alpha: float):
+    """The verdict on a run against the accepted runs, confirmed by its rerun where it had one."""
+    masks = accepted_masks(frame, system, accepted)
+    result = verdict.judge(frame, masks, run_rows(frame, system, [run]), alpha)
+    if "rerun" in run:
+        result = verdict.confirm(result, verdict.judge(frame, masks, run_rows(frame, system, [run["rerun"]]), alpha))
+    return result
 
 
 def unjudged_reasons(result: verdict.Verdict | None, node_judged: bool, health_ran: bool) -> list[str]:
@@ -267,22 +278,29 @@ def nightly(args) -> int:
     health = reframe(system, outdir / "health-report.json", "-t", "health", "-S", f"node_health.facts_dir={outdir}",
                      *health_options(args.reframe))  # fmt: skip
     found = outcomes(outdir / "health-report.json")
+    if health != 0 and not found["failed"]:  # ReFrame failed without a failed case to show for it
+        found["failed"].append(f"health: ReFrame exited {health} (see {outdir / 'health-report.json'})")
     run["health"] = "pass" if health == 0 else "fail"
     if health == 0:
-        reframe(system, outdir / "run-report.json", "--mode", "nightly", "-S", "reference_bounds=physical",
-                *args.reframe)  # fmt: skip
+        checks_status = reframe(system, outdir / "run-report.json", "--mode", "nightly", "-S",
+                                "reference_bounds=physical", *args.reframe)  # fmt: skip
         checks = outcomes(outdir / "run-report.json")
+        if checks_status != 0 and not checks["failed"]:
+            checks["failed"].append(f"checks: ReFrame exited {checks_status} (see {outdir / 'run-report.json'})")
         found = {k: found[k] + checks[k] for k in found}
         run["checks"] = "pass" if not checks["failed"] else "fail"
     else:
         print("nightly: the health checks failed: no performance checks on an unhealthy node", file=sys.stderr)
     run["end"] = now()
+    # A record of the run before it is judged: a night killed while judging or rerunning can still be accepted
+    # or judged again.
+    (outdir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
 
     result = records = None
     if health == 0:
-        result, records, _ = judge_night(system, run, accepted, args.alpha)
+        result, records = judge_night(system, run, accepted, args.alpha)
         if result is not None:
-            result = confirm_by_rerun(system, run, outdir, result, accepted, args.reframe, args.alpha)
+            result = confirm_by_rerun(system, run, outdir, result, accepted, args.reframe, args.alpha, found)
     node_judged = node_facts_judged(accepted, outdir)
     reasons = unjudged_reasons(result, node_judged, health == 0)
     status = nightly_status(found, result, reasons, args.allow_unjudged)

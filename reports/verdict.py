@@ -155,7 +155,9 @@ def _trigamma_inverse(y: float) -> float:
 
 
 def p_beyond(statistic: float, n: int, prior_df: int) -> float:
-    """P(null >= statistic) for n accepted runs, never below one draw's worth."""
+    """P(null >= statistic) for n accepted runs, never below one draw's worth (NaN for no statistic)."""
+    if not math.isfinite(statistic):
+        return math.nan
     null = null_distribution(n, prior_df)
     above = null.size - np.searchsorted(null, statistic, side="left")
     return max(above, 1) / null.size
@@ -296,8 +298,9 @@ FIGURE_COLUMNS = ["path", "kind", "verdict", "reason", "runs", "accepted", "toni
                   "spread_pct", "prior_df", "p_worse", "p_better", "cv_tonight", "cv_accepted",
                   "nan_samples"]  # fmt: skip
 _PRIVATE = ["_worse", "_moves", "_cvs", "_logs", "_night"]
-PATH_COLUMNS = ["path", "kind", "better", "verdict", "reason", "figures", "agree", "change_pct", "floor_pct",
-                "spread_pct", "prior_df", "runs", "p_worse", "p_better", "instability", "figure_names"]  # fmt: skip
+PATH_COLUMNS = ["path", "kind", "better", "verdict", "reason", "flagged_by", "figures", "agree", "change_pct",
+                "floor_pct", "spread_pct", "prior_df", "runs", "p_worse", "p_better", "instability",
+                "figure_names"]  # fmt: skip
 
 
 @dataclass
@@ -361,11 +364,14 @@ def _judge_figure(rows: list[dict], key: list[str]) -> dict:
     if base:
         row["accepted"] = math.exp(sign * float(np.median(logs)))
         row["cv_accepted"] = max(r["cv"] for r in base)
-        # Each accepted run's deviation from their median: the path's statistic per run is built from these.
-        row["_moves"] = dict(zip((r["run"] for r in base), logs - np.median(logs)))
+        # Each accepted run's deviation from the median of the others (left out, as tonight is from all of
+        # them: in-sample deviations would shrink the path's spread), whence the path's statistic per run.
+        row["_moves"] = (
+            {r["run"]: logs[i] - np.median(np.delete(logs, i)) for i, r in enumerate(base)} if len(base) > 1 else {}
+        )
     if night:
         row.update(tonight=night[0]["value"], cv_tonight=night[0]["cv"], nan_samples=night[0]["nan_samples"])
-    if first["yardstick"]:
+    if first["yardstick"] and not row["nan_samples"]:
         row.update(verdict="yardstick", reason=f"normalises its case; its path is judged by {first['yardstick']}")
         return row
     reason = _why_not_judged(row, first, night, base)
@@ -422,7 +428,7 @@ def _judge_paths(figures: pd.DataFrame) -> pd.DataFrame:
         judged = group[group["verdict"] == "pass"]
         row = {
             "path": name, "kind": group["kind"].iloc[0], "better": direction(group["unit"].iloc[0]) or "",
-            "verdict": "unjudged", "reason": "", "figures": len(judged),
+            "verdict": "unjudged", "reason": "", "flagged_by": "", "figures": len(judged),
             "agree": 0, "change_pct": math.nan, "floor_pct": group["floor_pct"].iloc[0], "spread_pct": math.nan,
             "prior_df": math.nan, "runs": 0, "p_worse": math.nan, "p_better": math.nan, "instability": math.nan,
             "figure_names": " ".join(sorted(set(judged["figure"]))),
@@ -494,19 +500,25 @@ def _correct(table: pd.DataFrame, alpha: float) -> None:
     table.loc[index[worse], "verdict"] = "moved"
     table.loc[index[better & ~worse], "verdict"] = "improved"
     if "instability" in table.columns:
-        unstable = judged & (table["instability"] > STABILITY_FACTOR).to_numpy() & (table["verdict"] == "pass")
-        table.loc[unstable, "verdict"] = "unstable"
+        spread = judged & (table["instability"] > STABILITY_FACTOR).to_numpy()
+        moved = (table["verdict"] == "moved").to_numpy()
+        table["flagged_by"] = [_join(*w) for w in zip(np.where(moved, "path", ""), np.where(spread, "spread", ""))]
+        table.loc[spread & table["verdict"].isin(["pass", "improved"]).to_numpy(), "verdict"] = "unstable"
 
 
 def _mark_paths_by_figures(figures: pd.DataFrame, paths: pd.DataFrame) -> None:
-    """A path whose figure moved on its own is flagged too, with the figure named."""
+    """A path whose figure moved on its own is flagged too (an unstable one
+    stays unstable), with the figure named, and 'figures' among what flagged it."""
     moved = figures[figures["verdict"] == "moved"]
     for name, group in moved.groupby("path"):
         at = paths.index[paths["path"] == name]
-        if len(at) and paths.loc[at[0], "verdict"] in ("pass", "improved", "unjudged"):
+        if not len(at):
+            continue
+        names = ", ".join(f"{t} {f}" for t, f in zip(group["test"], group["figure"]))
+        paths.loc[at[0], "reason"] = _join(paths.loc[at[0], "reason"], f"moved alone: {names}")
+        paths.loc[at[0], "flagged_by"] = _join(paths.loc[at[0], "flagged_by"], "figures")
+        if paths.loc[at[0], "verdict"] in ("pass", "improved", "unjudged"):
             paths.loc[at[0], "verdict"] = "moved"
-            names = ", ".join(f"{t} {f}" for t, f in zip(group["test"], group["figure"]))
-            paths.loc[at[0], "reason"] = f"moved alone: {names}"
 
 
 def summary_line(verdict: Verdict) -> str:
@@ -528,16 +540,19 @@ CONFIRM_ALPHA = 0.05
 
 def cases_of_paths(verdict: Verdict, paths: list[str]) -> pd.DataFrame:
     """The (test, case, environ) of every figure on the given paths: what a rerun must run."""
-    rows = verdict.figures[verdict.figures["path"].isin(paths)]
+    rows = verdict.figures[verdict.figures["path"].isin(paths) & (verdict.figures["verdict"] != "yardstick")]
     return rows[["test", "case", "environ"]].drop_duplicates()
 
 
 def confirm(first: Verdict, rerun: Verdict) -> Verdict:
     """The first run's verdict with each flagged path confirmed or not by the
-    rerun: a move is confirmed where the rerun moves the path the same way
-    beyond the floor at CONFIRM_ALPHA, an instability where the rerun is
-    unstable too; what the rerun does not confirm is 'transient'. The rerun's
-    change and instability stand beside the first run's."""
+    rerun: what flagged it (the path's move, a figure's move alone, the
+    samples' spread) is confirmed where the rerun shows it again (a move the
+    same way beyond the floor at CONFIRM_ALPHA, a spread beyond
+    STABILITY_FACTOR). Refuted on every count, the path is 'transient'; where
+    the rerun did not measure what flagged it (a case that failed or was not
+    rerun), the flag stands, unconfirmed. The rerun's change and instability
+    stand beside the first run's."""
     paths = first.paths.copy()
     again = rerun.paths.set_index("path")
     paths["rerun_change_pct"] = paths["path"].map(again["change_pct"])
@@ -546,30 +561,39 @@ def confirm(first: Verdict, rerun: Verdict) -> Verdict:
     figures = first.figures.copy()
     for index in paths.index[paths["verdict"].isin(["moved", "unstable"])]:
         row = paths.loc[index]
-        if row["path"] not in again.index or again.loc[row["path"], "verdict"] == "unjudged":
-            # Neither confirmed nor refuted: a flag stands until a rerun says otherwise.
+        on_path = (figures["path"] == row["path"]) & (figures["verdict"] == "moved")
+        evidence = _rerun_evidence(row, again.loc[row["path"]] if row["path"] in again.index else None,
+                                   figures[on_path], rerun.figures)  # fmt: skip
+        if evidence is None:
             paths.loc[index, "reason"] = _join(row["reason"], "not rerun: unconfirmed")
-            continue
-        confirmed = _confirmed(row, again.loc[row["path"]], rerun.figures, row["path"])
-        if not confirmed:
+        elif not evidence:
             paths.loc[index, "verdict"] = "transient"
-            on_path = (figures["path"] == row["path"]) & (figures["verdict"] == "moved")
             figures.loc[on_path, "verdict"] = "transient"
     return Verdict(figures, paths)
 
 
-def _confirmed(first: pd.Series, again: pd.Series, rerun_figures: pd.DataFrame, path: str) -> bool:
-    if first["verdict"] == "unstable":
-        return bool(again["instability"] > STABILITY_FACTOR)
-    if str(first["reason"]).startswith("moved alone"):
-        names = set(str(first["reason"]).split(": ", 1)[1].split(", "))
-        figures = rerun_figures[(rerun_figures["path"] == path)]
-        return any(
-            f"{t} {f}" in names and p <= CONFIRM_ALPHA
-            for t, f, p in zip(figures["test"], figures["figure"], figures["p_worse"])
+def _rerun_evidence(first: pd.Series, again: pd.Series | None, moved: pd.DataFrame, rerun: pd.DataFrame):
+    """True where the rerun shows any of what flagged the path again, False
+    where it shows none of it, None where it did not measure some of it."""
+    seen = []
+    flagged_by = str(first.get("flagged_by") or "")
+    measured = again is not None and again["verdict"] != "unjudged"
+    if "path" in flagged_by:
+        seen.append(
+            bool(again["p_worse"] <= CONFIRM_ALPHA) if measured and again["p_worse"] == again["p_worse"] else None
         )
-    return bool(again["p_worse"] <= CONFIRM_ALPHA)
+    if "spread" in flagged_by:
+        seen.append(bool(again["instability"] > STABILITY_FACTOR) if measured else None)
+    if "figures" in flagged_by:
+        key = [k for k in FIGURE_KEY if k in moved.columns and k in rerun.columns]
+        p_again = {tuple(r[k] for k in key): r["p_worse"] for _, r in rerun.iterrows()}
+        for _, figure in moved.iterrows():
+            p = p_again.get(tuple(figure[k] for k in key), math.nan)
+            seen.append(bool(p <= CONFIRM_ALPHA) if p == p else None)
+    if any(s is True for s in seen):
+        return True
+    return None if (not seen or any(s is None for s in seen)) else False
 
 
 def _join(*parts: str) -> str:
-    return "; ".join(p for p in parts if p)
+    return "; ".join(str(p) for p in parts if isinstance(p, str) and p)

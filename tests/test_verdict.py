@@ -220,3 +220,49 @@ def test_run_json_carries_the_exit_and_each_paths_verdict(tmp_path):
     assert written["paths"] == {"host link h2d of GPU 0, ce": {"verdict": "pass", "change_pct": -0.18, "figures": 1}}
     assert written["counts"]["judged"] == 1 and written["counts"]["moved"] == 0
     assert (tmp_path / "paths.csv").exists() and (tmp_path / "compare.csv").exists()
+
+
+def _many_paths(rng, runs: list[str], gpus: int = 8, figures: int = 14, sigma: float = 0.3) -> pd.DataFrame:
+    """Pure noise: `gpus` paths (one per GPU's host link) of `figures` figures (one per NUMA node) each."""
+    rows = [{"test": "path_matrix", "case": "paths=host-ce", "environ": "gnu", "system": "local", "partition": "d",
+             "gpu_model": "G", "gpu_count": "8", "host_link": "x", "figure": f"gpu{g}_h2d_numa{f}_ce", "unit": "GB/s",
+             "run": r, "value": 50 * math.exp(rng.normal(0, sigma)), "cv": 0.002, "n": 5, "nan_samples": ""}
+            for g in range(gpus) for f in range(figures) for r in runs]  # fmt: skip
+    return verdict.attach_paths(pd.DataFrame(rows))
+
+
+@pytest.mark.parametrize("n", [3, 8])
+def test_a_paths_p_values_are_not_too_small_when_nothing_moved(n):
+    """Each accepted run's path statistic is taken against the others, as
+    tonight's is: in-sample deviations made a path of three runs flag one
+    night in four at p <= 0.05."""
+    rng = np.random.default_rng(14)
+    runs = [f"r{i}" for i in range(n)] + ["tonight"]
+    p = np.concatenate([verdict.judge_values(_many_paths(rng, runs)).paths["p_worse"] for _ in range(60)])
+    assert np.mean(p <= 0.05) <= 0.07
+
+
+def test_a_rerun_must_show_again_what_flagged_a_path_and_missing_evidence_is_no_refutation():
+    base = {f"r{i}": [55.0 * (1 + 0.002 * (i % 3 - 1))] for i in range(6)}
+    # Moved and spread wide at once: the rerun moving it again confirms, whatever its spread.
+    both = verdict.judge_values(_one_path_table({**base, "tonight": [40.0]}).assign(
+        cv=lambda t: np.where(t["run"] == "tonight", 0.25, 0.002)))  # fmt: skip
+    assert both.paths["verdict"].tolist() == ["moved"]
+    assert both.paths["flagged_by"].iloc[0] == "path; spread; figures"
+    moved_again = verdict.judge_values(_one_path_table({**base, "tonight": [40.5]}))
+    assert verdict.confirm(both, moved_again).paths["verdict"].tolist() == ["moved"]
+    # The figure that moved alone, missing from the rerun (its case failed): the flag stands.
+    other = _one_path_table({**base, "tonight": [55.0]}, figure="gpu0_h2d_numa1_ce")
+    kept = verdict.confirm(both, verdict.judge_values(other))
+    assert kept.paths["verdict"].tolist() == ["moved"] and "unconfirmed" in kept.paths["reason"].iloc[0]
+
+
+def test_a_rerun_reruns_no_case_for_its_yardstick_alone():
+    rows = pd.concat([
+        _one_path_table({**{f"r{i}": [55.0] for i in range(4)}, "tonight": [44.0]}),
+        _one_path_table({**{f"r{i}": [51.3] for i in range(4)}, "tonight": [51.3]}, unit="GiB/s", test="um_bandwidth",
+                        figure="copy_engine_bw", case="memory=pinned op=read"),
+    ])  # fmt: skip
+    result = verdict.judge_values(rows)
+    assert result.flagged_paths() == ["host link h2d of GPU 0, ce"]
+    assert verdict.cases_of_paths(result, result.flagged_paths())["test"].tolist() == ["path_matrix"]

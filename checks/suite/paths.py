@@ -34,10 +34,6 @@ class Path:
     min_us: float | None = None
     yardstick: str | None = None
 
-    @property
-    def judged(self) -> bool:
-        return self.yardstick is None
-
 
 @lru_cache(maxsize=4)
 def load_rules(path: str = PATHS_FILE) -> tuple[dict, dict]:
