@@ -25,9 +25,10 @@ a figure), on the logarithm of the values (a change is a ratio):
   exactly as it is computed (`null_distribution`), so that a p-value means
   what it says whatever n is.
 - **Paths.** A path's statistic per run is the median over its figures of
-  their (worse-oriented) log deviations from their accepted medians: what
-  the figures agree on, not what one of them says. It is judged like one
-  figure. Paths are the verdict's unit ("host link d2h of GPU 0, ce: -20%,
+  their (worse-oriented) log deviations: tonight's from the accepted runs'
+  medians, each accepted run's from the medians of the others (left out as
+  tonight is). What the figures agree on, not what one of them says; it is
+  judged like one figure. Paths are the verdict's unit ("host link d2h of GPU 0, ce: -20%,
   14 of 14 figures agree"); figures are judged too, for a move one figure
   makes alone.
 - **Multiple testing.** Holm's correction over the paths, and over the
@@ -43,8 +44,9 @@ a figure), on the logarithm of the values (a change is a ratio):
   the check the data names.
 
 The flagged paths are confirmed by a rerun of their cases (reports/nightly.py):
-`confirm` judges the rerun the same way, and a move or instability the rerun
-does not show is transient.
+`confirm` judges the rerun the same way; what flagged a path (its move, a
+figure's move alone, its spread) and the rerun does not show again is
+transient, and what the rerun could not measure stays flagged.
 """
 
 from __future__ import annotations
