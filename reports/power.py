@@ -1,10 +1,10 @@
 """How well the nightly's verdict sees a move, from the accepted runs themselves.
 
-    python -m reports.power [--system NAME] [--move PCT] [--nights N] [--csv FILE]
+    python -m reports.power [--system NAME] [--move PCT ...] [--nights N] [--csv FILE]
 
 For each path of the accepted baseline: how often a night that changed
 nothing flags it (false alarms), and how often a night whose figures on that
-path moved by --move percent (worse) flags it (power), over --nights
+path moved by each --move percent (worse) flags it (power), over --nights
 simulated nights each. Two kinds of night:
 
 - replayed: each accepted run in turn is tonight, judged against the other
@@ -17,9 +17,8 @@ simulated nights each. Two kinds of night:
   against as many simulated accepted runs as the baseline has.
 
 A path whose power is under 90% at a 10% move cannot tell a 10% move from
-the spread between separately started nodes; the table says what move it
-can see (mdm_pct: its minimum detectable move at 90% power, from its
-spread, floor and runs), which is the honest answer where the spread is
+the spread between separately started nodes; the power at larger moves
+says what move it can see, which is the honest answer where the spread is
 the nodes', not the measurement's.
 """
 
