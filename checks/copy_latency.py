@@ -33,6 +33,7 @@ from reframe.core.builtins import run_after, run_before, variable
 
 from checks.suite.base import GpuCheck
 from checks.suite.records import numbers, read_output, records, require
+from checks.suite.settings import Count, Device, Real, Size, size_bytes
 
 #: Methods that every node with a GPU has; GDRCopy's is added where the
 #: partition declares (or detection finds) gdrdrv.
@@ -119,20 +120,6 @@ def perf_name(method: str, direction: str, size: int) -> str:
     return f"lat_us_{method}_{direction}_{size}"
 
 
-_SIZE_SHIFT = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
-
-
-def size_bytes(text: str) -> int:
-    """'16M' -> 16777216: a size as the program's options read it (src/common
-    suite.hpp, parse_bytes): K, M, G, T are powers of 1024, 'KiB' and 'KB'
-    alike, and a fraction must come to whole bytes (1.5K, not 0.1K)."""
-    found = re.fullmatch(r"(\d+)(?:\.(\d+))?(?:([KMGT])(i(?=[Bb]))?)?[Bb]?", str(text).strip(), re.IGNORECASE)
-    value = float(f"{found[1]}.{found[2] or 0}") * 2 ** _SIZE_SHIFT[(found[3] or "").upper()] if found else None
-    if value is None or value != int(value):
-        raise ValueError(f"max_size: {text!r} is not a whole number of bytes (K, M, G, T: powers of 1024)")
-    return int(value)
-
-
 @sn.deferrable
 def block_medians(stdout: str, method: str, direction: str, size: int) -> list:
     """A headline latency's samples: its block medians, from the job's output."""
@@ -168,6 +155,32 @@ class copy_latency(GpuCheck):
     blocks = variable(int, value=5)
 
     case_variables = ("device",)
+
+    #: What each may be. Every case (method, direction, size) stops after
+    #: `case_seconds` once it has its first samples: their sum is held to
+    #: `budget_seconds`, so that the check ends in minutes.
+    settings = {
+        "max_size": Size(1, 1 << 30),
+        "reps": Count(10, 100_000),
+        "case_seconds": Real(0.01, 10.0),
+        "sample_us": Real(0.0, 1e5),
+        "device": Device(),
+        "blocks": Count(1, 10),
+    }
+    budget_seconds = 900.0
+
+    def settings_problems(self) -> list[str]:
+        try:
+            sizes = size_bytes(self.max_size).bit_length()
+        except ValueError:
+            return []  # max_size itself is named
+        cases = len(self.measured_methods()) * len(DIRECTIONS) * sizes
+        if cases * self.case_seconds > self.budget_seconds:
+            return [f"case_seconds={self.case_seconds:g} x {cases} cases is {cases * self.case_seconds:.0f} s, "
+                    f"over the check's {self.budget_seconds:.0f} s"]  # fmt: skip
+        if self.blocks > self.reps:
+            return [f"blocks={self.blocks} must be at most reps={self.reps}"]
+        return []
 
     #: The methods measured: those every GPU node has, and GDRCopy's where
     #: the partition declares (or detection finds) gdrdrv and the build has

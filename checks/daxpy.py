@@ -44,6 +44,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 from checks.suite.base import GpuCheck
 from checks.suite.curves import median_figures
 from checks.suite.records import records, require
+from checks.suite.settings import Count, Each
 
 #: Rows N: thread blocks per kernel. The paper's text does not give it; the
 #: authors' published driver script runs ``axpy.ex 100 M`` (see the report).
@@ -237,6 +238,19 @@ class daxpy(GpuCheck):
     samples = variable(int, value=5)
 
     case_variables = ("rows",)
+
+    #: What each may be. A point runs inner x outer kernels over rows x
+    #: data_size bytes, `samples` times: the bounds keep the sweep (about 30
+    #: points) within the check's ten minutes at the slowest path measured
+    #: (managed memory migrating on demand).
+    settings = {
+        "rows": Count(1, 10_000),
+        "inner_axis": Each(Count(1, 64)),
+        "outer_axis": Each(Count(1, 64)),
+        "fixed_outer": Count(1, 64),
+        "fixed_inners": Each(Count(1, 64), most=8),
+        "samples": Count(1, 20),
+    }
 
     @run_after("init")
     def drop_meaningless_cases(self):

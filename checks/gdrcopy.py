@@ -82,6 +82,7 @@ from checks.suite.gdrcopy_runs import (
 )
 from checks.suite.placement import remote_numa_node
 from checks.suite.records import read_output
+from checks.suite.settings import Count, Device, NumaNode
 from systems import data
 
 # ------------------------------------------------------------------ checks --
@@ -129,6 +130,9 @@ class GdrCopyCheck(rfm.RunOnlyRegressionTest, NodeFacts):
     numa_binding = variable(str, value="none", loggable=True)
 
     case_variables = ("device",)
+
+    #: What each may be (the tests' own options get theirs in each test).
+    settings = {"device": Device(), "remote_node": NumaNode(optional=True), "repeats": Count(1, 20)}
 
     @run_after("setup")
     def skip_what_cannot_run(self):
@@ -238,6 +242,7 @@ class gdrcopy_copybw(GdrCopyCheck):
     copy_offset = variable(int, value=0)
 
     case_variables = ("device", "copy_offset")
+    settings = {"copy_offset": Count(0, 65535)}
 
     def test_options(self) -> list:
         return [
@@ -290,6 +295,7 @@ class gdrcopy_copylat(GdrCopyCheck):
 
     #: Buffer size (-s): the largest copy, GDRCopy's default.
     buffer_size = variable(int, value=16 * 2**20)
+    settings = {"buffer_size": Count(1, 1 << 30)}
 
     #: Also time cuMemcpy (-c), the rows "cuMemcpy_H2D/D2H".
     with_cumemcpy = variable(bool, value=True)
@@ -365,6 +371,7 @@ class gdrcopy_apiperf(GdrCopyCheck):
 
     #: Largest buffer (-s): rows for 64 KiB (a GPU page), 128 KiB, ... up to it.
     max_size = variable(int, value=2**20)
+    settings = {"max_size": Count(1 << 16, 1 << 30)}
 
     case_variables = ("device",)
 

@@ -15,6 +15,7 @@ from reframe.core.builtins import run_after, run_before, variable
 
 from checks.suite.base import SuiteCheck
 from checks.suite.records import read_output, records, require
+from checks.suite.settings import Count, Size
 
 OPS = ("read", "write")
 
@@ -48,6 +49,10 @@ class host_bandwidth(SuiteCheck):
 
     #: Timed runs per node and operation: the samples of each figure.
     runs = variable(int, value=5)
+
+    #: What each may be: at most 50 passes over 64 GiB per node and
+    #: operation, minutes at the tens of GB/s of one socket's memory.
+    settings = {"buffer_size": Size(1 << 20, 64 << 30), "runs": Count(1, 50)}
 
     @run_after("setup")
     def set_resources(self):

@@ -54,6 +54,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 from checks.suite.base import MultiGpuCheck
 from checks.suite.curves import output_curve
 from checks.suite.records import numbers, read_output, records, require
+from checks.suite.settings import Choice, Count, Each, Real, Size
 from systems import data
 
 GiB = 2**30
@@ -260,6 +261,17 @@ class mem_scan(MultiGpuCheck):
     launch_span = variable(str, value="chunk")
 
     case_variables = ("memory_fraction", "segments", "widths")
+
+    #: What each may be: the program's own ranges, launches bounded so that
+    #: the 13-segment sweep stays within the check's 15 minutes.
+    settings = {
+        "memory_fraction": Real(0.01, 0.9),
+        "segments": Each(Count(4, 16384), most=16),
+        "widths": Each(Choice((4, 8, 16)), most=3),
+        "reps": Count(SCAN_BLOCKS, 1000),  # at least one launch per timed block
+        "map_granularity": Size(2 << 20, 1 << 40, words=2 << 20, also=("chunk",)),
+        "launch_span": Size(16 << 10, 64 << 30, also=("chunk",)),
+    }
     #: Part of the case only where set, so that runs before they existed read as the same case.
     layout_variables = ("map_granularity", "launch_span")
 

@@ -18,6 +18,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import MultiGpuCheck, median
 from checks.suite.records import read_output, records, require
+from checks.suite.settings import Count, Size
 from systems import data
 
 GiB = 2**30
@@ -90,6 +91,16 @@ class p2p_pingpong(MultiGpuCheck):
     samples = variable(int, value=5)
 
     case_variables = ("size", "iters")
+
+    #: What each may be. Every iteration is a round trip over the peer
+    #: link (microseconds): at most 10^6 of them per sample and 2x10^6 in
+    #: all keep a variant within seconds to a minute.
+    settings = {"size": Size(4 << 10, 8 << 30, words=4), "iters": Count(1, 1_000_000), "samples": Count(1, 20)}
+
+    def settings_problems(self) -> list[str]:
+        if self.iters * self.samples > 2_000_000:
+            return [f"iters x samples = {self.iters * self.samples} round trips, over the 2000000 a run may make"]
+        return []
 
     @run_after("setup")
     def skip_without_nvbit(self):

@@ -37,6 +37,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import GpuCheck
 from checks.suite.records import read_output, records, require
+from checks.suite.settings import Count, Size
 from systems import data
 
 ENGINES = ("ce", "sm")
@@ -226,6 +227,12 @@ class path_matrix(GpuCheck):
     chase_steps = variable(int, value=20000)
 
     case_variables = ("size",)
+
+    #: What each may be: at most 20 samples of 16 GiB per cell keep the
+    #: largest matrix (every GPU pair of eight) within the check's 20
+    #: minutes; a chase of 10^7 dependent loads takes about 10 s over PCIe.
+    settings = {"size": Size(64 << 10, 16 << 30, words=16), "samples": Count(1, 20),
+                "chase_steps": Count(100, 10_000_000)}  # fmt: skip
 
     #: The unit of the figures :meth:`limit_of` bounds.
     limit_unit = "GB/s"

@@ -27,6 +27,7 @@ from reframe.core.exceptions import SkipTestError
 
 from checks.suite.base import GpuCheck, median
 from checks.suite.records import read_output
+from checks.suite.settings import Choice, Count, CountOr, Real, Size
 from systems import data, parse_quantity
 
 GiB = 2**30
@@ -111,6 +112,19 @@ class um_bandwidth(GpuCheck):
     load = variable(str, value="plain")
 
     case_variables = ("size", "load", "grid", "block")
+
+    #: What each may be. A case moves its data runs x repeats times: at
+    #: most 20 x 20 of the 'small' class's at most 64 GiB, minutes at the
+    #: slowest path measured (UM migration, 4-8 GiB/s on one H100).
+    settings = {
+        "small_size": Size(8 << 10, 64 << 30, multiple=(0.001, 0.9)),
+        "oversubscription_factor": Real(1.05, 8.0),
+        "runs": Count(2, 20),  # the steady state is the median of runs 2..N
+        "repeats": Count(1, 20),
+        "grid": CountOr(1, 2**31 - 1, ("auto",)),
+        "block": Count(32, 1024),
+        "load": Choice(("plain", "l2-256", "bulk")),
+    }
 
     @property
     def allocator(self) -> str:

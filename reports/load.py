@@ -341,9 +341,10 @@ def _curve_files(top: Path) -> list[Path]:
 
 
 def _add_frame(frames: list, files: dict, frame: pd.DataFrame, path: Path) -> None:
-    """Keep a file's rows that have a performance value, and count them."""
+    """Keep a file's rows that have a performance value, and count them: a
+    null value (a dry run's) is none; 'nan' (a program's) is one, and broken."""
     if not frame.empty:
-        frame = frame[frame["perf_var"].notna()]
+        frame = frame[frame["perf_var"].notna() & frame["value"].notna()]
     files[str(path)] = len(frame)
     if not frame.empty:
         frames.append(frame)

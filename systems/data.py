@@ -16,6 +16,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from . import cuda_drivers
+
 SYSTEMS_DIR = Path(__file__).resolve().parent
 SCHEMA_FILE = SYSTEMS_DIR / "schema.json"
 
@@ -93,8 +95,38 @@ def validate(data: Any, source: str) -> dict[str, Any]:
     return data
 
 
+def driver_min(system: dict[str, Any], part: dict[str, Any]) -> str | None:
+    """The oldest driver a partition's nodes may run: what the toolkits of its
+    environments need (cuda_drivers.py), or the newer one its health data names."""
+    toolkits = {env["name"]: env.get("cuda") for env in system["environments"]}
+    needed = [cuda_drivers.minimum_driver(toolkits[name]) for name in part["environments"] if toolkits.get(name)]
+    return cuda_drivers.newest(part.get("health", {}).get("driver_min"), *needed)
+
+
+def _check_toolkits(system: dict[str, Any], source: str) -> None:
+    """An environment that loads a CUDA module builds with that CUDA; a
+    partition's own driver_min is never older than its toolkits need."""
+    for i, env in enumerate(system["environments"]):
+        for module in env.get("modules", []):
+            found = re.fullmatch(r"cuda/(\d+\.\d+(?:\.\d+)*)", module)
+            if found and env.get("cuda") != found[1]:
+                raise SystemDataError(f"{source}: environments[{i}].cuda: the module {module} builds with CUDA "
+                                      f"{found[1]}, the environment says {env.get('cuda')}")  # fmt: skip
+    toolkits = {env["name"]: env.get("cuda") for env in system["environments"]}
+    for i, part in enumerate(system["partitions"]):
+        declared = part.get("health", {}).get("driver_min")
+        for name in part["environments"]:
+            cuda = toolkits.get(name)
+            needed = cuda_drivers.minimum_driver(cuda) if cuda else None
+            if declared and needed and cuda_drivers.newest(declared, needed) != declared:
+                raise SystemDataError(f"{source}: partitions[{i}].health.driver_min: {declared} is older than the "
+                                      f"{needed} that environment {name}'s CUDA {cuda} needs (drop it: it follows "
+                                      "from the toolkit)")  # fmt: skip
+
+
 def _check_consistency(system: dict[str, Any], source: str) -> None:
     env_names = {env["name"] for env in system["environments"]}
+    _check_toolkits(system, source)
     for i, part in enumerate(system["partitions"]):
         where = f"{source}: partitions[{i}]"
         for env in part["environments"]:

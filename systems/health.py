@@ -73,6 +73,13 @@ def _at_least(field: str, minimum: str | None, found: str | None) -> list[Findin
 # ------------------------------------------------------------ expectations --
 
 
+def declared_expectation(system: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
+    """What a declared system's partition holds its nodes to, the oldest
+    driver its environments' toolkits need included."""
+    health = {**part.get("health", {}), "driver_min": data.driver_min(system, part)}
+    return expected_from_declared(part["node"], health, f"systems/{system['name']}.yaml")
+
+
 def expected_from_declared(node: dict[str, Any], health: dict[str, Any], source: str) -> dict[str, Any]:
     """What a declared system's data says each GPU of a node is."""
     gpus, link = node["gpus"], node["host_link"]
@@ -330,7 +337,7 @@ def expectations(
     is never passed as one with nothing to be judged against."""
     if not system.get("detect"):
         source = f"systems/{system['name']}.yaml"
-        return expected_from_declared(part["node"], part.get("health", {}), source), f"against {source}"
+        return declared_expectation(system, part), f"against {source}"
     if accepted is None or not accepted.exists():
         return None, "nothing to judge the node's facts against: no accepted run (./suite accept)"
     record = json.loads(accepted.read_text())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,18 @@ def _devices(node: dict[str, Any]) -> list[dict[str, Any]]:
 ACCOUNT_VARIABLE = "GPU_MEMPATHS_ACCOUNT"
 
 
+def dry_run() -> bool:
+    """Whether this ReFrame process only dry-runs. ReFrame shows a
+    configuration no command line; a dry run must work anywhere (no site
+    modules, no module system, no account) and measures nothing, so it writes
+    no perflog and says once what a real run would still need."""
+    return "--dry-run" in sys.argv[1:]
+
+
+#: What a dry run could not resolve here and a real run will need, said once.
+_DRY_RUN_NOTES: list[str] = []
+
+
 def account_access(system: dict[str, Any], part: dict[str, Any]) -> tuple[list[str], str | None]:
     """The scheduler option that charges jobs to $GPU_MEMPATHS_ACCOUNT, and
     what is missing where the scheduler needs one and none is set."""
@@ -90,10 +103,14 @@ def account_access(system: dict[str, Any], part: dict[str, Any]) -> tuple[list[s
         return [account["option"].format(account=value)], None
     if account.get("required"):
         option = account["option"].format(account="<project>")
-        return [], (
+        missing = (
             f"{system['name']}:{part['name']} charges every job to a project ({option}): "
             f"set {ACCOUNT_VARIABLE}=<project> (see systems/{system['name']}.yaml)"
         )
+        if dry_run():  # the scripts show where it goes
+            _DRY_RUN_NOTES.append(missing)
+            return [option], None
+        return [], missing
     return [], None
 
 
@@ -160,6 +177,19 @@ def _environment(system: dict[str, Any], env: dict[str, Any], detected: bool) ->
     return config
 
 
+def modules_system(system: dict[str, Any]) -> str:
+    """The system's module system; in a dry run where it is absent, none (the
+    job scripts then name no modules, and a note says which a real run loads)."""
+    declared = system.get("modules_system", "nomod")
+    present = {"lmod": "LMOD_CMD", "tmod4": "MODULESHOME", "tmod32": "MODULESHOME"}.get(declared)
+    if dry_run() and present and not os.environ.get(present):
+        modules = sorted({m for env in system["environments"] for m in env.get("modules", [])})
+        _DRY_RUN_NOTES.append(f"{system['name']}: no {declared} here (${present} unset): the job scripts name no "
+                              f"modules; a real run loads {', '.join(modules) or 'none'}")  # fmt: skip
+        return "nomod"
+    return declared
+
+
 def systems_and_environments(systems: dict[str, dict[str, Any]]) -> tuple[list, list]:
     """ReFrame 'systems' and 'environments' entries; 'local' (catch-all) last."""
     ordered = sorted(systems.values(), key=lambda s: ".*" in s["hostnames"])
@@ -180,7 +210,7 @@ def systems_and_environments(systems: dict[str, dict[str, Any]]) -> tuple[list, 
                 "name": system["name"],
                 "descr": system["description"],
                 "hostnames": system["hostnames"],
-                "modules_system": system.get("modules_system", "nomod"),
+                "modules_system": modules_system(system),
                 "partitions": partitions,
             }
         )
@@ -253,6 +283,14 @@ def logging_config(perflog_dir: Path) -> list[dict[str, Any]]:
 def site_configuration(systems_dir: Path | None = None, perflog_dir: Path | None = None) -> dict[str, Any]:
     systems = data.load_all(systems_dir or data.SYSTEMS_DIR)
     rfm_systems, rfm_envs = systems_and_environments(systems)
+    logging = logging_config(perflog_dir or REPO / "perflogs")
+    general = general_config(systems)
+    if dry_run():
+        logging[0]["handlers_perflog"] = []  # nothing measured, nothing logged
+        for entry in general:  # modules are named, not loaded
+            entry["resolve_module_conflicts"] = False
+        for note in dict.fromkeys(_DRY_RUN_NOTES):
+            print(f"dry run: {note}", file=sys.stderr)
     return {
         "systems": rfm_systems,
         "environments": rfm_envs,
@@ -260,8 +298,8 @@ def site_configuration(systems_dir: Path | None = None, perflog_dir: Path | None
         # ReFrame's results database (~/.reframe/reports/results.db): every
         # session, for --list-stored-sessions and --performance-compare.
         "storage": [{"enable": True}],
-        "logging": logging_config(perflog_dir or REPO / "perflogs"),
-        "general": general_config(systems),
+        "logging": logging,
+        "general": general,
     }
 
 

@@ -124,7 +124,9 @@ def test_an_unknown_layout_fails_naming_the_header():
     [
         # 2.6's median of a size it could not time.
         ("gdr_copy_to_mapping \t     4096 \t      0.3957 \t      0.3737",
-         "gdr_copy_to_mapping \t     4096 \t        -nan \t      0.3737", "median time '-nan' is not a finite number"),
+         "gdr_copy_to_mapping \t     4096 \t        -nan \t      0.3737", "median time '-nan' is not a finite unsigned number"),
+        ("gdr_copy_to_mapping \t     4096 \t      0.3957 \t      0.3737",
+         "gdr_copy_to_mapping \t     4096 \t     -0.3957 \t      0.3737", "median time '-0.3957' is not a finite"),
         ("gdr_copy_to_mapping \t     4096 \t      0.3957 \t      0.3737",
          "gdr_copy_to_mapping \t     4096 \t      0.3957", "not a copylat row '<test> <size> <median> <min>'"),
         ("cuMemcpy_D2H \t     4096 \t      2.7719 \t      2.4880",
@@ -238,8 +240,9 @@ def test_apiperf_errors_name_the_line():
     text = fixture_text("apiperf_2.6.txt")
     row = "131072\t364.018130\t6.590595\t0.230119\t5.496810\t191.483528"
     for broken, why in [
-        ("131072\t364.018130\t-nan\t0.230119\t5.496810\t191.483528", "map time '-nan' is not a finite number"),
+        ("131072\t364.018130\t-nan\t0.230119\t5.496810\t191.483528", "map time '-nan' is not a finite unsigned number"),
         ("131072\t364.018130\t6.590595\t0.230119\t5.496810", "not apiperf's row '<size> <pin> <map>"),
+        ("131072\t-364.018130\t6.590595\t0.230119\t5.496810\t191.483528", "pin time '-364.018130' is not a finite"),
     ]:
         job = job_output(text, replace_once(text, row, broken))
         with pytest.raises(GdrCopyOutputError, match=rf"apiperf run 2: {names(job, broken)}: {re.escape(why)}"):

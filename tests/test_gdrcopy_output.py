@@ -168,7 +168,7 @@ def test_a_nan_bandwidth_fails_naming_the_line():
     text = job_output(fixture_text("copybw_2.5.txt"), fixture_text("copybw_nan.txt"))
     with pytest.raises(
         GdrCopyOutputError,
-        match=rf"copybw run 2: {names(text, 'read BW: -nanMB/s')}: read bandwidth '-nan' is not a finite number",
+        match=rf"copybw run 2: {names(text, 'read BW: -nanMB/s')}: read bandwidth '-nan' is not a finite unsigned number",
     ):
         copybw_runs(text, 2, 65536, 0, "cuMemAlloc")
 
@@ -179,7 +179,8 @@ def test_a_nan_bandwidth_fails_naming_the_line():
         ("write BW: 11.81GB/s", "unit 'GB/s', not copybw's 'MB/s'"),
         ("write BW: 12093.4 MB/s", "unit ' MB/s', not copybw's 'MB/s'"),
         ("write BW: 12093.4MiB/s", "unit 'MiB/s', not copybw's 'MB/s'"),
-        ("write BW: infMB/s", "write bandwidth 'inf' is not a finite number"),
+        ("write BW: infMB/s", "write bandwidth 'inf' is not a finite unsigned number"),
+        ("write BW: -12093.4MB/s", "write bandwidth '-12093.4' is not a finite unsigned number"),
         ("write BW: 0MB/s", "write bandwidth 0 MB/s: nothing was copied"),
         ("write BW: fastMB/s", "not copybw's '<write|read> BW: <number>MB/s'"),
     ],

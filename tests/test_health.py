@@ -9,14 +9,14 @@ from fake_nvml import FakeCuda, FakeGpu, FakeNvml
 
 from systems import load_all
 from systems.detect import detect_node
-from systems.health import evaluate, expected_from_accepted, expected_from_declared, main, node_facts
+from systems.health import declared_expectation, evaluate, expected_from_accepted, main, node_facts
 from systems.watch import allowed_mask
 
 
 @pytest.fixture(scope="module")
 def dgx():
-    part = load_all()["dgx-a100"]["partitions"][0]
-    return expected_from_declared(part["node"], part["health"], "systems/dgx-a100.yaml")
+    system = load_all()["dgx-a100"]
+    return declared_expectation(system, system["partitions"][0])
 
 
 def _a100(i, **kw):
@@ -69,8 +69,9 @@ def test_missing_gpu(dgx):
 
 
 def test_old_driver(dgx):
-    failures = _failures(evaluate(dgx, _readings([_a100(i) for i in range(8)], driver="460.32.03")))
-    assert failures == ["FAIL driver_version: expected >= 470.82, found 460.32.03"]
+    # The oldest driver the DGX's CUDA 12 toolkits run on (systems/cuda_drivers.py).
+    failures = _failures(evaluate(dgx, _readings([_a100(i) for i in range(8)], driver="520.61.05")))
+    assert failures == ["FAIL driver_version: expected >= 525.60.13, found 520.61.05"]
 
 
 def test_nvlink_down_persistence_off_and_ecc_off(dgx):
@@ -151,8 +152,8 @@ def test_replays_at_rest_are_reported_and_replays_under_the_links_load_fail(dgx)
 
 @pytest.fixture(scope="module")
 def summit():
-    part = load_all()["summit"]["partitions"][0]
-    return expected_from_declared(part["node"], part["health"], "systems/summit.yaml")
+    system = load_all()["summit"]
+    return declared_expectation(system, system["partitions"][0])
 
 
 def _v100(i, **kw):

@@ -19,6 +19,7 @@ from .keys import NODE_FACTS, format_case, format_value, sample_name
 from .placement import Placement
 from .records import read_output, records
 from .references import references_for
+from .settings import Choice, refuse_bad_settings
 
 
 def cuda_build_facts(build_stagedir: str) -> tuple[str, str]:
@@ -95,6 +96,20 @@ class NodeFacts(Placement):
     #: Variables that change what the check measures (sizes, launch shapes);
     #: with the parameters they make the case. Repetitions are not among them.
     case_variables: tuple = ()
+
+    #: The variables a site may set, each with the values it may take
+    #: (checks/suite/settings.py): checked at setup, before any job script.
+    #: A check's own add to its bases'.
+    settings: dict = {"reference_bounds": Choice(("tolerance", "physical"))}
+
+    def settings_problems(self) -> list[str]:
+        """What the settings cannot do together (a budget their product
+        would pass), one message each; checks with such limits override it."""
+        return []
+
+    @run_after("setup")
+    def check_settings(self):
+        refuse_bad_settings(self)
 
     @property
     def node(self) -> dict:
@@ -212,6 +227,13 @@ class NodeFacts(Placement):
     @run_before("performance", always_last=True)
     def set_references(self):
         self.reference = references_for(self)
+
+    @run_before("performance", always_last=True)
+    def log_nothing_in_a_dry_run(self):
+        # A dry run measures nothing: its figures would reach the perflogs
+        # as null values beside real ones (ReFrame logs them all the same).
+        if self.is_dry_run():
+            self.perf_variables = {}
 
     def verified(self):
         """What the program must have printed for its figures to count (a

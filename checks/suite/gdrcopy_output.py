@@ -24,17 +24,19 @@ def named_line(number: int, line: str) -> str:
     return f"line {number}: {line!r}"
 
 
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+#: Unsigned: every figure GDRCopy prints is a time or a rate.
+_NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
 def finite(text: str, at: str, what: str) -> float:
-    """`text` as a finite number, or an error naming the line: GDRCopy prints
-    '-nan' or 'inf' for a figure it could not time (copybw -r 0)."""
+    """`text` as a finite unsigned number, or an error naming the line:
+    GDRCopy prints '-nan' or 'inf' for a figure it could not time (copybw -r
+    0), and a negative time or rate is no measurement."""
     if _NUMBER.fullmatch(text):
         value = float(text)
         if math.isfinite(value):
             return value
-    raise GdrCopyOutputError(f"{at}: {what} {text!r} is not a finite number")
+    raise GdrCopyOutputError(f"{at}: {what} {text!r} is not a finite unsigned number")
 
 
 _REPEAT = re.compile(r"^Repeat: \d+ of \d+$")

@@ -407,7 +407,8 @@ inline int device_count() {
         cudaGetLastError();
         return 0;
     }
-    CUDA_CHECK(err);
+    // Named as the call it is: the macro would name the variable.
+    ::suite::cuda_check(err, "cudaGetDeviceCount(&count)", __FILE__, __LINE__);
     print_cuda_versions();
     return count;
 }

@@ -199,7 +199,9 @@ int main(int argc, char **argv) {
     const Topology topo = detect_topology();
     const std::uint64_t size = opts.bytes("size", 4096);
     const int runs = opts.integer32("runs", 1, 1000000);
-    const int threads_opt = opts.integer32("threads", 0, 1 << 20);
+    // More threads than CPUs only time-share them; far more would fail to start.
+    const int max_threads = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads_opt = opts.integer32("threads", 0, max_threads);
     const std::vector<std::string> ops = opts.choices("op", {"read", "write"});
     const std::vector<int> nodes = select_nodes(topo, opts);
     // Each node's buffer is freed before the next one's is taken.
