@@ -56,7 +56,9 @@ class node_health(rfm.RunOnlyRegressionTest, Placement):
             "--accepted", accepted,
         ]  # fmt: skip
         if self.facts_dir:
-            self.executable_opts += ["--facts-out", os.path.join(self.facts_dir, "node-$(hostname).json")]
+            # Named by the program on the node it runs on (under jsrun the
+            # script's own $(hostname) is the launch node's).
+            self.executable_opts += ["--facts-dir", self.facts_dir]
         self.env_vars["PYTHONPATH"] = REPO + os.pathsep + "$PYTHONPATH"
 
     @sanity_function

@@ -1,6 +1,6 @@
 """Node health: what NVML reads on this node against what is expected of it.
 
-    python -m systems.health --system NAME --partition NAME [--accepted FILE] [--facts-out FILE]
+    python -m systems.health --system NAME --partition NAME [--accepted FILE] [--facts-dir DIR]
 
 What is expected comes from the system's data for a declared system, and
 from the node facts of the accepted run (``--accepted``, the system's
@@ -26,7 +26,9 @@ reported, the faults still judged, and the summary says so. Where NVML
 cannot start, a node with NVIDIA hardware (its device files, its GPUs on
 PCI) fails; one without says so in one line.
 
-``--facts-out`` writes this node's facts as the acceptance stores them.
+``--facts-dir`` writes this node's facts as the acceptance stores them, as
+node-<host>.json, the host named where the program runs: a job script's
+$(hostname) is the launch node's under jsrun.
 """
 
 from __future__ import annotations
@@ -350,13 +352,18 @@ def expectations(
     return found, basis
 
 
+def facts_file_name(host: str) -> str:
+    """node-<host>.json, named on the node the health program runs on."""
+    return f"node-{host.split('.')[0]}.json"
+
+
 def main(argv: list[str] | None = None, detect=detect_node) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--system", required=True)
     parser.add_argument("--partition", required=True)
     parser.add_argument("--systems-dir", type=Path, default=data.SYSTEMS_DIR)
     parser.add_argument("--accepted", type=Path, help="accepted.json of a detected system (its node facts)")
-    parser.add_argument("--facts-out", type=Path, help="write this node's facts here (JSON)")
+    parser.add_argument("--facts-dir", type=Path, help="write this node's facts here, as node-<host>.json")
     args = parser.parse_args(argv)
 
     system = data.load_file(args.systems_dir / f"{args.system}.yaml")
@@ -369,10 +376,11 @@ def main(argv: list[str] | None = None, detect=detect_node) -> int:
         print(f"NOTE {note}")
     for finding in findings:
         print(finding.line())
-    if args.facts_out:
-        args.facts_out.parent.mkdir(parents=True, exist_ok=True)
-        facts = {"host": socket.gethostname(), "partition": args.partition, **node_facts(detected)}
-        args.facts_out.write_text(json.dumps(facts, indent=1) + "\n")
+    if args.facts_dir:
+        args.facts_dir.mkdir(parents=True, exist_ok=True)
+        host = socket.gethostname()
+        facts = {"host": host, "partition": args.partition, **node_facts(detected)}
+        (args.facts_dir / facts_file_name(host)).write_text(json.dumps(facts, indent=1) + "\n")
     failures = sum(not f.ok for f in findings)
     print(f"Health: {len(findings)} checks, {failures} failures, {basis}")
     return 1 if failures else 0

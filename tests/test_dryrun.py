@@ -336,3 +336,12 @@ def test_the_design_cards_command_after_one_setup_step(system, tmp_path):
     assert result.returncode == 0, output[-3000:]
     assert "could not find a configuration entry" not in output
     assert list((tmp_path / "stage" / system).rglob("rfm_job.sh")), output[-3000:]
+
+
+def test_summit_health_names_its_facts_file_on_the_compute_node(tmp_path):
+    # Under jsrun the job script runs on the launch node: a $(hostname) there
+    # would give every node's facts the launch node's name.
+    _reframe(tmp_path, "summit", "-n", "node_health", "-S", "node_health.facts_dir=/facts", lmod=False)
+    job = _script(tmp_path, "summit", "batch", "cuda", "node_health", "rfm_job.sh")
+    (line,) = [ln for ln in job.splitlines() if ln.startswith("jsrun")]
+    assert line.endswith("--facts-dir /facts") and "hostname" not in job

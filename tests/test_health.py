@@ -2,6 +2,7 @@
 through the fake NVML: each fails with the GPU and the field named."""
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -250,12 +251,11 @@ def test_local_without_an_accepted_run_reports_and_says_it_judged_nothing(capsys
 
 
 def test_local_against_its_accepted_run_and_the_facts_it_writes(capsys, tmp_path):
-    facts = tmp_path / "node.json"
-    assert (
-        main(["--system", "local", "--partition", "default", "--facts-out", str(facts)], detect=_detect([FakeGpu()]))
-        == 0
-    )
-    record = json.loads(facts.read_text())
+    assert main(["--system", "local", "--partition", "default", "--facts-dir", str(tmp_path)],
+                detect=_detect([FakeGpu()])) == 0  # fmt: skip
+    # Named by the host the program ran on, not by the job script's launch node.
+    record = json.loads((tmp_path / f"node-{socket.gethostname().split('.')[0]}.json").read_text())
+    assert record["host"] == socket.gethostname()
     accepted = tmp_path / "accepted.json"
     accepted.write_text(
         json.dumps(
@@ -277,8 +277,8 @@ def test_declared_system_fails_with_exit_status_one(capsys):
 
 def _accepted_file(tmp_path, gpus):
     """An accepted.json whose node facts are those of a node with `gpus`."""
-    facts = tmp_path / "node.json"
-    main(["--system", "local", "--partition", "default", "--facts-out", str(facts)], detect=_detect(gpus))
+    main(["--system", "local", "--partition", "default", "--facts-dir", str(tmp_path)], detect=_detect(gpus))
+    (facts,) = tmp_path.glob("node-*.json")
     record = {k: v for k, v in json.loads(facts.read_text()).items() if k not in ("host", "partition")}
     accepted = tmp_path / "accepted.json"
     accepted.write_text(json.dumps({"runs": [], "node": {"default": record}}))
