@@ -60,7 +60,9 @@ def parse_quantity(text: str) -> float:
 
 
 def pcie_bandwidth(generation: int, width: int) -> float:
-    """Payload bandwidth per direction of a PCIe link, in bytes per second."""
+    """A PCIe link's line rate per direction after encoding (8b/10b, 128b/130b),
+    in bytes per second: what the link carries, framing and headers included;
+    what TLPs deliver as payload is less (README, PCIe framing)."""
     if generation not in _PCIE_GTS:
         raise ValueError(f"unknown PCIe generation {generation}")
     return _PCIE_GTS[generation] * 1e9 * _PCIE_ENCODING[generation] * width / 8
@@ -163,8 +165,24 @@ def _check_node(node: dict[str, Any], where: str) -> None:
                 raise SystemDataError(f"{where}.gpus.{field}: required when count > 0")
 
 
+def socket_of(node: dict[str, Any], numa: int) -> int:
+    """The CPU socket of a NUMA node: the NUMA nodes split evenly over the
+    sockets, in order (NPS4 gives a socket four)."""
+    nodes = node["numa_nodes"]
+    return nodes.index(numa) * node["cpu"]["sockets"] // len(nodes)
+
+
 def _check_gpu_link(node: dict[str, Any], where: str) -> None:
     link, count = node.get("gpu_link", {"type": "none"}), node["gpus"]["count"]
+    affinity = node["gpus"].get("numa_affinity")
+    if link["type"] == "pcie" and affinity and count > 1:
+        pairs = link.get("pairs") or [(a, b) for a in range(count) for b in range(a + 1, count)]
+        for a, b in pairs:
+            if socket_of(node, affinity[a]) != socket_of(node, affinity[b]):
+                raise SystemDataError(
+                    f"{where}: GPUs {a} and {b} hang off different sockets, whose link x86 root complexes do not "
+                    "route peer-to-peer: name the pairs under one socket (pairs), or type none"
+                )
     seen = set()
     for pair in link.get("pairs", []):
         if pair[0] == pair[1] or max(pair) >= count:

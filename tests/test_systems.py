@@ -261,3 +261,18 @@ def test_pairs_given_twice_and_per_peer_links_through_a_switch_are_rejected(tmp_
     broken["partitions"][0]["node"]["gpu_link"] = link
     with pytest.raises(SystemDataError, match=message):
         load_file(_write(tmp_path, broken))
+
+
+def test_pcie_peers_across_sockets_are_refused():
+    """x86 root complexes route no peer-to-peer traffic between sockets."""
+    import copy
+
+    from systems import data
+
+    x86 = copy.deepcopy(data.load_all()["x86-pcie"])
+    assert data.gpu_pairs(x86["partitions"][0]["node"]) == []
+    x86["partitions"][0]["node"]["gpu_link"] = {"type": "pcie"}
+    with pytest.raises(data.SystemDataError, match="GPUs 0 and 1 hang off different sockets"):
+        data.validate(x86, "x86-pcie.yaml")
+    x86["partitions"][0]["node"]["gpus"]["numa_affinity"] = [0, 0]  # under one socket's switch
+    data.validate(x86, "x86-pcie.yaml")
