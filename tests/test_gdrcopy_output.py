@@ -168,7 +168,7 @@ def test_a_nan_bandwidth_fails_naming_the_line():
     text = job_output(fixture_text("copybw_2.5.txt"), fixture_text("copybw_nan.txt"))
     with pytest.raises(
         GdrCopyOutputError,
-        match=rf"copybw run 2: {names(text, 'read BW: -nanMB/s')}: read bandwidth '-nan' is not a finite unsigned number",
+        match=rf"copybw run 2: {names(text, 'read BW: -nanMB/s')}: read bandwidth '-nan' is not a finite unsigned",
     ):
         copybw_runs(text, 2, 65536, 0, "cuMemAlloc")
 
