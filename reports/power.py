@@ -36,13 +36,23 @@ from .load import load
 from .nightly import PERFLOGS, accepted_masks, read_accepted, selected_system
 
 
-def accepted_table(system: str) -> pd.DataFrame:
+def accepted_table(system: str, statistic: str = "median") -> pd.DataFrame:
     """The accepted runs' per-run table (run_values with paths), by run stamp."""
     accepted = read_accepted(system)
     if accepted is None:
         raise SystemExit(f"power: {system} has no accepted runs (./suite accept)")
     frame = load([PERFLOGS / system], warn=None).frame
-    return verdict.attach_paths(verdict.run_values(frame, accepted_masks(frame, system, accepted)))
+    return verdict.attach_paths(verdict.run_values(frame, accepted_masks(frame, system, accepted), statistic))
+
+
+def spreads_by_statistic(system: str) -> pd.DataFrame:
+    """Per path, the spread between the accepted runs of each run's median and
+    of each run's best sample: whether measuring a run better (its best of
+    several) would narrow what a night is judged against. Where the spread is
+    the nodes', it does not."""
+    spreads = {s: Model.fit(accepted_table(system, s)).path_spread for s in ("median", "best")}
+    paths = sorted(spreads["median"])
+    return pd.DataFrame({"path": paths, **{f"{s}_spread_pct": [spreads[s][p] * 100 for p in paths] for s in spreads}})
 
 
 def judged_rows(table: pd.DataFrame) -> pd.DataFrame:
@@ -149,7 +159,13 @@ def main(argv=None) -> int:
     parser.add_argument("--nights", type=int, default=30, help="simulated nights per path (default 30)")
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--csv", help="write the table here")
+    parser.add_argument(
+        "--spreads", action="store_true", help="instead: each path's spread between runs (medians, best samples)"
+    )
     args = parser.parse_args(argv)
+    if args.spreads:
+        print(spreads_by_statistic(selected_system(args.system)).round(2).to_string(index=False))
+        return 0
     table = accepted_table(selected_system(args.system))
     result = sweep(table, [m / 100 for m in args.move], args.nights, args.alpha)
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):

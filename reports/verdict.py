@@ -246,11 +246,13 @@ def worse_sign(better: str | None) -> float:
 # --- the per-run table -----------------------------------------------------
 
 
-def run_values(frame: pd.DataFrame, runs: dict[str, pd.Series]) -> pd.DataFrame:
+def run_values(frame: pd.DataFrame, runs: dict[str, pd.Series], statistic: str = "median") -> pd.DataFrame:
     """One row per headline figure and run: the median of its samples, its
     robust CV, how many samples it had and which were not numbers.
 
-    `runs` maps a run's label to a mask of `frame` (load.py's table)."""
+    `runs` maps a run's label to a mask of `frame` (load.py's table).
+    `statistic` 'best' takes each run's best sample instead (the largest rate,
+    the smallest time), as STREAM reports: reports/power.py compares the two."""
     key = [k for k in FIGURE_KEY if k in frame.columns]
     parts = []
     for label, mask in runs.items():
@@ -258,20 +260,26 @@ def run_values(frame: pd.DataFrame, runs: dict[str, pd.Series]) -> pd.DataFrame:
         if samples.empty:
             continue
         grouped = samples.groupby([samples[k].fillna("").astype(str) for k in key], sort=False)
-        rows = [_run_row(dict(zip(key, name)), group, label) for name, group in grouped]
+        rows = [_run_row(dict(zip(key, name)), group, label, statistic) for name, group in grouped]
         parts.append(pd.DataFrame(rows))
     columns = [*key, "run", "value", "cv", "n", "nan_samples"]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
 
 
-def _run_row(info: dict, group: pd.DataFrame, label: str) -> dict:
+def _run_row(info: dict, group: pd.DataFrame, label: str, statistic: str = "median") -> dict:
     values = pd.to_numeric(group["value"], errors="coerce").to_numpy(float)
     bad = [f"s{int(k)}" for k, v in zip(group["sample"], values) if not np.isfinite(v) or v <= 0]
     good = values[np.isfinite(values) & (values > 0)]
+    if not good.size:
+        value = math.nan
+    elif statistic == "best":
+        value = float(good.max() if direction(info.get("unit", "")) == "higher" else good.min())
+    else:
+        value = float(np.median(good))
     return {
         **info,
         "run": label,
-        "value": float(np.median(good)) if good.size else math.nan,
+        "value": value,
         "cv": robust_cv(good) if good.size else math.nan,
         "n": int(good.size),
         "nan_samples": " ".join(bad),
