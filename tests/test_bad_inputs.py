@@ -96,6 +96,8 @@ GOOD = _cases("good_inputs.txt")
 @pytest.mark.parametrize("program,args", GOOD, ids=[f"{p} {' '.join(a)}" for p, a in GOOD])
 def test_good_input_gets_past_the_options(run, program, args):
     result = run(program, *args)
+    if program == "p2p_pingpong" and "the ping-pong needs two" in result.stderr:
+        pytest.skip("a node of one GPU has no pair for the ping-pong: its devices are an argument error there")
     assert result.returncode != 2, result.stderr
     assert "see --help" not in result.stderr
 
