@@ -23,7 +23,7 @@ from reports.load import load
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = REPO / "tests" / "data" / "runs"
-PERFLOGS = REPO / "perflogs" / "local" / "default"
+PERFLOGS = REPO / "perflogs" / "hopper-vm" / "default"
 
 #: Each committed output, with the perflog lines of its run: (check, display name, completion time).
 LOGGED = {

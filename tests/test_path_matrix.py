@@ -18,7 +18,11 @@ def node_of(system: str) -> dict:
 
 
 def test_a_two_gpu_pcie_node_has_every_gpu_numa_pair_and_latency_cell():
-    node = node_of("x86-pcie")  # 2 V100 on PCIe Gen3, NUMA nodes 0 and 1, peers through the fabric
+    # x86-pcie's 2 V100 on PCIe Gen3 hang off two sockets: no peer cells.
+    declared = node_of("x86-pcie")
+    assert pm.expected_cells(declared, [0, 1], "peer") == []
+    # Under one socket's PCIe switch they are peers through the fabric.
+    node = {**declared, "gpus": {**declared["gpus"], "numa_affinity": [0, 0]}, "gpu_link": {"type": "pcie"}}
     cells = [c for m in pm.MATRICES for c in pm.expected_cells(node, [0, 1], m)]
     host = pm.expected_cells(node, [0, 1], "host")
     assert len(host) == 2 * 2 * 2 * 4  # GPUs x NUMA nodes x engines x (h2d, d2h, each alone and both at once)

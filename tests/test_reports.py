@@ -235,7 +235,7 @@ def test_every_figure_renders_from_the_committed_perflogs(rendered):
     kinds = {f.path.name.split("-")[0] + "-" + f.path.name.split("-")[1] for f in figures}
     assert {"um-per", "um-steady", "host-bandwidth", "generic-um"} <= kinds
     assert "generic-host" in kinds
-    assert {"daxpy-fig1", "daxpy-fig8", "latency-local"} <= kinds
+    assert {"daxpy-fig1", "daxpy-fig8", "latency-hopper"} <= kinds  # latency-<system>-...
     assert not any(k.startswith(("generic-daxpy", "generic-copy")) for k in kinds)  # hundreds of bars
     for figure in figures:
         assert figure.path.stat().st_size > 10_000
@@ -258,7 +258,7 @@ def test_the_report_page_names_what_it_covers(committed, tmp_path):
 
 
 def test_html_command_writes_the_report(tmp_path):
-    assert main(["html", str(PERFLOGS / "local" / "default" / "host_bandwidth.log"), "-o", str(tmp_path)]) == 0
+    assert main(["html", str(PERFLOGS / "hopper-vm" / "default" / "host_bandwidth.log"), "-o", str(tmp_path)]) == 0
     assert (tmp_path / "index.html").exists() and (tmp_path / "host-bandwidth-numa.png").exists()
 
 

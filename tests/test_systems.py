@@ -17,7 +17,7 @@ def systems():
 
 
 def test_every_system_file_loads(systems):
-    assert set(systems) == {"ac922", "summit", "dgx-a100", "x86-pcie", "local", "ci-slurm"}
+    assert set(systems) == {"ac922", "summit", "dgx-a100", "x86-pcie", "local", "hopper-vm", "ci-slurm"}
 
 
 @pytest.mark.parametrize(
