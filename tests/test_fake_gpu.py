@@ -70,7 +70,32 @@ def repo(tmp_path_factory):
     source = copy / "tests" / "fakegpu" / "libcuda" / "libcuda.c"
     subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-o", str(root / "libcuda" / "libcuda.so.1"), str(source)],
                    check=True)  # fmt: skip
+    # A checkout of its own, so that what runs write can be told from what git tracks.
+    git = ["git", "-C", str(copy), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "checkout"], check=True)
     return copy
+
+
+def git_status(repo: Path) -> set[str]:
+    result = subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], capture_output=True, text=True)
+    return set(result.stdout.splitlines())
+
+
+def test_a_run_a_dry_run_and_a_nightly_leave_the_checkout_clean(repo):
+    """Perflogs, nightly results and ReFrame's files go where git ignores them."""
+    before = git_status(repo)
+    environ = {**os.environ, **fake_node_env(repo), "HOME": str(repo.parent / "home")}
+    sources = repo / "tests" / "fakegpu" / "src"
+    for mode in ("--dry-run", "-r"):
+        cmd = [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
+               "-C", "reframe_settings.py", "-c", "checks", "--system", "fakegpu", mode, "-n", "host_bandwidth",
+               "-S", f"SuiteBuild.sourcesdir={sources}"]  # fmt: skip
+        result = subprocess.run(cmd, cwd=repo, env=environ, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    nightly(repo, 99)
+    assert git_status(repo) == before
 
 
 def fake_node_env(repo: Path) -> dict[str, str]:
