@@ -368,14 +368,33 @@ def report_outcome(found: dict, result, reasons: list[str], status: int, outdir:
         for row in result.paths.itertuples():
             if row.verdict in ("moved", "unstable", "transient", "improved"):
                 print(f"nightly: {row.verdict.upper()} {path_line(row)}", file=sys.stderr)
-        for row in result.figures[result.figures["verdict"].isin(["broken", "unjudged"])].itertuples():
-            print(f"nightly: {row.verdict.upper()} {row.test} {row.case} {row.figure}: {row.reason}", file=sys.stderr)
+        for line in figure_lines(result.figures[result.figures["verdict"].isin(["broken", "unjudged"])], outdir):
+            print(f"nightly: {line}", file=sys.stderr)
     for reason in reasons:
         print(f"nightly: NOT JUDGED ({reason}): {UNJUDGED_REASONS[reason]}", file=sys.stderr)
     verdict_line = verdict.summary_line(result) if result is not None else "no baseline: nothing judged"
     print(f"nightly: checks {len(found['passed'])} passed, {len(found['failed'])} failed, "
           f"{len(found['skipped'])} skipped; {verdict_line}")  # fmt: skip
     print(f"nightly: exit {status} ({MEANING[status]}); results in {outdir}")
+
+
+#: Figures of one verdict, test and reason named one by one up to this many;
+#: more are counted in one line (compare.csv names each).
+FIGURES_NAMED = 5
+
+
+def figure_lines(figures: pd.DataFrame, outdir: Path) -> list[str]:
+    """One line per broken or unjudged figure, or, where a test has many
+    for one reason (a check not run tonight), one line that counts them."""
+    lines = []
+    for (what, test, reason), group in figures.groupby(["verdict", "test", "reason"], sort=False):
+        if len(group) <= FIGURES_NAMED:
+            lines += [f"{what.upper()} {r.test} {r.case} {r.figure}: {reason}" for r in group.itertuples()]
+        else:
+            cases = group["case"].nunique()
+            lines.append(f"{what.upper()} {test}: {len(group)} figures of {cases} case(s): {reason} "
+                         f"(each in {outdir / 'compare.csv'})")  # fmt: skip
+    return lines
 
 
 #: Why a night could not be judged, each its own reason in run.json; only the

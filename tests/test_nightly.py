@@ -200,3 +200,18 @@ def test_the_health_checks_run_whatever_the_night_selects(options, kept):
     # '-n path_matrix' used to reach the health run too, which then selected
     # nothing, wrote no report, and left the node unjudged.
     assert nightly.health_options(options) == kept
+
+
+def test_many_figures_unjudged_for_one_reason_are_one_line(tmp_path):
+    """A check not run tonight leaves dozens of figures vanished: one line
+    counts them; a few broken ones are each named."""
+    vanished = "vanished: the accepted runs have it, tonight's run did not measure it"
+    rows = [{"verdict": "unjudged", "test": "daxpy", "case": f"rows={i}", "figure": f"kernel_us_i{k}", "reason": vanished}
+            for i in range(12) for k in range(4)]  # fmt: skip
+    rows += [{"verdict": "broken", "test": "copy_latency", "case": "device=0", "figure": "lat_us_pinned_h2d_8",
+              "reason": "not a number: s3"}]  # fmt: skip
+    lines = nightly.figure_lines(pd.DataFrame(rows), tmp_path)
+    assert lines == [
+        f"UNJUDGED daxpy: 48 figures of 12 case(s): {vanished} (each in {tmp_path / 'compare.csv'})",
+        "BROKEN copy_latency device=0 lat_us_pinned_h2d_8: not a number: s3",
+    ]
