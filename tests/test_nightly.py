@@ -206,7 +206,7 @@ def test_many_figures_unjudged_for_one_reason_are_one_line(tmp_path):
     """A check not run tonight leaves dozens of figures vanished: one line
     counts them; a few broken ones are each named."""
     vanished = "vanished: the accepted runs have it, tonight's run did not measure it"
-    rows = [{"verdict": "unjudged", "test": "daxpy", "case": f"rows={i}", "figure": f"kernel_us_i{k}", "reason": vanished}
+    rows = [{"verdict": "unjudged", "test": "daxpy", "case": f"rows={i}", "figure": f"us_i{k}", "reason": vanished}
             for i in range(12) for k in range(4)]  # fmt: skip
     rows += [{"verdict": "broken", "test": "copy_latency", "case": "device=0", "figure": "lat_us_pinned_h2d_8",
               "reason": "not a number: s3"}]  # fmt: skip
