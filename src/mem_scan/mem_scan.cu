@@ -56,12 +56,62 @@ constexpr int kBlock = 256;
 constexpr int kUnroll = 4;  // independent loads in flight per thread
 constexpr std::uint64_t kChunkAlign = std::uint64_t{2} << 20;
 
+// The driver API's virtual memory calls, found at run time through the CUDA
+// runtime (which loads libcuda itself) rather than linked: the program then
+// starts, checks its options and prints --help where no driver is
+// installed, as every other program of the suite does.
+struct DriverApi {
+    decltype(&cuGetErrorString) getErrorString = nullptr;
+    decltype(&cuGetErrorName) getErrorName = nullptr;
+    decltype(&cuMemGetAllocationGranularity) memGetAllocationGranularity = nullptr;
+    decltype(&cuMemAddressReserve) memAddressReserve = nullptr;
+    decltype(&cuMemCreate) memCreate = nullptr;
+    decltype(&cuMemMap) memMap = nullptr;
+    decltype(&cuMemSetAccess) memSetAccess = nullptr;
+    decltype(&cuMemUnmap) memUnmap = nullptr;
+    decltype(&cuMemRelease) memRelease = nullptr;
+    decltype(&cuMemAddressFree) memAddressFree = nullptr;
+};
+
+// The entry point of `symbol` as this program's cuda.h declares it (CUDA_VERSION's ABI).
+template <typename Fn>
+void find_entry(Fn &fn, const char *symbol) {
+    void *entry = nullptr;
+#if CUDART_VERSION >= 12050
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion(symbol, &entry, CUDA_VERSION, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess) entry = nullptr;
+#else
+    CUDA_CHECK(cudaGetDriverEntryPoint(symbol, &entry, cudaEnableDefault));
+#endif
+    if (!entry) suite::die("the CUDA driver has no %s (CUDA %d's)", symbol, CUDA_VERSION);
+    fn = reinterpret_cast<Fn>(entry);
+}
+
+const DriverApi &driver() {
+    static const DriverApi api = [] {
+        DriverApi d;
+        find_entry(d.getErrorString, "cuGetErrorString");
+        find_entry(d.getErrorName, "cuGetErrorName");
+        find_entry(d.memGetAllocationGranularity, "cuMemGetAllocationGranularity");
+        find_entry(d.memAddressReserve, "cuMemAddressReserve");
+        find_entry(d.memCreate, "cuMemCreate");
+        find_entry(d.memMap, "cuMemMap");
+        find_entry(d.memSetAccess, "cuMemSetAccess");
+        find_entry(d.memUnmap, "cuMemUnmap");
+        find_entry(d.memRelease, "cuMemRelease");
+        find_entry(d.memAddressFree, "cuMemAddressFree");
+        return d;
+    }();
+    return api;
+}
+
 // The driver API's errors, reported like CUDA_CHECK's.
 void cu_check(CUresult err, const char *call, const char *file, int line) {
     if (err == CUDA_SUCCESS) return;
     const char *text = "unknown", *name = "unknown";
-    cuGetErrorString(err, &text);
-    cuGetErrorName(err, &name);
+    driver().getErrorString(err, &text);
+    driver().getErrorName(err, &name);
     std::fprintf(stderr, "CUDA error: %s (%s) in %s at %s:%d\n", text, name, call, file, line);
     std::exit(EXIT_FAILURE);
 }
@@ -522,11 +572,11 @@ void allocate_contiguous(Buffer &b, const std::vector<Gpu> &gpus, std::uint64_t 
     probe.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     probe.location.id = gpus[0].device;
     std::size_t granularity = 0;
-    CU_CHECK(cuMemGetAllocationGranularity(&granularity, &probe, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CU_CHECK(driver().memGetAllocationGranularity(&granularity, &probe, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     if (chunk % granularity) suite::die("a %" PRIu64 "-byte chunk is not a multiple of the VMM granularity, %zu bytes", chunk, granularity);
     if (piece % granularity)
         suite::die("--map-granularity %" PRIu64 " is not a multiple of the VMM granularity, %zu bytes", piece, granularity);
-    CU_CHECK(cuMemAddressReserve(&b.base, n * chunk, 0, 0, 0));
+    CU_CHECK(driver().memAddressReserve(&b.base, n * chunk, 0, 0, 0));
     std::vector<CUmemAccessDesc> access(n);
     for (std::size_t i = 0; i < n; ++i) {
         CUmemAllocationProp prop{};
@@ -535,14 +585,14 @@ void allocate_contiguous(Buffer &b, const std::vector<Gpu> &gpus, std::uint64_t 
         prop.location.id = gpus[i].device;
         for (std::uint64_t at = 0; at < chunk; at += piece) {  // one allocation, or chunk / piece of them
             CUmemGenericAllocationHandle h;
-            CU_CHECK(cuMemCreate(&h, piece, &prop, 0));
-            CU_CHECK(cuMemMap(b.base + i * chunk + at, piece, 0, h, 0));
+            CU_CHECK(driver().memCreate(&h, piece, &prop, 0));
+            CU_CHECK(driver().memMap(b.base + i * chunk + at, piece, 0, h, 0));
             b.handles.push_back(h);
         }
         access[i].location = prop.location;
         access[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     }
-    CU_CHECK(cuMemSetAccess(b.base, n * chunk, access.data(), n));
+    CU_CHECK(driver().memSetAccess(b.base, n * chunk, access.data(), n));
     b.contiguous = true;
     b.layout.chunk[0] = reinterpret_cast<char *>(b.base);
 }
@@ -600,9 +650,9 @@ void allocate_shared(Buffer &b, const Gpu &g, std::uint64_t chunk, Exchange &ex)
 void release_buffer(Buffer &b, const std::vector<Gpu> &gpus, std::uint64_t chunk) {
     for (void *q : b.imported) CUDA_CHECK(cudaIpcCloseMemHandle(q));
     if (b.contiguous) {
-        CU_CHECK(cuMemUnmap(b.base, b.layout.nchunks * chunk));
-        for (auto h : b.handles) CU_CHECK(cuMemRelease(h));
-        CU_CHECK(cuMemAddressFree(b.base, b.layout.nchunks * chunk));
+        CU_CHECK(driver().memUnmap(b.base, b.layout.nchunks * chunk));
+        for (auto h : b.handles) CU_CHECK(driver().memRelease(h));
+        CU_CHECK(driver().memAddressFree(b.base, b.layout.nchunks * chunk));
     }
     for (std::size_t i = 0; i < b.owned.size(); ++i) {
         CUDA_CHECK(cudaSetDevice(gpus[i].device));
