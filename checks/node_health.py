@@ -7,6 +7,7 @@ have counted.
 """
 
 import os
+import re
 import sys
 
 import reframe as rfm
@@ -16,6 +17,7 @@ from reframe.core.exceptions import SanityError
 
 from checks.suite.build import REPO
 from checks.suite.placement import Placement
+from checks.suite.settings import Count, refuse_bad_settings
 
 
 @rfm.simple_test
@@ -39,6 +41,22 @@ class node_health(rfm.RunOnlyRegressionTest, Placement):
     #: acceptance of the run; '' writes none.
     facts_dir = variable(str, value="")
 
+    #: Nodes to check in one job, one health program on each (jsrun -r 1,
+    #: srun one task a node): every node of an allocation, also where ReFrame
+    #: cannot list a scheduler's nodes for --distribute (LSF).
+    nodes = variable(int, value=1)
+
+    settings = {"nodes": Count(1, 100_000)}
+
+    @run_after("setup")
+    def check_settings(self):
+        refuse_bad_settings(self)
+
+    @run_after("setup")
+    def one_task_a_node(self):
+        self.num_tasks = self.nodes
+        self.num_tasks_per_node = 1
+
     @run_after("setup")
     def ask_for_every_gpu(self):
         # Launchers that confine a task to what it asked for (jsrun's
@@ -55,25 +73,37 @@ class node_health(rfm.RunOnlyRegressionTest, Placement):
             "--partition", self.current_partition.name,
             "--accepted", accepted,
         ]  # fmt: skip
+        if self.nodes > 1:  # each node's lines named, as they interleave
+            self.executable_opts.append("--name-host")
         if self.facts_dir:
             # Named by the program on the node it runs on (under jsrun the
             # script's own $(hostname) is the launch node's).
             self.executable_opts += ["--facts-dir", self.facts_dir]
         self.env_vars["PYTHONPATH"] = REPO + os.pathsep + "$PYTHONPATH"
 
+    @run_before("run", always_last=True)
+    def one_set_a_node(self):
+        if self.nodes > 1 and hasattr(type(self.job.launcher), "rs_per_host"):  # the suite's jsrun
+            self.job.launcher.rs_per_host = 1
+
     @sanity_function
     def healthy(self):
         return sn.all([
             _no_failures(self.stdout),
-            sn.assert_found(r"^Health: [1-9]\d* checks, 0 failures", self.stdout, msg="no health summary"),
+            sn.assert_eq(sn.count(sn.findall(_SUMMARY, self.stdout)), self.nodes,
+                         msg=f"{{0}} of {self.nodes} node(s) reported health"),
         ])  # fmt: skip
+
+
+#: A node's health summary, with its host's name where many report at once.
+_SUMMARY = r"^(?:[\w.-]+: )?Health: [1-9]\d* checks, 0 failures"
 
 
 @sn.deferrable
 def _no_failures(stdout: str) -> bool:
     """Every FAIL line of the health program in the message, GPU and field named."""
     with open(stdout) as stream:
-        failures = [line.strip() for line in stream if line.startswith("FAIL ")]
+        failures = [line.strip() for line in stream if re.match(r"(?:[\w.-]+: )?FAIL ", line)]
     if failures:
         raise SanityError("; ".join(failures))
     return True

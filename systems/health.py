@@ -353,8 +353,8 @@ def expectations(
 
 
 def facts_file_name(host: str) -> str:
-    """node-<host>.json, named on the node the health program runs on."""
-    return f"node-{host.split('.')[0]}.json"
+    """node-<host>.json, named on the node the health program runs on (its short name)."""
+    return f"node-{host}.json"
 
 
 def main(argv: list[str] | None = None, detect=detect_node) -> int:
@@ -364,7 +364,11 @@ def main(argv: list[str] | None = None, detect=detect_node) -> int:
     parser.add_argument("--systems-dir", type=Path, default=data.SYSTEMS_DIR)
     parser.add_argument("--accepted", type=Path, help="accepted.json of a detected system (its node facts)")
     parser.add_argument("--facts-dir", type=Path, help="write this node's facts here, as node-<host>.json")
+    parser.add_argument("--name-host", action="store_true",
+                        help="begin every line with '<host>: ' (one job checking many nodes at once)")  # fmt: skip
     args = parser.parse_args(argv)
+    host = socket.gethostname().split(".")[0]
+    say = (lambda line: print(f"{host}: {line}", flush=True)) if args.name_host else print
 
     system = data.load_file(args.systems_dir / f"{args.system}.yaml")
     part = declared_partition(system, args.partition)
@@ -373,16 +377,15 @@ def main(argv: list[str] | None = None, detect=detect_node) -> int:
     allowed = allowed_mask(part.get("health", {}).get("clock_events_allowed", []))
     findings = evaluate(expected, detected, allowed)
     for note in detected.notes:
-        print(f"NOTE {note}")
+        say(f"NOTE {note}")
     for finding in findings:
-        print(finding.line())
+        say(finding.line())
     if args.facts_dir:
         args.facts_dir.mkdir(parents=True, exist_ok=True)
-        host = socket.gethostname()
-        facts = {"host": host, "partition": args.partition, **node_facts(detected)}
+        facts = {"host": socket.gethostname(), "partition": args.partition, **node_facts(detected)}
         (args.facts_dir / facts_file_name(host)).write_text(json.dumps(facts, indent=1) + "\n")
     failures = sum(not f.ok for f in findings)
-    print(f"Health: {len(findings)} checks, {failures} failures, {basis}")
+    say(f"Health: {len(findings)} checks, {failures} failures, {basis}")
     return 1 if failures else 0
 
 

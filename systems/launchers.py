@@ -39,6 +39,10 @@ class JsrunLauncher(JobLauncher):
     #: Extra jsrun options, e.g. ``['--latency_priority', 'gpu-cpu']``.
     extra_options = variable(typ.List[str], value=[])
 
+    #: Resource sets per host (``-r``): 1 spreads the sets one a node (a
+    #: program run on every node of the job); None leaves it to jsrun.
+    rs_per_host = variable(int, type(None), value=None)
+
     def __init__(self):
         super().__init__()
         self.tasks_per_rs = 1
@@ -47,6 +51,7 @@ class JsrunLauncher(JobLauncher):
         self.bind_policy = ""
         self.smpiargs = ""
         self.extra_options = []
+        self.rs_per_host = None
 
     def command(self, job):
         tasks = job.num_tasks or 1
@@ -62,6 +67,8 @@ class JsrunLauncher(JobLauncher):
             "-g",
             str(self.gpus_per_task * self.tasks_per_rs),
         ]
+        if self.rs_per_host:
+            cmd += ["-r", str(self.rs_per_host)]
         if self.bind_policy:
             cmd += ["--bind", self.bind_policy.format(cpus_per_task=cpus)]
         if self.smpiargs:

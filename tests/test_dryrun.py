@@ -345,3 +345,20 @@ def test_summit_health_names_its_facts_file_on_the_compute_node(tmp_path):
     job = _script(tmp_path, "summit", "batch", "cuda", "node_health", "rfm_job.sh")
     (line,) = [ln for ln in job.splitlines() if ln.startswith("jsrun")]
     assert line.endswith("--facts-dir /facts") and "hostname" not in job
+
+
+@pytest.mark.parametrize("system", ["summit", "dgx-a100"])
+def test_health_on_every_node_of_one_job(system, tmp_path):
+    """LSF lists no nodes for --distribute: one job of N nodes runs the health
+    program once on each (jsrun -r 1; srun one task a node), each line named by its host."""
+    _reframe(tmp_path, system, "-n", "node_health", "-S", "node_health.nodes=4", lmod=False)
+    partition = "batch" if system == "summit" else "gpu"
+    job = _script(tmp_path, system, partition, "cuda", "node_health", "rfm_job.sh")
+    if system == "summit":
+        assert "#BSUB -nnodes 4\n" in job
+        (line,) = [ln for ln in job.splitlines() if ln.startswith("jsrun")]
+        assert line.startswith("jsrun -n 4 -a 1 -c 42 -g 6 -r 1 ")
+    else:
+        assert "#SBATCH --ntasks=4\n" in job and "#SBATCH --ntasks-per-node=1\n" in job
+        line = _launch_line(job)
+    assert "-m systems.health " in line and line.endswith("--name-host")

@@ -470,3 +470,22 @@ def test_a_gpu_that_reaches_its_cpu_over_nvlink_is_not_held_to_its_pcie_maximum(
     findings = evaluate(summit, _summit_readings(gpus))
     assert _failures(findings) == []
     assert "PASS gpu0 pcie_link: not judged: the GPU reaches its CPU over NVLink" in [f.line() for f in findings]
+
+
+def test_many_nodes_name_their_lines_and_each_must_report(capsys, tmp_path):
+    """One job checking several nodes: every line names its host; the check
+    counts one summary a node and names every failure."""
+    import reframe.utility.sanity as sn
+
+    from checks import node_health
+
+    args = ["--system", "local", "--partition", "default", "--accepted", str(tmp_path / "none.json"), "--name-host"]
+    main(args, detect=_detect([FakeGpu()]))
+    host = socket.gethostname().split(".")[0]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and all(line.startswith(f"{host}: ") for line in lines)
+    out = tmp_path / "out"
+    out.write_text("\n".join(lines + ["other: FAIL gpu0 pcie_width: expected 16, found 8"]) + "\n")
+    with pytest.raises(sn.SanityError, match="other: FAIL gpu0 pcie_width: expected 16, found 8"):
+        sn.evaluate(node_health._no_failures(str(out)))
+    assert sn.evaluate(sn.count(sn.findall(node_health._SUMMARY, str(out)))) == 1
