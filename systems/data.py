@@ -200,12 +200,40 @@ def _check_gpu_link(node: dict[str, Any], where: str) -> None:
         raise SystemDataError(f"{where}.pairs: every pair meets through NVSwitch; give links_per_gpu")
 
 
-def load_file(path: Path) -> dict[str, Any]:
+def _read(path: Path) -> Any:
     try:
-        data = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
         raise SystemDataError(f"{path}: not valid YAML: {err}") from err
-    system = validate(data, str(path))
+    except OSError as err:
+        raise SystemDataError(f"{path}: {err.strerror}") from err
+
+
+def merged(base: Any, over: Any) -> Any:
+    """`over` laid on `base`: mappings key by key, lists of named entries
+    (partitions, environments) entry by entry by name, anything else replaced."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        return {**base, **{k: merged(base[k], v) if k in base else v for k, v in over.items()}}
+    named = lambda items: isinstance(items, list) and all(isinstance(i, dict) and "name" in i for i in items)  # noqa: E731
+    if named(base) and named(over):
+        extra = {i["name"]: i for i in over}
+        return [merged(i, extra.pop(i["name"])) if i["name"] in extra else i for i in base] + list(extra.values())
+    return over
+
+
+def _raw_system(path: Path, seen: tuple = ()) -> Any:
+    """A system file as written, or, with 'extends: NAME', NAME's file with this one laid on it."""
+    raw = _read(path)
+    if not isinstance(raw, dict) or "extends" not in raw:
+        return raw
+    base = path.parent / f"{raw['extends']}.yaml"
+    if base in seen:
+        raise SystemDataError(f"{path}: extends: {raw['extends']} extends this file again")
+    return merged(_raw_system(base, (*seen, path)), {k: v for k, v in raw.items() if k != "extends"})
+
+
+def load_file(path: Path) -> dict[str, Any]:
+    system = validate(_raw_system(path), str(path))
     if system["name"] != path.stem:
         raise SystemDataError(f"{path}: name: {system['name']!r} must match the file name {path.stem!r}")
     return system

@@ -88,8 +88,20 @@ def dry_run() -> bool:
     return "--dry-run" in sys.argv[1:]
 
 
-#: What a dry run could not resolve here and a real run will need, said once.
-_DRY_RUN_NOTES: list[str] = []
+#: What a dry run could not resolve here and a real run will need, said once
+#: (system, note).
+_DRY_RUN_NOTES: list[tuple[str, str]] = []
+
+
+def selected_system() -> str | None:
+    """The system named on ReFrame's command line (--system NAME[:PART]), if any."""
+    args = sys.argv[1:]
+    for i, arg in enumerate(args):
+        if arg == "--system" and i + 1 < len(args):
+            return args[i + 1].split(":")[0]
+        if arg.startswith("--system="):
+            return arg.split("=", 1)[1].split(":")[0]
+    return None
 
 
 def account_access(system: dict[str, Any], part: dict[str, Any]) -> tuple[list[str], str | None]:
@@ -108,7 +120,7 @@ def account_access(system: dict[str, Any], part: dict[str, Any]) -> tuple[list[s
             f"set {ACCOUNT_VARIABLE}=<project> (see systems/{system['name']}.yaml)"
         )
         if dry_run():  # the scripts show where it goes
-            _DRY_RUN_NOTES.append(missing)
+            _DRY_RUN_NOTES.append((system["name"], missing))
             return [option], None
         return [], missing
     return [], None
@@ -184,8 +196,8 @@ def modules_system(system: dict[str, Any]) -> str:
     present = {"lmod": "LMOD_CMD", "tmod4": "MODULESHOME", "tmod32": "MODULESHOME"}.get(declared)
     if dry_run() and present and not os.environ.get(present):
         modules = sorted({m for env in system["environments"] for m in env.get("modules", [])})
-        _DRY_RUN_NOTES.append(f"{system['name']}: no {declared} here (${present} unset): the job scripts name no "
-                              f"modules; a real run loads {', '.join(modules) or 'none'}")  # fmt: skip
+        _DRY_RUN_NOTES.append((system["name"], f"{system['name']}: no {declared} here (${present} unset): the job "
+                               f"scripts name no modules; a real run loads {', '.join(modules) or 'none'}"))  # fmt: skip
         return "nomod"
     return declared
 
@@ -289,8 +301,10 @@ def site_configuration(systems_dir: Path | None = None, perflog_dir: Path | None
         logging[0]["handlers_perflog"] = []  # nothing measured, nothing logged
         for entry in general:  # modules are named, not loaded
             entry["resolve_module_conflicts"] = False
-        for note in dict.fromkeys(_DRY_RUN_NOTES):
-            print(f"dry run: {note}", file=sys.stderr)
+        chosen = selected_system()
+        for name, note in dict.fromkeys(_DRY_RUN_NOTES):
+            if chosen in (None, name):
+                print(f"dry run: {note}", file=sys.stderr)
     return {
         "systems": rfm_systems,
         "environments": rfm_envs,

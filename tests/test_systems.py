@@ -17,7 +17,16 @@ def systems():
 
 
 def test_every_system_file_loads(systems):
-    assert set(systems) == {"ac922", "summit", "dgx-a100", "x86-pcie", "local", "hopper-vm", "ci-slurm"}
+    assert set(systems) == {
+        "ac922",
+        "summit",
+        "dgx-a100",
+        "dgx-a100-320g",
+        "x86-pcie",
+        "local",
+        "hopper-vm",
+        "ci-slurm",
+    }
 
 
 @pytest.mark.parametrize(
@@ -276,3 +285,21 @@ def test_pcie_peers_across_sockets_are_refused():
         data.validate(x86, "x86-pcie.yaml")
     x86["partitions"][0]["node"]["gpus"]["numa_affinity"] = [0, 0]  # under one socket's switch
     data.validate(x86, "x86-pcie.yaml")
+
+
+def test_a_variant_extends_its_system_and_overrides_what_differs(systems):
+    big, small = systems["dgx-a100"], systems["dgx-a100-320g"]
+    gpus = small["partitions"][0]["node"]["gpus"]
+    assert (gpus["model"], gpus["memory"], gpus["hbm_bandwidth"]) == ("NVIDIA A100-SXM4-40GB", "40 GiB", "1555 GB/s")
+    assert gpus["numa_affinity"] == big["partitions"][0]["node"]["gpus"]["numa_affinity"]
+    assert small["environments"] == big["environments"] and small["hostnames"] == []
+    assert small["partitions"][0]["node"]["gpu_link"] == big["partitions"][0]["node"]["gpu_link"]
+
+
+def test_merging_lays_named_entries_on_their_namesakes():
+    from systems.data import merged
+
+    base = {"a": 1, "parts": [{"name": "x", "v": {"p": 1, "q": 2}}, {"name": "y"}], "l": [1, 2]}
+    over = {"parts": [{"name": "x", "v": {"q": 3}}, {"name": "z"}], "l": [3]}
+    assert merged(base, over) == {"a": 1, "parts": [{"name": "x", "v": {"p": 1, "q": 3}}, {"name": "y"}, {"name": "z"}],
+                                  "l": [3]}  # fmt: skip
