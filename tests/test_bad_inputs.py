@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 #: Where ``./suite test`` builds every program (build_all in ./suite).
 BUILD = Path(os.environ.get("GPU_MEMPATHS_BUILD", REPO / "build" / "all-archs"))

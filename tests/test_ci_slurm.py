@@ -18,10 +18,13 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SLURM = REPO / ".ci" / "slurm"
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("slurmctld") is None or os.geteuid() != 0,
-    reason="needs root and Slurm (apt-get install slurmctld slurmd slurm-client munge), as CI has",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("slurmctld") is None or os.geteuid() != 0,
+        reason="needs root and Slurm (apt-get install slurmctld slurmd slurm-client munge), as CI has",
+    ),
+]
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,8 @@ import pytest
 
 from systems import data, rfm
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 
 

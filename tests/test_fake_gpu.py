@@ -26,6 +26,8 @@ import pandas as pd
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 FAKE_MODEL = "NVIDIA H100 80GB HBM3 (fake)"  # tests/fakegpu/site/pynvml.py
 

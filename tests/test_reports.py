@@ -22,6 +22,8 @@ from reports.html import write_report
 from reports.load import load, split_display_name
 from systems.rfm import PERFLOG_FORMAT, perflog_ignore_keys
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 PERFLOGS = REPO / "perflogs"
 H100 = "NVIDIA H100 80GB HBM3"

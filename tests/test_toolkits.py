@@ -7,6 +7,8 @@ import reframe.utility.sanity as sn
 from checks.suite.base import cuda_build_facts, runtime_loaded
 from systems import toolkits
 
+pytestmark = pytest.mark.slow
+
 
 def wheel(folder, version: str):
     """A folder as `pip install --target` leaves NVIDIA's runtime wheel of `version`."""
