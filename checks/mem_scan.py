@@ -266,11 +266,11 @@ class mem_scan(MultiGpuCheck):
     #: the 13-segment sweep stays within the check's 15 minutes.
     settings = {
         "memory_fraction": Real(0.01, 0.9),
-        "segments": Each(Count(4, 16384), most=16),
+        "segments": Each(Choice(tuple(4 << i for i in range(13))), most=13),  # powers of two, 4 B to 16 KiB
         "widths": Each(Choice((4, 8, 16)), most=3),
         "reps": Count(SCAN_BLOCKS, 1000),  # at least one launch per timed block
         "map_granularity": Size(2 << 20, 1 << 40, words=2 << 20, also=("chunk",)),
-        "launch_span": Size(16 << 10, 64 << 30, also=("chunk",)),
+        "launch_span": Size(2 << 20, 64 << 30, words=2 << 20, also=("chunk",)),
     }
     #: Part of the case only where set, so that runs before they existed read as the same case.
     layout_variables = ("map_granularity", "launch_span")

@@ -18,7 +18,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import MultiGpuCheck, median
 from checks.suite.records import read_output, records, require
-from checks.suite.settings import Count, Size
+from checks.suite.settings import Count, Size, size_bytes
 from systems import data
 
 GiB = 2**30
@@ -95,9 +95,14 @@ class p2p_pingpong(MultiGpuCheck):
     #: What each may be. Every iteration is a round trip over the peer
     #: link (microseconds): at most 10^6 of them per sample and 2x10^6 in
     #: all keep a variant within seconds to a minute.
-    settings = {"size": Size(4 << 10, 8 << 30, words=4), "iters": Count(1, 1_000_000), "samples": Count(1, 20)}
+    #: One int per thread of 256-thread blocks: a multiple of 1 KiB, under 2^31 ints.
+    settings = {"size": Size(4 << 10, (8 << 30) - 1024, words=1024), "iters": Count(1, 1_000_000),
+                "samples": Count(1, 20)}  # fmt: skip
 
     def settings_problems(self) -> list[str]:
+        moved = 2 * size_bytes(self.size) * self.iters * self.samples  # each iteration moves the array both ways
+        if moved > 64 << 40:
+            return [f"size x iters x samples moves {moved / 2**40:.0f} TiB, over the 64 TiB a run may (the program's)"]
         if self.iters * self.samples > 2_000_000:
             return [f"iters x samples = {self.iters * self.samples} round trips, over the 2000000 a run may make"]
         return []

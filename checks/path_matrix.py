@@ -231,7 +231,7 @@ class path_matrix(GpuCheck):
     #: What each may be: at most 20 samples of 16 GiB per cell keep the
     #: largest matrix (every GPU pair of eight) within the check's 20
     #: minutes; a chase of 10^7 dependent loads takes about 10 s over PCIe.
-    settings = {"size": Size(64 << 10, 16 << 30, words=16), "samples": Count(1, 20),
+    settings = {"size": Size(64 << 10, 16 << 30, words=64 << 10), "samples": Count(1, 20),
                 "chase_steps": Count(100, 10_000_000)}  # fmt: skip
 
     #: The unit of the figures :meth:`limit_of` bounds.

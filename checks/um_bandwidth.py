@@ -122,7 +122,7 @@ class um_bandwidth(GpuCheck):
         "runs": Count(2, 20),  # the steady state is the median of runs 2..N
         "repeats": Count(1, 20),
         "grid": CountOr(1, 2**31 - 1, ("auto",)),
-        "block": Count(32, 1024),
+        "block": Count(32, 1024, step=32),
         "load": Choice(("plain", "l2-256", "bulk")),
     }
 

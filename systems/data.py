@@ -115,6 +115,12 @@ def _check_toolkits(system: dict[str, Any], source: str) -> None:
                 raise SystemDataError(f"{source}: environments[{i}].cuda: the module {module} builds with CUDA "
                                       f"{found[1]}, the environment says {env.get('cuda')}")  # fmt: skip
     toolkits = {env["name"]: env.get("cuda") for env in system["environments"]}
+    for i, env in enumerate(system["environments"]):
+        try:
+            if env.get("cuda"):
+                cuda_drivers.minimum_driver(env["cuda"])
+        except ValueError as err:
+            raise SystemDataError(f"{source}: environments[{i}].cuda: {err}") from None
     for i, part in enumerate(system["partitions"]):
         declared = part.get("health", {}).get("driver_min")
         for name in part["environments"]:
@@ -178,6 +184,8 @@ def _check_gpu_link(node: dict[str, Any], where: str) -> None:
     if link["type"] == "pcie" and affinity and count > 1:
         pairs = link.get("pairs") or [(a, b) for a in range(count) for b in range(a + 1, count)]
         for a, b in pairs:
+            if max(a, b) >= count:
+                continue  # named below, with the pairs
             if socket_of(node, affinity[a]) != socket_of(node, affinity[b]):
                 raise SystemDataError(
                     f"{where}: GPUs {a} and {b} hang off different sockets, whose link x86 root complexes do not "

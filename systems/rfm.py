@@ -93,14 +93,23 @@ def dry_run() -> bool:
 _DRY_RUN_NOTES: list[tuple[str, str]] = []
 
 
-def selected_system() -> str | None:
-    """The system named on ReFrame's command line (--system NAME[:PART]), if any."""
+def selected_system(systems: dict[str, dict[str, Any]]) -> str | None:
+    """The system this ReFrame process runs: --system NAME[:PART], else
+    $RFM_SYSTEM, else the first whose host names match, as ReFrame picks."""
+    import re
+    import socket
+
     args = sys.argv[1:]
     for i, arg in enumerate(args):
         if arg == "--system" and i + 1 < len(args):
             return args[i + 1].split(":")[0]
         if arg.startswith("--system="):
             return arg.split("=", 1)[1].split(":")[0]
+    if os.environ.get("RFM_SYSTEM"):
+        return os.environ["RFM_SYSTEM"].split(":")[0]
+    for system in sorted(systems.values(), key=lambda s: ".*" in s["hostnames"]):
+        if any(re.match(pattern, socket.gethostname()) for pattern in system["hostnames"]):
+            return system["name"]
     return None
 
 
@@ -302,7 +311,7 @@ def site_configuration(systems_dir: Path | None = None, perflog_dir: Path | None
         logging[0]["handlers_perflog"] = []  # nothing measured, nothing logged
         for entry in general:  # modules are named, not loaded
             entry["resolve_module_conflicts"] = False
-        chosen = selected_system()
+        chosen = selected_system(systems)
         for name, note in dict.fromkeys(_DRY_RUN_NOTES):
             if chosen in (None, name):
                 print(f"dry run: {note}", file=sys.stderr)

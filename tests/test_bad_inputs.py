@@ -207,3 +207,13 @@ def test_every_program_starts_without_a_cuda_driver(run):
     for program in PROGRAMS:
         result = run(program, "--help")
         assert result.returncode == 0 and "usage:" in result.stdout, f"{program}: {result.stderr}"
+
+
+def test_no_program_links_the_cuda_driver(built):
+    """So that the test above means the same on a machine with a driver."""
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        pytest.skip("no readelf")
+    for program in PROGRAMS:
+        needed = subprocess.run([readelf, "-d", str(built / program)], capture_output=True, text=True).stdout
+        assert "libcuda.so" not in needed, f"{program} links the CUDA driver"

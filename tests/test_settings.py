@@ -115,3 +115,17 @@ def test_every_bad_setting_is_refused_at_setup_naming_it(refused):
 def test_a_huge_count_is_refused_in_seconds(refused):
     _, seconds, _ = refused
     assert seconds < 120
+
+
+def test_what_the_settings_ask_for_together_is_bounded():
+    """The ping-pong's bytes moved and round trips, the latency sweep's time."""
+    from checks.p2p_pingpong import p2p_pingpong
+
+    test = SimpleNamespace(size="1G", iters=10000, samples=5)
+    (why,) = p2p_pingpong.settings_problems(test)
+    assert "moves 98 TiB, over the 64 TiB" in why
+    assert p2p_pingpong.settings_problems(SimpleNamespace(size="64M", iters=10000, samples=5)) == []
+    assert Count(32, 1024, step=32).problem(33, _test()) == "a multiple of 32 from 32 to 1024"
+    assert size_bytes("16MiB") == 16 << 20
+    with pytest.raises(ValueError):
+        size_bytes("16MIB")  # the programs' parser takes a lowercase i only

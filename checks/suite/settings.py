@@ -29,7 +29,7 @@ def size_bytes(text: str) -> int:
     """'16M' -> 16777216: a size as the programs' options read it (src/common
     suite.hpp, parse_bytes): K, M, G, T are powers of 1024, 'KiB' and 'KB'
     alike, and a fraction must come to whole bytes (1.5K, not 0.1K)."""
-    found = re.fullmatch(r"(\d+)(?:\.(\d+))?(?:([KMGT])(i(?=[Bb]))?)?[Bb]?", str(text).strip(), re.IGNORECASE)
+    found = re.fullmatch(r"(\d+)(?:\.(\d+))?(?:([KMGT])((?-i:i)(?=[Bb]))?)?[Bb]?", str(text).strip(), re.IGNORECASE)
     value = float(f"{found[1]}.{found[2] or 0}") * 2 ** _SIZE_SHIFT[(found[3] or "").upper()] if found else None
     if value is None or value != int(value):
         raise ValueError(f"{text!r} is not a whole number of bytes (K, M, G, T: powers of 1024)")
@@ -45,14 +45,19 @@ def _bytes(n: float) -> str:
 
 @dataclass(frozen=True)
 class Count:
-    """A whole number from `low` to `high`."""
+    """A whole number from `low` to `high`, a multiple of `step`."""
 
     low: int
     high: int
+    step: int = 1
 
     def problem(self, value, test) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int) or not self.low <= value <= self.high:
-            return f"a whole number from {self.low} to {self.high}"
+            return f"a whole number from {self.low} to {self.high}" + (
+                f", a multiple of {self.step}" if self.step > 1 else ""
+            )
+        if value % self.step:
+            return f"a multiple of {self.step} from {self.low} to {self.high}"
         return None
 
 
