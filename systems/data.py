@@ -62,7 +62,7 @@ def parse_quantity(text: str) -> float:
 def pcie_bandwidth(generation: int, width: int) -> float:
     """A PCIe link's line rate per direction after encoding (8b/10b, 128b/130b),
     in bytes per second: what the link carries, framing and headers included;
-    what TLPs deliver as payload is less (README, PCIe framing)."""
+    what TLPs deliver as payload is less (docs/results/um_bandwidth.md, PCIe framing)."""
     if generation not in _PCIE_GTS:
         raise ValueError(f"unknown PCIe generation {generation}")
     return _PCIE_GTS[generation] * 1e9 * _PCIE_ENCODING[generation] * width / 8

@@ -61,3 +61,26 @@ def test_each_program_is_named_after_its_experiment():
         if program.is_dir() and program.name not in ("common", "cmake"):
             assert (REPO / "checks" / f"{program.name}.py").exists()
             assert (program / f"{program.name}{'.cpp' if program.name == 'host_bandwidth' else '.cu'}").exists()
+
+
+def test_readme_is_a_guide_and_its_experiment_checklist_holds():
+    """README stays short (the measurements live in docs/), and every
+    experiment has what its 'Adding an experiment' checklist names."""
+    import yaml
+
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 300
+    assert "## Adding an experiment" in readme and "## Adding a system" in readme
+    rules = yaml.safe_load((REPO / "systems" / "paths" / "paths.yaml").read_text())["rules"]
+    cmake = (REPO / "src" / "CMakeLists.txt").read_text()
+    for name in readme_names():
+        if name == "node_health":  # the health program is systems/health.py
+            continue
+        assert (REPO / "docs" / "results" / f"{name}.md").exists(), f"no docs/results/{name}.md"
+        judged = [t for t in registered_tests(name) if t != "gdrcopy_sanity"]  # sanity has pass/fail only
+        assert all(t in rules for t in judged), f"{name}: {judged} without paths in systems/paths/paths.yaml"
+        if name == "gdrcopy":  # GDRCopy's own programs
+            continue
+        assert list((REPO / "src" / name).glob(f"{name}.c*")), f"no src/{name}/{name}.cu"
+        assert re.search(rf"\b{name}\b", cmake), f"src/CMakeLists.txt does not build {name}"
+        assert (REPO / "systems" / "references" / f"{name}.yaml").exists(), f"no systems/references/{name}.yaml"

@@ -1,5 +1,5 @@
 """CUDA versions overlaid: where one machine's runs of an experiment span two
-CUDA runtimes or compilers (an upgrade compared, README), every headline
+CUDA runtimes or compilers (docs/upgrade.md), every headline
 figure's samples under each, as a percentage of the oldest one's median. It
 shows what ``compare --by cuda_runtime_version`` (or ``--by environ``) judges:
 a figure whose samples sit apart from 100% moved, a wide strip is noise."""
