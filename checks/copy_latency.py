@@ -175,11 +175,10 @@ class copy_latency(GpuCheck):
         except ValueError:
             return []  # max_size itself is named
         cases = len(self.measured_methods()) * len(DIRECTIONS) * sizes
+        # blocks <= reps needs no check: their ranges (at most 10, at least 10) keep it.
         if cases * self.case_seconds > self.budget_seconds:
             return [f"case_seconds={self.case_seconds:g} x {cases} cases is {cases * self.case_seconds:.0f} s, "
                     f"over the check's {self.budget_seconds:.0f} s"]  # fmt: skip
-        if self.blocks > self.reps:
-            return [f"blocks={self.blocks} must be at most reps={self.reps}"]
         return []
 
     #: The methods measured: those every GPU node has, and GDRCopy's where

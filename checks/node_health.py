@@ -17,11 +17,11 @@ from reframe.core.exceptions import SanityError
 
 from checks.suite.build import REPO
 from checks.suite.placement import Placement
-from checks.suite.settings import Count, refuse_bad_settings
+from checks.suite.settings import Count, SiteSettings
 
 
 @rfm.simple_test
-class node_health(rfm.RunOnlyRegressionTest, Placement):
+class node_health(rfm.RunOnlyRegressionTest, Placement, SiteSettings):
     descr = "GPUs, links, versions, NUMA affinity, modes and error counters against what is expected of the node"
     valid_systems = ["*"]
     valid_prog_environs = ["*"]
@@ -47,10 +47,6 @@ class node_health(rfm.RunOnlyRegressionTest, Placement):
     nodes = variable(int, value=1)
 
     settings = {"nodes": Count(1, 100_000)}
-
-    @run_after("setup")
-    def check_settings(self):
-        refuse_bad_settings(self)
 
     @run_after("setup")
     def one_task_a_node(self):

@@ -19,7 +19,7 @@ from .keys import NODE_FACTS, format_case, format_value, sample_name
 from .placement import Placement
 from .records import read_output, records
 from .references import references_for
-from .settings import Choice, refuse_bad_settings
+from .settings import Choice, SiteSettings
 
 
 def cuda_build_facts(build_stagedir: str) -> tuple[str, str]:
@@ -65,7 +65,7 @@ def median(values) -> float:
 _WATCHED = r"^Watch: [1-9]\d* GPU\(s\) watched for \S+ s, 0 fault\(s\)$"
 
 
-class NodeFacts(Placement):
+class NodeFacts(Placement, SiteSettings):
     """The node a check runs on and the case it measures, as every perflog
     line carries them and as references are matched on (checks/suite/keys.py);
     the launch defaults the system's data gives; and the NVML watch around
@@ -101,15 +101,6 @@ class NodeFacts(Placement):
     #: (checks/suite/settings.py): checked at setup, before any job script.
     #: A check's own add to its bases'.
     settings: dict = {"reference_bounds": Choice(("tolerance", "physical"))}
-
-    def settings_problems(self) -> list[str]:
-        """What the settings cannot do together (a budget their product
-        would pass), one message each; checks with such limits override it."""
-        return []
-
-    @run_after("setup")
-    def check_settings(self):
-        refuse_bad_settings(self)
 
     @property
     def node(self) -> dict:

@@ -16,6 +16,8 @@ import math
 import re
 from dataclasses import dataclass
 
+import reframe as rfm
+from reframe.core.builtins import run_after
 from reframe.core.exceptions import ReframeError
 
 _SIZE_SHIFT = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
@@ -193,6 +195,23 @@ def refuse_bad_settings(test) -> None:
         if why:
             found.append(f"{name}={value!r} must be {why}")
     if not found:  # each value in range, what they ask for together
-        found = getattr(test, "settings_problems", list)()
+        found = test.settings_problems()
     if found:
         raise SettingError(f"{type(test).variant_name()}: " + "; ".join(found))
+
+
+class SiteSettings(rfm.RegressionTestPlugin):
+    """A test whose site-settable variables are checked at setup: `settings`
+    names each one's rule (a class's own add to its bases'), and
+    `settings_problems` what they cannot do together."""
+
+    settings: dict = {}
+
+    def settings_problems(self) -> list[str]:
+        """What the settings cannot do together (a budget their product
+        would pass), one message each; checks with such limits override it."""
+        return []
+
+    @run_after("setup")
+    def check_settings(self):
+        refuse_bad_settings(self)
