@@ -38,7 +38,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
 import subprocess
 import sys
 import traceback
@@ -71,10 +70,7 @@ def selected_system(explicit: str | None) -> str:
         return explicit
     import socket
 
-    for system in data.load_all().values():
-        if any(re.match(pattern, socket.gethostname()) for pattern in system["hostnames"]):
-            return system["name"]
-    return "local"
+    return data.system_for_host(data.load_all(), socket.gethostname()) or "local"
 
 
 def reframe(system: str, report: Path, *options: str) -> int:

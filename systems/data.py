@@ -255,6 +255,15 @@ def load_all(directory: Path = SYSTEMS_DIR) -> dict[str, dict[str, Any]]:
     return {path.stem: load_file(path) for path in files}
 
 
+def system_for_host(systems: dict[str, dict[str, Any]], host: str) -> str | None:
+    """The system ReFrame picks for `host`: the first whose host names match,
+    a catch-all ('.*', local) only where no other does."""
+    for system in sorted(systems.values(), key=lambda s: ".*" in s["hostnames"]):
+        if any(re.match(pattern, host) for pattern in system["hostnames"]):
+            return system["name"]
+    return None
+
+
 def host_link_bandwidth(node: dict[str, Any]) -> float | None:
     """One GPU's link to its CPU, per direction, bytes per second."""
     host = node["host_link"]

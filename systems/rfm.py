@@ -95,8 +95,7 @@ _DRY_RUN_NOTES: list[tuple[str, str]] = []
 
 def selected_system(systems: dict[str, dict[str, Any]]) -> str | None:
     """The system this ReFrame process runs: --system NAME[:PART], else
-    $RFM_SYSTEM, else the first whose host names match, as ReFrame picks."""
-    import re
+    $RFM_SYSTEM, else the one this host's name selects."""
     import socket
 
     args = sys.argv[1:]
@@ -107,10 +106,7 @@ def selected_system(systems: dict[str, dict[str, Any]]) -> str | None:
             return arg.split("=", 1)[1].split(":")[0]
     if os.environ.get("RFM_SYSTEM"):
         return os.environ["RFM_SYSTEM"].split(":")[0]
-    for system in sorted(systems.values(), key=lambda s: ".*" in s["hostnames"]):
-        if any(re.match(pattern, socket.gethostname()) for pattern in system["hostnames"]):
-            return system["name"]
-    return None
+    return data.system_for_host(systems, socket.gethostname())
 
 
 def account_access(system: dict[str, Any], part: dict[str, Any]) -> tuple[list[str], str | None]:

@@ -303,3 +303,11 @@ def test_merging_lays_named_entries_on_their_namesakes():
     over = {"parts": [{"name": "x", "v": {"q": 3}}, {"name": "z"}], "l": [3]}
     assert merged(base, over) == {"a": 1, "parts": [{"name": "x", "v": {"p": 1, "q": 3}}, {"name": "y"}, {"name": "z"}],
                                   "l": [3]}  # fmt: skip
+
+
+def test_a_host_name_selects_its_system_and_the_catch_all_comes_last(systems):
+    from systems.data import system_for_host
+
+    assert system_for_host(systems, "x86-pcie01") == "x86-pcie"  # 'local' (.*) sorts first by name, matches last
+    assert system_for_host(systems, "dgx07") == "dgx-a100"
+    assert system_for_host(systems, "laptop") == "local"
