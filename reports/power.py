@@ -36,13 +36,20 @@ from .load import load
 from .nightly import PERFLOGS, accepted_masks, read_accepted, selected_system
 
 
-def accepted_table(system: str, statistic: str = "median") -> pd.DataFrame:
-    """The accepted runs' per-run table (run_values with paths), by run stamp."""
+def accepted_tables(system: str, statistics: tuple[str, ...] = ("median",)) -> list[pd.DataFrame]:
+    """The accepted runs' per-run table (run_values with paths), by run
+    stamp, for each statistic, from one reading of the perflogs."""
     accepted = read_accepted(system)
     if accepted is None:
         raise SystemExit(f"power: {system} has no accepted runs (./suite accept)")
     frame = load([PERFLOGS / system], warn=None).frame
-    return verdict.attach_paths(verdict.run_values(frame, accepted_masks(frame, system, accepted), statistic))
+    masks = accepted_masks(frame, system, accepted)
+    return [verdict.attach_paths(verdict.run_values(frame, masks, s)) for s in statistics]
+
+
+def accepted_table(system: str) -> pd.DataFrame:
+    """The accepted runs' per-run table of run medians."""
+    return accepted_tables(system)[0]
 
 
 def spreads_by_statistic(system: str) -> pd.DataFrame:
@@ -50,7 +57,9 @@ def spreads_by_statistic(system: str) -> pd.DataFrame:
     of each run's best sample: whether measuring a run better (its best of
     several) would narrow what a night is judged against. Where the spread is
     the nodes', it does not."""
-    spreads = {s: Model.fit(accepted_table(system, s)).path_spread for s in ("median", "best")}
+    statistics = ("median", "best")
+    tables = accepted_tables(system, statistics)
+    spreads = {s: Model.fit(t).path_spread for s, t in zip(statistics, tables, strict=True)}
     paths = sorted(spreads["median"])
     return pd.DataFrame({"path": paths, **{f"{s}_spread_pct": [spreads[s][p] * 100 for p in paths] for s in spreads}})
 

@@ -97,38 +97,40 @@ def validate(data: Any, source: str) -> dict[str, Any]:
     return data
 
 
+def _drivers_needed(system: dict[str, Any]) -> dict[str, str]:
+    """The oldest driver each environment's toolkit needs, by environment (those that name one)."""
+    return {env["name"]: cuda_drivers.minimum_driver(env["cuda"]) for env in system["environments"] if env.get("cuda")}
+
+
 def driver_min(system: dict[str, Any], part: dict[str, Any]) -> str | None:
     """The oldest driver a partition's nodes may run: what the toolkits of its
     environments need (cuda_drivers.py), or the newer one its health data names."""
-    toolkits = {env["name"]: env.get("cuda") for env in system["environments"]}
-    needed = [cuda_drivers.minimum_driver(toolkits[name]) for name in part["environments"] if toolkits.get(name)]
-    return cuda_drivers.newest(part.get("health", {}).get("driver_min"), *needed)
+    needed = _drivers_needed(system)
+    return cuda_drivers.newest(part.get("health", {}).get("driver_min"), *(needed.get(n) for n in part["environments"]))
 
 
 def _check_toolkits(system: dict[str, Any], source: str) -> None:
-    """An environment that loads a CUDA module builds with that CUDA; a
-    partition's own driver_min is never older than its toolkits need."""
+    """An environment that loads a CUDA module builds with that CUDA, one the
+    driver table knows; a partition's own driver_min is never older than its
+    toolkits need."""
     for i, env in enumerate(system["environments"]):
         for module in env.get("modules", []):
             found = re.fullmatch(r"cuda/(\d+\.\d+(?:\.\d+)*)", module)
             if found and env.get("cuda") != found[1]:
                 raise SystemDataError(f"{source}: environments[{i}].cuda: the module {module} builds with CUDA "
                                       f"{found[1]}, the environment says {env.get('cuda')}")  # fmt: skip
-    toolkits = {env["name"]: env.get("cuda") for env in system["environments"]}
-    for i, env in enumerate(system["environments"]):
         try:
             if env.get("cuda"):
                 cuda_drivers.minimum_driver(env["cuda"])
         except ValueError as err:
             raise SystemDataError(f"{source}: environments[{i}].cuda: {err}") from None
+    needed, cuda = _drivers_needed(system), {env["name"]: env.get("cuda") for env in system["environments"]}
     for i, part in enumerate(system["partitions"]):
         declared = part.get("health", {}).get("driver_min")
         for name in part["environments"]:
-            cuda = toolkits.get(name)
-            needed = cuda_drivers.minimum_driver(cuda) if cuda else None
-            if declared and needed and cuda_drivers.newest(declared, needed) != declared:
+            if declared and name in needed and cuda_drivers.newest(declared, needed[name]) != declared:
                 raise SystemDataError(f"{source}: partitions[{i}].health.driver_min: {declared} is older than the "
-                                      f"{needed} that environment {name}'s CUDA {cuda} needs (drop it: it follows "
+                                      f"{needed[name]} that environment {name}'s CUDA {cuda[name]} needs (drop it: it follows "
                                       "from the toolkit)")  # fmt: skip
 
 
