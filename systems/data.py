@@ -130,8 +130,8 @@ def _check_toolkits(system: dict[str, Any], source: str) -> None:
         for name in part["environments"]:
             if declared and name in needed and cuda_drivers.newest(declared, needed[name]) != declared:
                 raise SystemDataError(f"{source}: partitions[{i}].health.driver_min: {declared} is older than the "
-                                      f"{needed[name]} that environment {name}'s CUDA {cuda[name]} needs (drop it: it follows "
-                                      "from the toolkit)")  # fmt: skip
+                                      f"{needed[name]} that environment {name}'s CUDA {cuda[name]} needs "
+                                      "(drop it: it follows from the toolkit)")  # fmt: skip
 
 
 def _check_consistency(system: dict[str, Any], source: str) -> None:
