@@ -33,7 +33,7 @@ from reframe.core.builtins import run_after, run_before, variable
 
 from checks.suite.base import GpuCheck
 from checks.suite.records import numbers, read_output, records, require
-from checks.suite.settings import Count, Device, Real, Size, size_bytes
+from checks.suite.settings import Count, Decimal, Device, Real, Size, Whole, size_bytes
 
 #: Methods that every node with a GPU has; GDRCopy's is added where the
 #: partition declares (or detection finds) gdrdrv.
@@ -140,19 +140,19 @@ class copy_latency(GpuCheck):
     #: Timed samples per case (at most; a case stops after `case_seconds`
     #: once it has 10), and the shortest sample: copies shorter than that
     #: are timed in back-to-back batches.
-    reps = variable(int, value=100)
-    case_seconds = variable(float, value=0.5)
-    sample_us = variable(float, value=5.0)
+    reps = variable(Whole, int, value=100)
+    case_seconds = variable(Decimal, float, value=0.5)
+    sample_us = variable(Decimal, float, value=5.0)
 
     #: CUDA device to measure; the process runs on its NUMA node.
-    device = variable(int, value=0)
+    device = variable(Whole, int, value=0)
 
     def gpu_devices(self) -> list[int]:
         return [self.device]
 
     #: Consecutive blocks of each case's timings whose medians are the
     #: samples of the headline latencies.
-    blocks = variable(int, value=5)
+    blocks = variable(Whole, int, value=5)
 
     case_variables = ("device",)
 

@@ -44,7 +44,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 from checks.suite.base import GpuCheck
 from checks.suite.curves import median_figures
 from checks.suite.records import records, require
-from checks.suite.settings import Count, Each
+from checks.suite.settings import Count, Each, Whole
 
 #: Rows N: thread blocks per kernel. The paper's text does not give it; the
 #: authors' published driver script runs ``axpy.ex 100 M`` (see the report).
@@ -226,16 +226,16 @@ class daxpy(GpuCheck):
     time_limit = "10m"
 
     #: Rows N, one thread block each.
-    rows = variable(int, value=ROWS)
+    rows = variable(Whole, int, value=ROWS)
     #: The inner counts swept at `fixed_outer`, and the outer counts swept
     #: at each of `fixed_inners` (the paper's figures).
-    inner_axis = variable(typ.List[int], value=INNER_AXIS)
-    outer_axis = variable(typ.List[int], value=OUTER_AXIS)
-    fixed_outer = variable(int, value=FIXED_OUTER)
-    fixed_inners = variable(typ.List[int], value=FIXED_INNERS)
+    inner_axis = variable(typ.List[Whole], typ.List[int], value=INNER_AXIS)
+    outer_axis = variable(typ.List[Whole], typ.List[int], value=OUTER_AXIS)
+    fixed_outer = variable(Whole, int, value=FIXED_OUTER)
+    fixed_inners = variable(typ.List[Whole], typ.List[int], value=FIXED_INNERS)
 
     #: Measurements of each headline point: the samples of its figures.
-    samples = variable(int, value=5)
+    samples = variable(Whole, int, value=5)
 
     case_variables = ("rows",)
 

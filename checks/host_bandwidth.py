@@ -15,7 +15,7 @@ from reframe.core.builtins import run_after, run_before, variable
 
 from checks.suite.base import SuiteCheck
 from checks.suite.records import read_output, records, require
-from checks.suite.settings import Count, Size
+from checks.suite.settings import Count, Size, Whole
 
 OPS = ("read", "write")
 
@@ -48,7 +48,7 @@ class host_bandwidth(SuiteCheck):
     buffer_size = variable(str, value="1G")
 
     #: Timed runs per node and operation: the samples of each figure.
-    runs = variable(int, value=5)
+    runs = variable(Whole, int, value=5)
 
     #: What each may be: at most 50 passes over 64 GiB per node and
     #: operation, minutes at the tens of GB/s of one socket's memory.

@@ -54,7 +54,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 from checks.suite.base import MultiGpuCheck
 from checks.suite.curves import output_curve
 from checks.suite.records import numbers, read_output, records, require
-from checks.suite.settings import Choice, Count, Each, Real, Size
+from checks.suite.settings import Choice, Count, Decimal, Each, Real, Size, Whole
 from systems import data
 
 GiB = 2**30
@@ -247,12 +247,12 @@ class mem_scan(MultiGpuCheck):
 
     #: The whole buffer as a fraction of the GPUs' memory (the seed's 400 GB
     #: of a DGX-A100's 640 GB is 0.63).
-    memory_fraction = variable(float, value=0.5)
-    segments = variable(typ.List[int], value=SEGMENTS)
-    widths = variable(typ.List[int], value=WIDTHS)
+    memory_fraction = variable(Decimal, float, value=0.5)
+    segments = variable(typ.List[Whole], typ.List[int], value=SEGMENTS)
+    widths = variable(typ.List[Whole], typ.List[int], value=WIDTHS)
     #: Timed launches per point (after one warm-up launch), timed in
     #: SCAN_BLOCKS blocks: the samples of the headline figures.
-    reps = variable(int, value=20)
+    reps = variable(Whole, int, value=20)
     #: The single mode's physical allocations per GPU, in bytes ('chunk': one
     #: per GPU; '2M', '64M', ...): the page-reach experiment's mapping.
     map_granularity = variable(str, value="chunk")

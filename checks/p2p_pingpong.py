@@ -18,7 +18,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import MultiGpuCheck, median
 from checks.suite.records import read_output, records, require
-from checks.suite.settings import Count, Size, size_bytes
+from checks.suite.settings import Count, Size, Whole, size_bytes
 from systems import data
 
 GiB = 2**30
@@ -84,11 +84,11 @@ class p2p_pingpong(MultiGpuCheck):
 
     #: The seed's 64 MB (of int) and ITERS.
     size = variable(str, value="64M")
-    iters = variable(int, value=10000)
+    iters = variable(Whole, int, value=10000)
     nvbit_tool = variable(str, value="", loggable=True)
 
     #: Timed runs of each variant: the samples of its figures.
-    samples = variable(int, value=5)
+    samples = variable(Whole, int, value=5)
 
     case_variables = ("size", "iters")
 

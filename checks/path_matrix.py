@@ -37,7 +37,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import GpuCheck
 from checks.suite.records import read_output, records, require
-from checks.suite.settings import Count, Size
+from checks.suite.settings import Count, Size, Whole
 from systems import data
 
 ENGINES = ("ce", "sm")
@@ -222,9 +222,9 @@ class path_matrix(GpuCheck):
     #: Bytes per transfer (the program's --size).
     size = variable(str, value="256M")
     #: Timed runs of every cell: the samples of its figure.
-    samples = variable(int, value=5)
+    samples = variable(Whole, int, value=5)
     #: Dependent loads per pointer chase.
-    chase_steps = variable(int, value=20000)
+    chase_steps = variable(Whole, int, value=20000)
 
     case_variables = ("size",)
 

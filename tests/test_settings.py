@@ -11,7 +11,20 @@ from types import SimpleNamespace
 
 import pytest
 
-from checks.suite.settings import Choice, Count, CountOr, Device, Each, NumaNode, Real, Size, size_bytes
+from checks.suite.settings import (
+    Choice,
+    Count,
+    CountOr,
+    Decimal,
+    Device,
+    Each,
+    NumaNode,
+    Real,
+    Size,
+    Unreadable,
+    Whole,
+    size_bytes,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -58,6 +71,15 @@ def test_devices_and_numa_nodes_are_held_to_the_systems_data():
     assert NumaNode().problem(None, two)
 
 
+def test_text_that_is_no_number_is_kept_for_the_rule_to_refuse():
+    assert Whole("7") == 7 and isinstance(Whole("7"), int)
+    assert Decimal("0.5") == 0.5
+    for bad in (Whole("abc"), Whole("1.5"), Decimal("x")):
+        assert isinstance(bad, Unreadable)
+    assert Count(1, 9).problem(Whole("abc"), _test())
+    assert Real(0, 1).problem(Decimal("x"), _test())
+
+
 def test_sizes_read_as_the_programs_read_them():
     assert size_bytes("16M") == 16 << 20
     assert size_bytes("1.5K") == 1536
@@ -80,6 +102,11 @@ BAD = {
     "daxpy.rows=-5": "rows=-5 must be a whole number from 1",
     "copy_latency.case_seconds=inf": "case_seconds=inf must be a finite number",
     "copy_latency.device=99": "device=99 must be a GPU of x86-pcie:gpu: 0 to 1",
+    # Text where a number goes: ReFrame alone stops with a traceback.
+    "host_bandwidth.runs=abc": "runs='abc' must be a whole number",
+    "mem_scan.widths=4,abc": "'abc' is not",
+    "copy_latency.sample_us=x": "sample_us='x' must be a number",
+    "p2p_pingpong.samples=five": "samples='five' must be a whole number",
 }
 
 

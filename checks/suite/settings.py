@@ -45,6 +45,34 @@ def _bytes(n: float) -> str:
     return f"{int(n)}"
 
 
+class Unreadable(str):
+    """A `-S` value its variable's type could not read, kept as text so that
+    the variable's rule refuses it at setup, by name. ReFrame's own
+    conversion lets the ValueError of int('abc') through and stops with a
+    traceback, so the site-settable numbers are declared as
+    `variable(Whole, int, ...)`: ReFrame tries Whole first."""
+
+
+class Whole(int):
+    """An int that reads bad text as Unreadable instead of raising."""
+
+    def __new__(cls, value=0):
+        try:
+            return super().__new__(cls, value)
+        except (TypeError, ValueError):
+            return Unreadable(value)
+
+
+class Decimal(float):
+    """A float that reads bad text as Unreadable instead of raising."""
+
+    def __new__(cls, value=0.0):
+        try:
+            return super().__new__(cls, value)
+        except (TypeError, ValueError):
+            return Unreadable(value)
+
+
 @dataclass(frozen=True)
 class Count:
     """A whole number from `low` to `high`, a multiple of `step`."""
