@@ -33,169 +33,28 @@ point over its executions.
 
 from __future__ import annotations
 
-import re
-from typing import NamedTuple
-
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import GpuCheck
-from checks.suite.curves import median_figures
-from checks.suite.records import records, require
 from checks.suite.settings import Count, Each, Whole
-
-#: Rows N: thread blocks per kernel. The paper's text does not give it; the
-#: authors' published driver script runs ``axpy.ex 100 M`` (see the report).
-ROWS = 100
-
-#: Data sizes per thread block (M * 8 bytes): the authors' script's M = 100,
-#: 1000, 10^4, 10^5 (four sizes, as figure 3's panels a to d). The next one,
-#: 8 MB, takes over a minute a case.
-DATA_SIZES = [800, 8000, 80000, 800000]
-
-#: The figures' axes and fixed values.
-INNER_AXIS = list(range(1, 17))
-OUTER_AXIS = [1, 2, 4, 8, 16]
-FIXED_OUTER = 4
-FIXED_INNERS = [4, 7]
-
-#: What one output line reports, all in microseconds.
-METRICS = [
-    "kernel_us",  # sum over outer of [prefetch or copy to the GPU] + inner kernels (figures 1-5)
-    "per_kernel_us",  # kernel_us / (inner * outer)
-    "gpu_kernel_us",  # the kernels alone, CUDA events, summed
-    "touch_us",  # sum over outer of [prefetch or copy back] + TouchOnCPU (figure 6)
-    "alloc_us",
-    "init_us",
-    "warmup_us",
-    "total_us",  # allocation, initialisation, warm-up and experiment (figures 7 and 8)
-]
-
-#: The metrics each point gives the reports (:meth:`daxpy.curve_figures`).
-LOGGED_METRICS = ["kernel_us", "per_kernel_us", "gpu_kernel_us", "touch_us", "total_us"]
-
-#: The headline figures: these metrics at these points, measured `samples` times.
-HEADLINE_METRICS = ["kernel_us", "total_us"]
-HEADLINE_POINTS = [(inner, FIXED_OUTER) for inner in FIXED_INNERS]
-
-#: The paper's one number for a crossover: managed memory overtakes ATS after
-#: 6 to 8 consecutive kernels at outer = 4 without prefetch (figures 3b-3d,
-#: Summit). Its figures' timings are not in its text, so none is a reference.
-PAPER_CROSSOVER = {"system": "summit", "candidate": "managed", "baseline": "system", "inner": (6, 8)}
-
-#: The comparisons a report shows: (candidate, baseline).
-COMPARISONS = [
-    ("managed", "system"),
-    ("managed+prefetch", "system+prefetch"),
-    ("managed", "explicit"),
-    ("managed+prefetch", "explicit"),
-]
-
-# 'DAXPY:' records (checks/suite/records.py); outputs from before the colon read alike.
-_POINT = r"^DAXPY:? (.*)$"
-_POINT_PAIR = r"^DAXPY:? .* inner=(\d+) outer=(\d+) "
-_PERF_VAR = re.compile(r"^(?P<metric>[a-z_]+)_i(?P<inner>\d+)_o(?P<outer>\d+)$")
-
-
-class Point(NamedTuple):
-    """One (inner, outer) point of one case; values in microseconds by metric."""
-
-    alloc: str
-    prefetch: str
-    size: int
-    inner: int
-    outer: int
-    values: dict
-    sample: int = 1
-
-    @property
-    def case(self) -> str:
-        return case_label(self.alloc, self.prefetch)
-
-
-def case_label(alloc: str, prefetch: str) -> str:
-    """'managed', 'managed+prefetch', ..."""
-    return f"{alloc}+prefetch" if prefetch == "on" else alloc
-
-
-def figure_points(
-    inner_axis=INNER_AXIS, outer_axis=OUTER_AXIS, fixed_outer=FIXED_OUTER, fixed_inners=FIXED_INNERS
-) -> list:
-    """The (inner, outer) pairs the figures need, sorted, each once."""
-    points = {(inner, fixed_outer) for inner in inner_axis}
-    points |= {(inner, outer) for inner in fixed_inners for outer in outer_axis}
-    return sorted(points)
-
-
-def parse_points(text: str) -> list:
-    """Every 'DAXPY' record of the program's output, as Points."""
-    points = []
-    for r in records(text, "DAXPY"):
-        require(r, ["alloc", "prefetch", "size", "inner", "outer", *METRICS], "DAXPY")
-        points.append(Point(
-            alloc=r["alloc"], prefetch=r["prefetch"], size=int(r["size"]), inner=int(r["inner"]),
-            outer=int(r["outer"]), values={m: float(r[m]) for m in METRICS}, sample=int(r.get("sample", 1)),
-        ))  # fmt: skip
-    return points
-
-
-def perf_var_name(metric: str, inner: int, outer: int) -> str:
-    return f"{metric}_i{inner}_o{outer}"
-
-
-def parse_perf_var(name: str):
-    """'kernel_us_i4_o8' -> ('kernel_us', 4, 8); None for other names."""
-    match = _PERF_VAR.match(name)
-    return (match["metric"], int(match["inner"]), int(match["outer"])) if match else None
-
-
-def _case(label: str) -> tuple:
-    alloc, _, rest = label.partition("+")
-    return alloc, "on" if rest == "prefetch" else "off"
-
-
-def _value(point: Point, metric) -> float:
-    names = (metric,) if isinstance(metric, str) else tuple(metric)
-    return sum(point.values[m] for m in names)
-
-
-def crossover(points, candidate: str, baseline: str, outer: int = FIXED_OUTER, metric="kernel_us") -> dict:
-    """Per data size, the smallest inner count from which `candidate` stays
-    faster than `baseline` at every larger inner measured, at this `outer`.
-
-    None where the candidate is not faster at the largest inner measured (no
-    crossover); the smallest inner measured where it is faster throughout.
-    A win followed by a loss does not count: the crossover is where the
-    candidate overtakes for good. `metric` is a metric name or a tuple of
-    them, summed (e.g. ("kernel_us", "touch_us")). Sizes that either case
-    lacks are left out.
-    """
-    series = {}
-    for label in (candidate, baseline):
-        alloc, prefetch = _case(label)
-        series[label] = {
-            (p.size, p.inner): _value(p, metric)
-            for p in points
-            if p.alloc == alloc and p.prefetch == prefetch and p.outer == outer
-        }
-    result = {}
-    for size in sorted({s for s, _ in series[candidate]} & {s for s, _ in series[baseline]}):
-        inners = sorted(i for s, i in series[candidate] if s == size and (size, i) in series[baseline])
-        found = None
-        for inner in reversed(inners):
-            if series[candidate][(size, inner)] < series[baseline][(size, inner)]:
-                found = inner
-            else:
-                break
-        result[size] = found
-    return result
-
-
-def crossovers(points, outer: int = FIXED_OUTER, metric="kernel_us") -> dict:
-    """:func:`crossover` for every comparison of COMPARISONS: {'managed vs system': {size: inner}}."""
-    return {f"{c} vs {b}": crossover(points, c, b, outer, metric) for c, b in COMPARISONS}
+from experiments.daxpy import (
+    DATA_SIZES,
+    FIXED_INNERS,
+    FIXED_OUTER,
+    HEADLINE_METRICS,
+    HEADLINE_POINTS,
+    INNER_AXIS,
+    OUTER_AXIS,
+    POINT_PAIR_RECORD,
+    POINT_RECORD,
+    ROWS,
+    figure_points,
+    parse_points,
+    perf_var_name,
+)
 
 
 @sn.deferrable
@@ -291,7 +150,7 @@ class daxpy(GpuCheck):
 
     def verified(self):
         expected = self.measured_points()
-        found = sn.extractall(_POINT_PAIR, self.stdout, [1, 2], int)
+        found = sn.extractall(POINT_PAIR_RECORD, self.stdout, [1, 2], int)
         return sn.all([
             sn.assert_not_found(r"^error:", self.stderr),
             sn.assert_eq(sn.count(found), len(expected)),
@@ -301,7 +160,7 @@ class daxpy(GpuCheck):
 
     @run_after("setup")
     def set_perf_variables(self):
-        lines = sn.extractall(_POINT, self.stdout, 1)
+        lines = sn.extractall(POINT_RECORD, self.stdout, 1)
         perf = {}
         for inner, outer in HEADLINE_POINTS:
             if (inner, outer) not in self.points():
@@ -312,11 +171,3 @@ class daxpy(GpuCheck):
         self.perf_variables = perf
 
     curve_tags = ("DAXPY",)
-
-    @classmethod
-    def curve_figures(cls, lines: list[str], figures: dict) -> dict:
-        # Each point's metrics, the median of its measurements.
-        points = parse_points("\n".join(lines))
-        return median_figures(
-            ((perf_var_name(m, p.inner, p.outer), p.values[m]) for p in points for m in LOGGED_METRICS), "us"
-        )

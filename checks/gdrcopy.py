@@ -55,18 +55,6 @@ from reframe.core.exceptions import SanityError
 
 from checks.suite.base import NodeFacts
 from checks.suite.build import GdrCopyBuild, gdrcopy_source, gdrdrv_absent
-from checks.suite.curves import record_medians
-from checks.suite.gdrcopy_output import (
-    APIPERF_OPS,
-    BANDWIDTH_UNIT,
-    COPYLAT_ROWS,
-    COPYLAT_SIZES,
-    LIBGDRAPI_LINE,
-    apiperf_sizes,
-    copylat_sizes,
-    parse_sanity,
-    sanity_failure,
-)
 from checks.suite.gdrcopy_runs import (
     apiperf_curve,
     apiperf_runs,
@@ -78,11 +66,23 @@ from checks.suite.gdrcopy_runs import (
     copylat_samples,
     copylat_statistic,
     installed_version,
+    reads_output,
     version_loaded,
 )
 from checks.suite.placement import remote_numa_node
-from checks.suite.records import read_output
 from checks.suite.settings import Count, Device, NumaNode, Whole
+from experiments.gdrcopy import (
+    APIPERF_OPS,
+    BANDWIDTH_UNIT,
+    COPYLAT_ROWS,
+    COPYLAT_SIZES,
+    LIBGDRAPI_LINE,
+    apiperf_sizes,
+    copylat_sizes,
+    parse_sanity,
+    sanity_failure,
+)
+from experiments.records import read_output
 from systems import data
 
 # ------------------------------------------------------------------ checks --
@@ -217,7 +217,7 @@ class gdrcopy_sanity(GdrCopyCheck):
         return sn.all([version_loaded(self.stdout, self.gdrcopy_version), _sanity_passes(self.stdout)])
 
 
-@sn.deferrable
+@reads_output
 def _sanity_passes(stdout: str) -> bool:
     why = sanity_failure(parse_sanity(read_output(stdout)))
     if why:
@@ -278,7 +278,7 @@ class gdrcopy_copybw(GdrCopyCheck):
         }  # fmt: skip
 
 
-@sn.deferrable
+@reads_output
 def _copybw_complete(stdout: str, repeats: int, size: int, offset: int, alloc_fn: str) -> bool:
     copybw_runs(read_output(stdout), repeats, size, offset, alloc_fn)
     return True
@@ -345,13 +345,8 @@ class gdrcopy_copylat(GdrCopyCheck):
     def curve_records(self):
         return copylat_curve(self.stdout, *self._expected())
 
-    @classmethod
-    def curve_figures(cls, lines: list[str], figures: dict) -> dict:
-        # Each row and size: the median over the repeats.
-        return record_medians(lines, "CopyLat", lambda r: f"lat_us_{r['method']}_{r['direction']}_{r['size']}")
 
-
-@sn.deferrable
+@reads_output
 def _copylat_complete(stdout: str, repeats: int, rows: list, sizes: list, alloc_fn: str, statistic: str) -> bool:
     runs = copylat_runs(read_output(stdout), repeats, rows, sizes, alloc_fn)
     if statistic != "unknown" and runs[0].statistic != statistic:
@@ -395,12 +390,8 @@ class gdrcopy_apiperf(GdrCopyCheck):
     def curve_records(self):
         return apiperf_curve(self.stdout, self.repeats, apiperf_sizes(self.max_size))
 
-    @classmethod
-    def curve_figures(cls, lines: list[str], figures: dict) -> dict:
-        return record_medians(lines, "ApiPerf", lambda r: f"{r['op']}_us_{r['size']}")
 
-
-@sn.deferrable
+@reads_output
 def _apiperf_complete(stdout: str, repeats: int, sizes: list) -> bool:
     apiperf_runs(read_output(stdout), repeats, sizes)
     return True

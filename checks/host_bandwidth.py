@@ -14,10 +14,11 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, variable
 
 from checks.suite.base import SuiteCheck
-from checks.suite.records import read_output, records, require
 from checks.suite.settings import Count, Size, Whole
-
-OPS = ("read", "write")
+from experiments.host_bandwidth import (
+    OPS,
+)
+from experiments.records import read_output, records, require
 
 
 @sn.deferrable

@@ -17,43 +17,13 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import MultiGpuCheck, median
-from checks.suite.records import read_output, records, require
 from checks.suite.settings import Count, Size, Whole, size_bytes
+from experiments.p2p_pingpong import (
+    GiB,
+    parse_pingpong_samples,
+)
+from experiments.records import read_output
 from systems import data
-
-GiB = 2**30
-
-
-def _pingpong_records(text: str) -> list:
-    return [require(r, ["variant", "time_s", "bandwidth_gibs"], "PingPong") for r in records(text, "PingPong")]
-
-
-def parse_pingpong(text: str) -> dict:
-    """{variant: (seconds, GiB/s)} from p2p_pingpong's output (its first sample)."""
-    found = {}
-    for r in _pingpong_records(text):
-        found.setdefault(r["variant"], (float(r["time_s"]), float(r["bandwidth_gibs"])))
-    return found
-
-
-def parse_pingpong_samples(text: str) -> dict:
-    """{variant: [(seconds, GiB/s), ...]} in sample order, from p2p_pingpong's output."""
-    found: dict = {}
-    for r in _pingpong_records(text):
-        found.setdefault(r["variant"], []).append((float(r["time_s"]), float(r["bandwidth_gibs"])))
-    return found
-
-
-def pingpong_bandwidth(size: int, iters: int, seconds: float) -> float:
-    """The seed's bandwidth: size * ITERS / time in units of 2^30 bytes per second."""
-    return size * iters / seconds / 2**30
-
-
-def pingpong_final(a: int, b: int, iters: int) -> tuple:
-    """(src, dst) after `iters` iterations from src = a, dst = b: iteration k
-    writes a + 2 (k + 1), to dst when k is even and to src when k is odd."""
-    odd, even = iters // 2, (iters + 1) // 2
-    return (a + 4 * odd if odd else a, a + 4 * even - 2 if even else b)
 
 
 @sn.deferrable

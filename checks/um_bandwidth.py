@@ -18,7 +18,6 @@ the system declares managed-memory oversubscription safe.
 from __future__ import annotations
 
 import re
-import statistics
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -26,43 +25,17 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 from reframe.core.exceptions import SkipTestError
 
 from checks.suite.base import GpuCheck, median
-from checks.suite.records import read_output
 from checks.suite.settings import Choice, Count, CountOr, Decimal, Real, Size, Whole
+from experiments.records import read_output
+from experiments.um_bandwidth import (
+    COPY_ENGINE_LINE,
+    MEMORY_CASES,
+    RESIDENT_ON_GPU,
+    THROUGHPUT_LINE,
+    GiB,
+    steady_state,
+)
 from systems import data, parse_quantity
-
-GiB = 2**30
-
-# Advice only means something for managed memory, so allocator and advice
-# are swept together: every managed advice of the seed, and the other
-# allocators plain.
-MEMORY_CASES = [
-    ("managed", "none"),
-    ("managed", "accessed-by"),
-    ("managed", "read-mostly"),
-    ("managed", "preferred-location-cpu"),
-    ("numa", "none"),
-    ("pinned", "none"),
-    ("device", "none"),
-]
-
-#: Where the data of each allocator can be when the GPU reads it in the
-#: steady state: managed memory may migrate to the GPU, device memory is there.
-_RESIDENT_ON_GPU = {"managed", "device"}
-
-_THROUGHPUT = r"^Throughput: (?P<bw>\S+) GiB/s"
-_COPY_ENGINE = r"^Copy engine {direction}: \S+ GiB/s \(samples (?P<samples>[0-9.,]+)\)"
-
-
-def parse_throughputs(text: str) -> list:
-    """Every run's throughput, from this program's or the seed's output."""
-    return [float(m) for m in re.findall(_THROUGHPUT, text, re.MULTILINE)]
-
-
-def steady_state(runs: list) -> float:
-    """Median of runs 2..N: the first run pays for migration and page faults."""
-    if len(runs) < 2:
-        raise ValueError("the steady state needs at least two runs")
-    return statistics.median(runs[1:])
 
 
 @sn.deferrable
@@ -198,17 +171,17 @@ class um_bandwidth(GpuCheck):
         return sn.all([
             _advice_accepted(self.stdout, self.advice),
             sn.assert_found(rf"^Running {self.op} kernel", self.stdout),
-            sn.assert_eq(sn.count(sn.findall(_THROUGHPUT, self.stdout)), self.runs * self.repeats),
+            sn.assert_eq(sn.count(sn.findall(THROUGHPUT_LINE, self.stdout)), self.runs * self.repeats),
             sn.assert_found(verified, self.stdout),
             sn.assert_found(self.copy_engine_pattern(), self.stdout),
         ])  # fmt: skip
 
     def copy_engine_pattern(self) -> str:
         # The copy engine in the direction of this case's data flow.
-        return _COPY_ENGINE.format(direction="host-to-device" if self.op == "read" else "device-to-host")
+        return COPY_ENGINE_LINE.format(direction="host-to-device" if self.op == "read" else "device-to-host")
 
     def throughputs(self):
-        return sn.extractall(_THROUGHPUT, self.stdout, "bw", float)
+        return sn.extractall(THROUGHPUT_LINE, self.stdout, "bw", float)
 
     #: The unit of the figures :meth:`limit_of` bounds.
     limit_unit = "GiB/s"
@@ -221,7 +194,7 @@ class um_bandwidth(GpuCheck):
         limits = {
             "copy_engine_bw": sol["host_link"],
             "first_run_bw": sol["hbm"] if allocator == "device" else sol["host_link"],
-            "steady_bw": sol["hbm"] if allocator in _RESIDENT_ON_GPU else sol["host_link"],
+            "steady_bw": sol["hbm"] if allocator in RESIDENT_ON_GPU else sol["host_link"],
         }
         limit = limits.get(figure)
         return limit / GiB if limit else None
@@ -245,7 +218,7 @@ class um_bandwidth(GpuCheck):
         # Of the path's own limit: HBM where the data ends up on the GPU, the host link otherwise.
         limit = self.figure_limit("steady_bw")
         if limit:  # a fraction of an unknown limit is not logged
-            name = "steady_of_hbm" if self.allocator in _RESIDENT_ON_GPU else "steady_of_link"
+            name = "steady_of_hbm" if self.allocator in RESIDENT_ON_GPU else "steady_of_link"
             perf[name] = sn.make_performance_function(median(steady) / limit, "fraction")
         self.perf_variables = perf
 

@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from checks.suite.keys import CASE_KEY, NODE_FACTS, direction, format_case, parse_case
-from checks.suite.references import same_value
+from experiments.keys import CASE_KEY, NODE_FACTS, direction, format_case, parse_case
+from experiments.references import same_value
 from systems import data
 
 from . import nightly, verdict

@@ -13,7 +13,7 @@ import fnmatch
 
 import pandas as pd
 
-from checks.suite.keys import FIGURE_KEY
+from experiments.keys import FIGURE_KEY
 from systems.toolkits import base_environment
 
 from . import gate

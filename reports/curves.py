@@ -1,24 +1,21 @@
 """The curves kept beside a perflog (checks/suite/curves.py), read back as
 the figures the perflogs of earlier runs carried: every size, segment or
-point, through the check's ``curve_figures``, with the node facts and case
+point, through the experiment's ``curve_figures`` (experiments/<name>.py), with the node facts and case
 of the run's perflog lines."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
-from checks.suite.curves import CURVE_COLUMNS
+import experiments
+from experiments.curves import CURVE_COLUMNS
 from reports.issue import Issue
 from reports.names import FORMER_NAMES, split_display_name
 
 
 def _curve_reader(test: str):
-    """The check whose ``curve_figures`` reads a test's curves: checks/<name>.py
-    holds it (GDRCopy's tests: checks/gdrcopy.py)."""
-    test = FORMER_NAMES.get(test, test)
-    module = importlib.import_module(f"checks.{'gdrcopy' if test.startswith('gdrcopy_') else test}")
-    return getattr(module, test)
+    """What reads a test's curves back as figures (experiments/<name>.py)."""
+    return experiments.curve_figures(FORMER_NAMES.get(test, test))
 
 
 def _curve_runs(path: Path, issues: list[Issue]) -> dict[tuple[str, str, str], tuple[int, list[str]]]:
@@ -57,7 +54,7 @@ def read_curves(path: Path, logged: list[dict], issues: list[Issue], whole: bool
             continue
         figures = {r["perf_var"]: r["perf_value"] for r in run}
         try:
-            derived = _curve_reader(split_display_name(display_name)[0]).curve_figures(lines, figures)
+            derived = _curve_reader(split_display_name(display_name)[0])(lines, figures)
         except (ValueError, KeyError, ImportError, AttributeError) as err:
             issues.append(Issue(str(path), number, "malformed", f"the curve of {display_name} at {when}: {err}"))
             continue

@@ -1,6 +1,6 @@
 """The gate: did a run's headline figures move against a baseline?
 
-Per figure (checks/suite/keys.py's key: check, case, environment, node
+Per figure (experiments/keys.py's key: check, case, environment, node
 facts, figure), the run's samples are tested against the baseline's for a
 change beyond the figure's practical threshold: the tolerance its reference
 gives, which the acceptance derives from the spread between runs on
@@ -29,7 +29,7 @@ import pandas as pd
 from scipy.stats import ttest_ind
 from statsmodels.stats.multitest import multipletests
 
-from checks.suite.keys import FIGURE_KEY, direction  # noqa: F401  (direction: for callers)
+from experiments.keys import FIGURE_KEY, direction  # noqa: F401  (direction: for callers)
 
 #: Fewer samples than this on either side cannot be judged.
 MIN_SAMPLES = 3

@@ -10,33 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .figures import (
-    DAXPY_TEST,
-    HOST_TEST,
-    LATENCY_TEST,
-    PINGPONG_TEST,
-    SCAN_TEST,
-    UM_TEST,
-    Figure,
-    coverage,
-    coverage_text,
-    daxpy_crossover_table,
-    latency_crossovers,
-    latency_curves,
-    render_all,
-)
+import experiments
+
+from .figures import Figure, coverage, coverage_text, drawing_of, render_all
 from .figures.versions import versions_figures
 from .load import Loaded
-
-#: Columns of a check's table where not every variable is wanted.
-TABLE_VARIABLES = {
-    UM_TEST: ["first_run_bw", "steady_bw", "copy_engine_bw", "steady_of_copy_engine", "steady_of_link"],
-    # A few anchor points of the study; the figures show them all.
-    DAXPY_TEST: ["kernel_us_i1_o4", "kernel_us_i4_o4", "kernel_us_i16_o4", "touch_us_i4_o4", "total_us_i4_o4"],
-}
-
-#: Sizes of the latency table; the figure has every size.
-LATENCY_SIZES = [1, 64, 1024, 4096, 16384, 65536, 2**20, 2**24]
 
 _STYLE = """
 body { font-family: sans-serif; margin: 2em auto; max-width: 1500px; color: #222; }
@@ -54,7 +32,7 @@ figcaption, caption { font-size: 0.85em; color: #444; caption-side: bottom; text
 def summary_table(frame: pd.DataFrame, test: str) -> pd.DataFrame:
     """Median of each performance variable per case (and per set of runs where they differ)."""
     data = frame[frame["test"] == test]
-    wanted = TABLE_VARIABLES.get(test)
+    wanted = getattr(experiments.find(test), "TABLE_VARIABLES", None)
     if wanted:
         data = data[data["perf_var"].isin(wanted)]
     series = [
@@ -76,107 +54,8 @@ def summary_table(frame: pd.DataFrame, test: str) -> pd.DataFrame:
     return table.reset_index()
 
 
-def latency_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Median latency (us) per method and direction at a few sizes, one row per set of runs and curve."""
-    from .figures.common import _group_keys
-
-    rows = []
-    data = frame[frame["test"] == LATENCY_TEST]
-    for key, group in data.groupby(_group_keys(), dropna=False):
-        info = dict(zip(_group_keys(), key))
-        stats = latency_curves(group)
-        found = latency_crossovers(stats)
-        for (method, direction), curve in stats.groupby(["method", "direction"], sort=False):
-            by_size = dict(zip(curve["size"], curve["median"]))
-            row = {"set of runs": f"{info['gpu_model']}, driver {info['driver_version']}", "direction": direction,
-                   "method": method}  # fmt: skip
-            row.update({_size(s): by_size.get(s) for s in LATENCY_SIZES})
-            row["overtakes (from size)"] = ", ".join(
-                f"{name.split('_')[4]} at {_size(size)}"
-                for name, size in found.items()
-                if name.split("_")[1] == direction and name.split("_")[2] == method
-            )
-            rows.append(row)
-    table = pd.DataFrame(rows)
-    if not table.empty:
-        table = table.sort_values(["set of runs", "direction", "method"], ascending=[True, False, True])
-        if table["set of runs"].nunique() == 1:
-            table = table.drop(columns="set of runs")
-    return table
-
-
-def _runs_label(info: dict) -> str:
-    return f"{info['system']}:{info['partition']}, {info['gpu_model']}, driver {info['driver_version']}"
-
-
-def _medians(group: pd.DataFrame, index: list[str]) -> pd.DataFrame:
-    return group.pivot_table(index=index, columns="perf_var", values="value", aggfunc="median")
-
-
-def scan_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """The scan's summaries per mode and op (median over executions), one row per set of runs and case."""
-    from .figures.common import _group_keys
-    from .figures.mem_scan import _SCAN_MODES, _SCAN_OPS
-
-    rows = []
-    data = frame[frame["test"] == SCAN_TEST]
-    for key, group in data.groupby(_group_keys(), dropna=False):
-        table = _medians(group, ["mode", "op"])
-        order = sorted(
-            table.index,
-            key=lambda k: (_SCAN_MODES.index(k[0]) if k[0] in _SCAN_MODES else 9,
-                           _SCAN_OPS.index(k[1]) if k[1] in _SCAN_OPS else 9),
-        )  # fmt: skip
-        for mode, op in order:
-            values = table.loc[(mode, op)]
-            row = {"set of runs": _runs_label(dict(zip(_group_keys(), key))), "mode": mode, "op": op}
-            for name, column in (
-                ("seg64_gbs", "64 B segments (GB/s)"),
-                ("plateau_gbs", "plateau, from 128 B (GB/s)"),
-                ("best_gbs", "best (GB/s)"),
-                ("best_segment", "best at segment (B)"),
-            ):
-                row[column] = values.get(name)
-            share = values.get("plateau_of_sol")
-            row["plateau, % of speed of light"] = f"{share:.1%}" if share == share and share is not None else ""
-            rows.append(row)
-    table = pd.DataFrame(rows)
-    if not table.empty:
-        table["best at segment (B)"] = table["best at segment (B)"].astype("Int64")
-        if table["set of runs"].nunique() == 1:
-            table = table.drop(columns="set of runs")
-    return table
-
-
-def pingpong_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per variant its time and bandwidth (median over executions) and the slowdown against the
-    baseline of the same run."""
-    from .figures.common import _group_keys
-
-    rows = []
-    data = frame[frame["test"] == PINGPONG_TEST]
-    for key, group in data.groupby(_group_keys(), dropna=False):
-        table = _medians(group, ["variant"])
-        order = sorted(table.index, key=lambda v: (v != "baseline", v))
-        for variant in order:
-            values = table.loc[variant]
-            baseline = values.get("time") if variant == "baseline" else values.get("baseline_time")
-            rows.append({
-                "set of runs": _runs_label(dict(zip(_group_keys(), key))),
-                "variant": variant,
-                "time (s)": values.get("time"),
-                "bandwidth (GiB/s)": values.get("bandwidth"),
-                "slowdown vs baseline (x)": values.get("slowdown"),
-                "baseline in the same job (s)": baseline,
-            })  # fmt: skip
-    table = pd.DataFrame(rows)
-    if not table.empty and table["set of runs"].nunique() == 1:
-        table = table.drop(columns="set of runs")
-    return table
-
-
 def headline_figures(data: pd.DataFrame) -> set:
-    """The figures logged with samples: the headline figures (checks/suite/keys.py)."""
+    """The figures logged with samples: the headline figures (experiments/keys.py)."""
     return set(data.loc[data["sample"].notna(), "figure"])
 
 
@@ -195,13 +74,6 @@ def node_table(data: pd.DataFrame, headline: set) -> pd.DataFrame | None:
     return table.reset_index()
 
 
-def _size(size: int) -> str:
-    for unit, factor in (("MiB", 2**20), ("KiB", 2**10)):
-        if size >= factor:
-            return f"{size // factor} {unit}"
-    return f"{size} B"
-
-
 def _table(table: pd.DataFrame, caption: str) -> str:
     text = table.to_html(border=0, float_format="{:.4g}".format, na_rep="", index=False)
     return re.sub(r"(<table[^>]*>)", lambda m: m[1] + f"<caption>{html.escape(caption)}</caption>", text, count=1)
@@ -215,49 +87,15 @@ def _img(figure: Figure, outdir: Path) -> str:
     )
 
 
-#: Checks whose table is their own rather than the medians per case: the
-#: table's maker and its caption (the coverage is appended).
-DEDICATED_TABLES = {
-    LATENCY_TEST: (
-        latency_table,
-        "Median latency (µs) at a few sizes; 'overtakes': the method is faster than the one named from "
-        "that size on (checks.copy_latency.crossovers on the medians).",
-    ),
-    SCAN_TEST: (
-        scan_table,
-        "Per-GPU GB/s, median over executions, each segment at its best width: at 64 B segments, the "
-        "plateau (the lowest from 128 B on), the best and its segment; the plateau as a share of the "
-        "speed of light (GPU-GPU bandwidth per direction x N/(N-1)).",
-    ),
-    PINGPONG_TEST: (
-        pingpong_table,
-        "The persistent kernel's ping-pong of 64 MiB between two GPUs, 10000 iterations: time, the "
-        "seed's bandwidth (GiB/s) and the slowdown against the baseline run first in the same job; "
-        "median over executions.",
-    ),
-}
-
-
 def _notes() -> str:
     """What each experiment's figures mean, below the report."""
+    items = [
+        f"<li>{html.escape(m.NAME)}: {html.escape(m.NOTE)}</li>" for m in experiments.every() if hasattr(m, "NOTE")
+    ]
     return (
         "<h2>Notes</h2><ul>"
-        f"<li>{html.escape(UM_TEST)}: 'steady' is the median of runs 2..N; the copy engine is measured by the same "
-        "program in the same run (cudaMemcpy from pinned memory); the speed of light is the host link's per "
-        "direction.</li>"
-        f"<li>{html.escape(DAXPY_TEST)}: the paper's figures 1 to 8 (Gayatri, Gott, Deslippe, PMBS 2019) with "
-        "explicit cudaMalloc + cudaMemcpy added; system memory runs only where the node has ATS or HMM. "
-        "Variables are &lt;metric&gt;_i&lt;inner&gt;_o&lt;outer&gt;, in µs.</li>"
-        f"<li>{html.escape(LATENCY_TEST)}: median of timed copies per size; the dashed line is size divided by the "
-        "host link's speed of light per direction.</li>"
-        f"<li>{html.escape(SCAN_TEST)}: every GPU reads, writes or atomically adds random segments of a buffer "
-        "spread over the node's N GPUs; per-GPU GB/s against segment size, one line per way of spreading it. The "
-        "speed of light is the GPU-GPU bandwidth per direction times N/(N-1) (1/N of the segments are local), "
-        "derived in the figure from the perflog (each point's GB/s over its logged fraction of it).</li>"
-        f"<li>{html.escape(PINGPONG_TEST)}: the NVBit seed's persistent ping-pong kernel; slowdown is against the "
-        "baseline of the same job.</li>"
-        f"<li>{html.escape(HOST_TEST)}: bandwidth of each NUMA node's memory from threads bound to it.</li>"
-        "<li>CUDA (driver) is the CUDA version the driver supports; CUDA runtime is the toolkit the programs "
+        + "".join(items)
+        + "<li>CUDA (driver) is the CUDA version the driver supports; CUDA runtime is the toolkit the programs "
         "were built with ('unknown' where the perflog predates that field).</li></ul>"
     )
 
@@ -279,22 +117,13 @@ def _coverage_section(loaded: Loaded, frame: pd.DataFrame) -> list[str]:
 def _test_section(test: str, frame: pd.DataFrame, figures: list, headline: pd.DataFrame, outdir: Path) -> list[str]:
     data = frame[frame["test"] == test]
     parts = [f"<h2 id='{html.escape(test)}'>{html.escape(test)}</h2>"]
-    if test == DAXPY_TEST:
-        parts.append("<h3>Crossovers</h3>")
-        parts.append(_table(
-            daxpy_crossover_table(frame),
-            "The smallest inner (consecutive kernels, outer = 4) from which the first case's kernel time "
-            "stays below the second's at every larger inner (checks.daxpy.crossovers); '—': never within "
-            "inner 1 to 16; 'not run': a case without records. " + coverage_text(data) + ".",
-        ))  # fmt: skip
+    drawing, experiment = drawing_of(test), experiments.find(test)
+    for heading, table, caption in drawing.sections(frame) if hasattr(drawing, "sections") else []:
+        parts += [f"<h3>{html.escape(heading)}</h3>", _table(table, f"{caption} {coverage_text(data)}.")]
     parts += [_img(f, outdir) for f in figures if f.test == test]
-    dedicated = DEDICATED_TABLES.get(test)
-    if dedicated:
-        make_table, caption = dedicated
-        parts.append(_table(make_table(frame), f"{caption} {coverage_text(data)}."))
-    else:
-        note = " (anchor points; the figures show every point)" if test == DAXPY_TEST else ""
-        parts.append(_table(summary_table(frame, test), f"Median per case{note}. {coverage_text(data)}."))
+    caption = getattr(experiment, "TABLE_CAPTION", "Median per case.")
+    table = drawing.table(frame) if hasattr(drawing, "table") else summary_table(frame, test)
+    parts.append(_table(table, f"{caption} {coverage_text(data)}."))
     per_node = node_table(data, headline)
     if per_node is not None:
         parts.append(_table(per_node, "One row per node (medians); a ratio far from 1 marks a node unlike its peers."))

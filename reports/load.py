@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from checks.suite.curves import CURVE_SUFFIX
-from checks.suite.keys import split_sample
+from experiments.curves import CURVE_SUFFIX
+from experiments.keys import split_sample
 from reports.curves import read_curves
 from reports.issue import Issue
 from reports.names import FORMER_NAMES, split_display_name
@@ -351,7 +351,7 @@ def _add_frame(frames: list, files: dict, frame: pd.DataFrame, path: Path) -> No
 
 
 def _add_keys(table: pd.DataFrame) -> None:
-    """The figure and sample each value is (checks/suite/keys.py), the case of
+    """The figure and sample each value is (experiments/keys.py), the case of
     records older than the 'case' field (their parameters; 'case_logged' says
     which records carried one), and GPU counts as whole numbers, so that
     records of every format key alike."""

@@ -59,9 +59,9 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from checks.suite.keys import FIGURE_KEY, direction, parse_case
-from checks.suite.paths import US_PER as _US_PER
-from checks.suite.paths import path_of
+from experiments.keys import FIGURE_KEY, direction, parse_case
+from experiments.paths import US_PER as _US_PER
+from experiments.paths import path_of
 
 #: Accepted runs, at least, that a figure is judged against.
 MIN_RUNS = 3

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .gpu_readings import _as_str, _gpu_readings, _hbm_bandwidth, _try, visible_gpus
+from .gpu_readings import as_str, gpu_readings, hbm_bandwidth, or_default, visible_gpus
 
 # cuda.h: CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS and ..._USES_HOST_PAGE_TABLES
 _CU_PAGEABLE_MEMORY_ACCESS = 88
@@ -201,7 +201,7 @@ def _visible_handles(nvml, detected: Detected) -> list:
         return []
     every = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
     setting = os.environ.get("CUDA_VISIBLE_DEVICES")
-    visible = visible_gpus([_as_str(_try(lambda h=h: nvml.nvmlDeviceGetUUID(h), "")) for h in every], setting)
+    visible = visible_gpus([as_str(or_default(lambda h=h: nvml.nvmlDeviceGetUUID(h), "")) for h in every], setting)
     if not visible:
         detected.notes.append(f"CUDA_VISIBLE_DEVICES={setting!r} leaves none of the {count} GPU(s) NVML sees")
     elif len(visible) < count:
@@ -227,7 +227,7 @@ def _gpus_of(nvml, handle, readings: list, node: dict[str, Any], notes: list[str
         node["numa_nodes"] = sorted(set(node["numa_nodes"]) | set(affinity))
     # Unknown values are left out, with the reason, never made up: a check
     # then logs no fraction of that limit and bounds no reference by it.
-    hbm = _hbm_bandwidth(nvml, handle)
+    hbm = hbm_bandwidth(nvml, handle)
     if hbm:
         gpus["hbm_bandwidth"] = hbm
     else:
@@ -256,7 +256,7 @@ def _describe_gpus(nvml, cuda: CudaDriver | None, sysfs: Path, detected: Detecte
     if not handles:
         return
     # Every per-GPU value is read once; the node's description is GPU 0's.
-    readings = [_gpu_readings(nvml, cuda if load_links else None, i, h, sysfs) for i, h in enumerate(handles)]
+    readings = [gpu_readings(nvml, cuda if load_links else None, i, h, sysfs) for i, h in enumerate(handles)]
     detected.info["gpus"] = readings
     node["gpus"] = _gpus_of(nvml, handles[0], readings, node, detected.notes)
     _describe_links(node, readings[0], len(handles), detected.notes)
@@ -267,8 +267,8 @@ def _describe_gpus(nvml, cuda: CudaDriver | None, sysfs: Path, detected: Detecte
 
 
 def _versions(nvml, info: dict[str, Any]) -> None:
-    info["driver_version"] = _as_str(_try(nvml.nvmlSystemGetDriverVersion, ""))
-    cuda = _try(nvml.nvmlSystemGetCudaDriverVersion)
+    info["driver_version"] = as_str(or_default(nvml.nvmlSystemGetDriverVersion, ""))
+    cuda = or_default(nvml.nvmlSystemGetCudaDriverVersion)
     if cuda:
         info["cuda_driver_version"] = f"{cuda // 1000}.{cuda % 1000 // 10}"
 
@@ -279,8 +279,8 @@ def nvidia_hardware(dev: Path = Path("/dev"), sysfs: Path = Path("/sys")) -> lis
     a Grace CPU's own PCIe bridges are NVIDIA's too, and no GPU)."""
     found = [str(path) for path in sorted(dev.glob("nvidia[0-9]*"))]
     for device in sorted(sysfs.glob("bus/pci/devices/*")):
-        vendor = _try(lambda d=device: (d / "vendor").read_text().strip().lower())
-        klass = _try(lambda d=device: (d / "class").read_text().strip().lower(), "")
+        vendor = or_default(lambda d=device: (d / "vendor").read_text().strip().lower())
+        klass = or_default(lambda d=device: (d / "class").read_text().strip().lower(), "")
         if vendor == "0x10de" and klass.startswith("0x03"):  # PCI class 03: display controller
             found.append(f"PCI {device.name}")
     return found
@@ -340,7 +340,7 @@ def detect_node(
     except Exception as err:
         _without_nvml(detected, f"NVML query failed ({err})", dev, sysfs)
     finally:
-        _try(nvml.nvmlShutdown)
+        or_default(nvml.nvmlShutdown)
     return detected
 
 

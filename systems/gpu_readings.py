@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from .detect import CudaDriver
 
 
-def _try(call, default=None):
+def or_default(call, default=None):
     try:
         return call()
     except Exception:  # NVML raises NVMLError_NotSupported and friends
@@ -21,15 +21,15 @@ def _try(call, default=None):
 
 
 def _gpu_numa(nvml, handle, sysfs: Path) -> int | None:
-    numa = _try(lambda: nvml.nvmlDeviceGetNumaNodeId(handle))
+    numa = or_default(lambda: nvml.nvmlDeviceGetNumaNodeId(handle))
     if numa is not None and numa >= 0:
         return numa
-    bus_id = _try(lambda: nvml.nvmlDeviceGetPciInfo(handle).busId)
+    bus_id = or_default(lambda: nvml.nvmlDeviceGetPciInfo(handle).busId)
     if isinstance(bus_id, bytes):
         bus_id = bus_id.decode()
     if bus_id:
         path = sysfs / "bus/pci/devices" / bus_id.lower()[-12:] / "numa_node"
-        value = _try(lambda: int(path.read_text()))
+        value = or_default(lambda: int(path.read_text()))
         if value is not None and value >= 0:
             return value
     return None
@@ -49,25 +49,27 @@ def _nvlinks(nvml, handle) -> tuple[int, int | None, dict[str, int] | None]:
     a GPU, a CPU or a switch (None where NVML cannot say)."""
     active, version, remotes = 0, None, {}
     for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
-        state = _try(lambda link=link: nvml.nvmlDeviceGetNvLinkState(handle, link))
+        state = or_default(lambda link=link: nvml.nvmlDeviceGetNvLinkState(handle, link))
         if state == getattr(nvml, "NVML_FEATURE_ENABLED", 1):
             active += 1
-            version = version or _try(lambda link=link: nvml.nvmlDeviceGetNvLinkVersion(handle, link))
-            remote = _NVLINK_REMOTE.get(_try(lambda link=link: nvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, link)))
+            version = version or or_default(lambda link=link: nvml.nvmlDeviceGetNvLinkVersion(handle, link))
+            remote = _NVLINK_REMOTE.get(
+                or_default(lambda link=link: nvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, link))
+            )
             remotes[remote] = remotes.get(remote, 0) + 1
     known = None if (None in remotes or not active) else remotes
     return active, _NVML_NVLINK_GENERATION.get(version, version), known
 
 
-def _hbm_bandwidth(nvml, handle) -> str | None:
-    clock = _try(lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM))
-    width = _try(lambda: nvml.nvmlDeviceGetMemoryBusWidth(handle))
+def hbm_bandwidth(nvml, handle) -> str | None:
+    clock = or_default(lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM))
+    width = or_default(lambda: nvml.nvmlDeviceGetMemoryBusWidth(handle))
     if not clock or not width:
         return None
     return f"{clock * 1e6 * 2 * width / 8 / 1e9:.1f} GB/s"  # double data rate
 
 
-def _as_str(value: Any) -> str:
+def as_str(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -93,14 +95,14 @@ def visible_gpus(uuids: list[str], setting: str | None) -> list[int]:
 
 def _pcie_current(nvml, handle) -> list:
     return [
-        _try(lambda: nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
-        _try(lambda: nvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
+        or_default(lambda: nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
+        or_default(lambda: nvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
     ]
 
 
 def _replays(nvml, handle) -> int | None:
     """PCIe replays since the driver loaded: a link retransmitting what arrived corrupted."""
-    return _try(lambda: nvml.nvmlDeviceGetPcieReplayCounter(handle))
+    return or_default(lambda: nvml.nvmlDeviceGetPcieReplayCounter(handle))
 
 
 def _under_load(nvml, cuda: CudaDriver | None, handle) -> dict[str, Any]:
@@ -110,7 +112,7 @@ def _under_load(nvml, cuda: CudaDriver | None, handle) -> dict[str, Any]:
     faulty link now."""
     if cuda is None:
         return _not_loaded("not read under load (no CUDA driver, or not asked for)")
-    bus_id = _as_str(_try(lambda: nvml.nvmlDeviceGetPciInfo(handle).busId, ""))
+    bus_id = as_str(or_default(lambda: nvml.nvmlDeviceGetPciInfo(handle).busId, ""))
     before = _replays(nvml, handle)
     try:
         with cuda.load_link(bus_id):
@@ -134,30 +136,30 @@ def read_counters(nvml, handle) -> dict[str, Any]:
     enabled = getattr(nvml, "NVML_FEATURE_ENABLED", 1)
     uncorrected = getattr(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
     volatile = getattr(nvml, "NVML_VOLATILE_ECC", 0)
-    remap = _try(lambda: nvml.nvmlDeviceGetRemappedRows(handle))
-    retired = _try(lambda: nvml.nvmlDeviceGetRetiredPagesPendingStatus(handle))
+    remap = or_default(lambda: nvml.nvmlDeviceGetRemappedRows(handle))
+    retired = or_default(lambda: nvml.nvmlDeviceGetRetiredPagesPendingStatus(handle))
     return {
         "pcie_replays": _replays(nvml, handle),
-        "ecc_uncorrected": _try(lambda: nvml.nvmlDeviceGetTotalEccErrors(handle, uncorrected, volatile)),
+        "ecc_uncorrected": or_default(lambda: nvml.nvmlDeviceGetTotalEccErrors(handle, uncorrected, volatile)),
         "remap_pending": None if remap is None else bool(remap[2]),
         "remap_failure": None if remap is None else bool(remap[3]),
         "retired_pending": None if retired is None else retired == enabled,
     }
 
 
-def _gpu_readings(nvml, cuda: CudaDriver | None, index: int, handle, sysfs: Path) -> dict[str, Any]:
+def gpu_readings(nvml, cuda: CudaDriver | None, index: int, handle, sysfs: Path) -> dict[str, Any]:
     """What the node health checks compare with a system's data or an accepted node, per GPU."""
     links, version, remotes = _nvlinks(nvml, handle)
     enabled = getattr(nvml, "NVML_FEATURE_ENABLED", 1)
-    ecc = _try(lambda: nvml.nvmlDeviceGetEccMode(handle))
+    ecc = or_default(lambda: nvml.nvmlDeviceGetEccMode(handle))
     loaded = _under_load(nvml, cuda, handle)
     return {
         "index": index,
-        "model": _as_str(nvml.nvmlDeviceGetName(handle)),
-        "uuid": _as_str(_try(lambda: nvml.nvmlDeviceGetUUID(handle), "")),
+        "model": as_str(nvml.nvmlDeviceGetName(handle)),
+        "uuid": as_str(or_default(lambda: nvml.nvmlDeviceGetUUID(handle), "")),
         "pcie_max": [
-            _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
-            _try(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(handle)),
+            or_default(lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
+            or_default(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(handle)),
         ],
         "pcie_current": _pcie_current(nvml, handle),
         **loaded,
@@ -165,10 +167,10 @@ def _gpu_readings(nvml, cuda: CudaDriver | None, index: int, handle, sysfs: Path
         "nvlink_version": version,
         "nvlink_remotes": remotes,
         "numa": _gpu_numa(nvml, handle, sysfs),
-        "persistence_mode": _try(lambda: nvml.nvmlDeviceGetPersistenceMode(handle) == enabled),
+        "persistence_mode": or_default(lambda: nvml.nvmlDeviceGetPersistenceMode(handle) == enabled),
         "ecc": None if ecc is None else ecc[0] == enabled,  # (current, pending)
         # At rest, after the load: a GPU that is not working has no reason
         # to slow its clocks but idling (and those its system allows).
-        "clock_events": _try(lambda: nvml.nvmlDeviceGetCurrentClocksEventReasons(handle)),
+        "clock_events": or_default(lambda: nvml.nvmlDeviceGetCurrentClocksEventReasons(handle)),
         "counters": read_counters(nvml, handle),
     }

@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 
-from .gpu_readings import _as_str, read_counters, visible_gpus
+from .gpu_readings import as_str, read_counters, visible_gpus
 
 #: NVML's clock event reason bits, by the name the watch prints and --allow takes.
 CLOCK_EVENTS = {
@@ -77,7 +77,7 @@ class Watch:
     def __init__(self, nvml, allowed: int, period: float, visible: str | None):
         self.nvml, self.allowed, self.period = nvml, allowed, period
         every = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-        uuids = [_as_str(nvml.nvmlDeviceGetUUID(h)) for h in every]
+        uuids = [as_str(nvml.nvmlDeviceGetUUID(h)) for h in every]
         self.handles = [every[i] for i in visible_gpus(uuids, visible)]
         self.before = [read_counters(nvml, h) for h in self.handles]
         self.seen = [0] * len(self.handles)

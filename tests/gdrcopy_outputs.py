@@ -4,7 +4,7 @@
 import re
 from pathlib import Path
 
-from checks.suite.gdrcopy_output import copylat_sizes
+from experiments.gdrcopy import copylat_sizes
 
 DATA = Path(__file__).parent / "data"
 SEED_NODE = {

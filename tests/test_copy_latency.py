@@ -7,15 +7,8 @@ import pytest
 import reframe.utility.sanity as sn
 from reframe.core.exceptions import SanityError
 
-from checks.copy_latency import (
-    _complete_curves,
-    crossover,
-    crossovers,
-    parse_latencies,
-    parse_skipped,
-    parse_verified,
-    perf_name,
-)
+from checks.copy_latency import _complete_curves
+from experiments.copy_latency import crossover, crossovers, parse_latencies, parse_skipped, parse_verified, perf_name
 
 DATA = Path(__file__).parent / "data"
 # A real run on the H100 (PCIe Gen5, driver 580.159.04, CUDA 13.0): the

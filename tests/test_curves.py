@@ -15,10 +15,12 @@ import reframe.utility.sanity as sn
 from checkcase import Case
 from reframe.core.logging import _format_time_rfc3339
 
+import experiments
 from checks.copy_latency import copy_latency
 from checks.daxpy import daxpy
 from checks.mem_scan import mem_scan
-from checks.suite.curves import CURVE_COLUMNS, append_curve, completion_time, curve_lines
+from checks.suite.curves import append_curve, completion_time
+from experiments.curves import CURVE_COLUMNS, curve_lines
 from reports.load import load
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,7 +75,7 @@ def test_headlines_and_curves_give_every_figure_the_perflog_had(output):
     assert headline == {name: before[name] for name in headline}, "the headline figures moved"
     case = Case(check, RUNS / output)
     case.sol = _scan_sol(before)
-    curve = check.curve_figures(sn.evaluate(case.curve_records()), headline)
+    curve = experiments.curve_figures(check.__name__)(sn.evaluate(case.curve_records()), headline)
     after = {**{name: value for name, (value, _) in curve.items()}, **headline}
     assert sorted(after) == sorted(before)
     moved = {n: (before[n], after[n]) for n in before if not math.isclose(after[n], before[n], rel_tol=1e-9)}

@@ -6,14 +6,13 @@ from pathlib import Path
 import pytest
 import reframe.utility.sanity as sn
 
-from checks.daxpy import (
-    _POINT,
-    _POINT_PAIR,
+from checks.daxpy import _pairs, _point_samples
+from experiments.daxpy import (
     LOGGED_METRICS,
     METRICS,
+    POINT_PAIR_RECORD,
+    POINT_RECORD,
     Point,
-    _pairs,
-    _point_samples,
     crossover,
     crossovers,
     figure_points,
@@ -274,8 +273,8 @@ def test_points_from_a_perflog_with_every_loggable_field(tmp_path):
 
 def test_the_checks_sanity_and_performance_extraction():
     path = str(DATA / "daxpy_h100_managed_off_800000.txt")
-    assert sn.evaluate(_pairs(sn.extractall(_POINT_PAIR, path, [1, 2], int))) == figure_points()
-    lines = sn.extractall(_POINT, path, 1)
+    assert sn.evaluate(_pairs(sn.extractall(POINT_PAIR_RECORD, path, [1, 2], int))) == figure_points()
+    lines = sn.extractall(POINT_RECORD, path, 1)
     assert sn.evaluate(_point_samples(lines, 4, 4, "kernel_us")) == [pytest.approx(59757.552)]
     assert sn.evaluate(_point_samples(lines, 7, 16, "per_kernel_us"))[0] > 0
     with pytest.raises(sn.SanityError, match="no DAXPY line for inner=3 outer=3"):

@@ -169,7 +169,7 @@ def test_curves_are_kept_beside_the_perflogs_and_read_back_whole(accepted):
     """The perflog has each case's headline figures; every other size and
     point of the sweep is in the curves beside it (checks/suite/curves.py),
     which the reports read back with the run's node facts."""
-    from checks.copy_latency import HEADLINE_SIZES
+    from experiments.copy_latency import HEADLINE_SIZES
     from reports.load import load
 
     folder = accepted / "perflogs" / "fakegpu" / "default"

@@ -23,19 +23,6 @@ from checks.gdrcopy import (
     _apiperf_complete,
     _copylat_complete,
 )
-from checks.suite.gdrcopy_output import (
-    APIPERF_OPS,
-    COPYLAT_ROWS,
-    COPYLAT_SIZES,
-    GdrCopyOutputError,
-    apiperf_sizes,
-    copylat_sizes,
-    parse_apiperf,
-    parse_copybw,
-    parse_copylat,
-    repeat_outputs,
-    split_repeats,
-)
 from checks.suite.gdrcopy_runs import (
     apiperf_runs,
     copylat_runs,
@@ -43,7 +30,22 @@ from checks.suite.gdrcopy_runs import (
 from checks.suite.placement import (
     remote_numa_node,
 )
-from checks.suite.references import load_entries, matching_values
+from experiments.gdrcopy import (
+    APIPERF_OPS,
+    COPYLAT_ROWS,
+    COPYLAT_SIZES,
+    GdrCopyOutputError,
+    apiperf_curve_figures,
+    apiperf_sizes,
+    copylat_curve_figures,
+    copylat_sizes,
+    parse_apiperf,
+    parse_copybw,
+    parse_copylat,
+    repeat_outputs,
+    split_repeats,
+)
+from experiments.references import load_entries, matching_values
 
 
 def test_seed_copylat_tables(seed):
@@ -324,16 +326,13 @@ def test_copylat_and_apiperf_curves_give_every_row_and_size_median_over_the_repe
     from the curve records: the median over the repeats."""
     from statistics import median
 
-    from checks.gdrcopy import gdrcopy_apiperf, gdrcopy_copylat
     from checks.suite.gdrcopy_runs import apiperf_curve, copylat_curve
 
     out = tmp_path / "rfm_job.out"
     texts = [fixture_text("copylat_2.6.txt")] * 3
     out.write_text(job_output(*texts))
     runs = copylat_runs(out.read_text(), 3, ALL_ROWS, SIZES_16M, "cuMemAlloc")
-    figures = gdrcopy_copylat.curve_figures(
-        sn.evaluate(copylat_curve(str(out), 3, ALL_ROWS, SIZES_16M, "cuMemAlloc")), {}
-    )
+    figures = copylat_curve_figures(sn.evaluate(copylat_curve(str(out), 3, ALL_ROWS, SIZES_16M, "cuMemAlloc")), {})
     assert len(figures) == len(ALL_ROWS) * len(SIZES_16M)
     for row in ALL_ROWS:
         method, direction = COPYLAT_ROWS[row]
@@ -342,7 +341,7 @@ def test_copylat_and_apiperf_curves_give_every_row_and_size_median_over_the_repe
     out.write_text(job_output(fixture_text("apiperf_2.5.txt"), fixture_text("apiperf_2.6.txt")))
     sizes = apiperf_sizes(2**20)
     runs = apiperf_runs(out.read_text(), 2, sizes)
-    figures = gdrcopy_apiperf.curve_figures(sn.evaluate(apiperf_curve(str(out), 2, sizes)), {})
+    figures = apiperf_curve_figures(sn.evaluate(apiperf_curve(str(out), 2, sizes)), {})
     assert figures == {
         f"{op}_us_{size}": (median(r[size][op] for r in runs), "us") for size in sizes for op in APIPERF_OPS
     }

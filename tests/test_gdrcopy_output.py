@@ -20,7 +20,13 @@ from checks.gdrcopy import (
     _copybw_complete,
     _sanity_passes,
 )
-from checks.suite.gdrcopy_output import (
+from checks.suite.gdrcopy_runs import (
+    copybw_runs,
+    copylat_statistic,
+    installed_version,
+    version_loaded,
+)
+from experiments.gdrcopy import (
     BANDWIDTH_UNIT,
     GdrCopyOutputError,
     parse_alloc_fn,
@@ -28,12 +34,6 @@ from checks.suite.gdrcopy_output import (
     parse_gdrcopy_version,
     parse_sanity,
     sanity_failure,
-)
-from checks.suite.gdrcopy_runs import (
-    copybw_runs,
-    copylat_statistic,
-    installed_version,
-    version_loaded,
 )
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from checks.mem_scan import (
+from experiments.mem_scan import (
     PLATEAU_FROM,
     SEGMENTS,
     WIDTHS,
@@ -152,7 +152,8 @@ def test_the_figures_named_before_the_run_are_those_the_output_gives():
     finds in a real output; each evaluates to summarise()'s value."""
     import reframe.utility.sanity as sn
 
-    from checks.mem_scan import block_summary, link_yardstick, scan_points, summary, summary_names
+    from checks.mem_scan import block_summary, link_yardstick, scan_points, summary
+    from experiments.mem_scan import summary_names
 
     path = str(DATA / "mem_scan_h200.txt")
     for op in ("read", "write", "atomic"):

@@ -1,6 +1,6 @@
 """One name per experiment: README's table is the map, and every layer uses
-its names and no other: src/<name>/, checks/<name>.py with the ReFrame test
-<name> (GDRCopy's: gdrcopy_<its test>), reports/figures/<name>.py,
+its names and no other: src/<name>/, experiments/<name>.py, checks/<name>.py
+with the ReFrame test <name> (GDRCopy's: gdrcopy_<its test>), reports/figures/<name>.py,
 systems/references/<name>.yaml."""
 
 import ast
@@ -45,6 +45,8 @@ def test_no_layer_uses_a_name_the_table_does_not_give():
     layers = {
         "src": [p.name for p in (REPO / "src").iterdir() if p.is_dir() and p.name not in ("common", "cmake")],
         "checks": [p.stem for p in (REPO / "checks").glob("*.py")],
+        "experiments": [p.stem for p in (REPO / "experiments").glob("*.py")
+                        if p.stem not in ("__init__", "keys", "records", "paths", "references", "curves")],
         "reports/figures": [p.stem for p in (REPO / "reports" / "figures").glob("*.py")
                             if p.stem not in ("__init__", "common", "generic", "versions")],
         "systems/references": [p.stem for p in (REPO / "systems" / "references").glob("*.yaml")],
@@ -54,6 +56,12 @@ def test_no_layer_uses_a_name_the_table_does_not_give():
     for layer, found in layers.items():
         strays = sorted(n for n in set(found) if n not in names and not _a_gdrcopy_test(n))
         assert not strays, f"{layer}: {strays} are not experiment names (README's table)"
+
+
+def test_the_experiments_are_the_tables_in_its_order():
+    import experiments
+
+    assert list(experiments.NAMES) == [n for n in readme_names() if n != "node_health"]
 
 
 def test_each_program_is_named_after_its_experiment():

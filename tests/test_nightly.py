@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from checks.suite.references import matching_values
+from experiments.references import matching_values
 from reports import accept, nightly, verdict
 
 H100 = {"gpu_model": "NVIDIA H100 80GB HBM3", "host_link": "pcie gen5 x16", "gpu_count": "1"}

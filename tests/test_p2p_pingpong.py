@@ -7,6 +7,7 @@ import pytest
 import reframe.utility.sanity as sn
 
 from checks import p2p_pingpong as pp
+from experiments.p2p_pingpong import parse_pingpong, parse_pingpong_samples, pingpong_bandwidth, pingpong_final
 
 DATA = Path(__file__).parent / "data"
 MiB = 2**20
@@ -17,14 +18,14 @@ MiB = 2**20
     [(1.99599, 313.128), (2.39037, 261.466), (22.9334, 27.2528)],  # baseline, manual, NVBit
 )
 def test_the_seeds_pingpong_table_is_size_times_iters_in_gib(seconds, bandwidth):
-    assert pp.pingpong_bandwidth(64 * MiB, 10000, seconds) == pytest.approx(bandwidth, rel=1e-5)
+    assert pingpong_bandwidth(64 * MiB, 10000, seconds) == pytest.approx(bandwidth, rel=1e-5)
 
 
 def test_pingpong_lines_parse_with_the_baseline_of_the_same_run():
-    runs = pp.parse_pingpong((DATA / "p2p_pingpong_h200.txt").read_text())
+    runs = parse_pingpong((DATA / "p2p_pingpong_h200.txt").read_text())
     assert set(runs) == {"baseline", "manual"}
     time, bw = runs["manual"]
-    assert bw == pytest.approx(pp.pingpong_bandwidth(64 * MiB, 10000, time), rel=1e-4)
+    assert bw == pytest.approx(pingpong_bandwidth(64 * MiB, 10000, time), rel=1e-4)
     # On the H200 pair the empty calls cost nothing measurable (the seed: 1.2x on A100).
     assert time / runs["baseline"][0] == pytest.approx(1.0, abs=0.01)
 
@@ -42,11 +43,11 @@ def simulate(a, b, iters):
 @pytest.mark.parametrize("iters", [0, 1, 2, 3, 4, 7, 10, 101, 10000])
 def test_pingpong_closed_form_matches_the_kernels_loop(iters):
     for a, b in [(0, -1), (65535, -1), (12, 7)]:
-        assert pp.pingpong_final(a, b, iters) == simulate(a, b, iters)
+        assert pingpong_final(a, b, iters) == simulate(a, b, iters)
 
 
 def test_pingpong_closed_form_for_the_seeds_iterations():
-    assert pp.pingpong_final(0, -1, 10000) == (20000, 19998)
+    assert pingpong_final(0, -1, 10000) == (20000, 19998)
 
 
 BLOCK_SCAN = (
@@ -62,14 +63,14 @@ def test_every_pingpong_sample_parses_in_order():
         for v, times in (("baseline", (1.0, 1.01)), ("manual", (1.2, 1.21)))
         for k, t in enumerate(times, start=1)
     )
-    samples = pp.parse_pingpong_samples(text)
+    samples = parse_pingpong_samples(text)
     assert [t for t, _ in samples["manual"]] == [1.2, 1.21]
-    assert pp.parse_pingpong(text)["baseline"] == (1.0, 640.0)
+    assert parse_pingpong(text)["baseline"] == (1.0, 640.0)
 
 
 def test_the_checks_deferred_figures_are_the_parsed_samples():
     path = str(DATA / "p2p_pingpong_h200.txt")
-    parsed = pp.parse_pingpong_samples((DATA / "p2p_pingpong_h200.txt").read_text())
+    parsed = parse_pingpong_samples((DATA / "p2p_pingpong_h200.txt").read_text())
     for variant in ("baseline", "manual"):
         assert sn.evaluate(pp.pingpong_values(path, variant, "bw")) == [bw for _, bw in parsed[variant]]
         assert sn.evaluate(pp.pingpong_values(path, variant, "time")) == [t for t, _ in parsed[variant]]

@@ -9,6 +9,7 @@ import pytest
 import reframe.utility.sanity as sn
 
 from checks import path_matrix as pm
+from experiments.path_matrix import CASES, MATRICES, cell_name, describe, expected_cells, samples_by_cell
 from reports.figures.path_matrix import cell_table, path_heat_maps
 from systems import data
 
@@ -20,11 +21,11 @@ def node_of(system: str) -> dict:
 def test_a_two_gpu_pcie_node_has_every_gpu_numa_pair_and_latency_cell():
     # x86-pcie's 2 V100 on PCIe Gen3 hang off two sockets: no peer cells.
     declared = node_of("x86-pcie")
-    assert pm.expected_cells(declared, [0, 1], "peer") == []
+    assert expected_cells(declared, [0, 1], "peer") == []
     # Under one socket's PCIe switch they are peers through the fabric.
     node = {**declared, "gpus": {**declared["gpus"], "numa_affinity": [0, 0]}, "gpu_link": {"type": "pcie"}}
-    cells = [c for m in pm.MATRICES for c in pm.expected_cells(node, [0, 1], m)]
-    host = pm.expected_cells(node, [0, 1], "host")
+    cells = [c for m in MATRICES for c in expected_cells(node, [0, 1], m)]
+    host = expected_cells(node, [0, 1], "host")
     assert len(host) == 2 * 2 * 2 * 4  # GPUs x NUMA nodes x engines x (h2d, d2h, each alone and both at once)
     assert {"gpu1_d2h_numa0_both_sm", "gpu0_h2d_allgpus_ce", "gpu1_read_gpu0_sm", "gpu0_write_gpu1_both_ce"} <= set(
         cells
@@ -37,10 +38,10 @@ def test_a_two_gpu_pcie_node_has_every_gpu_numa_pair_and_latency_cell():
 def test_hopper_pairs_add_bulk_reads_and_every_nvswitch_pair_is_a_cell():
     node = node_of("dgx-a100")
     node = {**node, "gpus": {**node["gpus"], "compute_capability": "9.0"}}
-    cells = pm.expected_cells(node, node["numa_nodes"], "peer")
+    cells = expected_cells(node, node["numa_nodes"], "peer")
     assert len([c for c in cells if c.endswith("_bulk") and "_both_" not in c]) == 8 * 7
     # Each case's figures stay in the hundreds (ReFrame formats them all into each perflog line).
-    assert max(len(pm.expected_cells(node, node["numa_nodes"], *case)) for case in pm.CASES) <= 8 * 8 * 4
+    assert max(len(expected_cells(node, node["numa_nodes"], *case)) for case in CASES) <= 8 * 8 * 4
     assert "gpu7_read_gpu3_both_bulk" in cells and "gpu3_write_gpu7_bulk" not in cells
 
 
@@ -56,15 +57,15 @@ def test_hopper_pairs_add_bulk_reads_and_every_nvswitch_pair_is_a_cell():
     ],
 )
 def test_each_record_of_the_program_names_its_cell(line, name):
-    from checks.suite.records import fields
+    from experiments.records import fields
 
-    assert pm.cell_name(fields(line)) == name
+    assert cell_name(fields(line)) == name
 
 
 def test_cells_read_in_words_and_against_their_own_link():
-    assert pm.describe("gpu1_read_gpu0_sm") == "GPU 1 -> GPU 0 read, SM"
-    assert pm.describe("gpu0_d2h_numa1_both_ce") == "GPU 0 GPU -> host (NUMA node 1), copy engine, both ways at once"
-    assert pm.describe("gpu2_latency_gpu5") == "GPU 2 latency through GPU 5"
+    assert describe("gpu1_read_gpu0_sm") == "GPU 1 -> GPU 0 read, SM"
+    assert describe("gpu0_d2h_numa1_both_ce") == "GPU 0 GPU -> host (NUMA node 1), copy engine, both ways at once"
+    assert describe("gpu2_latency_gpu5") == "GPU 2 latency through GPU 5"
     node = node_of("dgx-a100")  # 12 NVLink3 links per GPU to NVSwitch: 300 GB/s; PCIe Gen4 x16 to the host
     assert pm.path_matrix.limit_of("gpu3_read_gpu5_sm", {}, node) == pytest.approx(300, rel=0.01)
     assert pm.path_matrix.limit_of("gpu0_h2d_numa0_ce", {}, node) == pytest.approx(data.host_link_bandwidth(node) / 1e9)
@@ -105,8 +106,8 @@ def test_an_h100_run_gives_every_cell_of_its_case_with_every_sample(case):
     node = {**node, "gpus": {**node["gpus"], "count": 1}}
     matrix, engine = case.rsplit("-", 1)
     text = (RUNS / f"path_matrix_h100_{case}.out").read_text()
-    found = pm.samples_by_cell(text)
-    assert sorted(found) == sorted(pm.expected_cells(node, [0], matrix, engine))
+    found = samples_by_cell(text)
+    assert sorted(found) == sorted(expected_cells(node, [0], matrix, engine))
     assert all(len(samples) == 5 for samples in found.values())
     assert f"\nVerified: cells={len(found)} samples=5\n" in text
 
@@ -119,7 +120,7 @@ def test_an_h100_run_is_near_its_link_and_beside_nvbandwidth():
     # fixed 128-byte stride: 3% apart).
     cells = {}
     for case in ("host-ce", "host-sm", "latency-sm"):
-        cells.update(pm.samples_by_cell((RUNS / f"path_matrix_h100_{case}.out").read_text()))
+        cells.update(samples_by_cell((RUNS / f"path_matrix_h100_{case}.out").read_text()))
     median = {cell: sorted(values)[len(values) // 2] for cell, values in cells.items()}
     nvbandwidth = {"gpu0_h2d_numa0_ce": 55.08, "gpu0_d2h_numa0_ce": 54.94, "gpu0_h2d_numa0_sm": 51.01,
                    "gpu0_d2h_numa0_sm": 52.36, "gpu0_latency_numa0": 1192.97}  # fmt: skip

@@ -1,4 +1,4 @@
-"""The record grammar (checks/suite/records.py), and what is measured is
+"""The record grammar (experiments/records.py), and what is measured is
 unchanged by it: every parser reads the committed program outputs
 (tests/data) to the same figures as before the grammar, recorded in
 tests/data/figures_from_outputs.json."""
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from checks import copy_latency as cl
-from checks import daxpy as dx
-from checks import mem_scan as ms
-from checks import p2p_pingpong as pp
-from checks import um_bandwidth as um
-from checks.suite.records import fields, numbers, records, require
+from experiments.copy_latency import crossovers, parse_block_medians, parse_latencies, parse_skipped, parse_verified
+from experiments.daxpy import parse_points
+from experiments.mem_scan import parse_link, parse_scan, summarise
+from experiments.p2p_pingpong import parse_pingpong_samples
+from experiments.records import fields, numbers, records, require
+from experiments.um_bandwidth import parse_throughputs
 
 DATA = Path(__file__).parent / "data"
 BEFORE = json.loads((DATA / "figures_from_outputs.json").read_text())
@@ -43,40 +43,40 @@ def test_fields_run_to_the_next_key_or_the_end():
 
 def test_the_reprex_figures_are_unchanged():
     text = (DATA / "um_bandwidth_h100_numa_read.txt").read_text()
-    assert um.parse_throughputs(text) == BEFORE["um_bandwidth"]["throughputs"]
+    assert parse_throughputs(text) == BEFORE["um_bandwidth"]["throughputs"]
 
 
 def test_the_daxpy_points_are_unchanged():
-    points = dx.parse_points((DATA / "daxpy_h100_managed_off_800000.txt").read_text())
+    points = parse_points((DATA / "daxpy_h100_managed_off_800000.txt").read_text())
     assert [[p.inner, p.outer, p.sample, p.values] for p in points] == BEFORE["daxpy"]
 
 
 def test_the_latency_curves_and_crossovers_are_unchanged():
     text, before = (DATA / "copy_latency_h100.txt").read_text(), BEFORE["copy_latency"]
     for statistic in ("median", "min"):
-        curves = cl.parse_latencies(text, statistic)
+        curves = parse_latencies(text, statistic)
         assert {f"{m} {d} {s}": v for (m, d), c in curves.items() for s, v in c.items()} == before[statistic]
-    assert {f"{m} {d} {s}": v for (m, d, s), v in cl.parse_block_medians(text).items()} == before["blocks"]
-    assert cl.parse_skipped(text) == before["skipped"] and cl.parse_verified(text) == before["verified"]
-    assert cl.crossovers(cl.parse_latencies(text)) == before["crossovers"]
+    assert {f"{m} {d} {s}": v for (m, d, s), v in parse_block_medians(text).items()} == before["blocks"]
+    assert parse_skipped(text) == before["skipped"] and parse_verified(text) == before["verified"]
+    assert crossovers(parse_latencies(text)) == before["crossovers"]
 
 
 def test_the_scan_points_links_and_summaries_are_unchanged():
     text, before = (DATA / "mem_scan_h200.txt").read_text(), BEFORE["mem_scan"]
-    points = ms.parse_scan(text)
+    points = parse_scan(text)
     assert _plain([list(p._asdict().values()) for p in points]) == before["points"]
     for mode in MODES:
         for op in OPS:
-            link = ms.parse_link(text, mode, op)
+            link = parse_link(text, mode, op)
             assert _plain(list(link._asdict().values()) if link else None) == before["links"][f"{mode} {op}"]
             case = [p for p in points if p.mode == mode and p.op == op]
-            summary = ms.summarise(case, 900.0, link.scan_limit_gbs if link else None)
+            summary = summarise(case, 900.0, link.scan_limit_gbs if link else None)
             assert _plain(summary) == before["summaries"][f"{mode} {op}"]
 
 
 def test_the_pingpong_samples_are_unchanged():
     text = (DATA / "p2p_pingpong_h200.txt").read_text()
-    assert _plain(pp.parse_pingpong_samples(text)) == BEFORE["p2p_pingpong"]
+    assert _plain(parse_pingpong_samples(text)) == BEFORE["p2p_pingpong"]
 
 
 def test_every_program_prints_its_results_as_records():
@@ -88,7 +88,7 @@ def test_every_program_prints_its_results_as_records():
 
 
 def test_a_jobs_output_is_read_again_once_it_changes(tmp_path):
-    from checks.suite.records import read_output
+    from experiments.records import read_output
 
     out = tmp_path / "rfm_job.out"
     out.write_text("Run: node=0 op=read run=1 gibs=1.0\n")

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from checks.suite.references import REFERENCES_DIR, load_entries, matching_values
+from experiments.references import REFERENCES_DIR, load_entries, matching_values
 from systems import data
 
 ENTRIES = [
@@ -189,7 +189,7 @@ def _accepted_node_kinds(frame, system: str, accepted: dict) -> set:
 def test_every_case_run_on_an_accepted_machine_has_a_reference_for_each_headline_figure():
     import json
 
-    from checks.suite.keys import parse_case
+    from experiments.keys import parse_case
     from reports.load import load
 
     perflogs = Path(REFERENCES_DIR).parent.parent / "perflogs"
@@ -219,7 +219,7 @@ def test_a_scan_layout_is_judged_only_by_references_that_name_it():
     # The page-reach study's layouts are slower on purpose: the default
     # layout's reference must not flag them as moves, one naming the layout may judge it.
     from checks.mem_scan import mem_scan
-    from checks.suite.references import references_for
+    from experiments.references import references_for
 
     class Scan:
         reference_applies, layout_items = mem_scan.reference_applies, mem_scan.layout_items
@@ -248,7 +248,7 @@ def test_a_scan_layout_is_judged_only_by_references_that_name_it():
 
 
 def test_the_nightly_holds_references_to_physical_bounds_only():
-    from checks.suite.references import physical_bounds
+    from experiments.references import physical_bounds
 
     # A rate: no lower bound (the verdict judges moves), its link's limit above.
     assert physical_bounds([50.0, -0.06, None, "GB/s"], 63.0, None) == (50.0, None, 0.26, "GB/s")

@@ -11,13 +11,10 @@ import pytest
 
 from reports import compare as cmp
 from reports.cli import main
-from reports.figures import (
-    daxpy_crossover_table,
-    latency_crossovers,
-    latency_curves,
-    render_all,
-    scan_speed_of_light,
-)
+from reports.figures import render_all
+from reports.figures.copy_latency import latency_crossovers, latency_curves
+from reports.figures.daxpy import daxpy_crossover_table
+from reports.figures.mem_scan import scan_speed_of_light
 from reports.html import write_report
 from reports.load import load, split_display_name
 from systems.rfm import PERFLOG_FORMAT, perflog_ignore_keys
@@ -279,7 +276,7 @@ def test_daxpy_figures_1_to_8_render_from_the_committed_perflog(rendered):
 
 
 def test_daxpy_crossover_table_has_a_row_per_data_size_and_a_column_per_comparison(committed):
-    from checks.daxpy import COMPARISONS, DATA_SIZES
+    from experiments.daxpy import COMPARISONS, DATA_SIZES
 
     table = daxpy_crossover_table(h100(committed.frame))
     comparisons = [f"{c} vs {b}" for c, b in COMPARISONS]
@@ -304,7 +301,7 @@ def latest(frame):
 
 
 def test_daxpy_crossovers_agree_with_the_checks_own_computation(committed):
-    from checks.daxpy import crossovers
+    from experiments.daxpy import crossovers
     from reports.figures.daxpy import _daxpy_table, daxpy_points
 
     frame = latest(h100(committed.frame))
@@ -328,7 +325,8 @@ def test_latency_figure_renders_with_crossovers_and_the_link(committed, rendered
 
 
 def test_latency_table_has_a_row_per_method_and_direction(committed):
-    from reports.html import LATENCY_SIZES, latency_table
+    from experiments.copy_latency import TABLE_SIZES as LATENCY_SIZES
+    from reports.figures.copy_latency import table as latency_table
 
     table = latency_table(h100(committed.frame))
     assert len(table) == 8 and set(table["direction"]) == {"h2d", "d2h"}

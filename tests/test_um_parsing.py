@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from checks.um_bandwidth import parse_throughputs, steady_state
+from experiments.um_bandwidth import parse_throughputs, steady_state
 
 DATA = Path(__file__).parent / "data"
 

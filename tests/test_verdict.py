@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from checks.suite.keys import parse_case
-from checks.suite.paths import load_rules, path_of
+from experiments.keys import parse_case
+from experiments.paths import load_rules, path_of
 from reports import nightly, power, verdict
 from reports.load import load
 

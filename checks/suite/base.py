@@ -13,12 +13,13 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 
+from experiments.keys import NODE_FACTS, format_case, format_value, sample_name
+from experiments.records import read_output, records
+from experiments.references import references_for
+
 from .build import REPO, SuiteBuild
 from .curves import keep_curve, output_curve
-from .keys import NODE_FACTS, format_case, format_value, sample_name
 from .placement import Placement
-from .records import read_output, records
-from .references import references_for
 from .settings import Choice, SiteSettings
 
 
@@ -67,11 +68,11 @@ _WATCHED = r"^Watch: [1-9]\d* GPU\(s\) watched for \S+ s, 0 fault\(s\)$"
 
 class NodeFacts(Placement, SiteSettings):
     """The node a check runs on and the case it measures, as every perflog
-    line carries them and as references are matched on (checks/suite/keys.py);
+    line carries them and as references are matched on (experiments/keys.py);
     the launch defaults the system's data gives; and the NVML watch around
     every program that uses a GPU, whose faults fail the check."""
 
-    #: The node facts (checks/suite/keys.py), from the partition's node at
+    #: The node facts (experiments/keys.py), from the partition's node at
     #: setup: the GPUs' model and count, the driver, the CUDA version the
     #: driver supports, and the GPUs' link to the host ('pcie gen5 x16').
     gpu_model = variable(str, value="none", loggable=True)

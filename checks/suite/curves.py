@@ -23,15 +23,12 @@ from __future__ import annotations
 
 import datetime
 import os
-import statistics
 
 import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 
-from .records import read_output, records
-
-CURVE_SUFFIX = ".curves"
-CURVE_COLUMNS = ("job_completion_time", "display_name", "jobid", "record")
+from experiments.curves import CURVE_COLUMNS, CURVE_SUFFIX, curve_lines
+from experiments.records import read_output
 
 #: Where ReFrame was started: a relative perflog folder is relative to it, as
 #: ReFrame resolves it at start-up (the sanity runs in the stage folder).
@@ -66,12 +63,6 @@ def perflog_folders(system: str, partition: str) -> list[str]:
     return folders
 
 
-def curve_lines(text: str, tags) -> list[str]:
-    """The lines of a program's output that are records of these tags."""
-    starts = tuple(f"{tag}: " for tag in tags)
-    return [line.rstrip() for line in text.splitlines() if line.startswith(starts)]
-
-
 def append_curve(path: str, when: str, display_name: str, jobid, lines: list[str]) -> None:
     """Add one run's curve records to a curves file, its header first if new."""
     for line in lines:
@@ -103,19 +94,3 @@ def keep_curve(check, lines) -> bool:
 def output_curve(stdout: str, tags) -> list[str]:
     """The curve records of a job's output (read when the sanity is evaluated)."""
     return curve_lines(read_output(stdout), tags)
-
-
-def median_figures(named_values, unit: str) -> dict:
-    """{figure: (median, unit)} from (figure, value) pairs: a curve's points
-    measured more than once (repeats, samples) read as one figure each."""
-    by_name: dict = {}
-    for name, value in named_values:
-        by_name.setdefault(name, []).append(value)
-    return {name: (statistics.median(values), unit) for name, values in by_name.items()}
-
-
-def record_medians(lines: list[str], tag: str, name, field: str = "us", unit: str = "us") -> dict:
-    """:func:`median_figures` of the `tag` records among curve lines, each
-    named by `name(record)` and valued by its `field`."""
-    found = records("\n".join(lines), tag)
-    return median_figures(((name(r), float(r[field])) for r in found), unit)

@@ -1,12 +1,13 @@
 """The repeats of one GDRCopy job: the job script runs a test `repeats` times,
 each run after a "Repeat: k of n" line; each run's output is read with
-gdrcopy_output's parsers and checked against what the check asked for (sizes,
+experiments/gdrcopy.py's parsers and checked against what the check asked for (sizes,
 tables, allocation function), or an error names the run and the line; the
 deferred readers of the checks' figures and curves, and what the checks know
 of GDRCopy's versions."""
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import re
@@ -14,7 +15,7 @@ import re
 import reframe.utility.sanity as sn
 from reframe.core.exceptions import SanityError
 
-from .gdrcopy_output import (
+from experiments.gdrcopy import (
     APIPERF_OPS,
     COPYLAT_ROWS,
     CopyLat,
@@ -26,7 +27,21 @@ from .gdrcopy_output import (
     parse_gdrcopy_version,
     repeat_outputs,
 )
-from .records import read_output
+from experiments.records import read_output
+
+
+def reads_output(fn):
+    """A deferred reader of a job's output whose GDRCopy output errors are
+    the check's sanity errors (the parsers, free of ReFrame, raise ValueErrors)."""
+
+    @functools.wraps(fn)
+    def read(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except GdrCopyOutputError as error:
+            raise SanityError(str(error)) from None
+
+    return sn.deferrable(read)
 
 
 def runs_of(text: str, test: str, repeats: int) -> list[tuple[int, str]]:
@@ -130,7 +145,7 @@ def installed_version(prefix: str | None) -> str:
     return "unknown"
 
 
-@sn.deferrable
+@reads_output
 def version_loaded(stdout: str, installed: str) -> bool:
     """The test loaded a libgdrapi with a version, the installed one where known."""
     loaded = parse_gdrcopy_version(read_output(stdout))
@@ -146,17 +161,17 @@ def copylat_statistic(version: str) -> str:
     return "median" if [int(x) for x in version.split(".")[:2]] >= [2, 6] else "average"
 
 
-@sn.deferrable
+@reads_output
 def copybw_samples(stdout: str, repeats: int, size: int, offset: int, alloc_fn: str, direction: str) -> list:
     return [r[direction] for r in copybw_runs(read_output(stdout), repeats, size, offset, alloc_fn)]
 
 
-@sn.deferrable
+@reads_output
 def copylat_samples(stdout: str, repeats: int, rows: list, sizes: list, alloc_fn: str, row: str, size: int) -> list:
     return [r.curve(row)[size] for r in copylat_runs(read_output(stdout), repeats, rows, sizes, alloc_fn)]
 
 
-@sn.deferrable
+@reads_output
 def copylat_curve(stdout: str, repeats: int, rows: list, sizes: list, alloc_fn: str) -> list:
     """Every row and size of each repeat, as records (checks/suite/curves.py)."""
     lines = []
@@ -168,12 +183,12 @@ def copylat_curve(stdout: str, repeats: int, rows: list, sizes: list, alloc_fn: 
     return lines
 
 
-@sn.deferrable
+@reads_output
 def apiperf_samples(stdout: str, repeats: int, sizes: list, size: int, op: str) -> list:
     return [run[size][op] for run in apiperf_runs(read_output(stdout), repeats, sizes)]
 
 
-@sn.deferrable
+@reads_output
 def apiperf_curve(stdout: str, repeats: int, sizes: list) -> list:
     """Every call at every size of each repeat, as records (checks/suite/curves.py)."""
     lines = []

@@ -1,59 +1,51 @@
-"""Figures from the tidy table (reports.load), written as PNG; one module per
-experiment (reports/figures/<name>.py), what they share in common.py.
+"""Figures and tables from the tidy table (reports.load); one module per
+experiment (reports/figures/<name>.py, the experiment's own name), what they
+share in common.py.
 
-Checks with a figure of their own: the Unified Memory reprex (every run's
-throughput per case, and the steady state against the host link's speed of
-light and the copy engine), the host bandwidth per NUMA node, the DAXPY
-study, the small-copy latency curves, the multi-GPU random-access scan
-against its speed of light, and the path matrix's heat maps. Every other check gets the generic figure: one bar
-chart per performance variable, so a new check renders without code here
-(NO_GENERIC lists the checks that get none: their tables say it all). Every figure names the systems, nodes,
-GPUs, drivers and CUDA versions it covers in its footer.
+An experiment's module may declare, besides its drawing:
+- ``FIGURES``: the functions ``(frame, outdir) -> [Figure]`` that draw its figures;
+- ``GENERIC = False``: no generic bar charts for it, even on request (its
+  figures and table show every variable);
+- ``table(frame)``: its own table, instead of the medians per case;
+- ``sections(frame)``: ``[(heading, table, caption)]`` shown before its figures.
+What the report says of it (its note, its table's caption and variables)
+is the experiment's own: experiments/<name>.py. Every other check gets the
+generic figure, one bar chart per performance variable, so a new check
+renders without code here. Every figure names the systems, nodes, GPUs,
+drivers and CUDA versions it covers in its footer.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
 import pandas as pd
 
+from . import copy_latency, daxpy, host_bandwidth, mem_scan, p2p_pingpong, path_matrix, um_bandwidth
 from .common import Figure, coverage, coverage_text
-from .copy_latency import LATENCY_TEST, latency_crossovers, latency_curves, latency_figure
-from .daxpy import DAXPY_TEST, daxpy_crossover_table, daxpy_figures
 from .generic import generic
-from .host_bandwidth import HOST_TEST, host_numa
-from .mem_scan import PINGPONG_TEST, SCAN_TEST, scan_figure, scan_speed_of_light
-from .path_matrix import PATH_TEST, path_heat_maps
-from .um_bandwidth import UM_TEST, um_per_run, um_steady
 
-__all__ = [
-    "DAXPY_TEST", "HOST_TEST", "LATENCY_TEST", "PINGPONG_TEST", "SCAN_TEST", "UM_TEST", "Figure", "coverage",
-    "coverage_text", "daxpy_crossover_table", "latency_crossovers", "latency_curves", "render_all",
-    "scan_speed_of_light",
-]  # fmt: skip
+__all__ = ["Figure", "coverage", "coverage_text", "drawing_of", "render_all"]
 
-#: Checks with figures of their own; the others get the generic one.
-SPECIAL = {
-    UM_TEST: [um_per_run, um_steady],
-    HOST_TEST: [host_numa],
-    DAXPY_TEST: [daxpy_figures],
-    LATENCY_TEST: [latency_figure],
-    SCAN_TEST: [scan_figure],
-    PATH_TEST: [path_heat_maps],
+_DRAWINGS = {
+    m.NAME: m for m in (copy_latency, daxpy, host_bandwidth, mem_scan, p2p_pingpong, path_matrix, um_bandwidth)
 }
 
-#: Checks whose figures show every performance variable: no generic figure even on request
-#: (it would be hundreds of bars, one per point of a curve), or whose table says it all.
-NO_GENERIC = {DAXPY_TEST, LATENCY_TEST, SCAN_TEST, PINGPONG_TEST, PATH_TEST}
+
+def drawing_of(test: str) -> ModuleType | None:
+    """The module that draws a test's figures and tables, if it has one."""
+    return _DRAWINGS.get(test)
 
 
 def render_all(frame: pd.DataFrame, outdir: Path, generic_for_all: bool = False) -> list[Figure]:
     outdir.mkdir(parents=True, exist_ok=True)
     figures = []
     for test in sorted(frame["test"].dropna().unique()):
-        special = SPECIAL.get(test, [])
+        drawing = drawing_of(test)
+        special = getattr(drawing, "FIGURES", [])
         for render in special:
             figures += render(frame, outdir)
-        if test not in NO_GENERIC and (not special or generic_for_all):
+        if getattr(drawing, "GENERIC", True) and (not special or generic_for_all):
             figures += generic(frame, outdir, test)
     return figures

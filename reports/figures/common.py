@@ -29,7 +29,7 @@ class Figure:
     caption: str  # what the figure covers and where its speed-of-light lines come from
 
 
-def _unique(frame: pd.DataFrame, column: str) -> list[str]:
+def unique(frame: pd.DataFrame, column: str) -> list[str]:
     return sorted({str(v) for v in frame[column].dropna().unique()}) if column in frame else []
 
 
@@ -43,12 +43,12 @@ def coverage(frame: pd.DataFrame) -> dict[str, str]:
         dates = first if first == last else f"{first} to {last}"
     return {
         "systems": ", ".join(systems),
-        "nodes": ", ".join(_unique(frame, "node")),
-        "GPUs": ", ".join(_unique(frame, "gpu_model")),
-        "host links": ", ".join(_unique(frame, "host_link")),
-        "drivers": ", ".join(_unique(frame, "driver_version")),
-        "CUDA (driver)": ", ".join(_unique(frame, "cuda_version")),
-        "CUDA runtime": ", ".join(_unique(frame, "cuda_runtime_version")),
+        "nodes": ", ".join(unique(frame, "node")),
+        "GPUs": ", ".join(unique(frame, "gpu_model")),
+        "host links": ", ".join(unique(frame, "host_link")),
+        "drivers": ", ".join(unique(frame, "driver_version")),
+        "CUDA (driver)": ", ".join(unique(frame, "cuda_version")),
+        "CUDA runtime": ", ".join(unique(frame, "cuda_runtime_version")),
         "dates": dates,
     }
 
@@ -64,7 +64,7 @@ def _footer(fig, frame: pd.DataFrame, extra: str = "") -> None:
     fig.text(0.01, 0.005, text, fontsize=8, color="#444444", ha="left", va="bottom", wrap=True)
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
 
 
@@ -76,7 +76,7 @@ _SERIES_PREFIX = {
 }
 
 
-def _series_labels(frame: pd.DataFrame, varying: list[str]) -> pd.Series:
+def series_labels(frame: pd.DataFrame, varying: list[str]) -> pd.Series:
     """'NVIDIA H100 80GB HBM3, driver 580.159.04, CUDA 13.0': what tells sets of runs apart."""
     if not varying:
         return pd.Series("all runs", index=frame.index)
@@ -108,24 +108,24 @@ def _save(fig, outdir: Path, name: str) -> str:
     return name
 
 
-def _key_name(prefix: str, key) -> str:
-    return f"{prefix}-{_slug('-'.join(map(str, key)))}.png"
+def key_name(prefix: str, key) -> str:
+    return f"{prefix}-{slug('-'.join(map(str, key)))}.png"
 
 
-def _varying(frame: pd.DataFrame, fields: list[str]) -> list[str]:
+def varying_fields(frame: pd.DataFrame, fields: list[str]) -> list[str]:
     return [f for f in fields if f in frame and frame[f].nunique(dropna=False) > 1]
 
 
-def _group_keys() -> list[str]:
+def group_keys() -> list[str]:
     return ["system", "partition", "gpu_model", "host_link", "driver_version", "cuda_version", "cuda_runtime_version"]
 
 
-def _link_sol(group: pd.DataFrame) -> sol.SpeedOfLight | None:
+def link_sol(group: pd.DataFrame) -> sol.SpeedOfLight | None:
     first = group.iloc[0]
     return sol.host_link(first["system"], first["partition"], first["host_link"], group)
 
 
-def _plain_log_ticks(axis) -> None:
+def plain_log_ticks(axis) -> None:
     """Log-axis ticks at 1, 2, 5 times powers of ten, written as plain numbers."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
@@ -134,7 +134,7 @@ def _plain_log_ticks(axis) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
-def _bytes(size: float) -> str:
+def bytes_label(size: float) -> str:
     for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if size >= factor:
             return f"{size / factor:g} {unit}"
@@ -150,3 +150,21 @@ def finish(fig, records: pd.DataFrame, note: str, outdir: Path, filename: str, t
     if margins:
         _inch_margins(fig, top=margins[0], bottom=margins[1])
     return _save(fig, outdir, filename)
+
+
+def runs_label(info: dict) -> str:
+    """A set of runs as a table's rows name it."""
+    return f"{info['system']}:{info['partition']}, {info['gpu_model']}, driver {info['driver_version']}"
+
+
+def medians(group: pd.DataFrame, index: list[str]) -> pd.DataFrame:
+    """Each performance variable's median per `index`."""
+    return group.pivot_table(index=index, columns="perf_var", values="value", aggfunc="median")
+
+
+def size_label(size: int) -> str:
+    """A size in B, KiB or MiB, as tables show it."""
+    for unit, factor in (("MiB", 2**20), ("KiB", 2**10)):
+        if size >= factor:
+            return f"{size // factor} {unit}"
+    return f"{size} B"

@@ -9,21 +9,23 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from experiments.copy_latency import NAME, TABLE_SIZES, crossovers
+
 from .common import (
     Figure,
-    _bytes,
-    _group_keys,
-    _key_name,
-    _link_sol,
-    _plain_log_ticks,
-    _unique,
+    bytes_label,
     coverage_text,
     finish,
+    group_keys,
+    key_name,
+    link_sol,
+    plain_log_ticks,
+    size_label,
+    unique,
 )
 
 # --- Small-copy latency --------------------------------------------------------
 
-LATENCY_TEST = "copy_latency"
 _LAT_VAR = re.compile(r"lat_us_(?P<method>[a-z0-9]+)_(?P<direction>h2d|d2h)_(?P<size>\d+)")
 _LAT_METHODS = ["pageable", "pinned", "async", "zerocopy", "gdrcopy"]
 _LAT_LABELS = {
@@ -46,8 +48,7 @@ def latency_curves(group: pd.DataFrame) -> pd.DataFrame:
 
 
 def latency_crossovers(stats: pd.DataFrame) -> dict:
-    """checks.copy_latency.crossovers() on the median curves: {'crossover_<dir>_<b>_over_<a>': size}."""
-    from checks.copy_latency import crossovers
+    """experiments.copy_latency.crossovers() on the median curves: {'crossover_<dir>_<b>_over_<a>': size}."""
 
     curves = {
         (m, d): dict(zip(part["size"], part["median"])) for (m, d), part in stats.groupby(["method", "direction"])
@@ -81,7 +82,7 @@ def _draw_crossovers(ax, stats: pd.DataFrame, direction: str, marks: list, high:
         y = float(at["median"].iloc[0]) if not at.empty else high / 2
         ax.axvline(size, color=_LAT_COLORS.get(b, "#9467bd"), linestyle=":", lw=1.2)
         ax.plot([size], [y], marker="o", ms=9, mfc="none", mec="black", mew=1.2)
-        ax.text(size * 1.08, high / 1.15 / (2.2**n), f"{b} faster than {a}\nfrom {_bytes(size)} on", fontsize=7,
+        ax.text(size * 1.08, high / 1.15 / (2.2**n), f"{b} faster than {a}\nfrom {bytes_label(size)} on", fontsize=7,
                 va="top", ha="left", color="black", zorder=5,
                 bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.8))  # fmt: skip
 
@@ -99,9 +100,9 @@ def _draw_latency_panel(ax, stats: pd.DataFrame, direction: str, methods: list, 
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_ylim(low, high)
-    _plain_log_ticks(ax.yaxis)
+    plain_log_ticks(ax.yaxis)
     ticks = [s for s in sizes if math.log2(s) % 4 == 0]
-    ax.set_xticks(ticks, [_bytes(s) for s in ticks], fontsize=8)
+    ax.set_xticks(ticks, [bytes_label(s) for s in ticks], fontsize=8)
     ax.set_xlabel("copy size (bytes, log2 scale)")
     ax.grid(True, which="major", alpha=0.3)
     ax.set_title(f"{_DIRECTION_TITLES.get(direction, direction)} ({direction})" + ("" if marks else ": no crossover"),
@@ -112,7 +113,7 @@ def _latency_notes(group: pd.DataFrame, link) -> list:
     notes = ["circles and dotted lines: crossovers, the size from which the first method stays faster"]
     if link:
         notes.append(f"dashed: the time the host link needs at its speed of light ({link.source})")
-    skipped = _unique(group, "skipped_legs")
+    skipped = unique(group, "skipped_legs")
     if skipped and any(skipped):
         notes.append("not run: " + "; ".join(s for s in skipped if s))
     return notes
@@ -120,17 +121,17 @@ def _latency_notes(group: pd.DataFrame, link) -> list:
 
 def latency_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
     """Latency against size per method, a panel per direction, crossovers marked, link-limited time dashed."""
-    data = frame[frame["test"] == LATENCY_TEST]
+    data = frame[frame["test"] == NAME]
     figures = []
-    for key, group in data.groupby(_group_keys(), dropna=False):
+    for key, group in data.groupby(group_keys(), dropna=False):
         stats = latency_curves(group)
         if stats.empty:
             continue
-        info = dict(zip(_group_keys(), key))
+        info = dict(zip(group_keys(), key))
         directions = [d for d in ("h2d", "d2h") if d in set(stats["direction"])]
         methods = [m for m in _LAT_METHODS if m in set(stats["method"])]
         methods += sorted(set(stats["method"]) - set(_LAT_METHODS))
-        found, link = latency_crossovers(stats), _link_sol(group)
+        found, link = latency_crossovers(stats), link_sol(group)
         fig, axes = plt.subplots(1, len(directions), figsize=(6.6 * len(directions), 5.6), sharey=True, squeeze=False)
         for ax, direction in zip(axes[0], directions):
             _draw_latency_panel(ax, stats, direction, methods, found, link)
@@ -145,10 +146,44 @@ def latency_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
             group,
             "; ".join(_latency_notes(group, link)),
             outdir,
-            _key_name("latency", key),
+            key_name("latency", key),
             top=1 - 0.8 / fig.get_figheight(),
             margins=(1.05, 1.05),
         )
         caption = f"{coverage_text(group)}. " + (f"Speed of light from {link.source}." if link else "")
-        figures.append(Figure(LATENCY_TEST, outdir / name, "Latency against copy size", caption))
+        figures.append(Figure(NAME, outdir / name, "Latency against copy size", caption))
     return figures
+
+
+def table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Median latency (us) per method and direction at a few sizes, one row per set of runs and curve."""
+
+    rows = []
+    data = frame[frame["test"] == NAME]
+    for key, group in data.groupby(group_keys(), dropna=False):
+        info = dict(zip(group_keys(), key))
+        stats = latency_curves(group)
+        found = latency_crossovers(stats)
+        for (method, direction), curve in stats.groupby(["method", "direction"], sort=False):
+            by_size = dict(zip(curve["size"], curve["median"]))
+            row = {"set of runs": f"{info['gpu_model']}, driver {info['driver_version']}", "direction": direction,
+                   "method": method}  # fmt: skip
+            row.update({size_label(s): by_size.get(s) for s in TABLE_SIZES})
+            row["overtakes (from size)"] = ", ".join(
+                f"{name.split('_')[4]} at {size_label(size)}"
+                for name, size in found.items()
+                if name.split("_")[1] == direction and name.split("_")[2] == method
+            )
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    if not table.empty:
+        table = table.sort_values(["set of runs", "direction", "method"], ascending=[True, False, True])
+        if table["set of runs"].nunique() == 1:
+            table = table.drop(columns="set of runs")
+    return table
+
+
+#: The figures of its own the report draws.
+FIGURES = [latency_figure]
+#: No generic bars even on request: its figures and table show every variable.
+GENERIC = False

@@ -9,18 +9,28 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from experiments.daxpy import (
+    COMPARISONS,
+    CROSSOVER_CAPTION,
+    FIXED_OUTER,
+    NAME,
+    Point,
+    case_label,
+    crossovers,
+    parse_perf_var,
+)
+
 from .common import (
     Figure,
-    _group_keys,
-    _key_name,
-    _plain_log_ticks,
     coverage_text,
     finish,
+    group_keys,
+    key_name,
+    plain_log_ticks,
 )
 
 # --- DAXPY inner/outer-loop study ------------------------------------------------
 
-DAXPY_TEST = "daxpy"
 #: Cases in legend order; colour by allocator, dashed where prefetched.
 _DAXPY_CASES = ["system", "system+prefetch", "managed", "managed+prefetch", "explicit"]
 _DAXPY_COLORS = {"system": "#1f77b4", "managed": "#ff7f0e", "explicit": "#2ca02c"}
@@ -61,9 +71,8 @@ DAXPY_FIGURES = [
 
 def _daxpy_table(frame: pd.DataFrame) -> pd.DataFrame:
     """The study's records with case, size, metric, inner and outer as columns."""
-    from checks.daxpy import case_label, parse_perf_var
 
-    data = frame[(frame["test"] == DAXPY_TEST) & frame["value"].notna()].copy()
+    data = frame[(frame["test"] == NAME) & frame["value"].notna()].copy()
     if data.empty:
         return data
     parsed = data["perf_var"].map(parse_perf_var)
@@ -78,8 +87,7 @@ def _daxpy_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def daxpy_points(group: pd.DataFrame) -> list:
-    """checks.daxpy Points of one set of runs, each value the median over repeated executions."""
-    from checks.daxpy import Point
+    """experiments.daxpy Points of one set of runs, each value the median over repeated executions."""
 
     medians = group.groupby(["allocator", "prefetch", "size", "inner", "outer", "metric"])["value"].median()
     points = []
@@ -97,25 +105,23 @@ def _size_label(size: int) -> str:
 
 
 def daxpy_crossovers(group: pd.DataFrame) -> dict:
-    """checks.daxpy.crossovers() at outer = 4 on the kernel time, for one set of runs."""
-    from checks.daxpy import FIXED_OUTER, crossovers
+    """experiments.daxpy.crossovers() at outer = 4 on the kernel time, for one set of runs."""
 
     return crossovers(daxpy_points(group), outer=FIXED_OUTER)
 
 
 def daxpy_crossover_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per set of runs and data size, checks.daxpy.crossovers() at outer = 4 on the kernel time:
+    """Per set of runs and data size, experiments.daxpy.crossovers() at outer = 4 on the kernel time:
     the smallest inner count from which the first case stays faster than the second;
     '—' where it never does, 'not run' where either case has no records."""
-    from checks.daxpy import COMPARISONS
 
     data = _daxpy_table(frame)
     columns = [f"{c} vs {b}" for c, b in COMPARISONS]
     rows = []
     if data.empty:
         return pd.DataFrame(columns=["set of runs", "data size (B per block)", *columns])
-    for key, group in data.groupby(_group_keys(), dropna=False):
-        info = dict(zip(_group_keys(), key))
+    for key, group in data.groupby(group_keys(), dropna=False):
+        info = dict(zip(group_keys(), key))
         found = daxpy_crossovers(group)
         for size in sorted(group["size"].unique()):
             row = {
@@ -170,7 +176,7 @@ def _set_axes(ax, spec: DaxpyFigure, axis: pd.DataFrame, ticks: list, log: bool,
     if log:
         ax.set_yscale("log")
         ax.set_ylim(axis["min"].min() / 1.4, axis["max"].max() * 1.4)
-        _plain_log_ticks(ax.yaxis)
+        plain_log_ticks(ax.yaxis)
     else:
         ax.set_ylim(0, axis["max"].max() * 1.1)
     if spec.x == "outer":
@@ -256,8 +262,8 @@ def daxpy_figures(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
     figures = []
     if data.empty:
         return figures
-    for key, group in data.groupby(_group_keys(), dropna=False):
-        info = dict(zip(_group_keys(), key))
+    for key, group in data.groupby(group_keys(), dropna=False):
+        info = dict(zip(group_keys(), key))
         stats, found = daxpy_stats(group), daxpy_crossovers(group)
         for spec in DAXPY_FIGURES:
             fig, _ = _draw_daxpy_figure(spec, stats, found)
@@ -271,10 +277,21 @@ def daxpy_figures(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
                 group,
                 "\n".join(notes),
                 outdir,
-                _key_name(f"daxpy-fig{spec.number}", key),
+                key_name(f"daxpy-fig{spec.number}", key),
                 top=1 - 0.55 / fig.get_figheight(),
                 margins=(0.85, 1.25),
             )
             caption = f"{coverage_text(group)}. " + " ".join(n[0].upper() + n[1:] + "." for n in notes)
-            figures.append(Figure(DAXPY_TEST, outdir / name, f"Figure {spec.number}: {spec.title}", caption))
+            figures.append(Figure(NAME, outdir / name, f"Figure {spec.number}: {spec.title}", caption))
     return figures
+
+
+#: The figures of its own the report draws.
+FIGURES = [daxpy_figures]
+#: No generic bars even on request: its figures and table show every variable.
+GENERIC = False
+
+
+def sections(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame, str]]:
+    """The report's section before the figures: the crossovers."""
+    return [("Crossovers", daxpy_crossover_table(frame), CROSSOVER_CAPTION)]

@@ -11,12 +11,12 @@ import pandas as pd
 from .common import (
     SERIES_FIELDS,
     Figure,
-    _series_labels,
-    _slug,
-    _unique,
-    _varying,
     coverage_text,
     finish,
+    series_labels,
+    slug,
+    unique,
+    varying_fields,
 )
 
 # --- Any other check ---------------------------------------------------------
@@ -29,12 +29,12 @@ def generic_table(frame: pd.DataFrame, test: str) -> pd.DataFrame:
     if data.empty:
         return data
     data["case"] = data["params"].fillna("").str.replace(" ", "\n").replace("", "(no parameters)")
-    data["series"] = _series_labels(data, _varying(data, SERIES_FIELDS))
+    data["series"] = series_labels(data, varying_fields(data, SERIES_FIELDS))
     return data
 
 
 def _draw_variable(ax, rows: pd.DataFrame, var: str, series: list, cases: list, colors: list) -> None:
-    unit = ", ".join(_unique(rows, "unit")) or "no unit"
+    unit = ", ".join(unique(rows, "unit")) or "no unit"
     bar = 0.8 / len(series)
     for s, name in enumerate(series):
         part = rows[rows["series"] == name].groupby("case")["value"].agg(["median", "min", "max", "count"])
@@ -94,7 +94,7 @@ def generic(frame: pd.DataFrame, outdir: Path, test: str, per_figure: int = 8) -
             data,
             "whiskers: min to max over repeated executions; '|': reference where the check sets one",
             outdir,
-            f"generic-{_slug(test)}-{start // per_figure + 1}.png",
+            f"generic-{slug(test)}-{start // per_figure + 1}.png",
             top=1 - (0.4 + 0.2 * math.ceil(len(series) / 3) * (len(series) > 1)) / fig.get_figheight(),
         )
         figures.append(

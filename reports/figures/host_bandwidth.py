@@ -7,29 +7,29 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from experiments.host_bandwidth import NAME
+
 from .common import (
     SERIES_FIELDS,
     Figure,
-    _series_labels,
-    _varying,
     coverage_text,
     finish,
+    series_labels,
+    varying_fields,
 )
 
 # --- Host bandwidth per NUMA node --------------------------------------------
 
-HOST_TEST = "host_bandwidth"
-
 
 def host_numa(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
     """Read and write bandwidth of each NUMA node, a group of bars per node and set of runs."""
-    data = frame[(frame["test"] == HOST_TEST) & frame["perf_var"].str.fullmatch(r"(read|write)_bw_node\d+")].copy()
+    data = frame[(frame["test"] == NAME) & frame["perf_var"].str.fullmatch(r"(read|write)_bw_node\d+")].copy()
     if data.empty:
         return []
     parts = data["perf_var"].str.extract(r"(?P<op>read|write)_bw_node(?P<numa>\d+)")
     data["op"], data["numa"] = parts["op"], parts["numa"].astype(int)
-    varying = _varying(data, SERIES_FIELDS) or ["system", "node"]
-    data["series"] = _series_labels(data, varying)
+    varying = varying_fields(data, SERIES_FIELDS) or ["system", "node"]
+    data["series"] = series_labels(data, varying)
     stats = data.groupby(["series", "numa", "op"], sort=False)["value"].agg(["median", "min", "max", "count"])
     stats = stats.reset_index()
     groups = stats[["series", "numa"]].drop_duplicates().reset_index(drop=True)
@@ -65,4 +65,8 @@ def host_numa(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
         "host-bandwidth-numa.png",
         top=1.0,
     )
-    return [Figure(HOST_TEST, outdir / name, "Host memory bandwidth per NUMA node", coverage_text(data) + ".")]
+    return [Figure(NAME, outdir / name, "Host memory bandwidth per NUMA node", coverage_text(data) + ".")]
+
+
+#: The figures of its own the report draws.
+FIGURES = [host_numa]

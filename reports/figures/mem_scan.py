@@ -9,22 +9,22 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from checks.mem_scan import PLATEAU_FROM
+from experiments.mem_scan import NAME, PLATEAU_FROM
 
 from .common import (
     Figure,
-    _bytes,
-    _group_keys,
-    _key_name,
-    _plain_log_ticks,
+    bytes_label,
     coverage_text,
     finish,
+    group_keys,
+    key_name,
+    medians,
+    plain_log_ticks,
+    runs_label,
 )
 
 # --- Multi-GPU random-access scan ---------------------------------------------
 
-SCAN_TEST = "mem_scan"
-PINGPONG_TEST = "p2p_pingpong"
 _SCAN_VAR = re.compile(r"(?P<kind>gbs|agg_gbs|sol)_s(?P<segment>\d+)_w(?P<width>\d+)")
 _SCAN_OPS = ["read", "write", "atomic"]
 _SCAN_MODES = ["single", "chunked", "multiprocess"]
@@ -120,10 +120,10 @@ def _by_buffer(group: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 def _scan_sets(frame: pd.DataFrame) -> list:
     """The scan's records by machine, GPU count and buffer size: one figure each."""
-    data = frame[frame["test"] == SCAN_TEST]
+    data = frame[frame["test"] == NAME]
     return [
         ((*key, f"{n}gpus" + (f"-{fraction}x" if fraction else "")), part, fraction)
-        for key, group in data.groupby(_group_keys(), dropna=False)
+        for key, group in data.groupby(group_keys(), dropna=False)
         for n, sub in _by_gpu_count(group)
         for fraction, part in _by_buffer(sub)
     ]
@@ -175,8 +175,8 @@ def _scan_axes(ax, op: str, segments: list, low: float, high: float, group: pd.D
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_ylim(low, high)
-    _plain_log_ticks(ax.yaxis)
-    ax.set_xticks(segments, [_bytes(s).replace(" ", "\u2009") for s in segments], fontsize=7.5)
+    plain_log_ticks(ax.yaxis)
+    ax.set_xticks(segments, [bytes_label(s).replace(" ", "\u2009") for s in segments], fontsize=7.5)
     ax.set_xlim(segments[0] / 1.3, segments[-1] * 1.3)
     ax.set_xlabel("segment size (bytes, log2 scale)")
     ax.grid(True, which="major", alpha=0.3)
@@ -233,7 +233,7 @@ def scan_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
         curves = scan_curves(group)
         if curves.empty:
             continue
-        info = dict(zip(_group_keys(), key[:-1]))
+        info = dict(zip(group_keys(), key[:-1]))
         limits = scan_link_limits(group)
         found = scan_speed_of_light(group)
         sol_gbs, gpus = found if found else (None, 0)
@@ -256,10 +256,49 @@ def scan_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
             group,
             "\n".join(notes),
             outdir,
-            _key_name("scan", key),
+            key_name("scan", key),
             top=1 - 0.8 / fig.get_figheight(),
             margins=(1.25, 1.25),
         )
         caption = _scan_caption(group, fraction, sol_gbs, limits)
-        figures.append(Figure(SCAN_TEST, outdir / name, "Random-access scan: bandwidth against segment size", caption))
+        figures.append(Figure(NAME, outdir / name, "Random-access scan: bandwidth against segment size", caption))
     return figures
+
+
+def table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The scan's summaries per mode and op (median over executions), one row per set of runs and case."""
+
+    rows = []
+    data = frame[frame["test"] == NAME]
+    for key, group in data.groupby(group_keys(), dropna=False):
+        table = medians(group, ["mode", "op"])
+        order = sorted(
+            table.index,
+            key=lambda k: (_SCAN_MODES.index(k[0]) if k[0] in _SCAN_MODES else 9,
+                           _SCAN_OPS.index(k[1]) if k[1] in _SCAN_OPS else 9),
+        )  # fmt: skip
+        for mode, op in order:
+            values = table.loc[(mode, op)]
+            row = {"set of runs": runs_label(dict(zip(group_keys(), key))), "mode": mode, "op": op}
+            for name, column in (
+                ("seg64_gbs", "64 B segments (GB/s)"),
+                ("plateau_gbs", "plateau, from 128 B (GB/s)"),
+                ("best_gbs", "best (GB/s)"),
+                ("best_segment", "best at segment (B)"),
+            ):
+                row[column] = values.get(name)
+            share = values.get("plateau_of_sol")
+            row["plateau, % of speed of light"] = f"{share:.1%}" if share == share and share is not None else ""
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    if not table.empty:
+        table["best at segment (B)"] = table["best at segment (B)"].astype("Int64")
+        if table["set of runs"].nunique() == 1:
+            table = table.drop(columns="set of runs")
+    return table
+
+
+#: The figures of its own the report draws.
+FIGURES = [scan_figure]
+#: No generic bars even on request: its figures and table show every variable.
+GENERIC = False

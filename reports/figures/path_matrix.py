@@ -12,11 +12,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from checks.path_matrix import cell_parts
+from experiments.path_matrix import NAME, cell_parts
 
-from .common import Figure, _group_keys, _key_name, coverage_text, finish
-
-PATH_TEST = "path_matrix"
+from .common import Figure, coverage_text, finish, group_keys, key_name
 
 
 def cell_table(group: pd.DataFrame) -> pd.DataFrame:
@@ -81,9 +79,9 @@ _TITLES = {
 
 def path_heat_maps(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
     """One figure per matrix and machine, a panel per engine and direction."""
-    data = frame[frame["test"] == PATH_TEST]
+    data = frame[frame["test"] == NAME]
     figures = []
-    for key, group in data.groupby(_group_keys(), dropna=False):
+    for key, group in data.groupby(group_keys(), dropna=False):
         table = cell_table(group)
         for matrix, cells in table.groupby("matrix") if not table.empty else []:
             panels = sorted(cells["panel"].unique())
@@ -97,12 +95,18 @@ def path_heat_maps(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
                 _draw_panel(ax, cells[cells["panel"] == panel], panel)
             for ax in list(axes.flat)[len(panels) :]:
                 ax.axis("off")
-            title = f"{PATH_TEST}: {_TITLES[matrix]} ({key[0]}:{key[1]}, {key[2]})"
+            title = f"{NAME}: {_TITLES[matrix]} ({key[0]}:{key[1]}, {key[2]})"
             fig.suptitle(title, fontsize=10)
             name = finish(fig, group, "colour: share of the cell's link limit (system data); green at 100%",
-                          outdir, _key_name(f"paths-{matrix}", key), top=0.9)  # fmt: skip
+                          outdir, key_name(f"paths-{matrix}", key), top=0.9)  # fmt: skip
             caption = (f"Each cell: its median over the run's samples; below it the share of its link's limit "
                        f"(checks/path_matrix.py: PCIe per GPU, NVLink per pair, from systems/) and the accepted "
                        f"value where the node has a reference. {coverage_text(group)}.")  # fmt: skip
-            figures.append(Figure(PATH_TEST, outdir / name, title, caption))
+            figures.append(Figure(NAME, outdir / name, title, caption))
     return figures
+
+
+#: The figures of its own the report draws.
+FIGURES = [path_heat_maps]
+#: No generic bars even on request: its figures and table show every variable.
+GENERIC = False

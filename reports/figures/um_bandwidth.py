@@ -10,19 +10,20 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from experiments.um_bandwidth import NAME
+
 from .common import (
     Figure,
     GiB,
-    _group_keys,
-    _key_name,
-    _link_sol,
     coverage_text,
     finish,
+    group_keys,
+    key_name,
+    link_sol,
 )
 
 # --- Unified Memory reprex ---------------------------------------------------
 
-UM_TEST = "um_bandwidth"
 _ALLOCATORS = ["managed", "numa", "pinned", "device"]
 _ADVICE = ["none", "accessed-by", "read-mostly", "preferred-location-cpu"]
 _ADVICE_COLORS = dict(zip(_ADVICE, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"]))
@@ -48,8 +49,8 @@ def _copy_engine(group: pd.DataFrame, op: str) -> float | None:
 
 def _um_groups(frame: pd.DataFrame):
     """The reprex's records by machine, build and size class: one figure each."""
-    data = _um_cases(frame[frame["test"] == UM_TEST])
-    return data.groupby(_group_keys() + ["size_class"], dropna=False)
+    data = _um_cases(frame[frame["test"] == NAME])
+    return data.groupby(group_keys() + ["size_class"], dropna=False)
 
 
 def um_run_stats(group: pd.DataFrame) -> pd.DataFrame:
@@ -141,11 +142,11 @@ def um_per_run(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
         stats = um_run_stats(group)
         if stats.empty:
             continue
-        link = _link_sol(group)
+        link = link_sol(group)
         link_gib = link.bytes_per_s / GiB if link else None
         fig = _draw_runs(stats, group, link_gib)
         fig.legend(handles=_runs_legend(stats, link_gib), loc="center right", fontsize=8, frameon=False)
-        info = dict(zip(_group_keys() + ["size_class"], key))
+        info = dict(zip(group_keys() + ["size_class"], key))
         fig.suptitle(
             f"Unified Memory reprex: throughput of every kernel run, {info['size_class']} "
             f"({info['system']}:{info['partition']}, {info['gpu_model']})\n"
@@ -158,12 +159,12 @@ def um_per_run(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
             group,
             "; ".join(notes + ["shaded: min to max over repeated executions of the case"]),
             outdir,
-            _key_name("um-per-run", key),
+            key_name("um-per-run", key),
             top=0.94,
             right=1 - 2.3 / fig.get_figwidth(),
         )
         caption = f"{coverage_text(group)}. " + (f"Speed of light from {link.source}." if link else "")
-        figures.append(Figure(UM_TEST, outdir / name, f"Per-run throughput, {info['size_class']}", caption))
+        figures.append(Figure(NAME, outdir / name, f"Per-run throughput, {info['size_class']}", caption))
     return figures
 
 
@@ -259,7 +260,7 @@ def um_steady(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
         if table.empty:
             continue
         ops = [op for op in ("read", "write") if op in table.index.get_level_values("op")]
-        link = _link_sol(group)
+        link = link_sol(group)
         link_gib = link.bytes_per_s / GiB if link else None
         engines = {op: _copy_engine(group, op) for op in ops}
         limit = _steady_axis_limit(table, [v for v in (link_gib, *engines.values()) if v])
@@ -268,15 +269,19 @@ def um_steady(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
         for ax, op in zip(axes[0], ops):
             _draw_steady_panel(ax, op, table.xs(op, level="op"), limit, link_gib, engines[op])
         _steady_legend(fig, link_gib)
-        info = dict(zip(_group_keys() + ["size_class"], key))
+        info = dict(zip(group_keys() + ["size_class"], key))
         fig.suptitle(
             f"Unified Memory reprex: steady state against the host link, {info['size_class']} "
             f"({info['system']}:{info['partition']}, {info['gpu_model']}, {info['host_link']})",
             fontsize=11,
         )
         name = finish(
-            fig, group, f"speed of light: {link.source}" if link else "", outdir, _key_name("um-steady", key), top=0.92
+            fig, group, f"speed of light: {link.source}" if link else "", outdir, key_name("um-steady", key), top=0.92
         )
         caption = f"{coverage_text(group)}. " + (f"Speed of light from {link.source}." if link else "")
-        figures.append(Figure(UM_TEST, outdir / name, f"Steady state vs speed of light, {info['size_class']}", caption))
+        figures.append(Figure(NAME, outdir / name, f"Steady state vs speed of light, {info['size_class']}", caption))
     return figures
+
+
+#: The figures of its own the report draws.
+FIGURES = [um_per_run, um_steady]

@@ -12,7 +12,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .common import Figure, _key_name, coverage_text, finish
+from .common import Figure, coverage_text, finish, key_name
 
 #: What a version is: the runtime the programs loaded and the compiler that built them.
 VERSION_FIELDS = ["cuda_runtime_version", "cuda_compiler"]
@@ -85,7 +85,7 @@ def versions_figures(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
             continue
         test = key[0]
         title = f"{test}: CUDA versions overlaid ({', '.join(str(k) for k in key[1:4])})"
-        name = finish(_draw(shifts, title), group, "", outdir, _key_name(f"versions-{test}", key[1:]), top=0.95)
+        name = finish(_draw(shifts, title), group, "", outdir, key_name(f"versions-{test}", key[1:]), top=0.95)
         caption = (f"Every headline figure's samples under each CUDA runtime and compiler, as a percentage of "
                    f"the median under {shifts['base'].iloc[0]}: a figure whose dots sit apart from 100% moved; "
                    f"the gate's verdict is ./suite report compare --by cuda_runtime_version or --by environ. "

@@ -2,7 +2,8 @@
 every row of every table as GDRCopy's printf formats of 2.3 to 2.6 write it
 (tests/copybw.cpp, copylat.cpp, apiperf.cpp of NVIDIA/gdrcopy), every figure
 a finite number, or an error that quotes the line and its number in the
-job's output. checks/gdrcopy.py turns these into the checks' figures."""
+job's output. checks/gdrcopy.py turns these into the checks' figures (its
+readers raise these as sanity errors); free of ReFrame."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ import math
 import re
 from dataclasses import dataclass
 
-from reframe.core.exceptions import SanityError
+from experiments.curves import record_medians
+
+NAME = "gdrcopy"
+#: The tests of GDRCopy's own programs, each a check of checks/gdrcopy.py.
+TESTS = ("gdrcopy_sanity", "gdrcopy_copybw", "gdrcopy_copylat", "gdrcopy_apiperf")
 
 
-class GdrCopyOutputError(SanityError):
+class GdrCopyOutputError(ValueError):
     """A GDRCopy test's output that does not read as its printf formats
     write it; the message quotes the line."""
 
@@ -368,3 +373,17 @@ def parse_apiperf(text: str, first: int = 1) -> dict:
     if header:
         raise GdrCopyOutputError(f"{header}: an apiperf header with no row after it")
     return rows
+
+
+def copylat_curve_figures(lines: list[str], figures: dict) -> dict:
+    """Each row and size of a kept copylat curve: the median over the repeats."""
+    return record_medians(lines, "CopyLat", lambda r: f"lat_us_{r['method']}_{r['direction']}_{r['size']}")
+
+
+def apiperf_curve_figures(lines: list[str], figures: dict) -> dict:
+    """Each operation and size of a kept apiperf curve: the median over the repeats."""
+    return record_medians(lines, "ApiPerf", lambda r: f"{r['op']}_us_{r['size']}")
+
+
+#: What reads each test's kept curve back as figures (reports/curves.py).
+CURVE_FIGURES = {"gdrcopy_copylat": copylat_curve_figures, "gdrcopy_apiperf": apiperf_curve_figures}

@@ -3,7 +3,7 @@
 Each file is a list of entries::
 
     - where: {system: summit}                  # or partition, gpu_model, gpu_count, host_link
-      case: {memory: numa, op: read}           # items of the case (checks/suite/keys.py); optional
+      case: {memory: numa, op: read}           # items of the case (experiments/keys.py); optional
       values:
         steady_bw: [63.5, -0.05, null, GiB/s]  # reference, lower, upper, unit
       source: the reprex seed, baseline run    # where the figure comes from
@@ -26,9 +26,9 @@ import os
 
 import yaml
 
-from .build import REPO
-from .keys import direction
-from .paths import US_PER, min_time_us
+from experiments import REPO
+from experiments.keys import direction
+from experiments.paths import US_PER, min_time_us
 
 REFERENCES_DIR = os.path.join(REPO, "systems", "references")
 
@@ -62,7 +62,7 @@ def same_value(a, b) -> bool:
 def matching_values(entries: list, facts: dict, case: dict) -> dict:
     """Merge the values of every entry whose 'where' and 'case' match.
 
-    `facts` are the node facts (checks/suite/keys.py's NODE_FACTS), `case`
+    `facts` are the node facts (experiments/keys.py's NODE_FACTS), `case`
     the case's items (parameters as the test's name shows them, and the
     variables that change what it measures).
     """

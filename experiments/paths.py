@@ -14,8 +14,9 @@ from functools import lru_cache
 
 import yaml
 
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PATHS_FILE = os.path.join(_REPO, "systems", "paths", "paths.yaml")
+from experiments import REPO
+
+PATHS_FILE = os.path.join(REPO, "systems", "paths", "paths.yaml")
 
 #: Microseconds per unit of the time figures, for a path's floor in a figure's unit.
 US_PER = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}
