@@ -95,17 +95,17 @@ __global__ void copy_kernel(const unsigned char *__restrict__ src, unsigned char
 struct GdrMapping {
     gdr_t g = nullptr;
     gdr_mh_t mh{};
-    void *raw = nullptr;            // cudaMalloc'd, GPU_PAGE_SIZE larger than needed
-    unsigned char *dev = nullptr;   // raw aligned up to the GPU page
-    void *map = nullptr;            // gdr_map's pointer (start of the mapping)
-    unsigned char *bar = nullptr;   // dev as the CPU sees it through the mapping
+    void *raw = nullptr;           // cudaMalloc'd, GPU_PAGE_SIZE larger than needed
+    unsigned char *dev = nullptr;  // raw aligned up to the GPU page
+    void *map = nullptr;           // gdr_map's pointer (start of the mapping)
+    unsigned char *bar = nullptr;  // dev as the CPU sees it through the mapping
     std::size_t size = 0;
 };
 
-#define GDR_CHECK(call)                                                                                    \
-    do {                                                                                                   \
-        const int rc_ = (call);                                                                            \
-        if (rc_ != 0) suite::die("GDRCopy: %s returned %d at %s:%d", #call, rc_, __FILE__, __LINE__);      \
+#define GDR_CHECK(call)                                                                               \
+    do {                                                                                              \
+        const int rc_ = (call);                                                                       \
+        if (rc_ != 0) suite::die("GDRCopy: %s returned %d at %s:%d", #call, rc_, __FILE__, __LINE__); \
     } while (0)
 
 void gdr_setup(GdrMapping &m, std::size_t bytes) {
@@ -114,8 +114,8 @@ void gdr_setup(GdrMapping &m, std::size_t bytes) {
     const auto base = reinterpret_cast<std::uintptr_t>(m.raw);
     m.dev = reinterpret_cast<unsigned char *>((base + GPU_PAGE_SIZE - 1) & GPU_PAGE_MASK);
     unsigned int flag = 1;
-    const CUresult cu = cuPointerSetAttribute(&flag, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
-                                              reinterpret_cast<CUdeviceptr>(m.dev));
+    const CUresult cu =
+        cuPointerSetAttribute(&flag, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, reinterpret_cast<CUdeviceptr>(m.dev));
     if (cu != CUDA_SUCCESS) suite::die("GDRCopy: cuPointerSetAttribute(SYNC_MEMOPS) failed with %d", cu);
     m.g = gdr_open();
     if (!m.g) suite::die("GDRCopy: gdr_open failed although /dev/gdrdrv exists");
@@ -432,8 +432,8 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaSetDevice(device));
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    std::printf("Device %d: %s, PCI %04x:%02x:%02x.0, compute capability %d.%d\n", device, prop.name,
-                prop.pciDomainID, prop.pciBusID, prop.pciDeviceID, prop.major, prop.minor);
+    std::printf("Device %d: %s, PCI %04x:%02x:%02x.0, compute capability %d.%d\n", device, prop.name, prop.pciDomainID,
+                prop.pciBusID, prop.pciDeviceID, prop.major, prop.minor);
     if (!prop.canMapHostMemory) suite::die("device %d cannot map host memory: no zero-copy leg", device);
     b.grid_cap = prop.multiProcessorCount * 16;
 
@@ -479,8 +479,7 @@ int main(int argc, char **argv) {
                 }
                 std::printf("Latency: method=%s direction=%s size=%zu median_us=%.4f min_us=%.4f samples=%zu "
                             "batch=%ld block_medians_us=%s\n",
-                            method_name(m), dir_name(d), n, r.median_us, r.min_us, r.samples, r.batch,
-                            blocks.c_str());
+                            method_name(m), dir_name(d), n, r.median_us, r.min_us, r.samples, r.batch, blocks.c_str());
                 std::fflush(stdout);
             }
     std::printf("Data verified: %u cases (each method, direction and size)\n", verified);

@@ -38,13 +38,13 @@ struct Config {
     Alloc alloc = Alloc::managed;
     bool prefetch = false;
     int rows = 100, device = 0, numa_node = -1;
-    std::vector<std::uint64_t> sizes;           // bytes per thread block
-    std::vector<std::pair<int, int>> points;    // (inner, outer)
+    std::vector<std::uint64_t> sizes;         // bytes per thread block
+    std::vector<std::pair<int, int>> points;  // (inner, outer)
 };
 
-constexpr double kA = 0.5;          // the authors' a
-constexpr double kTouch = 0.5;      // TouchOnCPU: y -= 0.5 (listing 6)
-constexpr int kThreads = 32;        // one warp per thread block (listing 4)
+constexpr double kA = 0.5;      // the authors' a
+constexpr double kTouch = 0.5;  // TouchOnCPU: y -= 0.5 (listing 6)
+constexpr int kThreads = 32;    // one warp per thread block (listing 4)
 
 // ---------------------------------------------------------------- kernels --
 
@@ -329,15 +329,17 @@ Timings run_point(const Config &c, std::uint64_t size, int inner, int outer) {
 int main(int argc, char **argv) {
     suite::Options opts("daxpy", "The DAXPY inner/outer-loop study (Gayatri, Gott, Deslippe): system, managed or "
                                  "explicitly copied memory, with or without prefetch; one 'DAXPY' line per point.");
-    opts.add("alloc", "managed", "system (malloc, needs ATS or HMM), managed (cudaMallocManaged) or explicit "
-                                 "(cudaMalloc + cudaMemcpy of y each outer iteration)");
+    opts.add("alloc", "managed",
+             "system (malloc, needs ATS or HMM), managed (cudaMallocManaged) or explicit "
+             "(cudaMalloc + cudaMemcpy of y each outer iteration)");
     opts.add("prefetch", "off", "on: cudaMemPrefetchAsync y to the GPU before the kernels and back before the touch");
     opts.add("size", "800,8000,80000,800000", "data sizes per thread block, M * sizeof(double) (list; K/M suffixes)");
     opts.add("rows", "100", "N: rows of x and y, one thread block each");
     opts.add("inner", "1-16", "consecutive kernels per outer iteration (list, ranges such as 1-16)");
     opts.add("outer", "1,2,4,8,16", "outer iterations: host-device round trips of y (list)");
-    opts.add("pairs", "", "INNERxOUTER points to run instead of every inner x outer pair (list, e.g. 4x1,4x2); "
-                          "a point named again is measured again (its next sample)");
+    opts.add("pairs", "",
+             "INNERxOUTER points to run instead of every inner x outer pair (list, e.g. 4x1,4x2); "
+             "a point named again is measured again (its next sample)");
     opts.add("device", "0", "CUDA device to run on");
     opts.add("numa-node", "-1", "NUMA node to run the process on (-1: leave it where it is)");
     opts.parse(argc, argv);
@@ -371,8 +373,7 @@ int main(int argc, char **argv) {
                 prop.totalGlobalMem / suite::kGiB,
                 pageable ? (host_tables ? "yes, through the host's page tables (ATS)" : "yes (HMM)") : "no");
     std::printf("Allocator: %s, prefetch %s; %d rows, %d threads per block, a = %g; %zu sizes x %zu points\n",
-                alloc_name(c.alloc), c.prefetch ? "on" : "off", c.rows, kThreads, kA, c.sizes.size(),
-                c.points.size());
+                alloc_name(c.alloc), c.prefetch ? "on" : "off", c.rows, kThreads, kA, c.sizes.size(), c.points.size());
     // The context and the kernel's module are loaded before the first point,
     // so that no point's total pays for them.
     CUDA_CHECK(cudaFree(nullptr));
@@ -394,8 +395,8 @@ int main(int argc, char **argv) {
                         " inner=%d outer=%d sample=%d kernel_us=%.3f per_kernel_us=%.3f gpu_kernel_us=%.3f "
                         "touch_us=%.3f alloc_us=%.3f init_us=%.3f warmup_us=%.3f total_us=%.3f\n",
                         alloc_name(c.alloc), c.prefetch ? "on" : "off", size, c.rows, size / sizeof(double), inner,
-                        outer, sample, t.kernel_us, t.kernel_us / (static_cast<double>(inner) * outer),
-                        t.gpu_kernel_us, t.touch_us, t.alloc_us, t.init_us, t.warmup_us, t.total_us);
+                        outer, sample, t.kernel_us, t.kernel_us / (static_cast<double>(inner) * outer), t.gpu_kernel_us,
+                        t.touch_us, t.alloc_us, t.init_us, t.warmup_us, t.total_us);
             std::fflush(stdout);
             ++verified;
         }

@@ -151,17 +151,16 @@ std::vector<int> select_nodes(const Topology &topo, const suite::Options &opts) 
 }
 
 // Measures one operation on one node; returns the per-run bandwidths.
-std::vector<double> measure(const Topology &topo, int node, const std::string &op, std::uint64_t *a,
-                            std::size_t n, unsigned threads, int runs) {
+std::vector<double> measure(const Topology &topo, int node, const std::string &op, std::uint64_t *a, std::size_t n,
+                            unsigned threads, int runs) {
     std::vector<double> bw;
     const double bytes = static_cast<double>(n) * sizeof(std::uint64_t);
     for (int run = 1; run <= runs; ++run) {
         double seconds = 0.0;
         if (op == "read") {
             std::vector<std::uint64_t> partial(threads, 0);
-            seconds = timed_parallel(topo, node, threads, [&](unsigned t) {
-                partial[t] = sum_slice(a, slice_of(n, threads, t));
-            });
+            seconds = timed_parallel(topo, node, threads,
+                                     [&](unsigned t) { partial[t] = sum_slice(a, slice_of(n, threads, t)); });
             std::uint64_t total = 0;
             for (auto p : partial) total += p;
             const std::uint64_t expected = suite::triangular_mod64(n);  // a[i] == i

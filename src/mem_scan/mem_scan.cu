@@ -19,14 +19,13 @@
 // so the timed launches start together. Every point prints one "Scan:" line
 // with each GPU's rate (decimal GB/s, the bytes of all segments it touched
 // over its own kernel time) and the node's aggregate: all GPUs' bytes over
-// the common window, from the gate's opening to the last GPU's end. Reads are verified against value0, writes read back,
-// atomics by the change of the buffer's checksum. Before the points of a read
-// or a write, one "Link:" line gives the yardstick they are measured against
-// in the same run: every GPU streaming through its peers' chunks at once.
+// the common window, from the gate's opening to the last GPU's end. Reads are verified against value0, writes read
+// back, atomics by the change of the buffer's checksum. Before the points of a read or a write, one "Link:" line gives
+// the yardstick they are measured against in the same run: every GPU streaming through its peers' chunks at once.
 #include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstring>
 #include <initializer_list>
@@ -47,7 +46,6 @@
 #include "access.cuh"
 #include "spawn.hpp"
 #include "suite.hpp"
-
 
 namespace {
 
@@ -169,9 +167,13 @@ __device__ __forceinline__ T *element(const Layout &l, const Pattern &p, std::ui
 
 // 1, 2 or 4 consecutive words as one value, from a word function.
 template <typename F>
-__device__ __forceinline__ void make(unsigned &v, std::uint64_t w, F f) { v = f(w); }
+__device__ __forceinline__ void make(unsigned &v, std::uint64_t w, F f) {
+    v = f(w);
+}
 template <typename F>
-__device__ __forceinline__ void make(uint2 &v, std::uint64_t w, F f) { v = make_uint2(f(w), f(w + 1)); }
+__device__ __forceinline__ void make(uint2 &v, std::uint64_t w, F f) {
+    v = make_uint2(f(w), f(w + 1));
+}
 template <typename F>
 __device__ __forceinline__ void make(uint4 &v, std::uint64_t w, F f) {
     v = make_uint4(f(w), f(w + 1), f(w + 2), f(w + 3));
@@ -314,9 +316,7 @@ enum class Mode { single, chunked, multiprocess };
 // each timed on its own: the samples of the point's rates.
 constexpr int kBlocks = 5;
 
-const char *mode_name(Mode m) {
-    return m == Mode::single ? "single" : m == Mode::chunked ? "chunked" : "multiprocess";
-}
+const char *mode_name(Mode m) { return m == Mode::single ? "single" : m == Mode::chunked ? "chunked" : "multiprocess"; }
 const char *op_name(Op o) { return o == Op::read ? "read" : o == Op::write ? "write" : "atomic"; }
 
 struct Config {
@@ -394,7 +394,8 @@ Config parse_config(const suite::Options &opts) {
         if (opts.str(name) == "chunk") continue;
         const std::uint64_t bytes = opts.bytes(name, kChunkAlign);
         if (bytes % kChunkAlign)
-            opts.usage_error("option '--%s' expects 'chunk' or a multiple of 2M, got '%s'", name, opts.str(name).c_str());
+            opts.usage_error("option '--%s' expects 'chunk' or a multiple of 2M, got '%s'", name,
+                             opts.str(name).c_str());
         if (std::string(name) == "map-granularity") c.map_bytes = bytes;
         else c.launch_span = bytes;
     }
@@ -411,13 +412,13 @@ Config parse_config(const suite::Options &opts) {
     const bool size_known = !opts.str("nranks").empty() || !env_first(size_vars).first.empty();
     c.rank = rank_value(opts, "rank", rank_vars, 0, 0);
     c.nranks = rank_value(opts, "nranks", size_vars, 1, 1);
-    if (c.rank > 0 && !size_known)
-        opts.usage_error("rank %d known but not the number of ranks: pass --nranks", c.rank);
+    if (c.rank > 0 && !size_known) opts.usage_error("rank %d known but not the number of ranks: pass --nranks", c.rank);
     if (c.rank >= c.nranks) opts.usage_error("option '--rank': rank %d of %d is out of range", c.rank, c.nranks);
     if (c.nranks > 1 && (c.modes.size() != 1 || c.modes[0] != Mode::multiprocess))
         opts.usage_error("launched as %d ranks: only --modes multiprocess runs one process per GPU", c.nranks);
     if (c.nranks > kMaxGpus) opts.usage_error("option '--nranks': at most %d ranks, got %d", kMaxGpus, c.nranks);
-    if (c.spawn && c.nranks > 1) opts.usage_error("option '--spawn' is for a single launch, not for %d ranks", c.nranks);
+    if (c.spawn && c.nranks > 1)
+        opts.usage_error("option '--spawn' is for a single launch, not for %d ranks", c.nranks);
 
     // Every rank must name the same exchange files: the job (and step) id.
     c.run_id = opts.str("run-id");
@@ -427,7 +428,8 @@ Config parse_config(const suite::Options &opts) {
         else c.run_id = env_first({"PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid", "LSB_JOBID"}).second;
     }
     if (c.nranks > 1 && c.run_id.empty())
-        opts.usage_error("%d ranks but no job id in the environment to name the exchange files: pass --run-id", c.nranks);
+        opts.usage_error("%d ranks but no job id in the environment to name the exchange files: pass --run-id",
+                         c.nranks);
     for (char &ch : c.run_id)
         if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-') ch = '_';
     c.exchange_dir = opts.str("exchange-dir");
@@ -506,7 +508,7 @@ struct Gpu {
     cudaStream_t stream{};
     cudaEvent_t marks[kBlocks + 1]{};  // before the first timed launch and after each block
     cudaEvent_t warm{};                // after the warm-up launch
-    void *local = nullptr;      // read: where segments land
+    void *local = nullptr;             // read: where segments land
     unsigned long long *bad = nullptr;
     unsigned *sum = nullptr;
     int grid = 0;
@@ -573,9 +575,11 @@ void allocate_contiguous(Buffer &b, const std::vector<Gpu> &gpus, std::uint64_t 
     probe.location.id = gpus[0].device;
     std::size_t granularity = 0;
     CU_CHECK(driver().memGetAllocationGranularity(&granularity, &probe, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-    if (chunk % granularity) suite::die("a %" PRIu64 "-byte chunk is not a multiple of the VMM granularity, %zu bytes", chunk, granularity);
+    if (chunk % granularity)
+        suite::die("a %" PRIu64 "-byte chunk is not a multiple of the VMM granularity, %zu bytes", chunk, granularity);
     if (piece % granularity)
-        suite::die("--map-granularity %" PRIu64 " is not a multiple of the VMM granularity, %zu bytes", piece, granularity);
+        suite::die("--map-granularity %" PRIu64 " is not a multiple of the VMM granularity, %zu bytes", piece,
+                   granularity);
     CU_CHECK(driver().memAddressReserve(&b.base, n * chunk, 0, 0, 0));
     std::vector<CUmemAccessDesc> access(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -633,7 +637,8 @@ void allocate_shared(Buffer &b, const Gpu &g, std::uint64_t chunk, Exchange &ex)
         int peer = -1, can = 1;
         if (cudaDeviceGetByPCIBusId(&peer, theirs.bus_id) == cudaSuccess) {
             CUDA_CHECK(cudaDeviceCanAccessPeer(&can, g.device, peer));
-            if (peer == g.device) suite::die("ranks %d and %d both run on GPU %s: one rank per GPU", ex.rank(), r, mine.bus_id);
+            if (peer == g.device)
+                suite::die("ranks %d and %d both run on GPU %s: one rank per GPU", ex.rank(), r, mine.bus_id);
         } else {
             cudaGetLastError();  // the peer's GPU is not visible here: let IPC say whether it can be reached
         }
@@ -673,7 +678,8 @@ void launch(const Gpu &g, const Buffer &b, const Pattern &p, std::uint64_t n, un
         verify_kernel<kOp, kContiguous, T>
             <<<g.grid, kBlock, 0, g.stream>>>(b.layout, p, static_cast<const T *>(g.local), n, salt, g.bad);
     else
-        scan_kernel<kOp, kContiguous, T><<<g.grid, kBlock, 0, g.stream>>>(b.layout, p, static_cast<T *>(g.local), n, salt);
+        scan_kernel<kOp, kContiguous, T>
+            <<<g.grid, kBlock, 0, g.stream>>>(b.layout, p, static_cast<T *>(g.local), n, salt);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -699,9 +705,15 @@ void dispatch(Op op, int thread_bytes, const Gpu &g, const Buffer &b, const Patt
     if (op == Op::atomic) return launch<Op::atomic, unsigned>(g, b, p, n, salt, verify);
     const bool read = op == Op::read;
     switch (thread_bytes) {
-    case 4: return read ? launch<Op::read, unsigned>(g, b, p, n, 0, verify) : launch<Op::write, unsigned>(g, b, p, n, salt, verify);
-    case 8: return read ? launch<Op::read, uint2>(g, b, p, n, 0, verify) : launch<Op::write, uint2>(g, b, p, n, salt, verify);
-    default: return read ? launch<Op::read, uint4>(g, b, p, n, 0, verify) : launch<Op::write, uint4>(g, b, p, n, salt, verify);
+    case 4:
+        return read ? launch<Op::read, unsigned>(g, b, p, n, 0, verify)
+                    : launch<Op::write, unsigned>(g, b, p, n, salt, verify);
+    case 8:
+        return read ? launch<Op::read, uint2>(g, b, p, n, 0, verify)
+                    : launch<Op::write, uint2>(g, b, p, n, salt, verify);
+    default:
+        return read ? launch<Op::read, uint4>(g, b, p, n, 0, verify)
+                    : launch<Op::write, uint4>(g, b, p, n, salt, verify);
     }
 }
 
@@ -709,7 +721,8 @@ void dispatch(Op op, int thread_bytes, const Gpu &g, const Buffer &b, const Patt
 // which keeps every point at tens of milliseconds.
 std::uint64_t launch_bytes_for(const Config &c, std::uint64_t segment) {
     if (c.launch_bytes) return c.launch_bytes;
-    return std::min<std::uint64_t>(std::uint64_t{1} << 30, std::max<std::uint64_t>(std::uint64_t{64} << 20, segment << 23));
+    return std::min<std::uint64_t>(std::uint64_t{1} << 30,
+                                   std::max<std::uint64_t>(std::uint64_t{64} << 20, segment << 23));
 }
 
 // A launch's pattern; its window (span bytes of every chunk, 0 for the whole
@@ -727,9 +740,9 @@ struct Run {
     std::vector<Gpu> &gpus;  // this process's
     Buffer &buf;
     std::uint64_t chunk;
-    int ngpus;               // the node's, all ranks together
-    Exchange *ex;            // multiprocess only
-    int *gate;               // the start gate: mapped host memory, [0] open, [1] a GPU gave up waiting
+    int ngpus;                  // the node's, all ranks together
+    Exchange *ex;               // multiprocess only
+    int *gate;                  // the start gate: mapped host memory, [0] open, [1] a GPU gave up waiting
     std::uint64_t local_bytes;  // each GPU's local buffer
     int point = 0, printed = 0;
     unsigned long long adds = 0;  // atomics by this process's GPUs
@@ -805,8 +818,9 @@ struct Run {
         reinterpret_cast<volatile int *>(gate)[0] = 1;
         for (auto &g : gpus) CUDA_CHECK(cudaEventSynchronize(g.marks[kBlocks]));
         t.end = now_s();
-        if (gate[1]) suite::die("a GPU waited at the start gate of %s for %llu s: the host never opened it", tag.c_str(),
-                                kGateTimeoutNs / 1000000000ull);
+        if (gate[1])
+            suite::die("a GPU waited at the start gate of %s for %llu s: the host never opened it", tag.c_str(),
+                       kGateTimeoutNs / 1000000000ull);
         for (auto &g : gpus) {
             Rates r;
             for (int b = 1; b <= kBlocks; ++b) {
@@ -959,7 +973,7 @@ struct Run {
         // Every add landed once: the chunks' sum grew by the adds of all GPUs.
         const std::string tag = std::to_string(point);
         if (ex) ex->barrier("atomics" + tag);  // every rank's atomics are done
-        unsigned grew = checksum() - before;  // this process's chunks
+        unsigned grew = checksum() - before;   // this process's chunks
         unsigned long long all_adds = adds;
         if (ex) {
             ex->publish("a" + tag, std::to_string(grew) + " " + std::to_string(adds));
@@ -991,7 +1005,8 @@ std::uint64_t chunk_size(const suite::Options &opts, const Config &c, int ngpus,
     const std::uint64_t chunk = total / ngpus / align * align;
     if (chunk < align)
         opts.usage_error("option '--size' %s leaves less than %" PRIu64 " bytes per GPU (2 MiB, --map-granularity "
-                         "and --launch-span)", opts.str("size").c_str(), align);
+                         "and --launch-span)",
+                         opts.str("size").c_str(), align);
     if (chunk > gpu_memory)
         opts.usage_error("option '--size' %s asks for %.2f GiB per GPU, more than a GPU's %.2f GiB",
                          opts.str("size").c_str(), chunk / suite::kGiB, gpu_memory / suite::kGiB);
@@ -1037,7 +1052,9 @@ int run_mode(const Config &c, const suite::Options &opts, Mode mode) {
     buf.layout.nchunks = ngpus;
     if (multi) {
         const char *tmp = std::getenv("TMPDIR");
-        const std::string dir = c.exchange_dir.empty() ? std::string(tmp ? tmp : "/tmp") + "/mem_scan.xchg." + std::to_string(getuid()) : c.exchange_dir;
+        const std::string dir = c.exchange_dir.empty()
+                                    ? std::string(tmp ? tmp : "/tmp") + "/mem_scan.xchg." + std::to_string(getuid())
+                                    : c.exchange_dir;
         ex.reset(new Exchange(dir, c.run_id.empty() ? "local" : c.run_id, c.rank, c.nranks));
         allocate_shared(buf, gpus[0], chunk, *ex);
     } else {
@@ -1066,8 +1083,8 @@ int run_mode(const Config &c, const suite::Options &opts, Mode mode) {
     }
 
     int *gate = nullptr;  // every GPU of this process reads it (portable, mapped)
-    CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void **>(&gate), 2 * sizeof(int),
-                             cudaHostAllocPortable | cudaHostAllocMapped));
+    CUDA_CHECK(
+        cudaHostAlloc(reinterpret_cast<void **>(&gate), 2 * sizeof(int), cudaHostAllocPortable | cudaHostAllocMapped));
     Run run{c, mode, gpus, buf, chunk, ngpus, ex.get(), gate, local};
     for (Op op : c.ops) run.run_op(op);
     CUDA_CHECK(cudaFreeHost(gate));
@@ -1130,27 +1147,32 @@ int main(int argc, char **argv) {
                                     "random segments of a buffer spread over all GPUs; one 'Scan:' line per point. "
                                     "With fewer than two GPUs visible it prints 'Skipped: ...' and exits 0 (the "
                                     "suite's check never runs it there).");
-    opts.add("modes", "single,chunked", "single (one VMM range), chunked (pointer table), multiprocess (one process "
-                                        "per GPU, CUDA IPC; needs a launcher or --spawn) (list)");
+    opts.add("modes", "single,chunked",
+             "single (one VMM range), chunked (pointer table), multiprocess (one process "
+             "per GPU, CUDA IPC; needs a launcher or --spawn) (list)");
     opts.add("ops", "read,write,atomic", "read, write, atomic (list)");
     opts.add("segments", "4,8,16,32,64,128,256,512,1K,2K,4K,8K,16K", "segment sizes, powers of two 4..16K (list)");
     opts.add("widths", "4,8,16", "bytes per thread for reads and writes (list; atomics use 4)");
     opts.add("size", "0.5x", "whole buffer: bytes (K/M/G) or a fraction of the GPUs' memory, e.g. 0.5x");
     opts.add("launch-bytes", "auto", "bytes each GPU moves per launch (auto: 64M to 1G by segment size)");
     opts.add("reps", "20", "timed launches per point (after one warm-up launch)");
-    opts.add("map-granularity", "chunk", "single mode: each GPU's chunk made of physical allocations of this many "
-                                         "bytes, each mapped on its own (a multiple of 2M; the chunk is rounded "
-                                         "down to a multiple of it; 'chunk': one per GPU)");
-    opts.add("launch-span", "chunk", "bytes of every chunk one launch's segments fall in, at an offset drawn per "
-                                     "launch (a multiple of 2M; the chunk is rounded down to a multiple of it; "
-                                     "'chunk': all of it)");
+    opts.add("map-granularity", "chunk",
+             "single mode: each GPU's chunk made of physical allocations of this many "
+             "bytes, each mapped on its own (a multiple of 2M; the chunk is rounded "
+             "down to a multiple of it; 'chunk': one per GPU)");
+    opts.add("launch-span", "chunk",
+             "bytes of every chunk one launch's segments fall in, at an offset drawn per "
+             "launch (a multiple of 2M; the chunk is rounded down to a multiple of it; "
+             "'chunk': all of it)");
     opts.add("gpus", "0", "GPUs of the single-process modes (0: all visible)");
     opts.add_flag("spawn", "run the multiprocess mode as one child process per GPU (for launchers that start one)");
-    opts.add("rank", "", "multiprocess rank (default: SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMIX_RANK, JSM_NAMESPACE_RANK)");
+    opts.add("rank", "",
+             "multiprocess rank (default: SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMIX_RANK, JSM_NAMESPACE_RANK)");
     opts.add("nranks", "", "multiprocess ranks (default: SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, JSM_NAMESPACE_SIZE)");
     opts.add("run-id", "", "names the exchange files; the same for every rank (default: the job's id)");
-    opts.add("exchange-dir", "", "directory for the ranks' exchange files, node-local (default: $TMPDIR or /tmp, "
-                                 "/mem_scan.xchg.<uid>)");
+    opts.add("exchange-dir", "",
+             "directory for the ranks' exchange files, node-local (default: $TMPDIR or /tmp, "
+             "/mem_scan.xchg.<uid>)");
     opts.parse(argc, argv);
     const Config c = parse_config(opts);
 

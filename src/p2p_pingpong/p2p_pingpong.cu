@@ -24,10 +24,8 @@
 #include <string>
 #include <vector>
 
-
 #include "spawn.hpp"
 #include "suite.hpp"
-
 
 namespace {
 
@@ -145,8 +143,7 @@ void run_variant(const Config &c, const std::string &variant, int *src, int *dst
                            sample, i, hs[i], hd[i], f.src, f.dst);
         }
         const double bandwidth = static_cast<double>(c.size) * c.iters / seconds / suite::kGiB;
-        if (sample == 1)
-            std::printf("| %-27s | %-8.6g | %-16.6g |\n", table_name(label), seconds, bandwidth);
+        if (sample == 1) std::printf("| %-27s | %-8.6g | %-16.6g |\n", table_name(label), seconds, bandwidth);
         std::printf("PingPong: variant=%s size=%" PRIu64 " iters=%d block=%d src_device=%d dst_device=%d "
                     "sample=%d time_s=%.6g bandwidth_gibs=%.6g\n",
                     label.c_str(), c.size, c.iters, c.block, c.src_device, c.dst_device, sample, seconds, bandwidth);
@@ -177,8 +174,9 @@ int main(int argc, char **argv) {
                                         "two GPUs ITERS times; one 'PingPong:' line per variant. A device that is not "
                                         "visible (any, with fewer than two GPUs) is an argument error (the suite's "
                                         "check never runs it there).");
-    opts.add("variants", "baseline", "baseline, manual (empty __noinline__ calls around each access), nvbit (the "
-                                     "baseline under --nvbit-tool) (list; run in this order)");
+    opts.add("variants", "baseline",
+             "baseline, manual (empty __noinline__ calls around each access), nvbit (the "
+             "baseline under --nvbit-tool) (list; run in this order)");
     opts.add("size", "64M", "bytes of each array (the seed's 64 MB = 64 MiB of int)");
     opts.add("iters", "10000", "ping-pong iterations (the seed's ITERS)");
     opts.add("block", "256", "threads per block; one thread per element");

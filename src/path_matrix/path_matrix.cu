@@ -224,13 +224,11 @@ void fill(const Transfer &t, std::size_t words, std::uint64_t salt) {
 
 void launch(const Transfer &t, std::uint64_t bytes, cudaStream_t stream, unsigned long long *sum) {
     const int grid = 4 * sm_count(t.gpu);
-    if (t.engine == Engine::ce)
-        CUDA_CHECK(cudaMemcpyAsync(t.dst, t.src, bytes, cudaMemcpyDefault, stream));
+    if (t.engine == Engine::ce) CUDA_CHECK(cudaMemcpyAsync(t.dst, t.src, bytes, cudaMemcpyDefault, stream));
     else if (t.engine == Engine::sm)
         copy_kernel<<<grid, 256, 0, stream>>>(static_cast<const uint4 *>(t.src), static_cast<uint4 *>(t.dst),
                                               bytes / 16);
-    else
-        suite::read_bulk_kernel<<<grid, 128, 0, stream>>>(static_cast<const uint4 *>(t.src), bytes / 16, sum);
+    else suite::read_bulk_kernel<<<grid, 128, 0, stream>>>(static_cast<const uint4 *>(t.src), bytes / 16, sum);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -240,9 +238,10 @@ bool one_kernel(const std::vector<Transfer> &ts) {
 }
 
 void launch_both(const std::vector<Transfer> &ts, std::uint64_t bytes, cudaStream_t stream) {
-    copy_both_kernel<<<4 * sm_count(ts[0].gpu), 256, 0, stream>>>(
-        static_cast<const uint4 *>(ts[0].src), static_cast<uint4 *>(ts[0].dst), static_cast<const uint4 *>(ts[1].src),
-        static_cast<uint4 *>(ts[1].dst), bytes / 16);
+    copy_both_kernel<<<4 * sm_count(ts[0].gpu), 256, 0, stream>>>(static_cast<const uint4 *>(ts[0].src),
+                                                                  static_cast<uint4 *>(ts[0].dst),
+                                                                  static_cast<const uint4 *>(ts[1].src),
+                                                                  static_cast<uint4 *>(ts[1].dst), bytes / 16);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -252,7 +251,8 @@ void verify(const Transfer &t, std::size_t words, std::uint64_t salt, unsigned l
     if (t.engine == Engine::bulk) {
         const unsigned long long sum = read_counter(t.gpu, counter);
         if (sum != suite::triangular_mod64(words))
-            suite::die("bulk read on GPU %d summed %llu, expected %" PRIu64, t.gpu, sum, suite::triangular_mod64(words));
+            suite::die("bulk read on GPU %d summed %llu, expected %" PRIu64, t.gpu, sum,
+                       suite::triangular_mod64(words));
         return;
     }
     CUDA_CHECK(cudaSetDevice(t.gpu));
@@ -302,7 +302,8 @@ std::vector<std::vector<double>> run_together(const std::vector<Transfer> &ts, s
         *reinterpret_cast<volatile int *>(release) = 1;
         std::vector<double> times(n);
         for (std::size_t k = 0; k < n; ++k) {
-            const std::size_t l = std::min(k, launches - 1);  // a fused pair's both transfers took its one kernel's time
+            const std::size_t l =
+                std::min(k, launches - 1);  // a fused pair's both transfers took its one kernel's time
             CUDA_CHECK(cudaEventSynchronize(stops[l]));
             float ms = 0;
             CUDA_CHECK(cudaEventElapsedTime(&ms, starts[l], stops[l]));
@@ -399,7 +400,8 @@ void host_all_cells(const Config &c, std::uint64_t &salt) {
         for (const auto &[dir, ts] : {std::pair{"h2d", h2d}, std::pair{"d2h", d2h}}) {
             const auto seconds = run_together(ts, c.size, c.samples, salt);
             for (std::size_t g = 0; g < ts.size(); ++g)
-                print_cell({"host-all", "copy", dir, e, c.gpus[g], -1, gpu_numa_node(c, c.gpus[g])}, seconds, g, c.size);
+                print_cell({"host-all", "copy", dir, e, c.gpus[g], -1, gpu_numa_node(c, c.gpus[g])}, seconds, g,
+                           c.size);
         }
     }
 }
@@ -439,8 +441,8 @@ void peer_cells(const Config &c, std::uint64_t &salt) {
                 if (e != Engine::bulk)  // writes: the GPU named first pushes its memory into the other's
                     ops.push_back({"write", {Transfer{a, e, a1.ptr, b1.ptr}, Transfer{b, e, b2.ptr, a2.ptr}}});
                 for (const auto &[op, pair] : ops) {
-                    print_cell({"peer", op, "one", e, a, b, -1}, run_together({pair.first}, c.size, c.samples, salt),
-                               0, c.size);
+                    print_cell({"peer", op, "one", e, a, b, -1}, run_together({pair.first}, c.size, c.samples, salt), 0,
+                               c.size);
                     print_cell({"peer", op, "one", e, b, a, -1}, run_together({pair.second}, c.size, c.samples, salt),
                                0, c.size);
                     const auto both = run_together({pair.first, pair.second}, c.size, c.samples, salt);
@@ -501,8 +503,8 @@ void latency_cells(const Config &c) {
     for (int gpu : c.gpus) {
         for (int node : c.numa_nodes) {
             HostBuffer h(c.chase_bytes, node);
-            chase(c, gpu, static_cast<std::uint64_t *>(h.get()), {"latency", "chase", "host", Engine::sm, gpu, -1, node},
-                  chain, expected);
+            chase(c, gpu, static_cast<std::uint64_t *>(h.get()),
+                  {"latency", "chase", "host", Engine::sm, gpu, -1, node}, chain, expected);
         }
         for (int peer : c.gpus) {
             if (peer == gpu || !peers(gpu, peer)) continue;
@@ -569,13 +571,16 @@ int main(int argc, char **argv) {
     c.paths = opts.choices("paths", {"host", "host-all", "peer", "latency"});
     c.engines = opts.choices("engines", {"ce", "sm", "bulk"});
     c.size = opts.bytes("size", 64 * 1024);
-    if (c.size % (64 * 1024)) opts.usage_error("option '--size' expects a multiple of 64K, got '%s'", opts.str("size").c_str());
+    if (c.size % (64 * 1024))
+        opts.usage_error("option '--size' expects a multiple of 64K, got '%s'", opts.str("size").c_str());
     c.samples = opts.integer32("samples", 1, 10000);
     c.chase_stride = opts.bytes("chase-stride", 8, 1 << 20);
-    if (c.chase_stride % 8) opts.usage_error("option '--chase-stride' expects a multiple of 8, got '%s'", opts.str("chase-stride").c_str());
+    if (c.chase_stride % 8)
+        opts.usage_error("option '--chase-stride' expects a multiple of 8, got '%s'", opts.str("chase-stride").c_str());
     c.chase_bytes = opts.bytes("chase-bytes", 2 * c.chase_stride, 1ull << 34);
     if (c.chase_bytes % c.chase_stride)
-        opts.usage_error("option '--chase-bytes' expects a multiple of --chase-stride, got '%s'", opts.str("chase-bytes").c_str());
+        opts.usage_error("option '--chase-bytes' expects a multiple of --chase-stride, got '%s'",
+                         opts.str("chase-bytes").c_str());
     // A step is one round trip (about 1.2 us over PCIe Gen5): 10^8 is two minutes.
     c.chase_steps = opts.integer("chase-steps", 1, 100000000);
     opts.require_host_memory("size", 2 * c.size, 0.5);  // two host buffers at once at the least
@@ -606,13 +611,15 @@ int main(int argc, char **argv) {
         CUDA_CHECK(cudaMemGetInfo(&free, &total));
         if (4 * c.size + c.chase_bytes > free / 2)
             opts.usage_error("option '--size' %s: four buffers and the chase need more than half of GPU %d's "
-                             "%.1f GiB free", opts.str("size").c_str(), gpu, static_cast<double>(free) / suite::kGiB);
+                             "%.1f GiB free",
+                             opts.str("size").c_str(), gpu, static_cast<double>(free) / suite::kGiB);
         cudaDeviceProp prop{};
         CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu));
         std::printf("GPU %d: %s, %d SMs, NUMA node %d\n", gpu, prop.name, prop.multiProcessorCount,
                     gpu_numa_node(c, gpu));
     }
-    std::printf("Host memory: %s\n", nodes ? "pinned, bound to each NUMA node (libnuma)" : "pinned, not bound (no libnuma)");
+    std::printf("Host memory: %s\n",
+                nodes ? "pinned, bound to each NUMA node (libnuma)" : "pinned, not bound (no libnuma)");
 
     std::uint64_t salt = 0x5eed;
     if (c.wants("host")) host_cells(c, salt);

@@ -40,7 +40,7 @@ struct Config {
     bool accessed_by = false, read_mostly = false, preferred_cpu = false;
     bool touch_on_host = false, read = true, allow_oversubscription = false, wide_loads = false, bulk = false;
     suite::Options::Amount amount;  // --size as given: bytes or a multiple of the GPU's memory
-    std::uint64_t size = 0;          // in bytes, once the GPU's memory is known
+    std::uint64_t size = 0;         // in bytes, once the GPU's memory is known
     int runs = 5, repeats = 1, device = 0, numa_node = 0, grid = 0 /* 0: the SM count */, block = 128;
 };
 
@@ -91,12 +91,11 @@ void parallel_for(std::size_t n, Body body) {
     for (auto &th : pool) th.join();
 }
 
-
 Config parse_config(const suite::Options &opts) {
     Config c;
     const std::string alloc = opts.choice("alloc", {"managed", "numa", "pinned", "device"});
-    c.alloc = alloc == "managed" ? Alloc::managed
-              : alloc == "numa"  ? Alloc::numa
+    c.alloc = alloc == "managed"  ? Alloc::managed
+              : alloc == "numa"   ? Alloc::numa
               : alloc == "pinned" ? Alloc::pinned
                                   : Alloc::device;
     for (const auto &a : opts.choices("advise", {"none", "accessed-by", "read-mostly", "preferred-location-cpu"})) {
@@ -325,8 +324,9 @@ void measure_copy_engine(const Config &c) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    suite::Options opts("um_bandwidth", "The Unified Memory bandwidth reprex: a kernel reads or writes host, managed or "
-                                 "device memory; one 'Throughput:' line per run.");
+    suite::Options opts("um_bandwidth",
+                        "The Unified Memory bandwidth reprex: a kernel reads or writes host, managed or "
+                        "device memory; one 'Throughput:' line per run.");
     opts.add("alloc", "managed", "managed, numa (numa_alloc_onnode), pinned (cudaMallocHost) or device (cudaMalloc)");
     opts.add("advise", "none", "managed memory advice: accessed-by, read-mostly, preferred-location-cpu (list)");
     opts.add_flag("touch-on-host", "touch the data on the host between kernel runs (evicts it from the GPU)");
