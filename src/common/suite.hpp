@@ -24,6 +24,8 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "record.hpp"
+
 namespace suite {
 
 [[noreturn]] __attribute__((format(printf, 1, 2))) inline void die(const char *fmt, ...) {
@@ -393,7 +395,7 @@ inline void print_cuda_versions() {
     int runtime = 0, driver = 0;
     CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
     CUDA_CHECK(cudaDriverGetVersion(&driver));
-    std::printf("CUDA: runtime=%d driver=%d\n", runtime, driver);
+    Record("CUDA").add("runtime", runtime).add("driver", driver).print();
 }
 
 // The CUDA devices this process sees; none at all (cudaErrorNoDevice) is 0.

@@ -440,7 +440,7 @@ int main(int argc, char **argv) {
     // Methods that cannot run here are named with the reason, not dropped silently.
     const std::string gdr_reason = gdrcopy_unavailable();
     if (std::find(methods.begin(), methods.end(), Method::gdrcopy) != methods.end() && !gdr_reason.empty()) {
-        std::printf("Skipped: method=gdrcopy reason=%s\n", gdr_reason.c_str());
+        suite::Record("Skipped").add("method", "gdrcopy").add("reason", gdr_reason).print();
         methods.erase(std::remove(methods.begin(), methods.end(), Method::gdrcopy), methods.end());
     }
     if (methods.empty()) suite::die("no method left to time");
@@ -471,15 +471,16 @@ int main(int argc, char **argv) {
                 verify(b, m, d, n, ++salt);
                 ++verified;
                 const Result r = measure(b, m, d, n, timing);
-                std::string blocks;
-                for (const double us : r.block_medians_us) {
-                    char text[32];
-                    std::snprintf(text, sizeof text, "%s%.4f", blocks.empty() ? "" : ",", us);
-                    blocks += text;
-                }
-                std::printf("Latency: method=%s direction=%s size=%zu median_us=%.4f min_us=%.4f samples=%zu "
-                            "batch=%ld block_medians_us=%s\n",
-                            method_name(m), dir_name(d), n, r.median_us, r.min_us, r.samples, r.batch, blocks.c_str());
+                suite::Record("Latency")
+                    .add("method", method_name(m))
+                    .add("direction", dir_name(d))
+                    .add("size", n)
+                    .addf("median_us", "%.4f", r.median_us)
+                    .addf("min_us", "%.4f", r.min_us)
+                    .add("samples", r.samples)
+                    .add("batch", r.batch)
+                    .list("block_medians_us", "%.4f", r.block_medians_us)
+                    .print();
                 std::fflush(stdout);
             }
     std::printf("Data verified: %u cases (each method, direction and size)\n", verified);

@@ -391,12 +391,24 @@ int main(int argc, char **argv) {
         for (const auto &[inner, outer] : c.points) {
             const Timings t = run_point(c, size, inner, outer);
             const int sample = ++samples[{inner, outer}];
-            std::printf("DAXPY: alloc=%s prefetch=%s size=%" PRIu64 " rows=%d cols=%" PRIu64
-                        " inner=%d outer=%d sample=%d kernel_us=%.3f per_kernel_us=%.3f gpu_kernel_us=%.3f "
-                        "touch_us=%.3f alloc_us=%.3f init_us=%.3f warmup_us=%.3f total_us=%.3f\n",
-                        alloc_name(c.alloc), c.prefetch ? "on" : "off", size, c.rows, size / sizeof(double), inner,
-                        outer, sample, t.kernel_us, t.kernel_us / (static_cast<double>(inner) * outer), t.gpu_kernel_us,
-                        t.touch_us, t.alloc_us, t.init_us, t.warmup_us, t.total_us);
+            suite::Record("DAXPY")
+                .add("alloc", alloc_name(c.alloc))
+                .add("prefetch", c.prefetch ? "on" : "off")
+                .add("size", size)
+                .add("rows", c.rows)
+                .add("cols", size / sizeof(double))
+                .add("inner", inner)
+                .add("outer", outer)
+                .add("sample", sample)
+                .addf("kernel_us", "%.3f", t.kernel_us)
+                .addf("per_kernel_us", "%.3f", t.kernel_us / (static_cast<double>(inner) * outer))
+                .addf("gpu_kernel_us", "%.3f", t.gpu_kernel_us)
+                .addf("touch_us", "%.3f", t.touch_us)
+                .addf("alloc_us", "%.3f", t.alloc_us)
+                .addf("init_us", "%.3f", t.init_us)
+                .addf("warmup_us", "%.3f", t.warmup_us)
+                .addf("total_us", "%.3f", t.total_us)
+                .print();
             std::fflush(stdout);
             ++verified;
         }

@@ -178,7 +178,7 @@ std::vector<double> measure(const Topology &topo, int node, const std::string &o
             for (std::size_t i = 0; i < n; ++i) a[i] = i;  // restore for later reads
         }
         bw.push_back(bytes / seconds / suite::kGiB);
-        std::printf("Run: node=%d op=%s run=%d gibs=%.4f\n", node, op.c_str(), run, bw.back());
+        suite::Record("Run").add("node", node).add("op", op).add("run", run).addf("gibs", "%.4f", bw.back()).print();
         std::fflush(stdout);
     }
     return bw;
@@ -224,7 +224,12 @@ int main(int argc, char **argv) {
         std::printf("Node %d: %u threads, %.3f GiB\n", node, threads, n * sizeof(std::uint64_t) / suite::kGiB);
         for (const auto &op : ops) {
             const std::vector<double> bw = measure(topo, node, op, a, n, threads, runs);
-            std::printf("Bandwidth: node=%d op=%s gibs=%.4f runs=%d\n", node, op.c_str(), suite::median(bw), runs);
+            suite::Record("Bandwidth")
+                .add("node", node)
+                .add("op", op)
+                .addf("gibs", "%.4f", suite::median(bw))
+                .add("runs", runs)
+                .print();
         }
         free_on_node(topo, a, n * sizeof(std::uint64_t));
     }

@@ -869,29 +869,25 @@ struct Run {
     // of the node's GPUs: each GPU's rate over all timed launches, their
     // minimum and mean, the node's bytes over the common window, that
     // window, and the mean over the GPUs of each block's rate.
-    static std::string rates_text(const Timed &t, std::uint64_t bytes, int reps, double &mean) {
+    static void add_rates(suite::Record &record, const Timed &t, std::uint64_t bytes, int reps, double &mean) {
         const std::vector<Rates> &rates = t.rates;
-        double sum = 0, lo = rates[0].whole, blocks[kBlocks]{};
-        std::string list, block_list;
-        char text[32];
+        double sum = 0, lo = rates[0].whole;
+        std::vector<double> wholes, blocks(kBlocks, 0.0);
         for (const Rates &r : rates) {
             sum += r.whole;
             lo = std::min(lo, r.whole);
-            std::snprintf(text, sizeof text, "%s%.2f", list.empty() ? "" : ",", r.whole);
-            list += text;
+            wholes.push_back(r.whole);
             for (int b = 0; b < kBlocks; ++b) blocks[b] += r.blocks[b] / rates.size();
-        }
-        for (const double b : blocks) {
-            std::snprintf(text, sizeof text, "%s%.2f", block_list.empty() ? "" : ",", b);
-            block_list += text;
         }
         mean = sum / rates.size();
         const double window = t.end - t.start;
         const double aggregate = static_cast<double>(bytes) * reps * rates.size() / window / 1e9;
-        char tail[160];
-        std::snprintf(tail, sizeof tail, " min_gbs=%.2f mean_gbs=%.2f aggregate_gbs=%.2f window_s=%.6f", lo, mean,
-                      aggregate, window);
-        return "per_gpu_gbs=" + list + tail + " block_mean_gbs=" + block_list;
+        record.list("per_gpu_gbs", "%.2f", wholes)
+            .addf("min_gbs", "%.2f", lo)
+            .addf("mean_gbs", "%.2f", mean)
+            .addf("aggregate_gbs", "%.2f", aggregate)
+            .addf("window_s", "%.6f", window)
+            .list("block_mean_gbs", "%.2f", blocks);
     }
 
     // The link yardstick of a read or a write: each GPU's rate to its peers
@@ -908,9 +904,11 @@ struct Run {
         });
         if (!gather(timed, tag + "r")) return;
         double mean = 0;
-        const std::string text = rates_text(timed, bytes, c.reps, mean);
-        std::printf("Link: mode=%s op=%s gpus=%d launch_bytes=%" PRIu64 " reps=%d %s scan_limit_gbs=%.2f\n",
-                    mode_name(mode), op_name(op), ngpus, bytes, c.reps, text.c_str(), mean * ngpus / (ngpus - 1));
+        suite::Record link("Link");
+        link.add("mode", mode_name(mode)).add("op", op_name(op)).add("gpus", ngpus).add("launch_bytes", bytes);
+        link.add("reps", c.reps);
+        add_rates(link, timed, bytes, c.reps, mean);
+        link.addf("scan_limit_gbs", "%.2f", mean * ngpus / (ngpus - 1)).print();
         std::fflush(stdout);
     }
 
@@ -945,11 +943,12 @@ struct Run {
         }
         if (!gather(timed, "r" + std::to_string(point))) return;
         double mean = 0;
-        const std::string text = rates_text(timed, bytes, c.reps, mean);
-        std::printf("Scan: mode=%s op=%s segment=%" PRIu64 " width=%d thread_bytes=%d gpus=%d launch_bytes=%" PRIu64
-                    " reps=%d %s\n",
-                    mode_name(mode), op_name(op), segment, op == Op::atomic ? 4 : width, thread_bytes, ngpus, bytes,
-                    c.reps, text.c_str());
+        suite::Record scan("Scan");
+        scan.add("mode", mode_name(mode)).add("op", op_name(op)).add("segment", segment);
+        scan.add("width", op == Op::atomic ? 4 : width).add("thread_bytes", thread_bytes).add("gpus", ngpus);
+        scan.add("launch_bytes", bytes).add("reps", c.reps);
+        add_rates(scan, timed, bytes, c.reps, mean);
+        scan.print();
         std::fflush(stdout);
         ++printed;
     }
@@ -991,7 +990,7 @@ struct Run {
         if (grew != static_cast<unsigned>(all_adds))
             suite::die("%s atomic: the buffer's checksum grew by %u, expected %llu modulo 2^32", mode_name(mode), grew,
                        all_adds);
-        std::printf("Atomics verified: mode=%s adds=%llu\n", mode_name(mode), all_adds);
+        suite::Record("Atomics verified").add("mode", mode_name(mode)).add("adds", all_adds).print();
     }
 };
 
@@ -1076,9 +1075,12 @@ int run_mode(const Config &c, const suite::Options &opts, Mode mode) {
                                          : "cudaMalloc chunk table",
                     c.reps);
         // The buffer's reach as the page-reach experiments vary it (bytes; each GPU's chunk by default).
-        std::printf("Layout: mode=%s chunk_bytes=%" PRIu64 " map_bytes=%" PRIu64 " launch_span=%" PRIu64 "\n",
-                    mode_name(mode), chunk, mode == Mode::single && c.map_bytes ? c.map_bytes : chunk,
-                    c.launch_span ? c.launch_span : chunk);
+        suite::Record("Layout")
+            .add("mode", mode_name(mode))
+            .add("chunk_bytes", chunk)
+            .add("map_bytes", mode == Mode::single && c.map_bytes ? c.map_bytes : chunk)
+            .add("launch_span", c.launch_span ? c.launch_span : chunk)
+            .print();
         std::fflush(stdout);
     }
 
@@ -1096,7 +1098,7 @@ int run_mode(const Config &c, const suite::Options &opts, Mode mode) {
         ex->clean();
     }
     for (auto &g : gpus) release_gpu(g);
-    if (run.leader()) std::printf("Mode done: mode=%s points=%d\n", mode_name(mode), run.printed);
+    if (run.leader()) suite::Record("Mode done").add("mode", mode_name(mode)).add("points", run.printed).print();
     std::fflush(stdout);
     return run.printed;
 }

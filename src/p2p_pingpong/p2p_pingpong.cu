@@ -144,13 +144,25 @@ void run_variant(const Config &c, const std::string &variant, int *src, int *dst
         }
         const double bandwidth = static_cast<double>(c.size) * c.iters / seconds / suite::kGiB;
         if (sample == 1) std::printf("| %-27s | %-8.6g | %-16.6g |\n", table_name(label), seconds, bandwidth);
-        std::printf("PingPong: variant=%s size=%" PRIu64 " iters=%d block=%d src_device=%d dst_device=%d "
-                    "sample=%d time_s=%.6g bandwidth_gibs=%.6g\n",
-                    label.c_str(), c.size, c.iters, c.block, c.src_device, c.dst_device, sample, seconds, bandwidth);
+        suite::Record("PingPong")
+            .add("variant", label)
+            .add("size", c.size)
+            .add("iters", c.iters)
+            .add("block", c.block)
+            .add("src_device", c.src_device)
+            .add("dst_device", c.dst_device)
+            .add("sample", sample)
+            .addf("time_s", "%.6g", seconds)
+            .addf("bandwidth_gibs", "%.6g", bandwidth)
+            .print();
         std::fflush(stdout);
     }
-    std::printf("Verified: variant=%s samples=%d src=a+%lld dst=a+%lld (a = initial src) after %d iterations\n",
-                label.c_str(), c.samples, closed_form(0, -1, c.iters).src, closed_form(0, -1, c.iters).dst, c.iters);
+    suite::Record("Verified")
+        .add("variant", label)
+        .add("samples", c.samples)
+        .addf("src", "a+%lld", closed_form(0, -1, c.iters).src)
+        .addf("dst", "a+%lld (a = initial src) after %d iterations", closed_form(0, -1, c.iters).dst, c.iters)
+        .print();
     std::fflush(stdout);
 }
 

@@ -338,10 +338,19 @@ int cells_printed = 0;
 void print_cell(const Cell &c, const std::vector<std::vector<double>> &seconds, std::size_t transfer,
                 std::uint64_t bytes) {
     for (std::size_t s = 0; s < seconds.size(); ++s)
-        std::printf("Cell: path=%s engine=%s op=%s dir=%s gpu=%d peer=%d numa=%d sample=%zu bytes=%" PRIu64
-                    " seconds=%.6g gbs=%.6g\n",
-                    c.path.c_str(), engine_name(c.engine), c.op.c_str(), c.dir.c_str(), c.gpu, c.peer, c.numa, s + 1,
-                    bytes, seconds[s][transfer], static_cast<double>(bytes) / seconds[s][transfer] / 1e9);
+        suite::Record("Cell")
+            .add("path", c.path)
+            .add("engine", engine_name(c.engine))
+            .add("op", c.op)
+            .add("dir", c.dir)
+            .add("gpu", c.gpu)
+            .add("peer", c.peer)
+            .add("numa", c.numa)
+            .add("sample", s + 1)
+            .add("bytes", bytes)
+            .addf("seconds", "%.6g", seconds[s][transfer])
+            .addf("gbs", "%.6g", static_cast<double>(bytes) / seconds[s][transfer] / 1e9)
+            .print();
     std::fflush(stdout);
     ++cells_printed;
 }
@@ -428,7 +437,11 @@ void peer_cells(const Config &c, std::uint64_t &salt) {
         for (int b : c.gpus) {
             if (a >= b) continue;
             if (!peers(a, b) || !peers(b, a)) {
-                std::printf("Unreachable: gpu=%d peer=%d reason=cudaDeviceCanAccessPeer is 0\n", a, b);
+                suite::Record("Unreachable")
+                    .add("gpu", a)
+                    .add("peer", b)
+                    .add("reason", "cudaDeviceCanAccessPeer is 0")
+                    .print();
                 continue;
             }
             DeviceBuffer a1(a, c.size), a2(a, c.size), b1(b, c.size), b2(b, c.size);
@@ -487,10 +500,19 @@ void chase(const Config &c, int gpu, std::uint64_t *target, const Cell &cell, co
         if (got != expected)
             suite::die("the chase from GPU %d ended on word %" PRIu64 ", expected %" PRIu64, gpu, got, expected);
         if (sample > 0)
-            std::printf("Cell: path=latency engine=sm op=chase dir=%s gpu=%d peer=%d numa=%d sample=%d "
-                        "steps=%lld stride=%" PRIu64 " ns=%.6g\n",
-                        cell.dir.c_str(), gpu, cell.peer, cell.numa, sample, c.chase_steps, c.chase_stride,
-                        seconds * 1e9 / static_cast<double>(c.chase_steps));
+            suite::Record("Cell")
+                .add("path", "latency")
+                .add("engine", "sm")
+                .add("op", "chase")
+                .add("dir", cell.dir)
+                .add("gpu", gpu)
+                .add("peer", cell.peer)
+                .add("numa", cell.numa)
+                .add("sample", sample)
+                .add("steps", c.chase_steps)
+                .add("stride", c.chase_stride)
+                .addf("ns", "%.6g", seconds * 1e9 / static_cast<double>(c.chase_steps))
+                .print();
     }
     std::fflush(stdout);
     ++cells_printed;
@@ -626,6 +648,6 @@ int main(int argc, char **argv) {
     if (c.wants("host-all")) host_all_cells(c, salt);
     if (c.wants("peer")) peer_cells(c, salt);
     if (c.wants("latency")) latency_cells(c);
-    std::printf("Verified: cells=%d samples=%d\n", cells_printed, c.samples);
+    suite::Record("Verified").add("cells", cells_printed).add("samples", c.samples).print();
     return EXIT_SUCCESS;
 }
