@@ -384,9 +384,17 @@ std::string gdrcopy_unavailable() {
 #endif
 }
 
-}  // namespace
+// What a run sweeps: every direction x method x size, each case timed so.
+struct Plan {
+    std::vector<std::size_t> sizes;
+    std::vector<Method> methods;
+    std::vector<Dir> dirs;
+    Timing timing;
+    int numa_node = -1;
+};
 
-int main(int argc, char **argv) {
+// Every option, with its default and its help.
+suite::Options declare_options() {
     suite::Options opts("copy_latency", "Host-device copy latency of cudaMemcpy (pageable, pinned), cudaMemcpyAsync, "
                                         "a zero-copy kernel and GDRCopy: one 'Latency:' line per method, direction "
                                         "and size.");
@@ -404,30 +412,39 @@ int main(int argc, char **argv) {
     opts.add("device", "0", "CUDA device");
     opts.add("numa-node", "-1", "NUMA node to run on and allocate host memory from (-1: leave as is)");
     opts.add("block", "256", "threads per block of the zero-copy kernel");
-    opts.parse(argc, argv);
+    return opts;
+}
 
-    const std::vector<std::size_t> sizes = parse_sizes(opts);
-    std::vector<Method> methods = parse_methods(opts);
-    const std::vector<Dir> dirs = parse_dirs(opts);
-    const Timing timing = parse_timing(opts);
-    const int numa_node = opts.integer32("numa-node", -1, 1 << 16);
-    Buffers b;
+// Every option, checked before CUDA starts.
+Plan parse_plan(const suite::Options &opts, Buffers &b) {
+    Plan p;
+    p.sizes = parse_sizes(opts);
+    p.methods = parse_methods(opts);
+    p.dirs = parse_dirs(opts);
+    p.timing = parse_timing(opts);
+    p.numa_node = opts.integer32("numa-node", -1, 1 << 16);
     b.block = opts.integer32("block", 32, 1024);
     if (b.block % 32) opts.usage_error("option '--block' expects a multiple of 32, got %d", b.block);
+    return p;
+}
 
-    if (numa_node >= 0) {
+// The process and its host memory on --numa-node, where one is named.
+void bind_to_node(const suite::Options &opts, int numa_node) {
+    if (numa_node < 0) return;
 #ifdef SUITE_HAVE_LIBNUMA
-        if (numa_available() < 0) suite::die("libnuma reports no NUMA support on this host");
-        if (numa_run_on_node(numa_node) != 0)
-            opts.usage_error("option '--numa-node': cannot run on NUMA node %d", numa_node);
-        numa_set_preferred(numa_node);
-        std::printf("Host NUMA node: %d\n", numa_node);
+    if (numa_available() < 0) suite::die("libnuma reports no NUMA support on this host");
+    if (numa_run_on_node(numa_node) != 0)
+        opts.usage_error("option '--numa-node': cannot run on NUMA node %d", numa_node);
+    numa_set_preferred(numa_node);
+    std::printf("Host NUMA node: %d\n", numa_node);
 #else
-        std::printf("Host NUMA node: not set (--numa-node %d: this build has no libnuma)\n", numa_node);
+    (void)opts;
+    std::printf("Host NUMA node: not set (--numa-node %d: this build has no libnuma)\n", numa_node);
 #endif
-    }
+}
 
-    // CUDA starts once the process is on its node, so its own host memory is there too.
+// The device, which must map host memory for the zero-copy leg.
+void open_device(const suite::Options &opts, Buffers &b) {
     const int device = suite::visible_device(opts, "device");
     CUDA_CHECK(cudaSetDevice(device));
     cudaDeviceProp prop{};
@@ -436,8 +453,12 @@ int main(int argc, char **argv) {
                 prop.pciBusID, prop.pciDeviceID, prop.major, prop.minor);
     if (!prop.canMapHostMemory) suite::die("device %d cannot map host memory: no zero-copy leg", device);
     b.grid_cap = prop.multiProcessorCount * 16;
+}
 
-    // Methods that cannot run here are named with the reason, not dropped silently.
+// The buffers of the largest size and, where GDRCopy is timed, its mapping;
+// methods that cannot run here are named with the reason, not dropped silently.
+void prepare(Buffers &b, Plan &p) {
+    std::vector<Method> &methods = p.methods;
     const std::string gdr_reason = gdrcopy_unavailable();
     if (std::find(methods.begin(), methods.end(), Method::gdrcopy) != methods.end() && !gdr_reason.empty()) {
         suite::Record("Skipped").add("method", "gdrcopy").add("reason", gdr_reason).print();
@@ -445,32 +466,40 @@ int main(int argc, char **argv) {
     }
     if (methods.empty()) suite::die("no method left to time");
 
-    allocate(b, sizes.back());
+    allocate(b, p.sizes.back());
 #ifdef SUITE_HAVE_GDRCOPY
     if (std::find(methods.begin(), methods.end(), Method::gdrcopy) != methods.end()) {
-        gdr_setup(b.mapping, sizes.back());
+        gdr_setup(b.mapping, p.sizes.back());
         b.gdr = true;
         std::puts("Note: gdrcopy h2d times the CPU's stores, as GDRCopy's copylat does: they may not have reached "
                   "GPU memory when the call returns");
     }
 #endif
+}
 
+// The sweep ahead, before its first case.
+void describe(const Plan &p) {
+    const auto &sizes = p.sizes;
+    const auto &timing = p.timing;
     std::printf("Sizes: %zu, %zu B to %zu B; methods:", sizes.size(), sizes.front(), sizes.back());
-    for (Method m : methods) std::printf(" %s", method_name(m));
+    for (Method m : p.methods) std::printf(" %s", method_name(m));
     std::printf("; directions:");
-    for (Dir d : dirs) std::printf(" %s", dir_name(d));
+    for (Dir d : p.dirs) std::printf(" %s", dir_name(d));
     std::printf("\nSamples per case: %d to %d (%.2f s budget), warm-up %d, samples of at least %.1f us\n",
                 timing.min_reps, timing.reps, timing.case_budget_s, timing.warmup, timing.min_sample_s * 1e6);
     std::fflush(stdout);
+}
 
+// Every case verified, then timed: one 'Latency:' record each.
+void sweep(const Buffers &b, const Plan &p) {
     const auto start = Clock::now();
     unsigned salt = 0, verified = 0;
-    for (Dir d : dirs)
-        for (Method m : methods)
-            for (std::size_t n : sizes) {
+    for (Dir d : p.dirs)
+        for (Method m : p.methods)
+            for (std::size_t n : p.sizes) {
                 verify(b, m, d, n, ++salt);
                 ++verified;
-                const Result r = measure(b, m, d, n, timing);
+                const Result r = measure(b, m, d, n, p.timing);
                 suite::Record("Latency")
                     .add("method", method_name(m))
                     .add("direction", dir_name(d))
@@ -485,6 +514,21 @@ int main(int argc, char **argv) {
             }
     std::printf("Data verified: %u cases (each method, direction and size)\n", verified);
     std::printf("Sweep time: %.2f s\n", seconds_since(start));
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    suite::Options opts = declare_options();
+    opts.parse(argc, argv);
+    Buffers b;
+    Plan plan = parse_plan(opts, b);
+    bind_to_node(opts, plan.numa_node);
+    // CUDA starts once the process is on its node, so its own host memory is there too.
+    open_device(opts, b);
+    prepare(b, plan);
+    describe(plan);
+    sweep(b, plan);
     release(b);
     return EXIT_SUCCESS;
 }

@@ -324,9 +324,8 @@ Timings run_point(const Config &c, std::uint64_t size, int inner, int outer) {
     return t;
 }
 
-}  // namespace
-
-int main(int argc, char **argv) {
+// Every option, with its default and its help.
+suite::Options declare_options() {
     suite::Options opts("daxpy", "The DAXPY inner/outer-loop study (Gayatri, Gott, Deslippe): system, managed or "
                                  "explicitly copied memory, with or without prefetch; one 'DAXPY' line per point.");
     opts.add("alloc", "managed",
@@ -342,16 +341,24 @@ int main(int argc, char **argv) {
              "a point named again is measured again (its next sample)");
     opts.add("device", "0", "CUDA device to run on");
     opts.add("numa-node", "-1", "NUMA node to run the process on (-1: leave it where it is)");
-    opts.parse(argc, argv);
+    return opts;
+}
 
-    Config c = parse_config(opts);
+// The process on --numa-node, where one is named.
+void bind_to_node(const suite::Options &opts, const Config &c) {
 #ifdef SUITE_HAVE_LIBNUMA
     // Bound before CUDA starts, so that CUDA's own host memory is on the node too.
     if (c.numa_node >= 0 && numa_available() >= 0 && numa_run_on_node(c.numa_node) != 0)
         opts.usage_error("option '--numa-node': cannot run on NUMA node %d", c.numa_node);
 #else
+    (void)opts;
     if (c.numa_node >= 0) std::puts("NUMA placement unavailable (built without libnuma): --numa-node ignored");
 #endif
+}
+
+// The device, refused where it lacks what --alloc and --prefetch need; then
+// what it offers and what the sweep will run.
+void open_device(const suite::Options &opts, Config &c) {
     c.device = suite::visible_device(opts, "device");
     CUDA_CHECK(cudaSetDevice(c.device));
     cudaDeviceProp prop{};
@@ -374,14 +381,20 @@ int main(int argc, char **argv) {
                 pageable ? (host_tables ? "yes, through the host's page tables (ATS)" : "yes (HMM)") : "no");
     std::printf("Allocator: %s, prefetch %s; %d rows, %d threads per block, a = %g; %zu sizes x %zu points\n",
                 alloc_name(c.alloc), c.prefetch ? "on" : "off", c.rows, kThreads, kA, c.sizes.size(), c.points.size());
-    // The context and the kernel's module are loaded before the first point,
-    // so that no point's total pays for them.
+}
+
+// The context and the kernel's module are loaded before the first point,
+// so that no point's total pays for them.
+void warm_up() {
     CUDA_CHECK(cudaFree(nullptr));
     daxpy_kernel<<<1, kThreads>>>(0, 0, kA, nullptr, nullptr);
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaDeviceSynchronize());
     std::fflush(stdout);
+}
 
+// Every size x point: one 'DAXPY:' record each, every point verified.
+void sweep(const Config &c) {
     int verified = 0;
     // A point named more than once in --pairs is measured again: its lines
     // are the samples 1, 2, ... of that point.
@@ -414,5 +427,17 @@ int main(int argc, char **argv) {
         }
     }
     std::printf("Verified: %d points (y as the kernels and touches must leave it)\n", verified);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    suite::Options opts = declare_options();
+    opts.parse(argc, argv);
+    Config c = parse_config(opts);
+    bind_to_node(opts, c);
+    open_device(opts, c);
+    warm_up();
+    sweep(c);
     return EXIT_SUCCESS;
 }
