@@ -1,18 +1,16 @@
 """The record writer (src/common/record.hpp) against the printf formats the
-programs printed their records with before it: every record of every program,
+programs printed their records with before it (mem_scan's rates fields through
+src/mem_scan/rates.hpp, which the program uses): every record of every program,
 with values at the edges of each format (negative, zero, 2^64 - 1, halves
 that round, %g's switch to exponents), must come out byte for byte as the
 old printf made it, since the checks' parsers and the outputs committed under
-tests/data read that text. Built on the host with the C++ compiler, as
-test_checksums does."""
+tests/data read that text. Built on the host with the C++ compiler
+(tests/host_cpp.py)."""
 
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
-
-SRC = Path(__file__).resolve().parent.parent / "src" / "common"
+from host_cpp import build_driver
 
 # Each case prints the writer's line, then the old printf's: the pairs must match.
 DRIVER = r"""
@@ -23,6 +21,7 @@ DRIVER = r"""
 #include <string>
 #include <vector>
 
+#include "rates.hpp"
 #include "record.hpp"
 
 using suite::Record;
@@ -60,28 +59,6 @@ static std::string rates_text(const std::vector<double> &wholes, const std::vect
     std::snprintf(tail, sizeof tail, " min_gbs=%.2f mean_gbs=%.2f aggregate_gbs=%.2f window_s=%.6f", lo, mean,
                   aggregate, window);
     return "per_gpu_gbs=" + list + tail + " block_mean_gbs=" + block_list;
-}
-
-// The same through the writer, as mem_scan's Run::add_rates does it.
-static void add_rates(Record &record, const std::vector<double> &wholes,
-                      const std::vector<std::vector<double>> &per_block, double start, double end,
-                      std::uint64_t bytes, int reps, double &mean) {
-    double sum = 0, lo = wholes[0];
-    std::vector<double> blocks(5, 0.0);
-    for (std::size_t g = 0; g < wholes.size(); ++g) {
-        sum += wholes[g];
-        lo = std::min(lo, wholes[g]);
-        for (int b = 0; b < 5; ++b) blocks[b] += per_block[g][b] / wholes.size();
-    }
-    mean = sum / wholes.size();
-    const double window = end - start;
-    const double aggregate = static_cast<double>(bytes) * reps * wholes.size() / window / 1e9;
-    record.list("per_gpu_gbs", "%.2f", wholes)
-        .addf("min_gbs", "%.2f", lo)
-        .addf("mean_gbs", "%.2f", mean)
-        .addf("aggregate_gbs", "%.2f", aggregate)
-        .addf("window_s", "%.6f", window)
-        .list("block_mean_gbs", "%.2f", blocks);
 }
 
 int main() {
@@ -202,17 +179,17 @@ int main() {
                 const std::vector<double> w(wholes.begin(), wholes.begin() + gpus);
                 const std::vector<std::vector<double>> pb(per_block.begin(), per_block.begin() + gpus);
                 double old_mean = 0, new_mean = 0;
-                const std::string text = rates_text(w, pb, 10.0, 10.0 + 0.0123456, n, 20, old_mean);
+                const std::string text = rates_text(w, pb, 0.0, 0.0123456, n, 20, old_mean);
                 Record scan("Scan");
                 scan.add("mode", "chunked").add("op", "read").add("segment", n).add("width", 16);
                 scan.add("thread_bytes", 16).add("gpus", gpus).add("launch_bytes", n).add("reps", 20);
-                add_rates(scan, w, pb, 10.0, 10.0 + 0.0123456, n, 20, new_mean);
+                mem_scan::add_rates(scan, w, pb, 0.0123456, n, 20, new_mean);
                 pair(scan, "Scan: mode=%s op=%s segment=%" PRIu64 " width=%d thread_bytes=%d gpus=%d launch_bytes=%"
                      PRIu64 " reps=%d %s\n", "chunked", "read", n, 16, 16, gpus, n, 20, text.c_str());
                 Record link("Link");
                 link.add("mode", "multiprocess").add("op", "write").add("gpus", gpus).add("launch_bytes", n);
                 link.add("reps", 20);
-                add_rates(link, w, pb, 10.0, 10.0 + 0.0123456, n, 20, new_mean);
+                mem_scan::add_rates(link, w, pb, 0.0123456, n, 20, new_mean);
                 link.addf("scan_limit_gbs", "%.2f", new_mean * gpus / (gpus - 1));
                 pair(link, "Link: mode=%s op=%s gpus=%d launch_bytes=%" PRIu64 " reps=%d %s scan_limit_gbs=%.2f\n",
                      "multiprocess", "write", gpus, n, 20, text.c_str(), old_mean * gpus / (gpus - 1));
@@ -246,14 +223,9 @@ int main() {
 
 @pytest.fixture(scope="module")
 def lines(tmp_path_factory):
-    compiler = shutil.which("g++") or shutil.which("c++")
-    if compiler is None:
-        pytest.skip("no C++ compiler")
-    tmp = tmp_path_factory.mktemp("records")
-    (tmp / "driver.cpp").write_text(DRIVER)
-    subprocess.run([compiler, "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(SRC),
-                    str(tmp / "driver.cpp"), "-o", str(tmp / "driver")], check=True)  # fmt: skip
-    return subprocess.run([str(tmp / "driver")], capture_output=True, text=True, check=True).stdout.splitlines()
+    flags = ("-Wall", "-Wextra", "-Werror")
+    driver = build_driver(tmp_path_factory.mktemp("records"), DRIVER, ("common", "mem_scan"), flags)
+    return subprocess.run([str(driver)], capture_output=True, text=True, check=True).stdout.splitlines()
 
 
 def test_every_record_is_printed_as_its_old_printf_printed_it(lines):

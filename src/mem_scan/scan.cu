@@ -10,6 +10,8 @@
 
 #include <unistd.h>
 
+#include "rates.hpp"
+
 namespace mem_scan {
 namespace {
 
@@ -171,29 +173,15 @@ struct Run {
         return true;
     }
 
-    // "per_gpu_gbs=a,b,... min_gbs=.. mean_gbs=.. aggregate_gbs=.. window_s=.. block_mean_gbs=b1,..,b5"
-    // of the node's GPUs: each GPU's rate over all timed launches, their
-    // minimum and mean, the node's bytes over the common window, that
-    // window, and the mean over the GPUs of each block's rate.
+    // The rates fields of the node's GPUs (rates.hpp).
     static void add_rates(suite::Record &record, const Timed &t, std::uint64_t bytes, int reps, double &mean) {
-        const std::vector<Rates> &rates = t.rates;
-        double sum = 0, lo = rates[0].whole;
-        std::vector<double> wholes, blocks(kBlocks, 0.0);
-        for (const Rates &r : rates) {
-            sum += r.whole;
-            lo = std::min(lo, r.whole);
-            wholes.push_back(r.whole);
-            for (int b = 0; b < kBlocks; ++b) blocks[b] += r.blocks[b] / rates.size();
+        std::vector<double> whole;
+        std::vector<std::vector<double>> blocks;
+        for (const Rates &r : t.rates) {
+            whole.push_back(r.whole);
+            blocks.emplace_back(r.blocks, r.blocks + kBlocks);
         }
-        mean = sum / rates.size();
-        const double window = t.end - t.start;
-        const double aggregate = static_cast<double>(bytes) * reps * rates.size() / window / 1e9;
-        record.list("per_gpu_gbs", "%.2f", wholes)
-            .addf("min_gbs", "%.2f", lo)
-            .addf("mean_gbs", "%.2f", mean)
-            .addf("aggregate_gbs", "%.2f", aggregate)
-            .addf("window_s", "%.6f", window)
-            .list("block_mean_gbs", "%.2f", blocks);
+        mem_scan::add_rates(record, whole, blocks, t.end - t.start, bytes, reps, mean);
     }
 
     // The link yardstick of a read or a write: each GPU's rate to its peers
