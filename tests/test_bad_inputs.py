@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from host_cpp import build_driver
 
 pytestmark = pytest.mark.slow
 
@@ -163,16 +164,10 @@ SIZES = {
 
 @pytest.fixture(scope="module")
 def parse_bytes(tmp_path_factory):
-    compiler = shutil.which("g++") or shutil.which("c++")
-    assert compiler, "a C++ compiler is needed"
-    tmp = tmp_path_factory.mktemp("sizes")
-    (tmp / "driver.cpp").write_text(SIZE_DRIVER)
-    src = REPO / "src" / "common"
-    subprocess.run([compiler, "-std=c++17", "-O2", "-I", str(src), str(tmp / "driver.cpp"), "-o", str(tmp / "driver")],
-                   check=True)  # fmt: skip
+    driver = build_driver(tmp_path_factory.mktemp("sizes"), SIZE_DRIVER)
 
     def _parse(texts: list[str]) -> list[int | None]:
-        out = subprocess.run([str(tmp / "driver"), *texts], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run([str(driver), *texts], capture_output=True, text=True, check=True).stdout
         return [None if line == "reject" else int(line) for line in out.splitlines()]
 
     return _parse

@@ -2,13 +2,10 @@
 that hold their own word index must give, for buffers past 32 GiB too (a
 141 GB GPU's quarter, or a scan over eight of them)."""
 
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
-
-SRC = Path(__file__).resolve().parent.parent / "src" / "common"
+from host_cpp import build_driver
 
 DRIVER = r"""
 #include <cstdio>
@@ -29,14 +26,7 @@ COUNTS = [0, 1, 2, 3, 2**32 - 1, 2**32, 2**32 + 1, 2**33, 35 * 2**30 // 8, 2**37
 
 @pytest.fixture(scope="module")
 def triangular(tmp_path_factory):
-    compiler = shutil.which("g++") or shutil.which("c++")
-    if compiler is None:
-        pytest.skip("no C++ compiler")
-    tmp = tmp_path_factory.mktemp("checksum")
-    (tmp / "driver.cpp").write_text(DRIVER)
-    subprocess.run([compiler, "-std=c++17", "-O2", "-I", str(SRC), str(tmp / "driver.cpp"), "-o", str(tmp / "driver")],
-                   check=True)  # fmt: skip
-    return tmp / "driver"
+    return build_driver(tmp_path_factory.mktemp("checksum"), DRIVER)
 
 
 def test_the_closed_form_is_exact_modulo_2_to_the_64(triangular):

@@ -73,7 +73,8 @@ __global__ void read_bulk_kernel(const uint4 *__restrict__ data, std::size_t n, 
     __shared__ __align__(8) unsigned long long bar[kBulkStages];
     const std::size_t words = kBulkChunk / 16, chunks = n / words;
     if (threadIdx.x == 0)
-        for (int s = 0; s < kBulkStages; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[s])));
+        for (int s = 0; s < kBulkStages; ++s)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bar[s])));
     __syncthreads();
     auto issue = [&](int s, std::size_t chunk) {
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(&bar[s])), "r"(kBulkChunk)

@@ -24,6 +24,8 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "record.hpp"
+
 namespace suite {
 
 [[noreturn]] __attribute__((format(printf, 1, 2))) inline void die(const char *fmt, ...) {
@@ -150,8 +152,7 @@ inline std::uint64_t host_available_bytes() {
 // "--help" prints every option with its default.
 class Options {
   public:
-    Options(std::string program, std::string summary)
-        : program_(std::move(program)), summary_(std::move(summary)) {}
+    Options(std::string program, std::string summary) : program_(std::move(program)), summary_(std::move(summary)) {}
 
     void add(const std::string &name, const std::string &default_value, const std::string &help) {
         specs_[name] = Spec{default_value, help, false};
@@ -355,8 +356,7 @@ class Options {
         std::fprintf(out, "usage: %s [options]\n%s\n\noptions:\n", program_.c_str(), summary_.c_str());
         for (const auto &name : order_) {
             const Spec &s = specs_.at(name);
-            if (s.is_flag)
-                std::fprintf(out, "  --%-22s %s\n", name.c_str(), s.help.c_str());
+            if (s.is_flag) std::fprintf(out, "  --%-22s %s\n", name.c_str(), s.help.c_str());
             else
                 std::fprintf(out, "  --%-22s %s (default: %s)\n", (name + " V").c_str(), s.help.c_str(),
                              s.default_value.c_str());
@@ -375,8 +375,8 @@ class Options {
 // a person look for), then where it happened, and exits non-zero.
 inline void cuda_check(cudaError_t err, const char *call, const char *file, int line) {
     if (err == cudaSuccess) return;
-    std::fprintf(stderr, "CUDA error: %s (%s) in %s at %s:%d\n", cudaGetErrorString(err), cudaGetErrorName(err),
-                 call, file, line);
+    std::fprintf(stderr, "CUDA error: %s (%s) in %s at %s:%d\n", cudaGetErrorString(err), cudaGetErrorName(err), call,
+                 file, line);
     std::exit(EXIT_FAILURE);
 }
 
@@ -395,7 +395,7 @@ inline void print_cuda_versions() {
     int runtime = 0, driver = 0;
     CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
     CUDA_CHECK(cudaDriverGetVersion(&driver));
-    std::printf("CUDA: runtime=%d driver=%d\n", runtime, driver);
+    Record("CUDA").add("runtime", runtime).add("driver", driver).print();
 }
 
 // The CUDA devices this process sees; none at all (cudaErrorNoDevice) is 0.

@@ -95,17 +95,17 @@ __global__ void copy_kernel(const unsigned char *__restrict__ src, unsigned char
 struct GdrMapping {
     gdr_t g = nullptr;
     gdr_mh_t mh{};
-    void *raw = nullptr;            // cudaMalloc'd, GPU_PAGE_SIZE larger than needed
-    unsigned char *dev = nullptr;   // raw aligned up to the GPU page
-    void *map = nullptr;            // gdr_map's pointer (start of the mapping)
-    unsigned char *bar = nullptr;   // dev as the CPU sees it through the mapping
+    void *raw = nullptr;           // cudaMalloc'd, GPU_PAGE_SIZE larger than needed
+    unsigned char *dev = nullptr;  // raw aligned up to the GPU page
+    void *map = nullptr;           // gdr_map's pointer (start of the mapping)
+    unsigned char *bar = nullptr;  // dev as the CPU sees it through the mapping
     std::size_t size = 0;
 };
 
-#define GDR_CHECK(call)                                                                                    \
-    do {                                                                                                   \
-        const int rc_ = (call);                                                                            \
-        if (rc_ != 0) suite::die("GDRCopy: %s returned %d at %s:%d", #call, rc_, __FILE__, __LINE__);      \
+#define GDR_CHECK(call)                                                                               \
+    do {                                                                                              \
+        const int rc_ = (call);                                                                       \
+        if (rc_ != 0) suite::die("GDRCopy: %s returned %d at %s:%d", #call, rc_, __FILE__, __LINE__); \
     } while (0)
 
 void gdr_setup(GdrMapping &m, std::size_t bytes) {
@@ -114,8 +114,8 @@ void gdr_setup(GdrMapping &m, std::size_t bytes) {
     const auto base = reinterpret_cast<std::uintptr_t>(m.raw);
     m.dev = reinterpret_cast<unsigned char *>((base + GPU_PAGE_SIZE - 1) & GPU_PAGE_MASK);
     unsigned int flag = 1;
-    const CUresult cu = cuPointerSetAttribute(&flag, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
-                                              reinterpret_cast<CUdeviceptr>(m.dev));
+    const CUresult cu =
+        cuPointerSetAttribute(&flag, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, reinterpret_cast<CUdeviceptr>(m.dev));
     if (cu != CUDA_SUCCESS) suite::die("GDRCopy: cuPointerSetAttribute(SYNC_MEMOPS) failed with %d", cu);
     m.g = gdr_open();
     if (!m.g) suite::die("GDRCopy: gdr_open failed although /dev/gdrdrv exists");
@@ -384,9 +384,17 @@ std::string gdrcopy_unavailable() {
 #endif
 }
 
-}  // namespace
+// What a run sweeps: every direction x method x size, each case timed so.
+struct Plan {
+    std::vector<std::size_t> sizes;
+    std::vector<Method> methods;
+    std::vector<Dir> dirs;
+    Timing timing;
+    int numa_node = -1;
+};
 
-int main(int argc, char **argv) {
+// Every option, with its default and its help.
+suite::Options declare_options() {
     suite::Options opts("copy_latency", "Host-device copy latency of cudaMemcpy (pageable, pinned), cudaMemcpyAsync, "
                                         "a zero-copy kernel and GDRCopy: one 'Latency:' line per method, direction "
                                         "and size.");
@@ -404,87 +412,123 @@ int main(int argc, char **argv) {
     opts.add("device", "0", "CUDA device");
     opts.add("numa-node", "-1", "NUMA node to run on and allocate host memory from (-1: leave as is)");
     opts.add("block", "256", "threads per block of the zero-copy kernel");
-    opts.parse(argc, argv);
+    return opts;
+}
 
-    const std::vector<std::size_t> sizes = parse_sizes(opts);
-    std::vector<Method> methods = parse_methods(opts);
-    const std::vector<Dir> dirs = parse_dirs(opts);
-    const Timing timing = parse_timing(opts);
-    const int numa_node = opts.integer32("numa-node", -1, 1 << 16);
-    Buffers b;
+// Every option, checked before CUDA starts.
+Plan parse_plan(const suite::Options &opts, Buffers &b) {
+    Plan p;
+    p.sizes = parse_sizes(opts);
+    p.methods = parse_methods(opts);
+    p.dirs = parse_dirs(opts);
+    p.timing = parse_timing(opts);
+    p.numa_node = opts.integer32("numa-node", -1, 1 << 16);
     b.block = opts.integer32("block", 32, 1024);
     if (b.block % 32) opts.usage_error("option '--block' expects a multiple of 32, got %d", b.block);
+    return p;
+}
 
-    if (numa_node >= 0) {
+// The process and its host memory on --numa-node, where one is named.
+void bind_to_node(const suite::Options &opts, int numa_node) {
+    if (numa_node < 0) return;
 #ifdef SUITE_HAVE_LIBNUMA
-        if (numa_available() < 0) suite::die("libnuma reports no NUMA support on this host");
-        if (numa_run_on_node(numa_node) != 0)
-            opts.usage_error("option '--numa-node': cannot run on NUMA node %d", numa_node);
-        numa_set_preferred(numa_node);
-        std::printf("Host NUMA node: %d\n", numa_node);
+    if (numa_available() < 0) suite::die("libnuma reports no NUMA support on this host");
+    if (numa_run_on_node(numa_node) != 0)
+        opts.usage_error("option '--numa-node': cannot run on NUMA node %d", numa_node);
+    numa_set_preferred(numa_node);
+    std::printf("Host NUMA node: %d\n", numa_node);
 #else
-        std::printf("Host NUMA node: not set (--numa-node %d: this build has no libnuma)\n", numa_node);
+    (void)opts;
+    std::printf("Host NUMA node: not set (--numa-node %d: this build has no libnuma)\n", numa_node);
 #endif
-    }
+}
 
-    // CUDA starts once the process is on its node, so its own host memory is there too.
+// The device, which must map host memory for the zero-copy leg.
+void open_device(const suite::Options &opts, Buffers &b) {
     const int device = suite::visible_device(opts, "device");
     CUDA_CHECK(cudaSetDevice(device));
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    std::printf("Device %d: %s, PCI %04x:%02x:%02x.0, compute capability %d.%d\n", device, prop.name,
-                prop.pciDomainID, prop.pciBusID, prop.pciDeviceID, prop.major, prop.minor);
+    std::printf("Device %d: %s, PCI %04x:%02x:%02x.0, compute capability %d.%d\n", device, prop.name, prop.pciDomainID,
+                prop.pciBusID, prop.pciDeviceID, prop.major, prop.minor);
     if (!prop.canMapHostMemory) suite::die("device %d cannot map host memory: no zero-copy leg", device);
     b.grid_cap = prop.multiProcessorCount * 16;
+}
 
-    // Methods that cannot run here are named with the reason, not dropped silently.
+// The buffers of the largest size and, where GDRCopy is timed, its mapping;
+// methods that cannot run here are named with the reason, not dropped silently.
+void prepare(Buffers &b, Plan &p) {
+    std::vector<Method> &methods = p.methods;
     const std::string gdr_reason = gdrcopy_unavailable();
     if (std::find(methods.begin(), methods.end(), Method::gdrcopy) != methods.end() && !gdr_reason.empty()) {
-        std::printf("Skipped: method=gdrcopy reason=%s\n", gdr_reason.c_str());
+        suite::Record("Skipped").add("method", "gdrcopy").add("reason", gdr_reason).print();
         methods.erase(std::remove(methods.begin(), methods.end(), Method::gdrcopy), methods.end());
     }
     if (methods.empty()) suite::die("no method left to time");
 
-    allocate(b, sizes.back());
+    allocate(b, p.sizes.back());
 #ifdef SUITE_HAVE_GDRCOPY
     if (std::find(methods.begin(), methods.end(), Method::gdrcopy) != methods.end()) {
-        gdr_setup(b.mapping, sizes.back());
+        gdr_setup(b.mapping, p.sizes.back());
         b.gdr = true;
         std::puts("Note: gdrcopy h2d times the CPU's stores, as GDRCopy's copylat does: they may not have reached "
                   "GPU memory when the call returns");
     }
 #endif
+}
 
+// The sweep ahead, before its first case.
+void describe(const Plan &p) {
+    const auto &sizes = p.sizes;
+    const auto &timing = p.timing;
     std::printf("Sizes: %zu, %zu B to %zu B; methods:", sizes.size(), sizes.front(), sizes.back());
-    for (Method m : methods) std::printf(" %s", method_name(m));
+    for (Method m : p.methods) std::printf(" %s", method_name(m));
     std::printf("; directions:");
-    for (Dir d : dirs) std::printf(" %s", dir_name(d));
+    for (Dir d : p.dirs) std::printf(" %s", dir_name(d));
     std::printf("\nSamples per case: %d to %d (%.2f s budget), warm-up %d, samples of at least %.1f us\n",
                 timing.min_reps, timing.reps, timing.case_budget_s, timing.warmup, timing.min_sample_s * 1e6);
     std::fflush(stdout);
+}
 
+// Every case verified, then timed: one 'Latency:' record each.
+void sweep(const Buffers &b, const Plan &p) {
     const auto start = Clock::now();
     unsigned salt = 0, verified = 0;
-    for (Dir d : dirs)
-        for (Method m : methods)
-            for (std::size_t n : sizes) {
+    for (Dir d : p.dirs)
+        for (Method m : p.methods)
+            for (std::size_t n : p.sizes) {
                 verify(b, m, d, n, ++salt);
                 ++verified;
-                const Result r = measure(b, m, d, n, timing);
-                std::string blocks;
-                for (const double us : r.block_medians_us) {
-                    char text[32];
-                    std::snprintf(text, sizeof text, "%s%.4f", blocks.empty() ? "" : ",", us);
-                    blocks += text;
-                }
-                std::printf("Latency: method=%s direction=%s size=%zu median_us=%.4f min_us=%.4f samples=%zu "
-                            "batch=%ld block_medians_us=%s\n",
-                            method_name(m), dir_name(d), n, r.median_us, r.min_us, r.samples, r.batch,
-                            blocks.c_str());
+                const Result r = measure(b, m, d, n, p.timing);
+                suite::Record("Latency")
+                    .add("method", method_name(m))
+                    .add("direction", dir_name(d))
+                    .add("size", n)
+                    .addf("median_us", "%.4f", r.median_us)
+                    .addf("min_us", "%.4f", r.min_us)
+                    .add("samples", r.samples)
+                    .add("batch", r.batch)
+                    .list("block_medians_us", "%.4f", r.block_medians_us)
+                    .print();
                 std::fflush(stdout);
             }
     std::printf("Data verified: %u cases (each method, direction and size)\n", verified);
     std::printf("Sweep time: %.2f s\n", seconds_since(start));
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    suite::Options opts = declare_options();
+    opts.parse(argc, argv);
+    Buffers b;
+    Plan plan = parse_plan(opts, b);
+    bind_to_node(opts, plan.numa_node);
+    // CUDA starts once the process is on its node, so its own host memory is there too.
+    open_device(opts, b);
+    prepare(b, plan);
+    describe(plan);
+    sweep(b, plan);
     release(b);
     return EXIT_SUCCESS;
 }

@@ -38,13 +38,13 @@ struct Config {
     Alloc alloc = Alloc::managed;
     bool prefetch = false;
     int rows = 100, device = 0, numa_node = -1;
-    std::vector<std::uint64_t> sizes;           // bytes per thread block
-    std::vector<std::pair<int, int>> points;    // (inner, outer)
+    std::vector<std::uint64_t> sizes;         // bytes per thread block
+    std::vector<std::pair<int, int>> points;  // (inner, outer)
 };
 
-constexpr double kA = 0.5;          // the authors' a
-constexpr double kTouch = 0.5;      // TouchOnCPU: y -= 0.5 (listing 6)
-constexpr int kThreads = 32;        // one warp per thread block (listing 4)
+constexpr double kA = 0.5;      // the authors' a
+constexpr double kTouch = 0.5;  // TouchOnCPU: y -= 0.5 (listing 6)
+constexpr int kThreads = 32;    // one warp per thread block (listing 4)
 
 // ---------------------------------------------------------------- kernels --
 
@@ -324,32 +324,41 @@ Timings run_point(const Config &c, std::uint64_t size, int inner, int outer) {
     return t;
 }
 
-}  // namespace
-
-int main(int argc, char **argv) {
+// Every option, with its default and its help.
+suite::Options declare_options() {
     suite::Options opts("daxpy", "The DAXPY inner/outer-loop study (Gayatri, Gott, Deslippe): system, managed or "
                                  "explicitly copied memory, with or without prefetch; one 'DAXPY' line per point.");
-    opts.add("alloc", "managed", "system (malloc, needs ATS or HMM), managed (cudaMallocManaged) or explicit "
-                                 "(cudaMalloc + cudaMemcpy of y each outer iteration)");
+    opts.add("alloc", "managed",
+             "system (malloc, needs ATS or HMM), managed (cudaMallocManaged) or explicit "
+             "(cudaMalloc + cudaMemcpy of y each outer iteration)");
     opts.add("prefetch", "off", "on: cudaMemPrefetchAsync y to the GPU before the kernels and back before the touch");
     opts.add("size", "800,8000,80000,800000", "data sizes per thread block, M * sizeof(double) (list; K/M suffixes)");
     opts.add("rows", "100", "N: rows of x and y, one thread block each");
     opts.add("inner", "1-16", "consecutive kernels per outer iteration (list, ranges such as 1-16)");
     opts.add("outer", "1,2,4,8,16", "outer iterations: host-device round trips of y (list)");
-    opts.add("pairs", "", "INNERxOUTER points to run instead of every inner x outer pair (list, e.g. 4x1,4x2); "
-                          "a point named again is measured again (its next sample)");
+    opts.add("pairs", "",
+             "INNERxOUTER points to run instead of every inner x outer pair (list, e.g. 4x1,4x2); "
+             "a point named again is measured again (its next sample)");
     opts.add("device", "0", "CUDA device to run on");
     opts.add("numa-node", "-1", "NUMA node to run the process on (-1: leave it where it is)");
-    opts.parse(argc, argv);
+    return opts;
+}
 
-    Config c = parse_config(opts);
+// The process on --numa-node, where one is named.
+void bind_to_node(const suite::Options &opts, const Config &c) {
 #ifdef SUITE_HAVE_LIBNUMA
     // Bound before CUDA starts, so that CUDA's own host memory is on the node too.
     if (c.numa_node >= 0 && numa_available() >= 0 && numa_run_on_node(c.numa_node) != 0)
         opts.usage_error("option '--numa-node': cannot run on NUMA node %d", c.numa_node);
 #else
+    (void)opts;
     if (c.numa_node >= 0) std::puts("NUMA placement unavailable (built without libnuma): --numa-node ignored");
 #endif
+}
+
+// The device, refused where it lacks what --alloc and --prefetch need; then
+// what it offers and what the sweep will run.
+void open_device(const suite::Options &opts, Config &c) {
     c.device = suite::visible_device(opts, "device");
     CUDA_CHECK(cudaSetDevice(c.device));
     cudaDeviceProp prop{};
@@ -371,16 +380,21 @@ int main(int argc, char **argv) {
                 prop.totalGlobalMem / suite::kGiB,
                 pageable ? (host_tables ? "yes, through the host's page tables (ATS)" : "yes (HMM)") : "no");
     std::printf("Allocator: %s, prefetch %s; %d rows, %d threads per block, a = %g; %zu sizes x %zu points\n",
-                alloc_name(c.alloc), c.prefetch ? "on" : "off", c.rows, kThreads, kA, c.sizes.size(),
-                c.points.size());
-    // The context and the kernel's module are loaded before the first point,
-    // so that no point's total pays for them.
+                alloc_name(c.alloc), c.prefetch ? "on" : "off", c.rows, kThreads, kA, c.sizes.size(), c.points.size());
+}
+
+// The context and the kernel's module are loaded before the first point,
+// so that no point's total pays for them.
+void warm_up() {
     CUDA_CHECK(cudaFree(nullptr));
     daxpy_kernel<<<1, kThreads>>>(0, 0, kA, nullptr, nullptr);
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaDeviceSynchronize());
     std::fflush(stdout);
+}
 
+// Every size x point: one 'DAXPY:' record each, every point verified.
+void sweep(const Config &c) {
     int verified = 0;
     // A point named more than once in --pairs is measured again: its lines
     // are the samples 1, 2, ... of that point.
@@ -390,16 +404,40 @@ int main(int argc, char **argv) {
         for (const auto &[inner, outer] : c.points) {
             const Timings t = run_point(c, size, inner, outer);
             const int sample = ++samples[{inner, outer}];
-            std::printf("DAXPY: alloc=%s prefetch=%s size=%" PRIu64 " rows=%d cols=%" PRIu64
-                        " inner=%d outer=%d sample=%d kernel_us=%.3f per_kernel_us=%.3f gpu_kernel_us=%.3f "
-                        "touch_us=%.3f alloc_us=%.3f init_us=%.3f warmup_us=%.3f total_us=%.3f\n",
-                        alloc_name(c.alloc), c.prefetch ? "on" : "off", size, c.rows, size / sizeof(double), inner,
-                        outer, sample, t.kernel_us, t.kernel_us / (static_cast<double>(inner) * outer),
-                        t.gpu_kernel_us, t.touch_us, t.alloc_us, t.init_us, t.warmup_us, t.total_us);
+            suite::Record("DAXPY")
+                .add("alloc", alloc_name(c.alloc))
+                .add("prefetch", c.prefetch ? "on" : "off")
+                .add("size", size)
+                .add("rows", c.rows)
+                .add("cols", size / sizeof(double))
+                .add("inner", inner)
+                .add("outer", outer)
+                .add("sample", sample)
+                .addf("kernel_us", "%.3f", t.kernel_us)
+                .addf("per_kernel_us", "%.3f", t.kernel_us / (static_cast<double>(inner) * outer))
+                .addf("gpu_kernel_us", "%.3f", t.gpu_kernel_us)
+                .addf("touch_us", "%.3f", t.touch_us)
+                .addf("alloc_us", "%.3f", t.alloc_us)
+                .addf("init_us", "%.3f", t.init_us)
+                .addf("warmup_us", "%.3f", t.warmup_us)
+                .addf("total_us", "%.3f", t.total_us)
+                .print();
             std::fflush(stdout);
             ++verified;
         }
     }
     std::printf("Verified: %d points (y as the kernels and touches must leave it)\n", verified);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    suite::Options opts = declare_options();
+    opts.parse(argc, argv);
+    Config c = parse_config(opts);
+    bind_to_node(opts, c);
+    open_device(opts, c);
+    warm_up();
+    sweep(c);
     return EXIT_SUCCESS;
 }

@@ -151,17 +151,16 @@ std::vector<int> select_nodes(const Topology &topo, const suite::Options &opts) 
 }
 
 // Measures one operation on one node; returns the per-run bandwidths.
-std::vector<double> measure(const Topology &topo, int node, const std::string &op, std::uint64_t *a,
-                            std::size_t n, unsigned threads, int runs) {
+std::vector<double> measure(const Topology &topo, int node, const std::string &op, std::uint64_t *a, std::size_t n,
+                            unsigned threads, int runs) {
     std::vector<double> bw;
     const double bytes = static_cast<double>(n) * sizeof(std::uint64_t);
     for (int run = 1; run <= runs; ++run) {
         double seconds = 0.0;
         if (op == "read") {
             std::vector<std::uint64_t> partial(threads, 0);
-            seconds = timed_parallel(topo, node, threads, [&](unsigned t) {
-                partial[t] = sum_slice(a, slice_of(n, threads, t));
-            });
+            seconds = timed_parallel(topo, node, threads,
+                                     [&](unsigned t) { partial[t] = sum_slice(a, slice_of(n, threads, t)); });
             std::uint64_t total = 0;
             for (auto p : partial) total += p;
             const std::uint64_t expected = suite::triangular_mod64(n);  // a[i] == i
@@ -179,55 +178,81 @@ std::vector<double> measure(const Topology &topo, int node, const std::string &o
             for (std::size_t i = 0; i < n; ++i) a[i] = i;  // restore for later reads
         }
         bw.push_back(bytes / seconds / suite::kGiB);
-        std::printf("Run: node=%d op=%s run=%d gibs=%.4f\n", node, op.c_str(), run, bw.back());
+        suite::Record("Run").add("node", node).add("op", op).add("run", run).addf("gibs", "%.4f", bw.back()).print();
         std::fflush(stdout);
     }
     return bw;
 }
 
-}  // namespace
+// What a run measures.
+struct Plan {
+    std::uint64_t size = 0;
+    int runs = 0, threads = 0;  // threads 0: every CPU of the node
+    std::vector<std::string> ops;
+    std::vector<int> nodes;
+};
 
-int main(int argc, char **argv) {
+// Every option, with its default and its help.
+suite::Options declare_options() {
     suite::Options opts("host_bandwidth", "Host memory bandwidth per NUMA node, threads bound to the node's CPUs.");
     opts.add("nodes", "all", "NUMA nodes to measure: 'all' or a list such as 0,1");
     opts.add("size", "1G", "buffer size per node (K/M/G suffixes)");
     opts.add("runs", "5", "timed runs per node and operation");
     opts.add("threads", "0", "threads per node (0: every CPU of the node)");
     opts.add("op", "read,write", "operations: read, write or both");
-    opts.parse(argc, argv);
+    return opts;
+}
 
-    const Topology topo = detect_topology();
-    const std::uint64_t size = opts.bytes("size", 4096);
-    const int runs = opts.integer32("runs", 1, 1000000);
+Plan parse_plan(const suite::Options &opts, const Topology &topo) {
+    Plan p;
+    p.size = opts.bytes("size", 4096);
+    p.runs = opts.integer32("runs", 1, 1000000);
     // More threads than CPUs only time-share them; far more would fail to start.
     const int max_threads = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    const int threads_opt = opts.integer32("threads", 0, max_threads);
-    const std::vector<std::string> ops = opts.choices("op", {"read", "write"});
-    const std::vector<int> nodes = select_nodes(topo, opts);
+    p.threads = opts.integer32("threads", 0, max_threads);
+    p.ops = opts.choices("op", {"read", "write"});
+    p.nodes = select_nodes(topo, opts);
     // Each node's buffer is freed before the next one's is taken.
-    opts.require_host_memory("size", size, 0.9);
+    opts.require_host_memory("size", p.size, 0.9);
+    return p;
+}
 
+// One node's buffer, filled by its own threads, then each op's runs and their median.
+void measure_node(const Topology &topo, const Plan &p, int node) {
+    const std::size_t n = p.size / sizeof(std::uint64_t);
+    const unsigned threads = p.threads > 0 ? static_cast<unsigned>(p.threads) : cpus_of_node(topo, node);
+    if (threads == 0) {
+        std::printf("Node %d: no CPUs, skipped\n", node);
+        return;
+    }
+    std::uint64_t *a = alloc_on_node(topo, node, n * sizeof(std::uint64_t));
+    // First touch by the bound threads also faults the pages in before timing.
+    timed_parallel(topo, node, threads, [&](unsigned t) {
+        const Slice s = slice_of(n, threads, t);
+        for (std::size_t i = s.begin; i < s.end; ++i) a[i] = i;
+    });
+    std::printf("Node %d: %u threads, %.3f GiB\n", node, threads, n * sizeof(std::uint64_t) / suite::kGiB);
+    for (const auto &op : p.ops) {
+        const std::vector<double> bw = measure(topo, node, op, a, n, threads, p.runs);
+        suite::Record("Bandwidth")
+            .add("node", node)
+            .add("op", op)
+            .addf("gibs", "%.4f", suite::median(bw))
+            .add("runs", p.runs)
+            .print();
+    }
+    free_on_node(topo, a, n * sizeof(std::uint64_t));
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    suite::Options opts = declare_options();
+    opts.parse(argc, argv);
+    const Topology topo = detect_topology();
+    const Plan plan = parse_plan(opts, topo);
     std::printf("NUMA nodes: %zu (%s)\n", topo.nodes.size(),
                 topo.numa ? "libnuma placement" : "no libnuma: plain allocation, no binding");
-    const std::size_t n = size / sizeof(std::uint64_t);
-    for (int node : nodes) {
-        const unsigned threads = threads_opt > 0 ? static_cast<unsigned>(threads_opt) : cpus_of_node(topo, node);
-        if (threads == 0) {
-            std::printf("Node %d: no CPUs, skipped\n", node);
-            continue;
-        }
-        std::uint64_t *a = alloc_on_node(topo, node, n * sizeof(std::uint64_t));
-        // First touch by the bound threads also faults the pages in before timing.
-        timed_parallel(topo, node, threads, [&](unsigned t) {
-            const Slice s = slice_of(n, threads, t);
-            for (std::size_t i = s.begin; i < s.end; ++i) a[i] = i;
-        });
-        std::printf("Node %d: %u threads, %.3f GiB\n", node, threads, n * sizeof(std::uint64_t) / suite::kGiB);
-        for (const auto &op : ops) {
-            const std::vector<double> bw = measure(topo, node, op, a, n, threads, runs);
-            std::printf("Bandwidth: node=%d op=%s gibs=%.4f runs=%d\n", node, op.c_str(), suite::median(bw), runs);
-        }
-        free_on_node(topo, a, n * sizeof(std::uint64_t));
-    }
+    for (int node : plan.nodes) measure_node(topo, plan, node);
     return EXIT_SUCCESS;
 }

@@ -24,10 +24,8 @@
 #include <string>
 #include <vector>
 
-
 #include "spawn.hpp"
 #include "suite.hpp"
-
 
 namespace {
 
@@ -145,15 +143,26 @@ void run_variant(const Config &c, const std::string &variant, int *src, int *dst
                            sample, i, hs[i], hd[i], f.src, f.dst);
         }
         const double bandwidth = static_cast<double>(c.size) * c.iters / seconds / suite::kGiB;
-        if (sample == 1)
-            std::printf("| %-27s | %-8.6g | %-16.6g |\n", table_name(label), seconds, bandwidth);
-        std::printf("PingPong: variant=%s size=%" PRIu64 " iters=%d block=%d src_device=%d dst_device=%d "
-                    "sample=%d time_s=%.6g bandwidth_gibs=%.6g\n",
-                    label.c_str(), c.size, c.iters, c.block, c.src_device, c.dst_device, sample, seconds, bandwidth);
+        if (sample == 1) std::printf("| %-27s | %-8.6g | %-16.6g |\n", table_name(label), seconds, bandwidth);
+        suite::Record("PingPong")
+            .add("variant", label)
+            .add("size", c.size)
+            .add("iters", c.iters)
+            .add("block", c.block)
+            .add("src_device", c.src_device)
+            .add("dst_device", c.dst_device)
+            .add("sample", sample)
+            .addf("time_s", "%.6g", seconds)
+            .addf("bandwidth_gibs", "%.6g", bandwidth)
+            .print();
         std::fflush(stdout);
     }
-    std::printf("Verified: variant=%s samples=%d src=a+%lld dst=a+%lld (a = initial src) after %d iterations\n",
-                label.c_str(), c.samples, closed_form(0, -1, c.iters).src, closed_form(0, -1, c.iters).dst, c.iters);
+    suite::Record("Verified")
+        .add("variant", label)
+        .add("samples", c.samples)
+        .addf("src", "a+%lld", closed_form(0, -1, c.iters).src)
+        .addf("dst", "a+%lld (a = initial src) after %d iterations", closed_form(0, -1, c.iters).dst, c.iters)
+        .print();
     std::fflush(stdout);
 }
 
@@ -170,15 +179,15 @@ void run_under_nvbit(int argc, char **argv, const Config &c) {
     if (!suite::exited_ok(status)) suite::die("the run under NVBit (%s) failed", c.nvbit_tool.c_str());
 }
 
-}  // namespace
-
-int main(int argc, char **argv) {
+// Every option, with its default and its help.
+suite::Options declare_options() {
     suite::Options opts("p2p_pingpong", "The NVBit seed's P2P ping-pong: a persistent kernel moves an array between "
                                         "two GPUs ITERS times; one 'PingPong:' line per variant. A device that is not "
                                         "visible (any, with fewer than two GPUs) is an argument error (the suite's "
                                         "check never runs it there).");
-    opts.add("variants", "baseline", "baseline, manual (empty __noinline__ calls around each access), nvbit (the "
-                                     "baseline under --nvbit-tool) (list; run in this order)");
+    opts.add("variants", "baseline",
+             "baseline, manual (empty __noinline__ calls around each access), nvbit (the "
+             "baseline under --nvbit-tool) (list; run in this order)");
     opts.add("size", "64M", "bytes of each array (the seed's 64 MB = 64 MiB of int)");
     opts.add("iters", "10000", "ping-pong iterations (the seed's ITERS)");
     opts.add("block", "256", "threads per block; one thread per element");
@@ -187,8 +196,11 @@ int main(int argc, char **argv) {
     opts.add("nvbit-tool", "", "the NVBit tool (.so) the nvbit variant preloads");
     opts.add("label", "", "name printed for the variant (the nvbit run's own)");
     opts.add("samples", "1", "timed runs of each variant, each on fresh arrays");
-    opts.parse(argc, argv);
+    return opts;
+}
 
+// Every option, checked before CUDA starts.
+Config parse_config(const suite::Options &opts) {
     Config c;
     c.variants = opts.choices("variants", {"baseline", "manual", "nvbit"});
     c.iters = opts.integer32("iters", 1, 100000000);
@@ -214,7 +226,12 @@ int main(int argc, char **argv) {
     if (moved > 64.0 * (1ull << 40))
         opts.usage_error("options '--size' x '--iters' x '--samples' move %.0f TiB, more than the 64 TiB a run may",
                          moved / (1ull << 40));
+    return c;
+}
 
+// The two GPUs, which must be visible and reach each other; named unless
+// this is the nvbit variant's run (--label).
+void check_devices(const suite::Options &opts, const Config &c) {
     const int count = suite::device_count();
     if (c.src_device >= count || c.dst_device >= count)
         opts.usage_error("options '--src-device' %d and '--dst-device' %d: %d GPU%s visible (the ping-pong needs two)",
@@ -232,6 +249,10 @@ int main(int argc, char **argv) {
         std::printf("src on GPU %d (%s), dst on GPU %d (%s), kernel on GPU %d; %" PRIu64 " bytes, %d iterations; "
                     "Bandwidth (GB/s) = size * iters / time / 2^30, the seed's formula\n",
                     c.src_device, ps.name, c.dst_device, pd.name, c.src_device, c.size, c.iters);
+}
+
+// src on --src-device, dst on its peer; each variant in turn, then both freed.
+void run_variants(int argc, char **argv, const Config &c) {
     int *src = nullptr, *dst = nullptr;
     CUDA_CHECK(cudaSetDevice(c.dst_device));
     CUDA_CHECK(cudaMalloc(&dst, c.size));
@@ -251,5 +272,15 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaFree(src));
     CUDA_CHECK(cudaSetDevice(c.dst_device));
     CUDA_CHECK(cudaFree(dst));
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    suite::Options opts = declare_options();
+    opts.parse(argc, argv);
+    const Config c = parse_config(opts);
+    check_devices(opts, c);
+    run_variants(argc, argv, c);
     return EXIT_SUCCESS;
 }

@@ -40,7 +40,7 @@ struct Config {
     bool accessed_by = false, read_mostly = false, preferred_cpu = false;
     bool touch_on_host = false, read = true, allow_oversubscription = false, wide_loads = false, bulk = false;
     suite::Options::Amount amount;  // --size as given: bytes or a multiple of the GPU's memory
-    std::uint64_t size = 0;          // in bytes, once the GPU's memory is known
+    std::uint64_t size = 0;         // in bytes, once the GPU's memory is known
     int runs = 5, repeats = 1, device = 0, numa_node = 0, grid = 0 /* 0: the SM count */, block = 128;
 };
 
@@ -91,12 +91,11 @@ void parallel_for(std::size_t n, Body body) {
     for (auto &th : pool) th.join();
 }
 
-
 Config parse_config(const suite::Options &opts) {
     Config c;
     const std::string alloc = opts.choice("alloc", {"managed", "numa", "pinned", "device"});
-    c.alloc = alloc == "managed" ? Alloc::managed
-              : alloc == "numa"  ? Alloc::numa
+    c.alloc = alloc == "managed"  ? Alloc::managed
+              : alloc == "numa"   ? Alloc::numa
               : alloc == "pinned" ? Alloc::pinned
                                   : Alloc::device;
     for (const auto &a : opts.choices("advise", {"none", "accessed-by", "read-mostly", "preferred-location-cpu"})) {
@@ -322,11 +321,11 @@ void measure_copy_engine(const Config &c) {
     CUDA_CHECK(cudaFreeHost(host));
 }
 
-}  // namespace
-
-int main(int argc, char **argv) {
-    suite::Options opts("um_bandwidth", "The Unified Memory bandwidth reprex: a kernel reads or writes host, managed or "
-                                 "device memory; one 'Throughput:' line per run.");
+// Every option, with its default and its help.
+suite::Options declare_options() {
+    suite::Options opts("um_bandwidth",
+                        "The Unified Memory bandwidth reprex: a kernel reads or writes host, managed or "
+                        "device memory; one 'Throughput:' line per run.");
     opts.add("alloc", "managed", "managed, numa (numa_alloc_onnode), pinned (cudaMallocHost) or device (cudaMalloc)");
     opts.add("advise", "none", "managed memory advice: accessed-by, read-mostly, preferred-location-cpu (list)");
     opts.add_flag("touch-on-host", "touch the data on the host between kernel runs (evicts it from the GPU)");
@@ -342,14 +341,24 @@ int main(int argc, char **argv) {
              "read kernel loads: plain (the seed's), l2-256 (256-byte L2 fetches, sm_80+) or bulk (sm_90 bulk copies)");
     opts.add_flag("allow-oversubscription", "allow more managed memory than the GPU has free");
     opts.add_flag("skip-copy-engine", "do not measure the copy engine's bandwidth");
-    opts.parse(argc, argv);
+    return opts;
+}
 
-    Config c = parse_config(opts);
+// The process on --numa-node.
+void bind_to_node(const suite::Options &opts, const Config &c) {
 #ifdef SUITE_HAVE_LIBNUMA
     // Bound before CUDA starts, so that CUDA's own host memory is on the node too.
     if (numa_available() >= 0 && numa_run_on_node(c.numa_node) != 0)
         opts.usage_error("option '--numa-node': cannot run on NUMA node %d", c.numa_node);
+#else
+    (void)opts;
+    (void)c;
 #endif
+}
+
+// The device, refused where it lacks what --load needs; --size, now known
+// in bytes, checked against the GPU and the host.
+void open_device(const suite::Options &opts, Config &c) {
     c.device = suite::visible_device(opts, "device");
     CUDA_CHECK(cudaSetDevice(c.device));
     cudaDeviceProp prop{};
@@ -369,11 +378,28 @@ int main(int argc, char **argv) {
     std::printf("Running on device %d with grid dim %d and block dim %d\n", c.device, c.grid, c.block);
     std::printf("Device: %s, %.2f GiB; data size %.3f GiB (%" PRIu64 " bytes), %s memory\n", prop.name,
                 prop.totalGlobalMem / suite::kGiB, c.size / suite::kGiB, c.size, alloc_name(c.alloc));
-    if (!opts.flag("skip-copy-engine")) measure_copy_engine(c);
+}
 
+// One timed kernel run over the whole buffer (reads sum into *sum, writes store i ^ salt); its seconds.
+double run_kernel(const Config &c, const Buffer &buf, unsigned long long *sum, unsigned long long salt,
+                  suite::EventTimer &timer) {
+    const std::size_t n16 = c.size / sizeof(uint4);
+    timer.start();
+    const auto *in = static_cast<const uint4 *>(buf.ptr);
+    if (c.read && c.bulk) read_bulk_kernel<<<c.grid, c.block>>>(in, n16, sum);
+    else if (c.read && c.wide_loads) read_kernel<true><<<c.grid, c.block>>>(in, n16, sum);
+    else if (c.read) read_kernel<false><<<c.grid, c.block>>>(in, n16, sum);
+    else write_kernel<<<c.grid, c.block>>>(static_cast<uint4 *>(buf.ptr), n16, salt);
+    CUDA_CHECK_LAUNCH();
+    return timer.stop();
+}
+
+// The seed's experiment --repeats times, each on a fresh allocation: one
+// 'Throughput:' line per run, every run verified.
+void run_repeats(const Config &c) {
     unsigned long long *sum = nullptr;
     CUDA_CHECK(cudaMalloc(&sum, sizeof *sum));
-    const std::size_t n16 = c.size / sizeof(uint4), n64 = c.size / sizeof(std::uint64_t);
+    const std::size_t n64 = c.size / sizeof(std::uint64_t);
     const unsigned long long expected = suite::triangular_mod64(n64);
     if (c.touch_on_host) std::puts("Touching data on host between runs");
     std::printf("Running %s kernel\n", c.read ? "read" : "write");
@@ -392,14 +418,7 @@ int main(int argc, char **argv) {
             if (c.touch_on_host && run > 1) touch_on_host(buf);
             CUDA_CHECK(cudaMemset(sum, 0, sizeof *sum));
             salt = 0x9e3779b97f4a7c15ull * (static_cast<unsigned long long>(repeat) * c.runs + run);
-            timer.start();
-            const auto *in = static_cast<const uint4 *>(buf.ptr);
-            if (c.read && c.bulk) read_bulk_kernel<<<c.grid, c.block>>>(in, n16, sum);
-            else if (c.read && c.wide_loads) read_kernel<true><<<c.grid, c.block>>>(in, n16, sum);
-            else if (c.read) read_kernel<false><<<c.grid, c.block>>>(in, n16, sum);
-            else write_kernel<<<c.grid, c.block>>>(static_cast<uint4 *>(buf.ptr), n16, salt);
-            CUDA_CHECK_LAUNCH();
-            const double seconds = timer.stop();
+            const double seconds = run_kernel(c, buf, sum, salt, timer);
             if (c.read) {
                 unsigned long long got = 0;
                 CUDA_CHECK(cudaMemcpy(&got, sum, sizeof got, cudaMemcpyDeviceToHost));
@@ -414,7 +433,18 @@ int main(int argc, char **argv) {
     }
     if (c.read) std::printf("Checksums verified: %d runs\n", c.runs * c.repeats);
     else std::printf("Write verified by the host: %d repeats\n", c.repeats);
-
     CUDA_CHECK(cudaFree(sum));
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    suite::Options opts = declare_options();
+    opts.parse(argc, argv);
+    Config c = parse_config(opts);
+    bind_to_node(opts, c);
+    open_device(opts, c);
+    if (!opts.flag("skip-copy-engine")) measure_copy_engine(c);
+    run_repeats(c);
     return EXIT_SUCCESS;
 }
