@@ -1,5 +1,5 @@
 // The one writer of the programs' records, the lines the checks parse
-// (checks/suite/records.py):
+// (experiments/records.py):
 //
 //   Tag: key=value key=value ...
 //
