@@ -23,7 +23,6 @@ import pandas as pd
 import yaml
 
 from checks.suite.keys import CASE_KEY, NODE_FACTS, direction, format_case, parse_case
-from checks.suite.references import same_value
 from systems import data
 
 from . import nightly, verdict
@@ -93,20 +92,15 @@ def outside(ref: float, spread: float, better: str, value: float) -> bool:
 
 def case_rows(frame: pd.DataFrame, test: str, items: dict, facts: dict, environ: str) -> pd.DataFrame:
     """The figure values (no samples) `frame` holds of one case on one kind of
-    node: by the case field where a record carries one, else by the parameters
-    and variables it logged (records older than the case field)."""
+    node."""
     rows = frame[(frame["test"] == test) & frame["sample"].isna() & (frame["environ"] == environ)]
+    rows = rows[rows["case"] == format_case(items)]
     for name, value in facts.items():
-        if name == "gpu_count":  # older records may not say
+        if name == "gpu_count":  # records from before the count was logged do not say
             rows = rows[(rows[name] == str(value)) | (rows[name] == "")]
         else:
             rows = rows[rows[name] == value]
-    logged = rows["case_logged"] & (rows["case"] == format_case(items))
-    older = ~rows["case_logged"]
-    for name, value in items.items():
-        column = name if name in rows.columns else f"param_{name}"
-        older &= rows[column].map(lambda v, value=value: same_value(v, value)) if column in rows.columns else False
-    return rows[logged | older]
+    return rows
 
 
 def history_of(frame: pd.DataFrame, runs: list[dict], system: str) -> pd.DataFrame:

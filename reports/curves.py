@@ -1,7 +1,7 @@
 """The curves kept beside a perflog (checks/suite/curves.py), read back as
-the figures the perflogs of earlier runs carried: every size, segment or
-point, through the check's ``curve_figures``, with the node facts and case
-of the run's perflog lines."""
+figures: every size, segment or point, through the check's
+``curve_figures``, with the node facts and case of the run's perflog
+lines."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ from pathlib import Path
 
 from checks.suite.curves import CURVE_COLUMNS
 from reports.issue import Issue
-from reports.names import FORMER_NAMES, split_display_name
+from reports.names import split_display_name
 
 
 def _curve_reader(test: str):
     """The check whose ``curve_figures`` reads a test's curves: checks/<name>.py
     holds it (GDRCopy's tests: checks/gdrcopy.py)."""
-    test = FORMER_NAMES.get(test, test)
     module = importlib.import_module(f"checks.{'gdrcopy' if test.startswith('gdrcopy_') else test}")
     return getattr(module, test)
 

@@ -38,15 +38,9 @@ LOGGED = {
 }  # fmt: skip
 
 
-def perflog_of(name: str, when: str) -> Path:
-    """The committed perflog (NAME.log, or NAME.log.hN once its header changed) with a run of this time."""
-    (found,) = [p for p in sorted(PERFLOGS.glob(f"{name}.log*")) if f"\n{when}|" in p.read_text()]
-    return found
-
-
 def logged_figures(check, display_name: str, when: str) -> dict:
     """{figure: value} of one run, from its check's committed perflog."""
-    rows = load(perflog_of(check.__name__, when), warn=None).frame
+    rows = load(PERFLOGS / f"{check.__name__}.log", warn=None).frame
     run = rows[(rows["display_name"] == display_name) & (rows["time"] == when)]
     assert not run.empty, f"no perflog lines of {display_name} at {when}"
     return dict(zip(run["perf_var"], run["value"]))
@@ -86,7 +80,7 @@ def test_the_reports_read_a_curve_back_as_the_figures_the_perflog_had(tmp_path):
     """A perflog of headline figures and its curves file load as the full
     perflog of the same run did."""
     output, (check, display_name, when) = "copy_latency_h100.out", LOGGED["copy_latency_h100.out"]
-    perflog = perflog_of("copy_latency", when)
+    perflog = PERFLOGS / "copy_latency.log"
     lines = perflog.read_text().splitlines()
     header = lines[0].split("|")
     at = {name: header.index(name) for name in ("job_completion_time", "display_name", "perf_var")}
@@ -160,7 +154,7 @@ def test_a_curve_joins_its_own_run_when_two_runs_end_in_the_same_second(tmp_path
     """Two environments' runs of one test can end in the same second: the
     job id tells their curves apart."""
     when, display_name = LOGGED["copy_latency_h100.out"][2], "copy_latency"
-    lines = perflog_of("copy_latency", when).read_text().splitlines()
+    lines = (PERFLOGS / "copy_latency.log").read_text().splitlines()
     header = lines[0].split("|")
     at = {n: header.index(n) for n in ("job_completion_time", "perf_var", "jobid", "environ", "perf_value")}
     run = [line.split("|") for line in lines[1:] if line.split("|")[at["job_completion_time"]] == when]

@@ -158,16 +158,16 @@ def test_references_need_three_runs(tmp_path, monkeypatch, capsys):
 
 
 def test_earlier_runs_of_a_case_widen_its_tolerance(tmp_path):
-    """Records older than the case field match by their logged fields; their spread counts."""
+    """Runs of the case outside the accepted ones count with their spread; other cases' do not."""
     facts = {"system": "local", "partition": "default", **H100}
     history = pd.DataFrame(
         [
-            {**facts, "test": "copy_latency", "environ": "gnu", "case": "", "case_logged": False, "device": "0",
+            {**facts, "test": "copy_latency", "environ": "gnu", "case": "device=0",
              "figure": "lat_us_pinned_h2d_8", "sample": None, "value": v, "time": t}
             for t, v in (("2026-11-22T10:00", 8.5), ("2026-11-22T11:00", 8.9), ("2026-11-22T12:00", 8.6),
                          ("2026-11-22T13:00", 8.7))
         ]
-        + [{**facts, "test": "copy_latency", "environ": "gnu", "case": "", "case_logged": False, "device": "1",
+        + [{**facts, "test": "copy_latency", "environ": "gnu", "case": "device=1",
             "figure": "lat_us_pinned_h2d_8", "sample": None, "value": 99.0, "time": "2026-11-22T14:00"}]
     ).astype({"sample": "Int64"})  # fmt: skip
     rows = _samples("copy_latency", "device=0", "lat_us_pinned_h2d_8", "us", [[7.0, 7.01, 6.99]] * 3)

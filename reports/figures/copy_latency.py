@@ -16,7 +16,6 @@ from .common import (
     _key_name,
     _link_sol,
     _plain_log_ticks,
-    _unique,
     coverage_text,
     finish,
 )
@@ -108,13 +107,10 @@ def _draw_latency_panel(ax, stats: pd.DataFrame, direction: str, methods: list, 
                  fontsize=10)  # fmt: skip
 
 
-def _latency_notes(group: pd.DataFrame, link) -> list:
+def _latency_notes(link) -> list:
     notes = ["circles and dotted lines: crossovers, the size from which the first method stays faster"]
     if link:
         notes.append(f"dashed: the time the host link needs at its speed of light ({link.source})")
-    skipped = _unique(group, "skipped_legs")
-    if skipped and any(skipped):
-        notes.append("not run: " + "; ".join(s for s in skipped if s))
     return notes
 
 
@@ -143,7 +139,7 @@ def latency_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
         name = finish(
             fig,
             group,
-            "; ".join(_latency_notes(group, link)),
+            "; ".join(_latency_notes(link)),
             outdir,
             _key_name("latency", key),
             top=1 - 0.8 / fig.get_figheight(),
