@@ -134,10 +134,17 @@ def parse_points(text: str) -> list:
     points = []
     for r in records(text, "DAXPY"):
         require(r, ["alloc", "prefetch", "size", "inner", "outer", *METRICS], "DAXPY")
-        points.append(Point(
-            alloc=r["alloc"], prefetch=r["prefetch"], size=int(r["size"]), inner=int(r["inner"]),
-            outer=int(r["outer"]), values={m: float(r[m]) for m in METRICS}, sample=int(r.get("sample", 1)),
-        ))  # fmt: skip
+        points.append(
+            Point(
+                alloc=r["alloc"],
+                prefetch=r["prefetch"],
+                size=int(r["size"]),
+                inner=int(r["inner"]),
+                outer=int(r["outer"]),
+                values={m: float(r[m]) for m in METRICS},
+                sample=int(r.get("sample", 1)),
+            )
+        )
     return points
 
 
@@ -292,12 +299,14 @@ class daxpy(GpuCheck):
     def verified(self):
         expected = self.measured_points()
         found = sn.extractall(_POINT_PAIR, self.stdout, [1, 2], int)
-        return sn.all([
-            sn.assert_not_found(r"^error:", self.stderr),
-            sn.assert_eq(sn.count(found), len(expected)),
-            sn.assert_eq(_pairs(found), sorted(expected)),
-            sn.assert_found(rf"^Verified: {len(expected)} points", self.stdout),
-        ])  # fmt: skip
+        return sn.all(
+            [
+                sn.assert_not_found(r"^error:", self.stderr),
+                sn.assert_eq(sn.count(found), len(expected)),
+                sn.assert_eq(_pairs(found), sorted(expected)),
+                sn.assert_found(rf"^Verified: {len(expected)} points", self.stdout),
+            ]
+        )
 
     @run_after("setup")
     def set_perf_variables(self):

@@ -84,8 +84,18 @@ class ScanPoint(NamedTuple):
     block_means: tuple = ()  # the mean per-GPU rate of each block of timed launches
 
 
-_SCAN_FIELDS = ["mode", "op", "segment", "width", "thread_bytes", "gpus", "per_gpu_gbs", "min_gbs", "mean_gbs",
-                "aggregate_gbs"]  # fmt: skip
+_SCAN_FIELDS = [
+    "mode",
+    "op",
+    "segment",
+    "width",
+    "thread_bytes",
+    "gpus",
+    "per_gpu_gbs",
+    "min_gbs",
+    "mean_gbs",
+    "aggregate_gbs",
+]
 
 
 def parse_scan(text: str) -> list:
@@ -93,11 +103,21 @@ def parse_scan(text: str) -> list:
     points = []
     for r in records(text, "Scan"):
         require(r, _SCAN_FIELDS, "Scan")
-        points.append(ScanPoint(
-            r["mode"], r["op"], int(r["segment"]), int(r["width"]), int(r["thread_bytes"]), int(r["gpus"]),
-            list(numbers(r["per_gpu_gbs"])), float(r["min_gbs"]), float(r["mean_gbs"]), float(r["aggregate_gbs"]),
-            numbers(r.get("block_mean_gbs")),
-        ))  # fmt: skip
+        points.append(
+            ScanPoint(
+                r["mode"],
+                r["op"],
+                int(r["segment"]),
+                int(r["width"]),
+                int(r["thread_bytes"]),
+                int(r["gpus"]),
+                list(numbers(r["per_gpu_gbs"])),
+                float(r["min_gbs"]),
+                float(r["mean_gbs"]),
+                float(r["aggregate_gbs"]),
+                numbers(r.get("block_mean_gbs")),
+            )
+        )
     return points
 
 
@@ -173,8 +193,10 @@ def block_summaries(points: list, sol_gbs: float | None, blocks: int) -> list:
 
 
 #: Units of the summaries that are not per-GPU GB/s.
-SUMMARY_UNITS = {"best_segment": "B", **dict.fromkeys(("plateau_of_sol", "best_of_sol", "plateau_of_link",
-                                                       "best_of_link"), "fraction")}  # fmt: skip
+SUMMARY_UNITS = {
+    "best_segment": "B",
+    **dict.fromkeys(("plateau_of_sol", "best_of_sol", "plateau_of_link", "best_of_link"), "fraction"),
+}
 
 
 def summary_names(segments: list, with_sol: bool, with_link: bool) -> list:
@@ -330,9 +352,10 @@ class mem_scan(MultiGpuCheck):
             sn.assert_found(rf"^Mode done: mode={self.mode} points={expected}$", self.stdout),
             # What the figures are made of, here where a gap fails the check
             # (ReFrame skips a figure it cannot evaluate, with a warning only).
-            complete_case(self.stdout, self.mode, self.op, self.segments, self.point_widths(),
-                          self.has_link_yardstick()),
-        ]  # fmt: skip
+            complete_case(
+                self.stdout, self.mode, self.op, self.segments, self.point_widths(), self.has_link_yardstick()
+            ),
+        ]
         if self.op == "atomic":
             checks.append(sn.assert_found(rf"^Atomics verified: mode={self.mode} adds=\d+", self.stdout))
         return sn.all(checks)

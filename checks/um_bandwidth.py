@@ -195,13 +195,15 @@ class um_bandwidth(GpuCheck):
             if self.op == "read"
             else rf"^Write verified by the host: {self.repeats} repeats"
         )
-        return sn.all([
-            _advice_accepted(self.stdout, self.advice),
-            sn.assert_found(rf"^Running {self.op} kernel", self.stdout),
-            sn.assert_eq(sn.count(sn.findall(_THROUGHPUT, self.stdout)), self.runs * self.repeats),
-            sn.assert_found(verified, self.stdout),
-            sn.assert_found(self.copy_engine_pattern(), self.stdout),
-        ])  # fmt: skip
+        return sn.all(
+            [
+                _advice_accepted(self.stdout, self.advice),
+                sn.assert_found(rf"^Running {self.op} kernel", self.stdout),
+                sn.assert_eq(sn.count(sn.findall(_THROUGHPUT, self.stdout)), self.runs * self.repeats),
+                sn.assert_found(verified, self.stdout),
+                sn.assert_found(self.copy_engine_pattern(), self.stdout),
+            ]
+        )
 
     def copy_engine_pattern(self) -> str:
         # The copy engine in the direction of this case's data flow.

@@ -159,8 +159,10 @@ def reference_entries(
             for run, values_of_run in runs.items():
                 median = float(np.median(values_of_run))
                 if outside(ref, spread, better, median):
-                    warnings.append(f"{what} {figure}: accepted run {run + 1} ({median:.4g} {unit}) is outside "
-                                    f"the tolerance the runs give ({ref:.4g} {unit}, {spread:.0%})")  # fmt: skip
+                    warnings.append(
+                        f"{what} {figure}: accepted run {run + 1} ({median:.4g} {unit}) is outside "
+                        f"the tolerance the runs give ({ref:.4g} {unit}, {spread:.0%})"
+                    )
             bound = round(spread, 4)
             values[figure] = (
                 [round(ref, 6), -bound, None, unit] if better == "higher" else [round(ref, 6), None, bound, unit]
@@ -210,8 +212,11 @@ def accept(args) -> int:
                 f"accept: warning: run {run['stamp']} did not pass all its checks; accepting it anyway", file=sys.stderr
             )
     if args.write_references and len(runs) < MIN_RUNS and args.min_tolerance is None:
-        print(f"accept: references need the spread of at least {MIN_RUNS} runs on separately started nodes, "
-              f"{len(runs)} given; give more stamps, or a tolerance with --min-tolerance", file=sys.stderr)  # fmt: skip
+        print(
+            f"accept: references need the spread of at least {MIN_RUNS} runs on separately started nodes, "
+            f"{len(runs)} given; give more stamps, or a tolerance with --min-tolerance",
+            file=sys.stderr,
+        )
         return UNJUDGED
     record = {"system": system, "accepted": now(), "runs": runs, "node": node_facts_of([o for o, _ in found])}
     target = accepted_file(system)

@@ -61,6 +61,9 @@ def read_curves(path: Path, logged: list[dict], issues: list[Issue], whole: bool
             issues.append(Issue(str(path), number, "malformed", f"the curve of {display_name} at {when}: {err}"))
             continue
         blank = {"perf_ref": None, "perf_lower_thres": None, "perf_upper_thres": None, "__line": number}
-        found += [{**run[0], **blank, "perf_var": name, "perf_value": value, "perf_unit": unit}
-                  for name, (value, unit) in sorted(derived.items()) if name not in figures]  # fmt: skip
+        found += [
+            {**run[0], **blank, "perf_var": name, "perf_value": value, "perf_unit": unit}
+            for name, (value, unit) in sorted(derived.items())
+            if name not in figures
+        ]
     return found

@@ -88,8 +88,11 @@ def latency_table(frame: pd.DataFrame) -> pd.DataFrame:
         found = latency_crossovers(stats)
         for (method, direction), curve in stats.groupby(["method", "direction"], sort=False):
             by_size = dict(zip(curve["size"], curve["median"]))
-            row = {"set of runs": f"{info['gpu_model']}, driver {info['driver_version']}", "direction": direction,
-                   "method": method}  # fmt: skip
+            row = {
+                "set of runs": f"{info['gpu_model']}, driver {info['driver_version']}",
+                "direction": direction,
+                "method": method,
+            }
             row.update({_size(s): by_size.get(s) for s in LATENCY_SIZES})
             row["overtakes (from size)"] = ", ".join(
                 f"{name.split('_')[4]} at {_size(size)}"
@@ -124,9 +127,11 @@ def scan_table(frame: pd.DataFrame) -> pd.DataFrame:
         table = _medians(group, ["mode", "op"])
         order = sorted(
             table.index,
-            key=lambda k: (_SCAN_MODES.index(k[0]) if k[0] in _SCAN_MODES else 9,
-                           _SCAN_OPS.index(k[1]) if k[1] in _SCAN_OPS else 9),
-        )  # fmt: skip
+            key=lambda k: (
+                _SCAN_MODES.index(k[0]) if k[0] in _SCAN_MODES else 9,
+                _SCAN_OPS.index(k[1]) if k[1] in _SCAN_OPS else 9,
+            ),
+        )
         for mode, op in order:
             values = table.loc[(mode, op)]
             row = {"set of runs": _runs_label(dict(zip(_group_keys(), key))), "mode": mode, "op": op}
@@ -161,14 +166,16 @@ def pingpong_table(frame: pd.DataFrame) -> pd.DataFrame:
         for variant in order:
             values = table.loc[variant]
             baseline = values.get("time") if variant == "baseline" else values.get("baseline_time")
-            rows.append({
-                "set of runs": _runs_label(dict(zip(_group_keys(), key))),
-                "variant": variant,
-                "time (s)": values.get("time"),
-                "bandwidth (GiB/s)": values.get("bandwidth"),
-                "slowdown vs baseline (x)": values.get("slowdown"),
-                "baseline in the same job (s)": baseline,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "set of runs": _runs_label(dict(zip(_group_keys(), key))),
+                    "variant": variant,
+                    "time (s)": values.get("time"),
+                    "bandwidth (GiB/s)": values.get("bandwidth"),
+                    "slowdown vs baseline (x)": values.get("slowdown"),
+                    "baseline in the same job (s)": baseline,
+                }
+            )
     table = pd.DataFrame(rows)
     if not table.empty and table["set of runs"].nunique() == 1:
         table = table.drop(columns="set of runs")
@@ -281,12 +288,14 @@ def _test_section(test: str, frame: pd.DataFrame, figures: list, headline: pd.Da
     parts = [f"<h2 id='{html.escape(test)}'>{html.escape(test)}</h2>"]
     if test == DAXPY_TEST:
         parts.append("<h3>Crossovers</h3>")
-        parts.append(_table(
-            daxpy_crossover_table(frame),
-            "The smallest inner (consecutive kernels, outer = 4) from which the first case's kernel time "
-            "stays below the second's at every larger inner (checks.daxpy.crossovers); '—': never within "
-            "inner 1 to 16; 'not run': a case without records. " + coverage_text(data) + ".",
-        ))  # fmt: skip
+        parts.append(
+            _table(
+                daxpy_crossover_table(frame),
+                "The smallest inner (consecutive kernels, outer = 4) from which the first case's kernel time "
+                "stays below the second's at every larger inner (checks.daxpy.crossovers); '—': never within "
+                "inner 1 to 16; 'not run': a case without records. " + coverage_text(data) + ".",
+            )
+        )
     parts += [_img(f, outdir) for f in figures if f.test == test]
     dedicated = DEDICATED_TABLES.get(test)
     if dedicated:

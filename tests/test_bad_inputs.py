@@ -168,8 +168,9 @@ def parse_bytes(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sizes")
     (tmp / "driver.cpp").write_text(SIZE_DRIVER)
     src = REPO / "src" / "common"
-    subprocess.run([compiler, "-std=c++17", "-O2", "-I", str(src), str(tmp / "driver.cpp"), "-o", str(tmp / "driver")],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        [compiler, "-std=c++17", "-O2", "-I", str(src), str(tmp / "driver.cpp"), "-o", str(tmp / "driver")], check=True
+    )
 
     def _parse(texts: list[str]) -> list[int | None]:
         out = subprocess.run([str(tmp / "driver"), *texts], capture_output=True, text=True, check=True).stdout

@@ -34,8 +34,9 @@ def triangular(tmp_path_factory):
         pytest.skip("no C++ compiler")
     tmp = tmp_path_factory.mktemp("checksum")
     (tmp / "driver.cpp").write_text(DRIVER)
-    subprocess.run([compiler, "-std=c++17", "-O2", "-I", str(SRC), str(tmp / "driver.cpp"), "-o", str(tmp / "driver")],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        [compiler, "-std=c++17", "-O2", "-I", str(SRC), str(tmp / "driver.cpp"), "-o", str(tmp / "driver")], check=True
+    )
     return tmp / "driver"
 
 

@@ -107,8 +107,13 @@ def test_the_reports_read_a_curve_back_as_the_figures_the_perflog_had(tmp_path):
 def test_a_curve_without_its_runs_perflog_lines_is_reported(tmp_path):
     header = (PERFLOGS / "copy_latency.log").read_text().splitlines()[0]
     (tmp_path / "copy_latency.log").write_text(header + "\n")
-    append_curve(str(tmp_path / "copy_latency.curves"), "2026-01-01T00:00:00+00:00", "copy_latency", 1,
-                 ["Latency: method=pinned direction=h2d size=8 median_us=6.0 min_us=5.9"])  # fmt: skip
+    append_curve(
+        str(tmp_path / "copy_latency.curves"),
+        "2026-01-01T00:00:00+00:00",
+        "copy_latency",
+        1,
+        ["Latency: method=pinned direction=h2d size=8 median_us=6.0 min_us=5.9"],
+    )
     loaded = load(tmp_path, warn=None)
     assert loaded.frame.empty
     assert [i.kind for i in loaded.issues] == ["unmatched"]
@@ -118,8 +123,11 @@ def test_curves_files_have_one_header_and_refuse_what_would_break_their_columns(
     path = tmp_path / "sub" / "x.curves"
     append_curve(str(path), "t1", "x %a=1", 7, ["Latency: size=1"])
     append_curve(str(path), "t2", "x %a=1", 8, ["Latency: size=2"])
-    assert path.read_text().splitlines() == ["|".join(CURVE_COLUMNS), "t1|x %a=1|7|Latency: size=1",
-                                             "t2|x %a=1|8|Latency: size=2"]  # fmt: skip
+    assert path.read_text().splitlines() == [
+        "|".join(CURVE_COLUMNS),
+        "t1|x %a=1|7|Latency: size=1",
+        "t2|x %a=1|8|Latency: size=2",
+    ]
     with pytest.raises(sn.SanityError, match="cannot hold"):
         append_curve(str(path), "t3", "x", 9, ["Latency: reason=a|b"])
 
@@ -140,9 +148,12 @@ def test_curves_go_where_the_perflog_goes_a_relative_folder_from_where_reframe_s
     perflog folder from where it started, and so do the curves."""
     from checks.suite import curves
 
-    settings = {"systems/0/prefix": ".", "logging/0/handlers_perflog": [{"type": "filelog"}, {"type": "stream"}],
-                "logging/0/handlers_perflog/0/basedir": "relperf",
-                "logging/0/handlers_perflog/0/prefix": "%(check_system)s/%(check_partition)s"}  # fmt: skip
+    settings = {
+        "systems/0/prefix": ".",
+        "logging/0/handlers_perflog": [{"type": "filelog"}, {"type": "stream"}],
+        "logging/0/handlers_perflog/0/basedir": "relperf",
+        "logging/0/handlers_perflog/0/prefix": "%(check_system)s/%(check_partition)s",
+    }
     config = type("Config", (), {"get": lambda self, key: settings[key]})()
     monkeypatch.setattr(curves.rt, "runtime", lambda: type("Runtime", (), {"site_config": config})())
     monkeypatch.setattr(curves, "_LAUNCH_DIR", str(tmp_path))

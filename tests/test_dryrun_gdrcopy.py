@@ -23,18 +23,29 @@ REPO = Path(__file__).resolve().parent.parent
 SYSTEM = "gdr-seed"
 
 NODE = {
-    "cpu": {"arch": "broadwell", "model": "Intel Xeon E5-2698 v4", "sockets": 2, "cores_per_socket": 20,
-            "threads_per_core": 2},
+    "cpu": {
+        "arch": "broadwell",
+        "model": "Intel Xeon E5-2698 v4",
+        "sockets": 2,
+        "cores_per_socket": 20,
+        "threads_per_core": 2,
+    },
     "numa_nodes": [0, 1],
     "libnuma": True,
     "host_memory": "512 GiB",
-    "gpus": {"count": 8, "model": "Tesla V100-SXM2-32GB", "memory": "32 GiB", "compute_capability": "7.0",
-             "numa_affinity": [0, 0, 0, 0, 1, 1, 1, 1], "hbm_bandwidth": "900 GB/s"},
+    "gpus": {
+        "count": 8,
+        "model": "Tesla V100-SXM2-32GB",
+        "memory": "32 GiB",
+        "compute_capability": "7.0",
+        "numa_affinity": [0, 0, 0, 0, 1, 1, 1, 1],
+        "hbm_bandwidth": "900 GB/s",
+    },
     "host_link": {"type": "pcie", "generation": 3, "width": 16},
     "gpu_link": {"type": "nvlink", "generation": 2, "links_per_gpu": 6},
     "addressing": "none",
     "gdrdrv": True,
-}  # fmt: skip
+}
 
 
 def _partition(name: str, **extra) -> dict:
@@ -65,7 +76,7 @@ def _system() -> dict:
                 "nvcc": "/usr/local/cuda/bin/nvcc",
                 "features": ["cuda"],
                 "cmake_options": ["-DGPU_MEMPATHS_WITH_GDRCOPY=ON"],
-            },  # fmt: skip
+            },
             {"name": "spack", "features": ["cuda", "spack"]},
         ],
         "partitions": [_partition("installed", gdrcopy_prefix="/opt/gdrcopy"), _partition("spack-built")],

@@ -320,8 +320,11 @@ def test_daxpy_crossovers_agree_with_the_checks_own_computation(committed):
 
 
 def test_latency_figure_renders_with_crossovers_and_the_link(committed, rendered):
-    [figure] = [f for f in rendered if f.test == "copy_latency" and "h100" in f.path.name
-                and f.path.name.endswith("-13-0-13-0.png")]  # fmt: skip
+    [figure] = [
+        f
+        for f in rendered
+        if f.test == "copy_latency" and "h100" in f.path.name and f.path.name.endswith("-13-0-13-0.png")
+    ]
     assert figure.test == "copy_latency" and figure.path.stat().st_size > 10_000
     assert H100 in figure.caption and "580.159.04" in figure.caption
     assert "PCIe Gen5 x16" in figure.caption  # the speed of light drawn in

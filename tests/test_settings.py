@@ -115,14 +115,43 @@ def refused(tmp_path_factory):
     """A dry run of one case of each check on x86-pcie with every bad value set."""
     tmp = tmp_path_factory.mktemp("settings")
     env = dict(os.environ, RFM_RESOLVE_MODULE_CONFLICTS="n")
-    selection = ["-n", "um_bandwidth.*memory=device.*notouch.*op=read.*small", "-n", "mem_scan.*single.*read",
-                 "-n", "host_bandwidth", "-n", "p2p_pingpong.*baseline", "-n", "path_matrix.*host-ce",
-                 "-n", "daxpy.*explicit.*prefetch=off.*data_size=8000$", "-n", "copy_latency"]  # fmt: skip
+    selection = [
+        "-n",
+        "um_bandwidth.*memory=device.*notouch.*op=read.*small",
+        "-n",
+        "mem_scan.*single.*read",
+        "-n",
+        "host_bandwidth",
+        "-n",
+        "p2p_pingpong.*baseline",
+        "-n",
+        "path_matrix.*host-ce",
+        "-n",
+        "daxpy.*explicit.*prefetch=off.*data_size=8000$",
+        "-n",
+        "copy_latency",
+    ]
     settings = [arg for value in BAD for arg in ("-S", value)]
-    cmd = [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-           "-C", str(REPO / "reframe_settings.py"), "-c", str(REPO / "checks"), "--system", "x86-pcie",
-           "-p", "cuda", "--prefix", str(tmp), "--perflogdir", str(tmp / "perflogs"), "--dry-run",
-           *selection, *settings]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from reframe.frontend.cli import main; sys.exit(main())",
+        "-C",
+        str(REPO / "reframe_settings.py"),
+        "-c",
+        str(REPO / "checks"),
+        "--system",
+        "x86-pcie",
+        "-p",
+        "cuda",
+        "--prefix",
+        str(tmp),
+        "--perflogdir",
+        str(tmp / "perflogs"),
+        "--dry-run",
+        *selection,
+        *settings,
+    ]
     start = time.monotonic()
     result = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
     return result, time.monotonic() - start, tmp

@@ -27,10 +27,21 @@ from .path_matrix import PATH_TEST, path_heat_maps
 from .um_bandwidth import UM_TEST, um_per_run, um_steady
 
 __all__ = [
-    "DAXPY_TEST", "HOST_TEST", "LATENCY_TEST", "PINGPONG_TEST", "SCAN_TEST", "UM_TEST", "Figure", "coverage",
-    "coverage_text", "daxpy_crossover_table", "latency_crossovers", "latency_curves", "render_all",
+    "DAXPY_TEST",
+    "HOST_TEST",
+    "LATENCY_TEST",
+    "PINGPONG_TEST",
+    "SCAN_TEST",
+    "UM_TEST",
+    "Figure",
+    "coverage",
+    "coverage_text",
+    "daxpy_crossover_table",
+    "latency_crossovers",
+    "latency_curves",
+    "render_all",
     "scan_speed_of_light",
-]  # fmt: skip
+]
 
 #: Checks with figures of their own; the others get the generic one.
 SPECIAL = {
