@@ -101,7 +101,10 @@ def libnuma_from_pkg_config(run=subprocess.run) -> dict[str, Any] | None:
         prefix = run(["pkg-config", "--variable=prefix", "numa"], capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):
         return None
-    return {"externals": [{"spec": f"numactl@{version.stdout.strip()}", "prefix": prefix.stdout.strip()}], "buildable": False}
+    return {
+        "externals": [{"spec": f"numactl@{version.stdout.strip()}", "prefix": prefix.stdout.strip()}],
+        "buildable": False,
+    }
 
 
 def cuda_archs(system: dict[str, Any], given: list[int] | None) -> list[int]:
@@ -172,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     missing = [name for name in WANTED if name not in packages]
     out = args.output or SPACK_DIR / f"{args.system}.yaml"
     out.write_text(spack_data(packages, archs, args.system, socket.gethostname()))
-    print(f"spack-externals: wrote {out}" + (f"; not found, Spack would build: {', '.join(missing)}" if missing else ""))
+    print(
+        f"spack-externals: wrote {out}" + (f"; not found, Spack would build: {', '.join(missing)}" if missing else "")
+    )
     return 0
 
 
