@@ -73,22 +73,17 @@ def selected_system(explicit: str | None) -> str:
     return data.system_for_host(data.load_all(), socket.gethostname()) or "local"
 
 
+#: ReFrame's command line, run by this Python.
+RUN_REFRAME = "import sys; from reframe.frontend.cli import main; sys.exit(main())"
+
+
+def reframe_command(system: str, *options: str, settings=REPO / "reframe_settings.py", checks=REPO / "checks"):
+    """ReFrame by this Python, with the suite's settings and checks (or those given), on `system`."""
+    return [sys.executable, "-c", RUN_REFRAME, "-C", str(settings), "-c", str(checks), "--system", system, *options]
+
+
 def reframe(system: str, report: Path, *options: str) -> int:
-    cmd = [
-        sys.executable,
-        "-c",
-        "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-        "-C",
-        str(REPO / "reframe_settings.py"),
-        "-c",
-        str(REPO / "checks"),
-        "--system",
-        system,
-        "--report-file",
-        str(report),
-        *options,
-        "-r",
-    ]
+    cmd = reframe_command(system, "--report-file", str(report), *options, "-r")
     print("nightly: " + " ".join(cmd[3:]), flush=True)
     return subprocess.run(cmd, cwd=REPO).returncode
 

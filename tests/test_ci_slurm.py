@@ -10,10 +10,11 @@ import csv
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from reports.nightly import reframe_command
 
 REPO = Path(__file__).resolve().parent.parent
 SLURM = REPO / ".ci" / "slurm"
@@ -41,15 +42,7 @@ def slurm(tmp_path_factory):
 @pytest.fixture(scope="module")
 def run(slurm, tmp_path_factory):
     prefix = tmp_path_factory.mktemp("rfm")
-    cmd = [
-        sys.executable,
-        "-c",
-        "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-        "-C",
-        str(REPO / "reframe_settings.py"),
-        "-c",
-        str(REPO / "checks"),
-        "--system",
+    cmd = reframe_command(
         "ci-slurm",
         "--prefix",
         str(prefix),
@@ -60,7 +53,7 @@ def run(slurm, tmp_path_factory):
         "-S",
         "host_bandwidth.runs=3",
         "-r",
-    ]
+    )
     result = subprocess.run(cmd, cwd=prefix, env=slurm, capture_output=True, text=True, timeout=900)
     return prefix, result
 
@@ -98,15 +91,7 @@ def test_gpu_checks_say_why_they_are_skipped(run):
 
 
 def test_health_runs_on_every_node_of_the_partition(slurm, tmp_path):
-    cmd = [
-        sys.executable,
-        "-c",
-        "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-        "-C",
-        str(REPO / "reframe_settings.py"),
-        "-c",
-        str(REPO / "checks"),
-        "--system",
+    cmd = reframe_command(
         "ci-slurm",
         "--prefix",
         str(tmp_path),
@@ -116,7 +101,7 @@ def test_health_runs_on_every_node_of_the_partition(slurm, tmp_path):
         "health",
         "--distribute=all",
         "-r",
-    ]
+    )
     result = subprocess.run(cmd, cwd=tmp_path, env=slurm, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     node = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()

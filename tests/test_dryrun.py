@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from reports.nightly import RUN_REFRAME, reframe_command
 from systems import data, rfm
 
 pytestmark = pytest.mark.slow
@@ -31,23 +32,9 @@ def _reframe(
     env.pop("GPU_MEMPATHS_ACCOUNT", None)
     if account:
         env["GPU_MEMPATHS_ACCOUNT"] = account
-    cmd = [
-        sys.executable,
-        "-c",
-        "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-        "-C",
-        str(REPO / "reframe_settings.py"),
-        "-c",
-        str(REPO / "checks"),
-        "--system",
-        system,
-        "--prefix",
-        str(tmp_path),
-        "--perflogdir",
-        str(tmp_path / "perflogs"),
-        "--dry-run",
-        *extra,
-    ]
+    cmd = reframe_command(
+        system, "--prefix", str(tmp_path), "--perflogdir", str(tmp_path / "perflogs"), "--dry-run", *extra
+    )
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 or not check, result.stdout + result.stderr
     return result
@@ -339,7 +326,7 @@ def test_the_design_cards_command_after_one_setup_step(system, tmp_path):
     cmd = [
         sys.executable,
         "-c",
-        "import sys; from reframe.frontend.cli import main; sys.exit(main())",
+        RUN_REFRAME,
         "-c",
         "checks",
         "--system",

@@ -11,11 +11,12 @@ names none, so Spack environments build Spack's gdrcopy and the others skip.
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from reports.nightly import reframe_command
 
 pytestmark = pytest.mark.slow
 
@@ -97,18 +98,17 @@ def dryrun(tmp_path_factory):
         "from systems.rfm import site_configuration as _site\n"
         f"site_configuration = _site(Path({str(systems)!r}))\n"
     )
-    cmd = [
-        sys.executable,
-        "-c",
-        "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-        "-C", str(settings),
-        "-c", str(REPO / "checks"),
-        "--system", SYSTEM,
-        "--prefix", str(tmp),
-        "--perflogdir", str(tmp / "perflogs"),
-        "-n", "gdrcopy_|copy_latency",
+    cmd = reframe_command(
+        SYSTEM,
+        "--prefix",
+        str(tmp),
+        "--perflogdir",
+        str(tmp / "perflogs"),
+        "-n",
+        "gdrcopy_|copy_latency",
         "--dry-run",
-    ]  # fmt: skip
+        settings=settings,
+    )
     env = dict(os.environ, RFM_RESOLVE_MODULE_CONFLICTS="n")
     result = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -26,6 +26,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from reports.nightly import reframe_command
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
@@ -93,22 +95,16 @@ def test_a_run_a_dry_run_and_a_nightly_leave_the_checkout_clean(repo):
     environ = {**os.environ, **fake_node_env(repo), "HOME": str(repo.parent / "home")}
     sources = repo / "tests" / "fakegpu" / "src"
     for mode in ("--dry-run", "-r"):
-        cmd = [
-            sys.executable,
-            "-c",
-            "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-            "-C",
-            "reframe_settings.py",
-            "-c",
-            "checks",
-            "--system",
+        cmd = reframe_command(
             "fakegpu",
             mode,
             "-n",
             "host_bandwidth",
             "-S",
             f"SuiteBuild.sourcesdir={sources}",
-        ]
+            settings="reframe_settings.py",
+            checks="checks",
+        )
         result = subprocess.run(cmd, cwd=repo, env=environ, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     nightly(repo, 99)
@@ -254,22 +250,16 @@ def test_the_two_gpu_checks_never_run_on_one_gpu(repo):
     """mem_scan and p2p_pingpong print "Skipped" and exit 0 on one GPU: the
     checks must skip such a node themselves, with the reason, and run nothing."""
     environ = {**os.environ, **fake_node_env(repo)}
-    cmd = [
-        sys.executable,
-        "-c",
-        "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-        "-C",
-        "reframe_settings.py",
-        "-c",
-        "checks",
-        "--system",
+    cmd = reframe_command(
         "fakegpu",
         "--dry-run",
         "-n",
         "mem_scan|p2p_pingpong",
         "--prefix",
         str(repo.parent / "dry"),
-    ]
+        settings="reframe_settings.py",
+        checks="checks",
+    )
     result = subprocess.run(cmd, cwd=repo, env=environ, capture_output=True, text=True, timeout=300)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]

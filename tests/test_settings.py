@@ -4,7 +4,6 @@ job script is written, naming the check, the variable and what it may be."""
 import math
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,6 +24,7 @@ from checks.suite.settings import (
     Whole,
     size_bytes,
 )
+from reports.nightly import reframe_command
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -132,15 +132,7 @@ def refused(tmp_path_factory):
         "copy_latency",
     ]
     settings = [arg for value in BAD for arg in ("-S", value)]
-    cmd = [
-        sys.executable,
-        "-c",
-        "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-        "-C",
-        str(REPO / "reframe_settings.py"),
-        "-c",
-        str(REPO / "checks"),
-        "--system",
+    cmd = reframe_command(
         "x86-pcie",
         "-p",
         "cuda",
@@ -151,7 +143,7 @@ def refused(tmp_path_factory):
         "--dry-run",
         *selection,
         *settings,
-    ]
+    )
     start = time.monotonic()
     result = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
     return result, time.monotonic() - start, tmp

@@ -5,6 +5,7 @@ import pytest
 import reframe.utility.sanity as sn
 
 from checks.suite.base import cuda_build_facts, runtime_loaded
+from reports.nightly import reframe_command
 from systems import toolkits
 
 pytestmark = pytest.mark.slow
@@ -111,10 +112,6 @@ def test_the_dry_run_builds_once_per_environment_and_runs_each_check_in_each(tmp
     """On this machine (described at run time), a runtime beside its nvcc's
     release gives a second environment: one build each, the check in both,
     that runtime first on its job's LD_LIBRARY_PATH."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
 
     from systems import detect
 
@@ -123,27 +120,8 @@ def test_the_dry_run_builds_once_per_environment_and_runs_each_check_in_each(tmp
     if not release:
         pytest.skip("no nvcc on this machine: no CUDA environment to pair a runtime with")
     lib = wheel(tmp_path / "runtimes", f"{release.split('.')[0]}.99.0")
-    repo = Path(__file__).resolve().parent.parent
-    env = {**os.environ, toolkits.RUNTIMES_VARIABLE: str(tmp_path / "runtimes")}
-    cmd = [
-        sys.executable,
-        "-c",
-        "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-        "-C",
-        str(repo / "reframe_settings.py"),
-        "-c",
-        str(repo / "checks"),
-        "--system",
-        "local",
-        "--prefix",
-        str(tmp_path),
-        "--perflogdir",
-        str(tmp_path / "perflogs"),
-        "--dry-run",
-        "-n",
-        "host_bandwidth",
-    ]
-    result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    env = {toolkits.RUNTIMES_VARIABLE: str(tmp_path / "runtimes")}
+    result = reframe_local(tmp_path, env, "--dry-run", "-n", "host_bandwidth")
     assert result.returncode == 0, result.stdout + result.stderr
     stage = tmp_path / "stage" / "local" / "default"
     twin = f"gnu-rt{release.split('.')[0]}_99"
@@ -217,26 +195,8 @@ def reframe_local(tmp_path, env: dict, *options: str):
     """ReFrame on this machine (the 'local' system) with the suite's checks."""
     import os
     import subprocess
-    import sys
-    from pathlib import Path
 
-    repo = Path(__file__).resolve().parent.parent
-    cmd = [
-        sys.executable,
-        "-c",
-        "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-        "-C",
-        str(repo / "reframe_settings.py"),
-        "-c",
-        str(repo / "checks"),
-        "--system",
-        "local",
-        "--prefix",
-        str(tmp_path),
-        "--perflogdir",
-        str(tmp_path / "perflogs"),
-        *options,
-    ]
+    cmd = reframe_command("local", "--prefix", str(tmp_path), "--perflogdir", str(tmp_path / "perflogs"), *options)
     return subprocess.run(cmd, cwd=tmp_path, env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
 
 
