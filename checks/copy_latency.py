@@ -103,8 +103,10 @@ class copy_latency(GpuCheck):
         cases = len(self.measured_methods()) * len(DIRECTIONS) * sizes
         # blocks <= reps needs no check: their ranges (at most 10, at least 10) keep it.
         if cases * self.case_seconds > self.budget_seconds:
-            return [f"case_seconds={self.case_seconds:g} x {cases} cases is {cases * self.case_seconds:.0f} s, "
-                    f"over the check's {self.budget_seconds:.0f} s"]  # fmt: skip
+            return [
+                f"case_seconds={self.case_seconds:g} x {cases} cases is {cases * self.case_seconds:.0f} s, "
+                f"over the check's {self.budget_seconds:.0f} s"
+            ]
         return []
 
     #: The methods measured: those every GPU node has, and GDRCopy's where
@@ -149,11 +151,13 @@ class copy_latency(GpuCheck):
             self.executable_opts += ["--numa-node", str(self.gpu_numa_node(self.device))]
 
     def verified(self):
-        return sn.all([
-            sn.assert_not_found(r"^error:|CUDA error", self.stderr),
-            sn.assert_found(r"^Data verified: \d+ cases", self.stdout),
-            _complete_curves(self.stdout, self.methods, DIRECTIONS, self.blocks),
-        ])  # fmt: skip
+        return sn.all(
+            [
+                sn.assert_not_found(r"^error:|CUDA error", self.stderr),
+                sn.assert_found(r"^Data verified: \d+ cases", self.stdout),
+                _complete_curves(self.stdout, self.methods, DIRECTIONS, self.blocks),
+            ]
+        )
 
     @run_after("setup")
     def set_perf_variables(self):

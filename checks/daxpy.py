@@ -151,12 +151,14 @@ class daxpy(GpuCheck):
     def verified(self):
         expected = self.measured_points()
         found = sn.extractall(POINT_PAIR_RECORD, self.stdout, [1, 2], int)
-        return sn.all([
-            sn.assert_not_found(r"^error:", self.stderr),
-            sn.assert_eq(sn.count(found), len(expected)),
-            sn.assert_eq(_pairs(found), sorted(expected)),
-            sn.assert_found(rf"^Verified: {len(expected)} points", self.stdout),
-        ])  # fmt: skip
+        return sn.all(
+            [
+                sn.assert_not_found(r"^error:", self.stderr),
+                sn.assert_eq(sn.count(found), len(expected)),
+                sn.assert_eq(_pairs(found), sorted(expected)),
+                sn.assert_found(rf"^Verified: {len(expected)} points", self.stdout),
+            ]
+        )
 
     @run_after("setup")
     def set_perf_variables(self):

@@ -197,13 +197,18 @@ class GdrCopyCheck(rfm.RunOnlyRegressionTest, NodeFacts):
     def ran_to_the_end(self):
         """GDRCopy's tests close the driver last (once a repeat); an ASSERT
         stops them before. The job printed the library they loaded."""
-        return sn.all([
-            sn.assert_eq(sn.count(sn.findall(r"^closing gdrdrv", self.stdout)), self.repeats,
-                         msg="{0} of {1} runs of the test closed gdrdrv (an early stop?)"),
-            sn.assert_not_found(r"Assertion .* failed|^ERROR", self.stdout),
-            sn.assert_not_found(r"Assertion .* failed|^ERROR", self.stderr),
-            version_loaded(self.stdout, self.gdrcopy_version),
-        ])  # fmt: skip
+        return sn.all(
+            [
+                sn.assert_eq(
+                    sn.count(sn.findall(r"^closing gdrdrv", self.stdout)),
+                    self.repeats,
+                    msg="{0} of {1} runs of the test closed gdrdrv (an early stop?)",
+                ),
+                sn.assert_not_found(r"Assertion .* failed|^ERROR", self.stdout),
+                sn.assert_not_found(r"Assertion .* failed|^ERROR", self.stderr),
+                version_loaded(self.stdout, self.gdrcopy_version),
+            ]
+        )
 
 
 @rfm.simple_test
@@ -246,12 +251,17 @@ class gdrcopy_copybw(GdrCopyCheck):
 
     def test_options(self) -> list:
         return [
-            "-d", str(self.device),
-            "-s", str(self.copy_size + self.copy_offset),
-            "-o", str(self.copy_offset),
-            "-c", str(self.copy_size),
-            "-a", GDRCOPY_ALLOC_FN[self.memory],
-        ]  # fmt: skip
+            "-d",
+            str(self.device),
+            "-s",
+            str(self.copy_size + self.copy_offset),
+            "-o",
+            str(self.copy_offset),
+            "-c",
+            str(self.copy_size),
+            "-a",
+            GDRCOPY_ALLOC_FN[self.memory],
+        ]
 
     def verified(self):
         return sn.all([self.ran_to_the_end(), _copybw_complete(self.stdout, *self._expected())])
@@ -271,11 +281,13 @@ class gdrcopy_copybw(GdrCopyCheck):
     @run_after("setup")
     def set_perf_variables(self):
         self.perf_variables = {
-            **self.headline("write_bw", copybw_samples(self.stdout, *self._expected(), "write"), BANDWIDTH_UNIT,
-                            self.repeats),
-            **self.headline("read_bw", copybw_samples(self.stdout, *self._expected(), "read"), BANDWIDTH_UNIT,
-                            self.repeats),
-        }  # fmt: skip
+            **self.headline(
+                "write_bw", copybw_samples(self.stdout, *self._expected(), "write"), BANDWIDTH_UNIT, self.repeats
+            ),
+            **self.headline(
+                "read_bw", copybw_samples(self.stdout, *self._expected(), "read"), BANDWIDTH_UNIT, self.repeats
+            ),
+        }
 
 
 @reads_output

@@ -75,16 +75,24 @@ class host_bandwidth(SuiteCheck):
     def verified(self):
         found = measured(self.stdout, "Bandwidth")
         expected = {(str(n), op) for n in self.numa_nodes() for op in OPS}
-        return sn.all([
-            sn.assert_not_found(r"^error:", self.stderr),
-            sn.assert_eq(sn.count(found), len(expected)),
-            sn.assert_eq(_as_set(found), expected),
-            # Every timed run, the samples of the figures (a figure ReFrame
-            # cannot evaluate is skipped with a warning, not failed).
-            *(sn.assert_eq(sn.len(run_bandwidths(self.stdout, n, op)), self.runs,
-                           msg=f"node {n} {op}: {{0}} Run records, {{1}} expected")
-              for n in self.numa_nodes() for op in OPS),
-        ])  # fmt: skip
+        return sn.all(
+            [
+                sn.assert_not_found(r"^error:", self.stderr),
+                sn.assert_eq(sn.count(found), len(expected)),
+                sn.assert_eq(_as_set(found), expected),
+                # Every timed run, the samples of the figures (a figure ReFrame
+                # cannot evaluate is skipped with a warning, not failed).
+                *(
+                    sn.assert_eq(
+                        sn.len(run_bandwidths(self.stdout, n, op)),
+                        self.runs,
+                        msg=f"node {n} {op}: {{0}} Run records, {{1}} expected",
+                    )
+                    for n in self.numa_nodes()
+                    for op in OPS
+                ),
+            ]
+        )
 
     @run_after("setup")
     def set_perf_variables(self):

@@ -213,9 +213,10 @@ class mem_scan(MultiGpuCheck):
             sn.assert_found(rf"^Mode done: mode={self.mode} points={expected}$", self.stdout),
             # What the figures are made of, here where a gap fails the check
             # (ReFrame skips a figure it cannot evaluate, with a warning only).
-            complete_case(self.stdout, self.mode, self.op, self.segments, self.point_widths(),
-                          self.has_link_yardstick()),
-        ]  # fmt: skip
+            complete_case(
+                self.stdout, self.mode, self.op, self.segments, self.point_widths(), self.has_link_yardstick()
+            ),
+        ]
         if self.op == "atomic":
             checks.append(sn.assert_found(rf"^Atomics verified: mode={self.mode} adds=\d+", self.stdout))
         return sn.all(checks)

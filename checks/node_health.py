@@ -84,11 +84,16 @@ class node_health(rfm.RunOnlyRegressionTest, Placement, SiteSettings):
 
     @sanity_function
     def healthy(self):
-        return sn.all([
-            _no_failures(self.stdout),
-            sn.assert_eq(sn.count(sn.findall(_SUMMARY, self.stdout)), self.nodes,
-                         msg=f"{{0}} of {self.nodes} node(s) reported health"),
-        ])  # fmt: skip
+        return sn.all(
+            [
+                _no_failures(self.stdout),
+                sn.assert_eq(
+                    sn.count(sn.findall(_SUMMARY, self.stdout)),
+                    self.nodes,
+                    msg=f"{{0}} of {self.nodes} node(s) reported health",
+                ),
+            ]
+        )
 
 
 #: A node's health summary, with its host's name where many report at once.

@@ -66,8 +66,11 @@ class p2p_pingpong(MultiGpuCheck):
     #: link (microseconds): at most 10^6 of them per sample and 2x10^6 in
     #: all keep a variant within seconds to a minute.
     #: One int per thread of 256-thread blocks: a multiple of 1 KiB, under 2^31 ints.
-    settings = {"size": Size(4 << 10, (8 << 30) - 1024, words=1024), "iters": Count(1, 1_000_000),
-                "samples": Count(1, 20)}  # fmt: skip
+    settings = {
+        "size": Size(4 << 10, (8 << 30) - 1024, words=1024),
+        "iters": Count(1, 1_000_000),
+        "samples": Count(1, 20),
+    }
 
     def settings_problems(self) -> list[str]:
         moved = 2 * size_bytes(self.size) * self.iters * self.samples  # each iteration moves the array both ways
@@ -109,12 +112,16 @@ class p2p_pingpong(MultiGpuCheck):
             [
                 sn.assert_not_found(r"^error:|CUDA error", self.stderr),
                 sn.assert_not_found(r"^Skipped:", self.stdout),
-                *(sn.assert_found(rf"^Verified: variant={v} samples={self.samples} ", self.stdout)
-                  for v in self.variants()),
-                *(sn.assert_eq(sn.count(sn.findall(rf"^PingPong: variant={v} ", self.stdout)), self.samples)
-                  for v in self.variants()),
+                *(
+                    sn.assert_found(rf"^Verified: variant={v} samples={self.samples} ", self.stdout)
+                    for v in self.variants()
+                ),
+                *(
+                    sn.assert_eq(sn.count(sn.findall(rf"^PingPong: variant={v} ", self.stdout)), self.samples)
+                    for v in self.variants()
+                ),
             ]
-        )  # fmt: skip
+        )
 
     #: The unit of the figures :meth:`limit_of` bounds.
     limit_unit = "GiB/s"

@@ -95,8 +95,11 @@ class path_matrix(GpuCheck):
     #: What each may be: at most 20 samples of 16 GiB per cell keep the
     #: largest matrix (every GPU pair of eight) within the check's 20
     #: minutes; a chase of 10^7 dependent loads takes about 10 s over PCIe.
-    settings = {"size": Size(64 << 10, 16 << 30, words=64 << 10), "samples": Count(1, 20),
-                "chase_steps": Count(100, 10_000_000)}  # fmt: skip
+    settings = {
+        "size": Size(64 << 10, 16 << 30, words=64 << 10),
+        "samples": Count(1, 20),
+        "chase_steps": Count(100, 10_000_000),
+    }
 
     #: The unit of the figures :meth:`limit_of` bounds.
     limit_unit = "GB/s"
@@ -110,18 +113,34 @@ class path_matrix(GpuCheck):
     def use_every_gpu(self):
         self.num_gpus_per_node = max(1, self.node["gpus"]["count"])
         name = self.current_partition.fullname
-        self.skip_if(self.matrix == "host-all" and self.node["gpus"]["count"] < 2,
-                     f"{name} has one GPU: all GPUs at once is the host matrix itself")  # fmt: skip
-        self.skip_if(self.matrix == "peer" and not data.gpu_pairs(self.node),
-                     f"no two GPUs of {name} are joined (system data: gpu_link)")  # fmt: skip
+        self.skip_if(
+            self.matrix == "host-all" and self.node["gpus"]["count"] < 2,
+            f"{name} has one GPU: all GPUs at once is the host matrix itself",
+        )
+        self.skip_if(
+            self.matrix == "peer" and not data.gpu_pairs(self.node),
+            f"no two GPUs of {name} are joined (system data: gpu_link)",
+        )
         major = compute_major(self.node)
-        self.skip_if(self.engine == "bulk" and major < 9,
-                     f"bulk copies (cp.async.bulk) need sm_90, {name}'s GPUs are sm_{major}x")  # fmt: skip
+        self.skip_if(
+            self.engine == "bulk" and major < 9,
+            f"bulk copies (cp.async.bulk) need sm_90, {name}'s GPUs are sm_{major}x",
+        )
 
     @run_before("run")
     def set_options(self):
-        self.executable_opts = ["--paths", self.matrix, "--engines", self.engine, "--size", self.size,
-                                "--samples", str(self.samples), "--chase-steps", str(self.chase_steps)]  # fmt: skip
+        self.executable_opts = [
+            "--paths",
+            self.matrix,
+            "--engines",
+            self.engine,
+            "--size",
+            self.size,
+            "--samples",
+            str(self.samples),
+            "--chase-steps",
+            str(self.chase_steps),
+        ]
         if self.node["libnuma"]:
             self.executable_opts += ["--numa-nodes", ",".join(str(n) for n in self.numa_nodes)]
 

@@ -119,10 +119,17 @@ def parse_points(text: str) -> list:
     points = []
     for r in records(text, "DAXPY"):
         require(r, ["alloc", "prefetch", "size", "inner", "outer", *METRICS], "DAXPY")
-        points.append(Point(
-            alloc=r["alloc"], prefetch=r["prefetch"], size=int(r["size"]), inner=int(r["inner"]),
-            outer=int(r["outer"]), values={m: float(r[m]) for m in METRICS}, sample=int(r.get("sample", 1)),
-        ))  # fmt: skip
+        points.append(
+            Point(
+                alloc=r["alloc"],
+                prefetch=r["prefetch"],
+                size=int(r["size"]),
+                inner=int(r["inner"]),
+                outer=int(r["outer"]),
+                values={m: float(r[m]) for m in METRICS},
+                sample=int(r.get("sample", 1)),
+            )
+        )
     return points
 
 

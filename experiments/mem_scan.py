@@ -47,8 +47,18 @@ class ScanPoint(NamedTuple):
     block_means: tuple = ()  # the mean per-GPU rate of each block of timed launches
 
 
-_SCAN_FIELDS = ["mode", "op", "segment", "width", "thread_bytes", "gpus", "per_gpu_gbs", "min_gbs", "mean_gbs",
-                "aggregate_gbs"]  # fmt: skip
+_SCAN_FIELDS = [
+    "mode",
+    "op",
+    "segment",
+    "width",
+    "thread_bytes",
+    "gpus",
+    "per_gpu_gbs",
+    "min_gbs",
+    "mean_gbs",
+    "aggregate_gbs",
+]
 
 
 def parse_scan(text: str) -> list:
@@ -56,11 +66,21 @@ def parse_scan(text: str) -> list:
     points = []
     for r in records(text, "Scan"):
         require(r, _SCAN_FIELDS, "Scan")
-        points.append(ScanPoint(
-            r["mode"], r["op"], int(r["segment"]), int(r["width"]), int(r["thread_bytes"]), int(r["gpus"]),
-            list(numbers(r["per_gpu_gbs"])), float(r["min_gbs"]), float(r["mean_gbs"]), float(r["aggregate_gbs"]),
-            numbers(r.get("block_mean_gbs")),
-        ))  # fmt: skip
+        points.append(
+            ScanPoint(
+                r["mode"],
+                r["op"],
+                int(r["segment"]),
+                int(r["width"]),
+                int(r["thread_bytes"]),
+                int(r["gpus"]),
+                list(numbers(r["per_gpu_gbs"])),
+                float(r["min_gbs"]),
+                float(r["mean_gbs"]),
+                float(r["aggregate_gbs"]),
+                numbers(r.get("block_mean_gbs")),
+            )
+        )
     return points
 
 
@@ -136,8 +156,10 @@ def block_summaries(points: list, sol_gbs: float | None, blocks: int) -> list:
 
 
 #: Units of the summaries that are not per-GPU GB/s.
-SUMMARY_UNITS = {"best_segment": "B", **dict.fromkeys(("plateau_of_sol", "best_of_sol", "plateau_of_link",
-                                                       "best_of_link"), "fraction")}  # fmt: skip
+SUMMARY_UNITS = {
+    "best_segment": "B",
+    **dict.fromkeys(("plateau_of_sol", "best_of_sol", "plateau_of_link", "best_of_link"), "fraction"),
+}
 
 
 def summary_names(segments: list, with_sol: bool, with_link: bool) -> list:

@@ -113,8 +113,16 @@ def compute_major(node: dict) -> int:
 #: --paths and --engines): a case's figures stay in the hundreds even on eight
 #: GPUs and eight NUMA nodes, since ReFrame formats every figure of a case
 #: into each of its perflog lines.
-CASES = [("host", "ce"), ("host", "sm"), ("host-all", "ce"), ("host-all", "sm"),
-         ("peer", "ce"), ("peer", "sm"), ("peer", "bulk"), ("latency", "sm")]  # fmt: skip
+CASES = [
+    ("host", "ce"),
+    ("host", "sm"),
+    ("host-all", "ce"),
+    ("host-all", "sm"),
+    ("peer", "ce"),
+    ("peer", "sm"),
+    ("peer", "bulk"),
+    ("latency", "sm"),
+]
 
 
 MATRICES = ("host", "host-all", "peer", "latency")

@@ -23,7 +23,6 @@ import pandas as pd
 import yaml
 
 from experiments.keys import CASE_KEY, NODE_FACTS, direction, format_case, parse_case
-from experiments.references import same_value
 from systems import data
 
 from . import nightly, verdict
@@ -93,20 +92,15 @@ def outside(ref: float, spread: float, better: str, value: float) -> bool:
 
 def case_rows(frame: pd.DataFrame, test: str, items: dict, facts: dict, environ: str) -> pd.DataFrame:
     """The figure values (no samples) `frame` holds of one case on one kind of
-    node: by the case field where a record carries one, else by the parameters
-    and variables it logged (records older than the case field)."""
+    node."""
     rows = frame[(frame["test"] == test) & frame["sample"].isna() & (frame["environ"] == environ)]
+    rows = rows[rows["case"] == format_case(items)]
     for name, value in facts.items():
-        if name == "gpu_count":  # older records may not say
+        if name == "gpu_count":  # records from before the count was logged do not say
             rows = rows[(rows[name] == str(value)) | (rows[name] == "")]
         else:
             rows = rows[rows[name] == value]
-    logged = rows["case_logged"] & (rows["case"] == format_case(items))
-    older = ~rows["case_logged"]
-    for name, value in items.items():
-        column = name if name in rows.columns else f"param_{name}"
-        older &= rows[column].map(lambda v, value=value: same_value(v, value)) if column in rows.columns else False
-    return rows[logged | older]
+    return rows
 
 
 def history_of(frame: pd.DataFrame, runs: list[dict], system: str) -> pd.DataFrame:
@@ -165,8 +159,10 @@ def reference_entries(
             for run, values_of_run in runs.items():
                 median = float(np.median(values_of_run))
                 if outside(ref, spread, better, median):
-                    warnings.append(f"{what} {figure}: accepted run {run + 1} ({median:.4g} {unit}) is outside "
-                                    f"the tolerance the runs give ({ref:.4g} {unit}, {spread:.0%})")  # fmt: skip
+                    warnings.append(
+                        f"{what} {figure}: accepted run {run + 1} ({median:.4g} {unit}) is outside "
+                        f"the tolerance the runs give ({ref:.4g} {unit}, {spread:.0%})"
+                    )
             bound = round(spread, 4)
             values[figure] = (
                 [round(ref, 6), -bound, None, unit] if better == "higher" else [round(ref, 6), None, bound, unit]
@@ -216,8 +212,11 @@ def accept(args) -> int:
                 f"accept: warning: run {run['stamp']} did not pass all its checks; accepting it anyway", file=sys.stderr
             )
     if args.write_references and len(runs) < MIN_RUNS and args.min_tolerance is None:
-        print(f"accept: references need the spread of at least {MIN_RUNS} runs on separately started nodes, "
-              f"{len(runs)} given; give more stamps, or a tolerance with --min-tolerance", file=sys.stderr)  # fmt: skip
+        print(
+            f"accept: references need the spread of at least {MIN_RUNS} runs on separately started nodes, "
+            f"{len(runs)} given; give more stamps, or a tolerance with --min-tolerance",
+            file=sys.stderr,
+        )
         return UNJUDGED
     record = {"system": system, "accepted": now(), "runs": runs, "node": node_facts_of([o for o, _ in found])}
     target = accepted_file(system)

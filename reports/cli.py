@@ -85,9 +85,12 @@ def print_verdicts(result: pd.DataFrame, csv: str | Path, out=None) -> None:
     for _, row in result[result["verdict"].isin(["regression", "unjudged"])].iterrows():
         what = f"{row.get('test', '')} {row.get('case', '')} {row['figure']}".replace("  ", " ")
         if row["verdict"] == "regression":
-            print(f"  REGRESSION {what}: {row['median_base']:.4g} -> {row['median_new']:.4g} {row['unit']} "
-                  f"({row['change_pct']:+.1f}%, threshold {row['threshold_pct']:.1f}%, "
-                  f"p = {row['p_adjusted']:.2g} after Holm)", file=out)  # fmt: skip
+            print(
+                f"  REGRESSION {what}: {row['median_base']:.4g} -> {row['median_new']:.4g} {row['unit']} "
+                f"({row['change_pct']:+.1f}%, threshold {row['threshold_pct']:.1f}%, "
+                f"p = {row['p_adjusted']:.2g} after Holm)",
+                file=out,
+            )
         else:
             print(f"  UNJUDGED {what}: {row['reason']}", file=out)
 
@@ -106,11 +109,15 @@ def cmd_compare(args) -> int:
         print(f"error: {err.args[0]}", file=sys.stderr)
         return UNJUDGED
     if result.empty:
-        print(f"nothing to compare: no headline figure (with samples) has {args.by} {args.base!r} or "
-              f"{args.new!r}", file=sys.stderr)  # fmt: skip
+        print(
+            f"nothing to compare: no headline figure (with samples) has {args.by} {args.base!r} or {args.new!r}",
+            file=sys.stderr,
+        )
         return UNJUDGED
-    print(f"{args.by}: base {args.base!r} vs new {args.new!r} (Student's t on log values beyond each figure's "
-          f"threshold, one-sided, Holm-corrected, alpha {args.alpha})")  # fmt: skip
+    print(
+        f"{args.by}: base {args.base!r} vs new {args.new!r} (Student's t on log values beyond each figure's "
+        f"threshold, one-sided, Holm-corrected, alpha {args.alpha})"
+    )
     print_verdicts(result, args.csv)
     return verdict_status(result, args.allow_unjudged)
 
@@ -154,15 +161,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--base", required=True, help="value, glob or version prefix (570, 570.x); for time FROM..TO")
     p.add_argument("--new", required=True, help="as --base")
     p.add_argument(
-        "--threshold", type=float, metavar="PCT",
+        "--threshold",
+        type=float,
+        metavar="PCT",
         help="practical threshold in percent for every figure (default: each figure's reference tolerance)",
-    )  # fmt: skip
+    )
     p.add_argument("--alpha", type=float, default=0.05, help="family-wise significance level (default 0.05)")
     p.add_argument(
-        "--pool", action="append", default=[], metavar="REGEX=NAME",
+        "--pool",
+        action="append",
+        default=[],
+        metavar="REGEX=NAME",
         help="also treat the figures matching REGEX as samples of one figure NAME "
         "(for records older than samples, e.g. 'run([2-9])_bw=steady_runs')",
-    )  # fmt: skip
+    )
     p.add_argument("--allow-unjudged", action="store_true", help="exit 0, not 3, when some figures cannot be judged")
     p.add_argument("--csv", default="compare.csv", help="CSV file of the comparison (default compare.csv)")
     p.set_defaults(func=cmd_compare)

@@ -10,12 +10,12 @@ from pathlib import Path
 import experiments
 from experiments.curves import CURVE_COLUMNS
 from reports.issue import Issue
-from reports.names import FORMER_NAMES, split_display_name
+from reports.names import split_display_name
 
 
 def _curve_reader(test: str):
     """What reads a test's curves back as figures (experiments/<name>.py)."""
-    return experiments.curve_figures(FORMER_NAMES.get(test, test))
+    return experiments.curve_figures(test)
 
 
 def _curve_runs(path: Path, issues: list[Issue]) -> dict[tuple[str, str, str], tuple[int, list[str]]]:
@@ -59,6 +59,9 @@ def read_curves(path: Path, logged: list[dict], issues: list[Issue], whole: bool
             issues.append(Issue(str(path), number, "malformed", f"the curve of {display_name} at {when}: {err}"))
             continue
         blank = {"perf_ref": None, "perf_lower_thres": None, "perf_upper_thres": None, "__line": number}
-        found += [{**run[0], **blank, "perf_var": name, "perf_value": value, "perf_unit": unit}
-                  for name, (value, unit) in sorted(derived.items()) if name not in figures]  # fmt: skip
+        found += [
+            {**run[0], **blank, "perf_var": name, "perf_value": value, "perf_unit": unit}
+            for name, (value, unit) in sorted(derived.items())
+            if name not in figures
+        ]
     return found

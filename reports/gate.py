@@ -104,8 +104,19 @@ def judge(
     return _correct(result, alpha)
 
 
-_COLUMNS = ["better", "n_base", "n_new", "median_base", "median_new", "change_pct", "threshold_pct",
-            "p_value", "p_improved", "verdict", "reason"]  # fmt: skip
+_COLUMNS = [
+    "better",
+    "n_base",
+    "n_new",
+    "median_base",
+    "median_new",
+    "change_pct",
+    "threshold_pct",
+    "p_value",
+    "p_improved",
+    "verdict",
+    "reason",
+]
 
 
 def _judge_one(info: dict, samples: pd.DataFrame, figure_rows: pd.DataFrame, threshold: float | None) -> dict:

@@ -1,18 +1,15 @@
 """Perflogs (and ReFrame's JSON run reports) into one tidy table.
 
 A perflog of this suite is a '|'-separated table with a header line and one
-line per performance variable (systems/rfm.py). Files are read by their
-header, so every format the suite has written loads: the first one, with a
-fixed list of node fields, and the current one, whose fields are every
-loggable attribute of the check (``%(check_#ALL)s``). ReFrame renames a
-perflog whose header changed to ``NAME.log.h0``, ``.h1``...; those are read
-too.
+line per performance variable (systems/rfm.py): the fields are every
+loggable attribute of the check (``%(check_#ALL)s``), so each check's
+perflog has its own columns, and a file is read by its header.
 
 Beside a perflog, ``NAME.curves`` keeps the curves of each run whose perflog
 lines carry only its headline figures (checks/suite/curves.py): they are
-read back, through the check's ``curve_figures``, as the figures the
-perflogs of earlier runs carried (every size, segment or point), with the
-node facts and case of the run's perflog lines.
+read back, through the check's ``curve_figures``, as the figures of every
+size, segment or point, with the node facts and case of the run's perflog
+lines.
 
 Lines that do not fit their header (a wrong number of fields, a value that is
 not a number, a last line cut short) are skipped, counted per file and
@@ -23,7 +20,6 @@ rest of the file.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +30,7 @@ from experiments.curves import CURVE_SUFFIX
 from experiments.keys import split_sample
 from reports.curves import read_curves
 from reports.issue import Issue
-from reports.names import FORMER_NAMES, split_display_name
+from reports.names import split_display_name
 
 #: Perflog header fields -> columns of the tidy table.
 RENAME = {
@@ -137,12 +133,7 @@ def _is_header(fields: list[str]) -> bool:
 def _perflog_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
-    found = [
-        p
-        for p in path.rglob("*")
-        if p.is_file() and (p.suffix in (".log", ".json") or re.search(r"\.log\.h\d+$", p.name))
-    ]
-    return sorted(found)
+    return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in (".log", ".json"))
 
 
 def _number(text: str) -> float | None:
@@ -251,6 +242,7 @@ _REPORT_KEEP = {
     "cuda_version",
     "cuda_runtime_version",
     "host_link",
+    "case",
     "perf_var",
     "perf_value",
     "perf_ref",
@@ -273,7 +265,7 @@ def _tidy(records: list[dict], source: str, from_report: bool) -> pd.DataFrame:
         display = row.get("display_name") or row.get("name") or ""
         row["display_name"] = display
         test, params = split_display_name(display)
-        row["test"] = FORMER_NAMES.get(test, test)
+        row["test"] = test
         row["params"] = " ".join(f"{k}={v}" for k, v in params.items())
         for key in _DROPPED:
             row.pop(key, None)
@@ -306,7 +298,7 @@ def load(paths, warn=sys.stderr) -> Loaded:
             is_report = path.suffix == ".json"
             records = _read_run_report(path, issues) if is_report else _read_perflog(path, issues)
             if not is_report:
-                logged.setdefault(path.parent / path.name.split(".log")[0], []).extend(records)
+                logged.setdefault(path.with_suffix(""), []).extend(records)
             _add_frame(frames, files, _tidy(records, str(path), is_report), path)
         for path in _curve_files(top):
             records = read_curves(path, logged.get(path.with_suffix(""), []), issues, whole=top.is_dir())
@@ -333,10 +325,10 @@ def load(paths, warn=sys.stderr) -> Loaded:
 
 def _curve_files(top: Path) -> list[Path]:
     """The curves files beside the perflogs of `top`: every one under a
-    folder, the perflog's own beside a file (NAME.curves beside NAME.log.hN)."""
+    folder, the perflog's own beside a file (NAME.curves beside NAME.log)."""
     if top.is_dir():
         return sorted(top.rglob(f"*{CURVE_SUFFIX}"))
-    beside = top.parent / (top.name.split(".log")[0] + CURVE_SUFFIX)
+    beside = top.with_suffix(CURVE_SUFFIX)
     return [beside] if top.suffix != ".json" and beside.is_file() else []
 
 
@@ -351,16 +343,12 @@ def _add_frame(frames: list, files: dict, frame: pd.DataFrame, path: Path) -> No
 
 
 def _add_keys(table: pd.DataFrame) -> None:
-    """The figure and sample each value is (experiments/keys.py), the case of
-    records older than the 'case' field (their parameters; 'case_logged' says
-    which records carried one), and GPU counts as whole numbers, so that
-    records of every format key alike."""
+    """The figure and sample each value is (experiments/keys.py), and GPU
+    counts as whole numbers ('' where a record does not say)."""
     split = [split_sample(str(v)) for v in table["perf_var"]]
     table["figure"] = [figure for figure, _ in split]
     table["sample"] = pd.array([k for _, k in split], dtype="Int64")
-    has_case = table["case"].notna() & (table["case"].astype(str) != "")
-    table["case_logged"] = has_case
-    table["case"] = table["case"].where(has_case, table["params"]).fillna("")
+    table["case"] = table["case"].fillna("")
     counts = (
         pd.to_numeric(table["gpu_count"], errors="coerce") if "gpu_count" in table else pd.Series(index=table.index)
     )

@@ -73,12 +73,17 @@ def selected_system(explicit: str | None) -> str:
     return data.system_for_host(data.load_all(), socket.gethostname()) or "local"
 
 
+#: ReFrame's command line, run by this Python.
+RUN_REFRAME = "import sys; from reframe.frontend.cli import main; sys.exit(main())"
+
+
+def reframe_command(system: str, *options: str, settings=REPO / "reframe_settings.py", checks=REPO / "checks"):
+    """ReFrame by this Python, with the suite's settings and checks (or those given), on `system`."""
+    return [sys.executable, "-c", RUN_REFRAME, "-C", str(settings), "-c", str(checks), "--system", system, *options]
+
+
 def reframe(system: str, report: Path, *options: str) -> int:
-    cmd = [
-        sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-        "-C", str(REPO / "reframe_settings.py"), "-c", str(REPO / "checks"), "--system", system,
-        "--report-file", str(report), *options, "-r",
-    ]  # fmt: skip
+    cmd = reframe_command(system, "--report-file", str(report), *options, "-r")
     print("nightly: " + " ".join(cmd[3:]), flush=True)
     return subprocess.run(cmd, cwd=REPO).returncode
 
@@ -147,13 +152,17 @@ def judge_night(system: str, run: dict, accepted: dict | None, alpha: float) -> 
     tonight = run_rows(frame, system, [run])
     records = Loaded(frame[tonight], loaded.issues, loaded.files)
     if accepted is None:
-        print(f"nightly: no accepted run for {system}: nothing to judge against; accept runs with "
-              f"./suite accept {run['stamp']} [more stamps] --write-references")  # fmt: skip
+        print(
+            f"nightly: no accepted run for {system}: nothing to judge against; accept runs with "
+            f"./suite accept {run['stamp']} [more stamps] --write-references"
+        )
         return None, records
     result = verdict.judge(frame, accepted_masks(frame, system, accepted), tonight, alpha)
     stamps = ", ".join(r["stamp"] for r in accepted["runs"])
-    print(f"nightly: judged by path against the accepted runs {stamps} (run medians, moderated robust spread, "
-          f"Holm-corrected, alpha {alpha})")  # fmt: skip
+    print(
+        f"nightly: judged by path against the accepted runs {stamps} (run medians, moderated robust spread, "
+        f"Holm-corrected, alpha {alpha})"
+    )
     return result, records
 
 
@@ -177,8 +186,9 @@ def rerun_selection(result: verdict.Verdict, report: Path) -> list[str]:
     return [option for h in sorted(hashes) for option in ("-n", f"/{h}")]
 
 
-def confirm_by_rerun(system: str, run: dict, outdir: Path, result, accepted: dict, options: list, alpha: float,
-                     found: dict):  # fmt: skip
+def confirm_by_rerun(
+    system: str, run: dict, outdir: Path, result, accepted: dict, options: list, alpha: float, found: dict
+):
     """Rerun the cases of the flagged paths once and judge the rerun: the
     verdict with each flagged path confirmed, 'transient', or unconfirmed
     where the rerun could not measure it. A rerun case that fails is a
@@ -188,8 +198,16 @@ def confirm_by_rerun(system: str, run: dict, outdir: Path, result, accepted: dic
         return result
     print(f"nightly: confirming {', '.join(result.flagged_paths())}: rerunning {len(selection) // 2} case(s)")
     rerun = {"start": now()}
-    reframe(system, outdir / "rerun-report.json", "--restore-session", str(outdir / "run-report.json"),
-            *selection, "-S", "reference_bounds=physical", *health_options(options))  # fmt: skip
+    reframe(
+        system,
+        outdir / "rerun-report.json",
+        "--restore-session",
+        str(outdir / "run-report.json"),
+        *selection,
+        "-S",
+        "reference_bounds=physical",
+        *health_options(options),
+    )
     rerun["end"] = now()
     run["rerun"] = rerun
     found["failed"] += [f"rerun: {line}" for line in outcomes(outdir / "rerun-report.json")["failed"]]
@@ -233,10 +251,23 @@ def nightly_status(found: dict, result: verdict.Verdict | None, reasons: list[st
 #: ReFrame's options that select checks, and what follows each: "value" (always
 #: one), "optional" (one unless the next word is an option) or "flag" (none).
 #: The health checks run whatever the night's selection is.
-SELECTION_OPTIONS = {"-n": "value", "--name": "value", "-x": "value", "--exclude": "value", "-t": "value",
-                     "--tag": "value", "-T": "value", "--exclude-tag": "value", "-E": "value",
-                     "--filter-expr": "value", "--maintainer": "value", "--restore-session": "optional",
-                     "--failed": "flag", "--cpu-only": "flag", "--gpu-only": "flag"}  # fmt: skip
+SELECTION_OPTIONS = {
+    "-n": "value",
+    "--name": "value",
+    "-x": "value",
+    "--exclude": "value",
+    "-t": "value",
+    "--tag": "value",
+    "-T": "value",
+    "--exclude-tag": "value",
+    "-E": "value",
+    "--filter-expr": "value",
+    "--maintainer": "value",
+    "--restore-session": "optional",
+    "--failed": "flag",
+    "--cpu-only": "flag",
+    "--gpu-only": "flag",
+}
 
 
 def health_options(options: list[str]) -> list[str]:
@@ -271,15 +302,23 @@ def nightly(args) -> int:
     run = {"system": system, "stamp": stamp, "start": stamp}
     accepted = read_accepted(system)
 
-    health = reframe(system, outdir / "health-report.json", "-t", "health", "-S", f"node_health.facts_dir={outdir}",
-                     *health_options(args.reframe))  # fmt: skip
+    health = reframe(
+        system,
+        outdir / "health-report.json",
+        "-t",
+        "health",
+        "-S",
+        f"node_health.facts_dir={outdir}",
+        *health_options(args.reframe),
+    )
     found = outcomes(outdir / "health-report.json")
     if health != 0 and not found["failed"]:  # ReFrame failed without a failed case to show for it
         found["failed"].append(f"health: ReFrame exited {health} (see {outdir / 'health-report.json'})")
     run["health"] = "pass" if health == 0 else "fail"
     if health == 0:
-        checks_status = reframe(system, outdir / "run-report.json", "--mode", "nightly", "-S",
-                                "reference_bounds=physical", *args.reframe)  # fmt: skip
+        checks_status = reframe(
+            system, outdir / "run-report.json", "--mode", "nightly", "-S", "reference_bounds=physical", *args.reframe
+        )
         checks = outcomes(outdir / "run-report.json")
         if checks_status != 0 and not checks["failed"]:
             checks["failed"].append(f"checks: ReFrame exited {checks_status} (see {outdir / 'run-report.json'})")
@@ -369,8 +408,10 @@ def report_outcome(found: dict, result, reasons: list[str], status: int, outdir:
     for reason in reasons:
         print(f"nightly: NOT JUDGED ({reason}): {UNJUDGED_REASONS[reason]}", file=sys.stderr)
     verdict_line = verdict.summary_line(result) if result is not None else "no baseline: nothing judged"
-    print(f"nightly: checks {len(found['passed'])} passed, {len(found['failed'])} failed, "
-          f"{len(found['skipped'])} skipped; {verdict_line}")  # fmt: skip
+    print(
+        f"nightly: checks {len(found['passed'])} passed, {len(found['failed'])} failed, "
+        f"{len(found['skipped'])} skipped; {verdict_line}"
+    )
     print(f"nightly: exit {status} ({MEANING[status]}); results in {outdir}")
 
 
@@ -388,8 +429,10 @@ def figure_lines(figures: pd.DataFrame, outdir: Path) -> list[str]:
             lines += [f"{what.upper()} {r.test} {r.case} {r.figure}: {reason}" for r in group.itertuples()]
         else:
             cases = group["case"].nunique()
-            lines.append(f"{what.upper()} {test}: {len(group)} figures of {cases} case(s): {reason} "
-                         f"(each in {outdir / 'compare.csv'})")  # fmt: skip
+            lines.append(
+                f"{what.upper()} {test}: {len(group)} figures of {cases} case(s): {reason} "
+                f"(each in {outdir / 'compare.csv'})"
+            )
     return lines
 
 
@@ -405,8 +448,10 @@ UNJUDGED_REASONS = {
 
 def path_line(row) -> str:
     """'host link d2h of GPU 0, ce: -20.1% (14 of 14 figures agree; spread 0.4%, floor 3%)'."""
-    line = (f"{row.path}: {row.change_pct:+.1f}% ({row.agree} of {row.figures} figures agree; "
-            f"spread between runs {row.spread_pct:.1f}%, floor {row.floor_pct:.0f}%)")  # fmt: skip
+    line = (
+        f"{row.path}: {row.change_pct:+.1f}% ({row.agree} of {row.figures} figures agree; "
+        f"spread between runs {row.spread_pct:.1f}%, floor {row.floor_pct:.0f}%)"
+    )
     if row.verdict in ("unstable", "transient") or row.instability > verdict.STABILITY_FACTOR:
         line += f"; samples spread {row.instability:.1f} times the accepted runs'"
     rerun = getattr(row, "rerun_change_pct", None)
@@ -452,9 +497,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--system")
     p.add_argument("--write-references", action="store_true", help="write references from the runs")
     p.add_argument(
-        "--min-tolerance", type=float, metavar="PCT",
+        "--min-tolerance",
+        type=float,
+        metavar="PCT",
         help="smallest tolerance in percent (default 3); with fewer than 3 runs, the tolerance itself",
-    )  # fmt: skip
+    )
     p.set_defaults(func=_accept)
     p = sub.add_parser("rejudge", help="judge earlier runs again against the references as they are now")
     p.add_argument("stamps", nargs="+", metavar="STAMP")

@@ -140,8 +140,17 @@ def sweep(table: pd.DataFrame, moves: list[float], nights: int, alpha: float, se
     model = Model.fit(table)
     paths = sorted(model.path_spread)
     rng = np.random.default_rng(seed)
-    rows = {p: {"path": p, "spread_pct": model.path_spread[p] * 100, "replay_nights": 0, "replay_false": 0,
-                "sim_nights": nights, "sim_false": 0} for p in paths}  # fmt: skip
+    rows = {
+        p: {
+            "path": p,
+            "spread_pct": model.path_spread[p] * 100,
+            "replay_nights": 0,
+            "replay_false": 0,
+            "sim_nights": nights,
+            "sim_false": 0,
+        }
+        for p in paths
+    }
     pairs = [("replay", base, night) for base, night in replayed_nights(table)]
     pairs += [("sim", *model.baseline_and_night(rng)) for _ in range(nights)]
     for how, base, night in pairs:
@@ -163,8 +172,9 @@ def sweep(table: pd.DataFrame, moves: list[float], nights: int, alpha: float, se
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports.power", description=__doc__.splitlines()[0])
     parser.add_argument("--system")
-    parser.add_argument("--move", type=float, nargs="+", default=[10.0],
-                        help="the planted moves, percent worse (default 10)")  # fmt: skip
+    parser.add_argument(
+        "--move", type=float, nargs="+", default=[10.0], help="the planted moves, percent worse (default 10)"
+    )
     parser.add_argument("--nights", type=int, default=30, help="simulated nights per path (default 30)")
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--csv", help="write the table here")
@@ -182,9 +192,11 @@ def main(argv=None) -> int:
     for move in args.move:
         strong = int((result[f"sim_power_{move:g}"] >= 0.9).sum())
         print(f"{strong} of {len(result)} paths flag a {move:g}% move in 90% of {args.nights} simulated nights")
-    print(f"false alarms: {int(result['sim_false'].sum())} in {args.nights} simulated clean nights, "
-          f"{int(result['replay_false'].sum())} in {int(result['replay_nights'].max())} replayed ones, "
-          f"over {len(result)} paths")  # fmt: skip
+    print(
+        f"false alarms: {int(result['sim_false'].sum())} in {args.nights} simulated clean nights, "
+        f"{int(result['replay_false'].sum())} in {int(result['replay_nights'].max())} replayed ones, "
+        f"over {len(result)} paths"
+    )
     if args.csv:
         result.to_csv(args.csv, index=False)
     return 0

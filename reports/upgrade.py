@@ -102,14 +102,20 @@ def install_toolkit(release: str, folder: Path) -> Path:
 def toolkit_comparisons(old: str, new: str, nvcc_env: str) -> list[tuple[str, str, str]]:
     """(what changed, environment before, environment after): the toolkit alone, the compiler alone, both."""
     clang_old, clang_new = (f"clang-cuda{r.replace('.', '_')}" for r in (old, new))
-    return [("toolkit-only", clang_old, clang_new), ("compiler-only", clang_new, nvcc_env),
-            ("toolkit-and-compiler", clang_old, nvcc_env)]  # fmt: skip
+    return [
+        ("toolkit-only", clang_old, clang_new),
+        ("compiler-only", clang_new, nvcc_env),
+        ("toolkit-and-compiler", clang_old, nvcc_env),
+    ]
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="suite upgrade", description=__doc__.split("\n\n")[0])
-    p.add_argument("version", help="a newer CUDA runtime as NVIDIA's wheel numbers it (13.5.37), "
-                   "or an older release (12.9) to compare the environments' nvcc with")  # fmt: skip
+    p.add_argument(
+        "version",
+        help="a newer CUDA runtime as NVIDIA's wheel numbers it (13.5.37), "
+        "or an older release (12.9) to compare the environments' nvcc with",
+    )
     p.add_argument("--system", help="the system to run (default: the one ReFrame picks here)")
     p.add_argument("--threshold", type=float, help="practical threshold in percent (default: each figure's own)")
     p.epilog = "Options after '--' go to ReFrame (e.g. -- -n um_bandwidth)."
@@ -146,8 +152,11 @@ def upgrade(args, reframe_options: list[str]) -> int:
     )
     system, stamp = selected_system(args.system), now()
     if not twins_of(system):
-        print(f"upgrade: {system} has no environment to run runtime {new} in: its environments are declared, "
-              f"or none has an nvcc of CUDA {new.split('.')[0]} (systems/toolkits.py)", file=sys.stderr)  # fmt: skip
+        print(
+            f"upgrade: {system} has no environment to run runtime {new} in: its environments are declared, "
+            f"or none has an nvcc of CUDA {new.split('.')[0]} (systems/toolkits.py)",
+            file=sys.stderr,
+        )
         return cli.UNJUDGED
     name = f"{system}-cuda-runtime-{base}-to-{new}-{stamp.replace(':', '')}"
     failed = run_checks(system, name, reframe_options)
@@ -164,8 +173,20 @@ def run_checks(system: str, name: str, reframe_options: list[str]) -> list[str]:
 def judge(system: str, sides: tuple[str, str, str], since: str, name: str, threshold: float | None) -> int:
     """The comparison of the run's records (by, base, new) into reports/upgrades/<name>.csv; its exit status."""
     by, base, new = sides
-    compare = ["compare", str(PERFLOGS / system), "--by", by, "--base", base, "--new", new,
-               "--since", since, "--csv", str(UPGRADES / f"{name}.csv")]  # fmt: skip
+    compare = [
+        "compare",
+        str(PERFLOGS / system),
+        "--by",
+        by,
+        "--base",
+        base,
+        "--new",
+        new,
+        "--since",
+        since,
+        "--csv",
+        str(UPGRADES / f"{name}.csv"),
+    ]
     return cli.main(compare + (["--threshold", str(threshold)] if threshold is not None else []))
 
 
@@ -187,8 +208,11 @@ def toolkit_upgrade(args, old: str, new: str, reframe_options: list[str]) -> int
     comparisons = toolkit_comparisons(old, new, nvcc_env or "")
     missing = sorted({env for _, *envs in comparisons for env in envs} - names)
     if nvcc_env is None or missing:
-        print(f"upgrade: {system} has no environment {', '.join(missing) or 'with nvcc'}: its environments are "
-              f"declared, or this node has no clang++-<N> (systems/toolkits.py)", file=sys.stderr)  # fmt: skip
+        print(
+            f"upgrade: {system} has no environment {', '.join(missing) or 'with nvcc'}: its environments are "
+            f"declared, or this node has no clang++-<N> (systems/toolkits.py)",
+            file=sys.stderr,
+        )
         return cli.UNJUDGED
     name, when = f"{system}-cuda-{old}-to-{new}", stamp.replace(":", "")
     failed = run_checks(system, f"{name}-{when}", reframe_options)

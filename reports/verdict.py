@@ -304,13 +304,44 @@ def attach_paths(values: pd.DataFrame) -> pd.DataFrame:
 
 # --- judging ---------------------------------------------------------------
 
-FIGURE_COLUMNS = ["path", "kind", "verdict", "reason", "runs", "accepted", "tonight", "change_pct", "floor_pct",
-                  "spread_pct", "prior_df", "p_worse", "p_better", "cv_tonight", "cv_accepted",
-                  "nan_samples"]  # fmt: skip
+FIGURE_COLUMNS = [
+    "path",
+    "kind",
+    "verdict",
+    "reason",
+    "runs",
+    "accepted",
+    "tonight",
+    "change_pct",
+    "floor_pct",
+    "spread_pct",
+    "prior_df",
+    "p_worse",
+    "p_better",
+    "cv_tonight",
+    "cv_accepted",
+    "nan_samples",
+]
 _PRIVATE = ["_worse", "_moves", "_cvs", "_logs", "_night"]
-PATH_COLUMNS = ["path", "kind", "better", "verdict", "reason", "flagged_by", "figures", "agree", "change_pct",
-                "floor_pct", "spread_pct", "prior_df", "runs", "p_worse", "p_better", "instability",
-                "figure_names"]  # fmt: skip
+PATH_COLUMNS = [
+    "path",
+    "kind",
+    "better",
+    "verdict",
+    "reason",
+    "flagged_by",
+    "figures",
+    "agree",
+    "change_pct",
+    "floor_pct",
+    "spread_pct",
+    "prior_df",
+    "runs",
+    "p_worse",
+    "p_better",
+    "instability",
+    "figure_names",
+]
 
 
 @dataclass
@@ -347,8 +378,9 @@ def judge_values(table: pd.DataFrame, alpha: float = 0.05) -> Verdict:
     groups: dict[tuple, list[dict]] = {}
     for record in table.to_dict("records"):  # plain records: a night is judged in milliseconds, not seconds
         groups.setdefault(tuple(record[k] for k in key), []).append(record)
-    figures = pd.DataFrame([_judge_figure(rows, key) for rows in groups.values()],
-                           columns=[*key, *FIGURE_COLUMNS, *_PRIVATE])  # fmt: skip
+    figures = pd.DataFrame(
+        [_judge_figure(rows, key) for rows in groups.values()], columns=[*key, *FIGURE_COLUMNS, *_PRIVATE]
+    )
     paths = _judge_paths(figures)
     _locate_rows(figures)
     _locate_rows(paths)
@@ -363,11 +395,29 @@ def _judge_figure(rows: list[dict], key: list[str]) -> dict:
     base = [r for r in rows if r["run"] != "tonight" and np.isfinite(r["value"])]
     night = [r for r in rows if r["run"] == "tonight"]
     row = {k: first[k] for k in key}
-    row.update(path=first["path"], kind=first["kind"], verdict="unjudged", reason="", runs=len(base),
-               accepted=math.nan, tonight=math.nan, change_pct=math.nan, floor_pct=first["floor"] * 100,
-               spread_pct=math.nan, prior_df=math.nan, p_worse=math.nan, p_better=math.nan, cv_tonight=math.nan,
-               cv_accepted=math.nan, nan_samples="", _worse=math.nan, _moves=None, _cvs=None, _logs=None,
-               _night=math.nan)  # fmt: skip
+    row.update(
+        path=first["path"],
+        kind=first["kind"],
+        verdict="unjudged",
+        reason="",
+        runs=len(base),
+        accepted=math.nan,
+        tonight=math.nan,
+        change_pct=math.nan,
+        floor_pct=first["floor"] * 100,
+        spread_pct=math.nan,
+        prior_df=math.nan,
+        p_worse=math.nan,
+        p_better=math.nan,
+        cv_tonight=math.nan,
+        cv_accepted=math.nan,
+        nan_samples="",
+        _worse=math.nan,
+        _moves=None,
+        _cvs=None,
+        _logs=None,
+        _night=math.nan,
+    )
     sign = worse_sign(first["better"])
     # Worse-oriented logs of the accepted runs' values: positive is worse.
     logs = sign * np.log(np.array([r["value"] for r in base], dtype=float))
@@ -389,9 +439,15 @@ def _judge_figure(rows: list[dict], key: list[str]) -> dict:
         row.update(verdict="broken" if row["nan_samples"] else "unjudged", reason=reason)
         return row
     tonight = sign * math.log(row["tonight"])
-    row.update(verdict="pass", change_pct=(row["tonight"] / row["accepted"] - 1) * 100, _logs=logs,
-               _worse=tonight - float(np.median(logs)), _night=tonight, spread_pct=robust_spread(logs)[1] * 100,
-               _cvs=(row["cv_tonight"], row["cv_accepted"]))  # fmt: skip
+    row.update(
+        verdict="pass",
+        change_pct=(row["tonight"] / row["accepted"] - 1) * 100,
+        _logs=logs,
+        _worse=tonight - float(np.median(logs)),
+        _night=tonight,
+        spread_pct=robust_spread(logs)[1] * 100,
+        _cvs=(row["cv_tonight"], row["cv_accepted"]),
+    )
     return row
 
 
@@ -423,8 +479,10 @@ def _why_not_judged(row: dict, first: dict, night: list, base: list) -> str:
     floor_us = first["min_us"] / _US_PER.get(first["unit"], math.nan)
     if row["tonight"] < floor_us:
         row["nan_samples"] = "median"
-        return (f"broken measurement: {row['tonight']:.4g} {first['unit']} is below the physical floor of "
-                f"{first['path']} ({floor_us:.4g} {first['unit']})")  # fmt: skip
+        return (
+            f"broken measurement: {row['tonight']:.4g} {first['unit']} is below the physical floor of "
+            f"{first['path']} ({floor_us:.4g} {first['unit']})"
+        )
     if not base:
         return "no baseline: no accepted run measured this figure"
     if len(base) < MIN_RUNS:
@@ -437,12 +495,24 @@ def _judge_paths(figures: pd.DataFrame) -> pd.DataFrame:
     for name, group in figures[figures["path"] != ""].groupby("path", sort=True):
         judged = group[group["verdict"] == "pass"]
         row = {
-            "path": name, "kind": group["kind"].iloc[0], "better": direction(group["unit"].iloc[0]) or "",
-            "verdict": "unjudged", "reason": "", "flagged_by": "", "figures": len(judged),
-            "agree": 0, "change_pct": math.nan, "floor_pct": group["floor_pct"].iloc[0], "spread_pct": math.nan,
-            "prior_df": math.nan, "runs": 0, "p_worse": math.nan, "p_better": math.nan, "instability": math.nan,
+            "path": name,
+            "kind": group["kind"].iloc[0],
+            "better": direction(group["unit"].iloc[0]) or "",
+            "verdict": "unjudged",
+            "reason": "",
+            "flagged_by": "",
+            "figures": len(judged),
+            "agree": 0,
+            "change_pct": math.nan,
+            "floor_pct": group["floor_pct"].iloc[0],
+            "spread_pct": math.nan,
+            "prior_df": math.nan,
+            "runs": 0,
+            "p_worse": math.nan,
+            "p_better": math.nan,
+            "instability": math.nan,
             "figure_names": " ".join(sorted(set(judged["figure"]))),
-        }  # fmt: skip
+        }
         if (group["verdict"] == "yardstick").all():
             row.update(verdict="yardstick", reason=group["reason"].iloc[0])
         elif judged.empty:
@@ -572,8 +642,9 @@ def confirm(first: Verdict, rerun: Verdict) -> Verdict:
     for index in paths.index[paths["verdict"].isin(["moved", "unstable"])]:
         row = paths.loc[index]
         on_path = (figures["path"] == row["path"]) & (figures["verdict"] == "moved")
-        evidence = _rerun_evidence(row, again.loc[row["path"]] if row["path"] in again.index else None,
-                                   figures[on_path], rerun.figures)  # fmt: skip
+        evidence = _rerun_evidence(
+            row, again.loc[row["path"]] if row["path"] in again.index else None, figures[on_path], rerun.figures
+        )
         if evidence is None:
             paths.loc[index, "reason"] = _join(row["reason"], "not rerun: unconfirmed")
         elif not evidence:

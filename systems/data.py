@@ -117,8 +117,10 @@ def _check_toolkits(system: dict[str, Any], source: str) -> None:
         for module in env.get("modules", []):
             found = re.fullmatch(r"cuda/(\d+\.\d+(?:\.\d+)*)", module)
             if found and env.get("cuda") != found[1]:
-                raise SystemDataError(f"{source}: environments[{i}].cuda: the module {module} builds with CUDA "
-                                      f"{found[1]}, the environment says {env.get('cuda')}")  # fmt: skip
+                raise SystemDataError(
+                    f"{source}: environments[{i}].cuda: the module {module} builds with CUDA "
+                    f"{found[1]}, the environment says {env.get('cuda')}"
+                )
         try:
             if env.get("cuda"):
                 cuda_drivers.minimum_driver(env["cuda"])
@@ -129,9 +131,11 @@ def _check_toolkits(system: dict[str, Any], source: str) -> None:
         declared = part.get("health", {}).get("driver_min")
         for name in part["environments"]:
             if declared and name in needed and cuda_drivers.newest(declared, needed[name]) != declared:
-                raise SystemDataError(f"{source}: partitions[{i}].health.driver_min: {declared} is older than the "
-                                      f"{needed[name]} that environment {name}'s CUDA {cuda[name]} needs "
-                                      "(drop it: it follows from the toolkit)")  # fmt: skip
+                raise SystemDataError(
+                    f"{source}: partitions[{i}].health.driver_min: {declared} is older than the "
+                    f"{needed[name]} that environment {name}'s CUDA {cuda[name]} needs "
+                    "(drop it: it follows from the toolkit)"
+                )
 
 
 def _check_consistency(system: dict[str, Any], source: str) -> None:

@@ -281,8 +281,11 @@ def evaluate(expected: dict[str, Any] | None, detected: Detected, allowed: int =
     findings += _at_least("driver_version", expected.get("driver_min"), info.get("driver_version"))
     findings += _at_least("cuda_driver_version", expected.get("cuda_min"), info.get("cuda_driver_version"))
     if count and expected.get("addressing") is not None:
-        findings.append(Finding("addressing", node["addressing"] == expected["addressing"], expected["addressing"],
-                                node["addressing"]))  # fmt: skip
+        findings.append(
+            Finding(
+                "addressing", node["addressing"] == expected["addressing"], expected["addressing"], node["addressing"]
+            )
+        )
     per_gpu = expected.get("gpus", [])
     for gpu in info.get("gpus", []):  # a GPU more than expected still has its link judged
         findings += _per_gpu(per_gpu[gpu["index"]] if gpu["index"] < len(per_gpu) else {}, gpu)
@@ -302,8 +305,15 @@ def nvml_started(detected: Detected) -> list[Finding]:
     if hardware:
         shown = ", ".join(hardware[:4]) + (", ..." if len(hardware) > 4 else "")
         return [Finding("nvml", False, f"NVML running on a node with NVIDIA hardware ({shown})", why)]
-    return [Finding("nvml", True, None, f"{why}; no NVIDIA hardware on this node (no /dev/nvidia*, no NVIDIA "
-                                        "display controller on PCI): no GPU to check")]  # fmt: skip
+    return [
+        Finding(
+            "nvml",
+            True,
+            None,
+            f"{why}; no NVIDIA hardware on this node (no /dev/nvidia*, no NVIDIA "
+            "display controller on PCI): no GPU to check",
+        )
+    ]
 
 
 def _report_only(detected: Detected) -> list[Finding]:
@@ -364,8 +374,11 @@ def main(argv: list[str] | None = None, detect=detect_node) -> int:
     parser.add_argument("--systems-dir", type=Path, default=data.SYSTEMS_DIR)
     parser.add_argument("--accepted", type=Path, help="accepted.json of a detected system (its node facts)")
     parser.add_argument("--facts-dir", type=Path, help="write this node's facts here, as node-<host>.json")
-    parser.add_argument("--name-host", action="store_true",
-                        help="begin every line with '<host>: ' (one job checking many nodes at once)")  # fmt: skip
+    parser.add_argument(
+        "--name-host",
+        action="store_true",
+        help="begin every line with '<host>: ' (one job checking many nodes at once)",
+    )
     args = parser.parse_args(argv)
     host = socket.gethostname().split(".")[0]
     say = (lambda line: print(f"{host}: {line}", flush=True)) if args.name_host else print

@@ -201,8 +201,10 @@ def modules_system(system: dict[str, Any]) -> str:
     present = {"lmod": "LMOD_CMD", "tmod4": "MODULESHOME", "tmod32": "MODULESHOME"}.get(declared)
     if dry_run() and present and not os.environ.get(present):
         modules = sorted({m for env in system["environments"] for m in env.get("modules", [])})
-        note = (f"{system['name']}: no {declared} here (${present} unset): the job scripts name no modules; "
-                f"a real run loads {', '.join(modules) or 'none'}")  # fmt: skip
+        note = (
+            f"{system['name']}: no {declared} here (${present} unset): the job scripts name no modules; "
+            f"a real run loads {', '.join(modules) or 'none'}"
+        )
         _DRY_RUN_NOTES.append((system["name"], note))
         return "nomod"
     return declared

@@ -72,8 +72,10 @@ def runtimes_found(paths: str | None = None) -> list[Runtime]:
                 continue
             major = match["version"].split(".")[0]
             # The wheels of CUDA 13 on put it in nvidia/cu<major>/lib, CUDA 12's in nvidia/cuda_runtime/lib.
-            for lib in (os.path.join(folder, "nvidia", f"cu{major}", "lib"),
-                        os.path.join(folder, "nvidia", "cuda_runtime", "lib")):  # fmt: skip
+            for lib in (
+                os.path.join(folder, "nvidia", f"cu{major}", "lib"),
+                os.path.join(folder, "nvidia", "cuda_runtime", "lib"),
+            ):
                 if os.path.isfile(os.path.join(lib, f"libcudart.so.{major}")):
                     found.append(Runtime(match["version"], os.path.abspath(lib)))
                     break
@@ -216,8 +218,9 @@ def toolkit_environment(toolkit: Toolkit, clang: str | None) -> dict[str, Any] |
     return env
 
 
-def with_toolkit_environments(rfm_envs: list[dict[str, Any]], partitions: list[dict[str, Any]],
-                              toolkits: list[Toolkit], clang: str | None) -> None:  # fmt: skip
+def with_toolkit_environments(
+    rfm_envs: list[dict[str, Any]], partitions: list[dict[str, Any]], toolkits: list[Toolkit], clang: str | None
+) -> None:
     """Add each toolkit's environment, with the system as its target, to the
     environments and to every partition that has a CUDA environment."""
     cuda_envs = {e["name"] for e in rfm_envs if "cuda" in e.get("features", [])}
@@ -225,9 +228,11 @@ def with_toolkit_environments(rfm_envs: list[dict[str, Any]], partitions: list[d
     for toolkit in toolkits:
         env = toolkit_environment(toolkit, clang)
         if env is None:
-            raise ValueError(f"{TOOLKITS_VARIABLE}: CUDA {toolkit.release} at {toolkit.root} can be neither built "
-                             f"(no clang++-<N> on PATH; {CLANG_VARIABLE} names one) nor run (no suite installed in "
-                             f"{toolkit.root}/{INSTALLED_SUITE})")  # fmt: skip
+            raise ValueError(
+                f"{TOOLKITS_VARIABLE}: CUDA {toolkit.release} at {toolkit.root} can be neither built "
+                f"(no clang++-<N> on PATH; {CLANG_VARIABLE} names one) nor run (no suite installed in "
+                f"{toolkit.root}/{INSTALLED_SUITE})"
+            )
         rfm_envs.append({**env, "target_systems": systems})
         for part in partitions:
             if cuda_envs & set(part["environs"]):

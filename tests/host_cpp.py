@@ -20,6 +20,7 @@ def build_driver(tmp: Path, source: str, include: tuple[str, ...] = ("common",),
         pytest.skip("no C++ compiler")
     (tmp / "driver.cpp").write_text(source)
     dirs = [arg for name in include for arg in ("-I", str(SRC / name))]
-    subprocess.run([compiler, "-std=c++17", "-O2", *flags, *dirs, str(tmp / "driver.cpp"), "-o", str(tmp / "driver")],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        [compiler, "-std=c++17", "-O2", *flags, *dirs, str(tmp / "driver.cpp"), "-o", str(tmp / "driver")], check=True
+    )
     return tmp / "driver"

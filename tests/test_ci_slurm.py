@@ -10,10 +10,11 @@ import csv
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from reports.nightly import reframe_command
 
 REPO = Path(__file__).resolve().parent.parent
 SLURM = REPO / ".ci" / "slurm"
@@ -41,13 +42,18 @@ def slurm(tmp_path_factory):
 @pytest.fixture(scope="module")
 def run(slurm, tmp_path_factory):
     prefix = tmp_path_factory.mktemp("rfm")
-    cmd = [
-        sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-        "-C", str(REPO / "reframe_settings.py"), "-c", str(REPO / "checks"),
-        "--system", "ci-slurm", "--prefix", str(prefix), "--perflogdir", str(prefix / "perflogs"),
-        "-S", "host_bandwidth.buffer_size=256M", "-S", "host_bandwidth.runs=3",
+    cmd = reframe_command(
+        "ci-slurm",
+        "--prefix",
+        str(prefix),
+        "--perflogdir",
+        str(prefix / "perflogs"),
+        "-S",
+        "host_bandwidth.buffer_size=256M",
+        "-S",
+        "host_bandwidth.runs=3",
         "-r",
-    ]  # fmt: skip
+    )
     result = subprocess.run(cmd, cwd=prefix, env=slurm, capture_output=True, text=True, timeout=900)
     return prefix, result
 
@@ -79,17 +85,23 @@ def test_gpu_checks_say_why_they_are_skipped(run):
     _, result = run
     skipped = [line for line in result.stdout.splitlines() if "SKIP" in line and "um_bandwidth" in line]
     assert skipped, "the GPU checks should be listed as skipped"
-    assert all("no GPU on ci-slurm:cpu" in line or "cannot be touched" in line or "read-mostly" in line
-               for line in skipped)  # fmt: skip
+    assert all(
+        "no GPU on ci-slurm:cpu" in line or "cannot be touched" in line or "read-mostly" in line for line in skipped
+    )
 
 
 def test_health_runs_on_every_node_of_the_partition(slurm, tmp_path):
-    cmd = [
-        sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-        "-C", str(REPO / "reframe_settings.py"), "-c", str(REPO / "checks"),
-        "--system", "ci-slurm", "--prefix", str(tmp_path), "--perflogdir", str(tmp_path / "perflogs"),
-        "-t", "health", "--distribute=all", "-r",
-    ]  # fmt: skip
+    cmd = reframe_command(
+        "ci-slurm",
+        "--prefix",
+        str(tmp_path),
+        "--perflogdir",
+        str(tmp_path / "perflogs"),
+        "-t",
+        "health",
+        "--distribute=all",
+        "-r",
+    )
     result = subprocess.run(cmd, cwd=tmp_path, env=slurm, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     node = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()

@@ -10,9 +10,16 @@ from systems.cuda_drivers import minimum_driver, newest
 
 @pytest.mark.parametrize(
     ("cuda", "driver"),
-    [("10.1", "418.39"), ("10.2.89", "440.33"), ("11.0", "450.80.02"), ("11.7.1", "450.80.02"),
-     ("12.2.140", "525.60.13"), ("12.9", "525.60.13"), ("13.0.88", "580.65.06")],
-)  # fmt: skip
+    [
+        ("10.1", "418.39"),
+        ("10.2.89", "440.33"),
+        ("11.0", "450.80.02"),
+        ("11.7.1", "450.80.02"),
+        ("12.2.140", "525.60.13"),
+        ("12.9", "525.60.13"),
+        ("13.0.88", "580.65.06"),
+    ],
+)
 def test_each_toolkit_names_its_oldest_driver(cuda, driver):
     assert minimum_driver(cuda) == driver
 

@@ -40,15 +40,9 @@ LOGGED = {
 }  # fmt: skip
 
 
-def perflog_of(name: str, when: str) -> Path:
-    """The committed perflog (NAME.log, or NAME.log.hN once its header changed) with a run of this time."""
-    (found,) = [p for p in sorted(PERFLOGS.glob(f"{name}.log*")) if f"\n{when}|" in p.read_text()]
-    return found
-
-
 def logged_figures(check, display_name: str, when: str) -> dict:
     """{figure: value} of one run, from its check's committed perflog."""
-    rows = load(perflog_of(check.__name__, when), warn=None).frame
+    rows = load(PERFLOGS / f"{check.__name__}.log", warn=None).frame
     run = rows[(rows["display_name"] == display_name) & (rows["time"] == when)]
     assert not run.empty, f"no perflog lines of {display_name} at {when}"
     return dict(zip(run["perf_var"], run["value"]))
@@ -88,7 +82,7 @@ def test_the_reports_read_a_curve_back_as_the_figures_the_perflog_had(tmp_path):
     """A perflog of headline figures and its curves file load as the full
     perflog of the same run did."""
     output, (check, display_name, when) = "copy_latency_h100.out", LOGGED["copy_latency_h100.out"]
-    perflog = perflog_of("copy_latency", when)
+    perflog = PERFLOGS / "copy_latency.log"
     lines = perflog.read_text().splitlines()
     header = lines[0].split("|")
     at = {name: header.index(name) for name in ("job_completion_time", "display_name", "perf_var")}
@@ -115,8 +109,13 @@ def test_the_reports_read_a_curve_back_as_the_figures_the_perflog_had(tmp_path):
 def test_a_curve_without_its_runs_perflog_lines_is_reported(tmp_path):
     header = (PERFLOGS / "copy_latency.log").read_text().splitlines()[0]
     (tmp_path / "copy_latency.log").write_text(header + "\n")
-    append_curve(str(tmp_path / "copy_latency.curves"), "2026-01-01T00:00:00+00:00", "copy_latency", 1,
-                 ["Latency: method=pinned direction=h2d size=8 median_us=6.0 min_us=5.9"])  # fmt: skip
+    append_curve(
+        str(tmp_path / "copy_latency.curves"),
+        "2026-01-01T00:00:00+00:00",
+        "copy_latency",
+        1,
+        ["Latency: method=pinned direction=h2d size=8 median_us=6.0 min_us=5.9"],
+    )
     loaded = load(tmp_path, warn=None)
     assert loaded.frame.empty
     assert [i.kind for i in loaded.issues] == ["unmatched"]
@@ -126,8 +125,11 @@ def test_curves_files_have_one_header_and_refuse_what_would_break_their_columns(
     path = tmp_path / "sub" / "x.curves"
     append_curve(str(path), "t1", "x %a=1", 7, ["Latency: size=1"])
     append_curve(str(path), "t2", "x %a=1", 8, ["Latency: size=2"])
-    assert path.read_text().splitlines() == ["|".join(CURVE_COLUMNS), "t1|x %a=1|7|Latency: size=1",
-                                             "t2|x %a=1|8|Latency: size=2"]  # fmt: skip
+    assert path.read_text().splitlines() == [
+        "|".join(CURVE_COLUMNS),
+        "t1|x %a=1|7|Latency: size=1",
+        "t2|x %a=1|8|Latency: size=2",
+    ]
     with pytest.raises(sn.SanityError, match="cannot hold"):
         append_curve(str(path), "t3", "x", 9, ["Latency: reason=a|b"])
 
@@ -148,9 +150,12 @@ def test_curves_go_where_the_perflog_goes_a_relative_folder_from_where_reframe_s
     perflog folder from where it started, and so do the curves."""
     from checks.suite import curves
 
-    settings = {"systems/0/prefix": ".", "logging/0/handlers_perflog": [{"type": "filelog"}, {"type": "stream"}],
-                "logging/0/handlers_perflog/0/basedir": "relperf",
-                "logging/0/handlers_perflog/0/prefix": "%(check_system)s/%(check_partition)s"}  # fmt: skip
+    settings = {
+        "systems/0/prefix": ".",
+        "logging/0/handlers_perflog": [{"type": "filelog"}, {"type": "stream"}],
+        "logging/0/handlers_perflog/0/basedir": "relperf",
+        "logging/0/handlers_perflog/0/prefix": "%(check_system)s/%(check_partition)s",
+    }
     config = type("Config", (), {"get": lambda self, key: settings[key]})()
     monkeypatch.setattr(curves.rt, "runtime", lambda: type("Runtime", (), {"site_config": config})())
     monkeypatch.setattr(curves, "_LAUNCH_DIR", str(tmp_path))
@@ -162,7 +167,7 @@ def test_a_curve_joins_its_own_run_when_two_runs_end_in_the_same_second(tmp_path
     """Two environments' runs of one test can end in the same second: the
     job id tells their curves apart."""
     when, display_name = LOGGED["copy_latency_h100.out"][2], "copy_latency"
-    lines = perflog_of("copy_latency", when).read_text().splitlines()
+    lines = (PERFLOGS / "copy_latency.log").read_text().splitlines()
     header = lines[0].split("|")
     at = {n: header.index(n) for n in ("job_completion_time", "perf_var", "jobid", "environ", "perf_value")}
     run = [line.split("|") for line in lines[1:] if line.split("|")[at["job_completion_time"]] == when]

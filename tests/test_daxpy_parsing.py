@@ -282,6 +282,8 @@ def test_the_checks_sanity_and_performance_extraction():
 
 
 def test_a_point_measured_again_gives_its_samples_in_order():
-    lines = [_line(inner=4, outer=4, kernel_us=v).removeprefix("DAXPY ") + f" sample={k}"
-             for k, v in ((2, 20.0), (1, 10.0), (3, 30.0))]  # fmt: skip
+    lines = [
+        _line(inner=4, outer=4, kernel_us=v).removeprefix("DAXPY ") + f" sample={k}"
+        for k, v in ((2, 20.0), (1, 10.0), (3, 30.0))
+    ]
     assert sn.evaluate(_point_samples(lines, 4, 4, "kernel_us")) == [10.0, 20.0, 30.0]

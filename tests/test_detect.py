@@ -55,8 +55,10 @@ def test_links_to_nvswitch_reach_every_peer():
 def test_a_power9_v100s_links_to_its_cpu_are_its_host_link():
     # A Summit V100: 2 links to the POWER9's NPU, 2 to each of two peers.
     remotes = [1, 1, 0, 0, 0, 0]
-    gpus = [FakeGpu(name="Tesla V100-SXM2-16GB", cc=(7, 0), nvlinks=[2] * 6, nvlink_remotes=remotes,
-                    uuid=f"GPU-{i}") for i in range(6)]  # fmt: skip
+    gpus = [
+        FakeGpu(name="Tesla V100-SXM2-16GB", cc=(7, 0), nvlinks=[2] * 6, nvlink_remotes=remotes, uuid=f"GPU-{i}")
+        for i in range(6)
+    ]
     found = _detect(FakeNvml(gpus), FakeCuda(1, 1))
     node = found.node
     assert node["host_link"] == {"type": "nvlink", "links": 2, "generation": 2}
@@ -120,8 +122,12 @@ def test_configuration_builds_on_this_machine():
 def test_a_power9_node_whose_driver_gives_no_nvlink_version_still_configures():
     # NVLink links to the CPU, but no version: the host link is NVLink with an
     # unknown limit, and the configuration (which validates it) still builds.
-    gpus = [FakeGpu(name="Tesla V100-SXM2-16GB", cc=(7, 0), nvlinks=[0] * 6, nvlink_remotes=[1, 1, 0, 0, 0, 0],
-                    uuid=f"GPU-{i}") for i in range(6)]  # fmt: skip
+    gpus = [
+        FakeGpu(
+            name="Tesla V100-SXM2-16GB", cc=(7, 0), nvlinks=[0] * 6, nvlink_remotes=[1, 1, 0, 0, 0, 0], uuid=f"GPU-{i}"
+        )
+        for i in range(6)
+    ]
     found = _detect(FakeNvml(gpus), FakeCuda(1, 1))
     assert found.node["host_link"] == {"type": "nvlink", "links": 2}
     assert data.speed_of_light(found.node)["host_link"] is None

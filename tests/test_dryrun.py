@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from reports.nightly import RUN_REFRAME, reframe_command
 from systems import data, rfm
 
 pytestmark = pytest.mark.slow
@@ -31,23 +32,9 @@ def _reframe(
     env.pop("GPU_MEMPATHS_ACCOUNT", None)
     if account:
         env["GPU_MEMPATHS_ACCOUNT"] = account
-    cmd = [
-        sys.executable,
-        "-c",
-        "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-        "-C",
-        str(REPO / "reframe_settings.py"),
-        "-c",
-        str(REPO / "checks"),
-        "--system",
-        system,
-        "--prefix",
-        str(tmp_path),
-        "--perflogdir",
-        str(tmp_path / "perflogs"),
-        "--dry-run",
-        *extra,
-    ]
+    cmd = reframe_command(
+        system, "--prefix", str(tmp_path), "--perflogdir", str(tmp_path / "perflogs"), "--dry-run", *extra
+    )
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 or not check, result.stdout + result.stderr
     return result
@@ -140,8 +127,9 @@ def test_summit_health_sees_every_gpu(summit):
     # Without -g 6 jsrun would hide the GPUs and every healthy node would fail.
     launch = _jsrun(_script(summit, "summit", "batch", "cuda", "node_health", "rfm_job.sh"))
     assert (launch["n"], launch["a"], launch["c"], launch["g"]) == (1, 1, 42, 6)
-    assert launch["program"].endswith("-m systems.health --system summit --partition batch "
-                                      f"--accepted {REPO}/perflogs/summit/accepted.json")  # fmt: skip
+    assert launch["program"].endswith(
+        f"-m systems.health --system summit --partition batch --accepted {REPO}/perflogs/summit/accepted.json"
+    )
 
 
 def test_summit_dry_runs_anywhere_and_says_once_what_a_real_run_needs(tmp_path):
@@ -310,8 +298,9 @@ def test_multi_gpu_checks_on_the_dgx_a100(tmp_path_factory):
 def test_the_scans_page_reach_layout_reaches_the_program_only_where_set(tmp_path):
     # The cliff past 256 GiB: the single mode's mapping granularity and a
     # launch's span of every chunk, as the eight-GPU study varies them.
-    _reframe(tmp_path, "dgx-a100", "-n", "mem_scan", "-S", "mem_scan.map_granularity=64M",
-             "-S", "mem_scan.launch_span=1G")  # fmt: skip
+    _reframe(
+        tmp_path, "dgx-a100", "-n", "mem_scan", "-S", "mem_scan.map_granularity=64M", "-S", "mem_scan.launch_span=1G"
+    )
     stage = tmp_path / "stage" / "dgx-a100" / "gpu" / "cuda"
     lines = [_launch_line(p.read_text()) for p in stage.glob("mem_scan*/rfm_job.sh")]
     # The other modes have no VMM range to map: skipped, with the reason.
@@ -328,11 +317,28 @@ def test_the_design_cards_command_after_one_setup_step(system, tmp_path):
         pytest.skip("Lmod is not set up (summit names its modules through Lmod); CI installs it")
     setup = subprocess.run([str(REPO / "suite"), "env"], capture_output=True, text=True, check=True).stdout
     assert f"export RFM_CONFIG_FILES={REPO / 'reframe_settings.py'}" in setup
-    env = {**os.environ, "RFM_CONFIG_FILES": str(REPO / "reframe_settings.py"), "RFM_RESOLVE_MODULE_CONFLICTS": "n",
-           "GPU_MEMPATHS_ACCOUNT": PROJECT}  # fmt: skip
-    cmd = [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-           "-c", "checks", "--system", system, "--dry-run", "-n", "host_bandwidth",
-           "--prefix", str(tmp_path), "--perflogdir", str(tmp_path / "perflogs")]  # fmt: skip
+    env = {
+        **os.environ,
+        "RFM_CONFIG_FILES": str(REPO / "reframe_settings.py"),
+        "RFM_RESOLVE_MODULE_CONFLICTS": "n",
+        "GPU_MEMPATHS_ACCOUNT": PROJECT,
+    }
+    cmd = [
+        sys.executable,
+        "-c",
+        RUN_REFRAME,
+        "-c",
+        "checks",
+        "--system",
+        system,
+        "--dry-run",
+        "-n",
+        "host_bandwidth",
+        "--prefix",
+        str(tmp_path),
+        "--perflogdir",
+        str(tmp_path / "perflogs"),
+    ]
     result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]

@@ -11,11 +11,12 @@ names none, so Spack environments build Spack's gdrcopy and the others skip.
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from reports.nightly import reframe_command
 
 pytestmark = pytest.mark.slow
 
@@ -23,18 +24,29 @@ REPO = Path(__file__).resolve().parent.parent
 SYSTEM = "gdr-seed"
 
 NODE = {
-    "cpu": {"arch": "broadwell", "model": "Intel Xeon E5-2698 v4", "sockets": 2, "cores_per_socket": 20,
-            "threads_per_core": 2},
+    "cpu": {
+        "arch": "broadwell",
+        "model": "Intel Xeon E5-2698 v4",
+        "sockets": 2,
+        "cores_per_socket": 20,
+        "threads_per_core": 2,
+    },
     "numa_nodes": [0, 1],
     "libnuma": True,
     "host_memory": "512 GiB",
-    "gpus": {"count": 8, "model": "Tesla V100-SXM2-32GB", "memory": "32 GiB", "compute_capability": "7.0",
-             "numa_affinity": [0, 0, 0, 0, 1, 1, 1, 1], "hbm_bandwidth": "900 GB/s"},
+    "gpus": {
+        "count": 8,
+        "model": "Tesla V100-SXM2-32GB",
+        "memory": "32 GiB",
+        "compute_capability": "7.0",
+        "numa_affinity": [0, 0, 0, 0, 1, 1, 1, 1],
+        "hbm_bandwidth": "900 GB/s",
+    },
     "host_link": {"type": "pcie", "generation": 3, "width": 16},
     "gpu_link": {"type": "nvlink", "generation": 2, "links_per_gpu": 6},
     "addressing": "none",
     "gdrdrv": True,
-}  # fmt: skip
+}
 
 
 def _partition(name: str, **extra) -> dict:
@@ -65,7 +77,7 @@ def _system() -> dict:
                 "nvcc": "/usr/local/cuda/bin/nvcc",
                 "features": ["cuda"],
                 "cmake_options": ["-DGPU_MEMPATHS_WITH_GDRCOPY=ON"],
-            },  # fmt: skip
+            },
             {"name": "spack", "features": ["cuda", "spack"]},
         ],
         "partitions": [_partition("installed", gdrcopy_prefix="/opt/gdrcopy"), _partition("spack-built")],
@@ -86,18 +98,17 @@ def dryrun(tmp_path_factory):
         "from systems.rfm import site_configuration as _site\n"
         f"site_configuration = _site(Path({str(systems)!r}))\n"
     )
-    cmd = [
-        sys.executable,
-        "-c",
-        "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-        "-C", str(settings),
-        "-c", str(REPO / "checks"),
-        "--system", SYSTEM,
-        "--prefix", str(tmp),
-        "--perflogdir", str(tmp / "perflogs"),
-        "-n", "gdrcopy_|copy_latency",
+    cmd = reframe_command(
+        SYSTEM,
+        "--prefix",
+        str(tmp),
+        "--perflogdir",
+        str(tmp / "perflogs"),
+        "-n",
+        "gdrcopy_|copy_latency",
         "--dry-run",
-    ]  # fmt: skip
+        settings=settings,
+    )
     env = dict(os.environ, RFM_RESOLVE_MODULE_CONFLICTS="n")
     result = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr

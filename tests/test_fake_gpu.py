@@ -26,6 +26,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from reports.nightly import reframe_command
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,8 +60,9 @@ CHECKS = ["-n", "host_bandwidth|um_bandwidth|daxpy|copy_latency|path_matrix|node
 def repo(tmp_path_factory):
     root = tmp_path_factory.mktemp("fakegpu")
     copy = root / "repo"
-    ignore = shutil.ignore_patterns(".git", ".venv", "build", "stage", "output", "perflogs", "nightly", "h100",
-                                    "__pycache__", "*.log")  # fmt: skip
+    ignore = shutil.ignore_patterns(
+        ".git", ".venv", "build", "stage", "output", "perflogs", "nightly", "h100", "__pycache__", "*.log"
+    )
     shutil.copytree(REPO, copy, ignore=ignore)
     (copy / "perflogs").mkdir()
     (copy / "systems" / "fakegpu.yaml").write_text(yaml.safe_dump(FAKE_SYSTEM, sort_keys=False))
@@ -70,8 +73,9 @@ def repo(tmp_path_factory):
     if compiler is None:
         pytest.skip("no C compiler for the fake CUDA driver")
     source = copy / "tests" / "fakegpu" / "libcuda" / "libcuda.c"
-    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-o", str(root / "libcuda" / "libcuda.so.1"), str(source)],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", "-O1", "-o", str(root / "libcuda" / "libcuda.so.1"), str(source)], check=True
+    )
     # A checkout of its own, so that what runs write can be told from what git tracks.
     git = ["git", "-C", str(copy), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)
@@ -91,9 +95,16 @@ def test_a_run_a_dry_run_and_a_nightly_leave_the_checkout_clean(repo):
     environ = {**os.environ, **fake_node_env(repo), "HOME": str(repo.parent / "home")}
     sources = repo / "tests" / "fakegpu" / "src"
     for mode in ("--dry-run", "-r"):
-        cmd = [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-               "-C", "reframe_settings.py", "-c", "checks", "--system", "fakegpu", mode, "-n", "host_bandwidth",
-               "-S", f"SuiteBuild.sourcesdir={sources}"]  # fmt: skip
+        cmd = reframe_command(
+            "fakegpu",
+            mode,
+            "-n",
+            "host_bandwidth",
+            "-S",
+            f"SuiteBuild.sourcesdir={sources}",
+            settings="reframe_settings.py",
+            checks="checks",
+        )
         result = subprocess.run(cmd, cwd=repo, env=environ, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     nightly(repo, 99)
@@ -120,8 +131,19 @@ def nightly(repo: Path, seed: int, **env) -> tuple[int, str, Path]:
     }
     before = set((repo / "reports" / "nightly" / "fakegpu").glob("*"))
     sources = repo / "tests" / "fakegpu" / "src"
-    cmd = [sys.executable, "-m", "reports.nightly", "nightly", "--system", "fakegpu", "--no-report",
-           "--", *CHECKS, "-S", f"SuiteBuild.sourcesdir={sources}"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "reports.nightly",
+        "nightly",
+        "--system",
+        "fakegpu",
+        "--no-report",
+        "--",
+        *CHECKS,
+        "-S",
+        f"SuiteBuild.sourcesdir={sources}",
+    ]
     result = subprocess.run(cmd, cwd=repo, env=environ, capture_output=True, text=True, timeout=600)
     (outdir,) = set((repo / "reports" / "nightly" / "fakegpu").glob("*")) - before
     return result.returncode, result.stdout + result.stderr, outdir
@@ -189,7 +211,9 @@ def test_half_speed_host_memory_is_flagged_and_nothing_else(accepted):
     paths = pd.read_csv(outdir / "paths.csv")
     flagged = paths[paths["verdict"] != "pass"].set_index("path")
     assert set(flagged.index) - {"host link d2h of GPU 0, ce", "host link h2d of GPU 0, ce"} == {
-        "host memory read, NUMA node 0", "host memory write, NUMA node 0"}  # fmt: skip
+        "host memory read, NUMA node 0",
+        "host memory write, NUMA node 0",
+    }
     assert (flagged.loc[flagged["verdict"] == "moved", "change_pct"] < -40).all()
     assert (flagged.loc[flagged["verdict"] == "moved", "rerun_change_pct"] < -40).all()  # the rerun confirmed it
     assert "nightly: confirming host memory read, NUMA node 0, host memory write, NUMA node 0" in output
@@ -226,9 +250,16 @@ def test_the_two_gpu_checks_never_run_on_one_gpu(repo):
     """mem_scan and p2p_pingpong print "Skipped" and exit 0 on one GPU: the
     checks must skip such a node themselves, with the reason, and run nothing."""
     environ = {**os.environ, **fake_node_env(repo)}
-    cmd = [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-           "-C", "reframe_settings.py", "-c", "checks", "--system", "fakegpu", "--dry-run",
-           "-n", "mem_scan|p2p_pingpong", "--prefix", str(repo.parent / "dry")]  # fmt: skip
+    cmd = reframe_command(
+        "fakegpu",
+        "--dry-run",
+        "-n",
+        "mem_scan|p2p_pingpong",
+        "--prefix",
+        str(repo.parent / "dry"),
+        settings="reframe_settings.py",
+        checks="checks",
+    )
     result = subprocess.run(cmd, cwd=repo, env=environ, capture_output=True, text=True, timeout=300)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]

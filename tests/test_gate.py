@@ -15,9 +15,20 @@ SEEDS = range(20)
 
 def samples(figure: str, values, side: str, run: int, unit: str = "GiB/s", tolerance: float = 0.03) -> list[dict]:
     """Rows as the loader makes them: the samples, and the figure with its logged thresholds."""
-    common = {"test": "Check", "case": f"case={figure}", "environ": "gnu", "system": "local", "partition": "default",
-              "gpu_model": "GPU", "gpu_count": "1", "host_link": "pcie gen5 x16", "figure": figure, "unit": unit,
-              "side": side, "run": run}  # fmt: skip
+    common = {
+        "test": "Check",
+        "case": f"case={figure}",
+        "environ": "gnu",
+        "system": "local",
+        "partition": "default",
+        "gpu_model": "GPU",
+        "gpu_count": "1",
+        "host_link": "pcie gen5 x16",
+        "figure": figure,
+        "unit": unit,
+        "side": side,
+        "run": run,
+    }
     rows = [{**common, "sample": k + 1, "value": v} for k, v in enumerate(values)]
     lower, upper = (-tolerance, None) if gate.direction(unit) == "higher" else (None, tolerance)
     rows.append(
@@ -108,8 +119,18 @@ def _perflog(tmp_path, samples_per_side: int):
         lines.append(f"{common}|bw|{level}|GiB/s|{level}|-0.05|null")
         lines += [f"{common}|bw.s{k}|{level + k * 0.01}|GiB/s|0|null|null" for k in range(1, samples_per_side + 1)]
     (tmp_path / "Check.log").write_text("\n".join(lines) + "\n")
-    return ["compare", str(tmp_path), "--by", "time", "--base", "2026-11-01", "--new", "2026-11-02",
-            "--csv", str(tmp_path / "c.csv")]  # fmt: skip
+    return [
+        "compare",
+        str(tmp_path),
+        "--by",
+        "time",
+        "--base",
+        "2026-11-01",
+        "--new",
+        "2026-11-02",
+        "--csv",
+        str(tmp_path / "c.csv"),
+    ]
 
 
 def test_compare_with_one_sample_per_side_exits_3(tmp_path, capsys):
@@ -179,12 +200,25 @@ def _toolkit_perflog(tmp_path, field: str, values: tuple, planted: str):
             lines.append(f"{common}|{figure}|{level}|GiB/s|0|-0.05|null")
             lines += [f"{common}|{figure}.s{k}|{level * (1 + k / 1000)}|GiB/s|0|null|null" for k in range(1, 6)]
     (tmp_path / "Check.log").write_text("\n".join(lines) + "\n")
-    return ["compare", str(tmp_path), "--by", field, "--base", values[0], "--new", values[1],
-            "--threshold", "5", "--csv", str(tmp_path / "c.csv")]  # fmt: skip
+    return [
+        "compare",
+        str(tmp_path),
+        "--by",
+        field,
+        "--base",
+        values[0],
+        "--new",
+        values[1],
+        "--threshold",
+        "5",
+        "--csv",
+        str(tmp_path / "c.csv"),
+    ]
 
 
-@pytest.mark.parametrize("field, values", [("cuda_runtime_version", ("13.0", "13.5")),
-                                           ("driver_version", ("580.159.04", "590.10"))])  # fmt: skip
+@pytest.mark.parametrize(
+    "field, values", [("cuda_runtime_version", ("13.0", "13.5")), ("driver_version", ("580.159.04", "590.10"))]
+)
 def test_an_upgrade_compared_flags_exactly_the_one_planted_change(tmp_path, field, values):
     assert main(_toolkit_perflog(tmp_path, field, values, planted="write_bw")) == 2
     table = pd.read_csv(tmp_path / "c.csv").set_index("figure")

@@ -125,27 +125,53 @@ def test_an_unknown_layout_fails_naming_the_header():
     "row, broken, why",
     [
         # 2.6's median of a size it could not time.
-        ("gdr_copy_to_mapping \t     4096 \t      0.3957 \t      0.3737",
-         "gdr_copy_to_mapping \t     4096 \t        -nan \t      0.3737", "median time '-nan' is not a finite"),
-        ("gdr_copy_to_mapping \t     4096 \t      0.3957 \t      0.3737",
-         "gdr_copy_to_mapping \t     4096 \t     -0.3957 \t      0.3737", "median time '-0.3957' is not a finite"),
-        ("gdr_copy_to_mapping \t     4096 \t      0.3957 \t      0.3737",
-         "gdr_copy_to_mapping \t     4096 \t      0.3957", "not a copylat row '<test> <size> <median> <min>'"),
-        ("cuMemcpy_D2H \t     4096 \t      2.7719 \t      2.4880",
-         "cuMemcpy_D2H \t     4096 \t      2.7719 \t      2.4880 \t 3.1", "not a copylat row"),
-        ("cuMemcpy_D2H \t     4096 \t      2.7719 \t      2.4880",
-         "cuMemcpy_D2H \t     4 KiB \t      2.7719 \t      2.4880", "not a copylat row"),
-        ("gdr_copy_from_mapping \t     4096 \t      2.7006 \t      2.6067",
-         "gdr_copy_from_mapping_v2 \t     4096 \t      2.7006 \t      2.6067", "unknown copylat test"),
-        ("gdr_copy_from_mapping \t     4096 \t      2.7006 \t      2.6067",
-         "gdr_copy_to_mapping \t     4096 \t      2.7006 \t      2.6067",
-         "a gdr_copy_to_mapping row in the gdr_copy_from_mapping table"),
-        ("gdr_copy_from_mapping \t     4096 \t      2.7006 \t      2.6067",
-         "gdr_copy_from_mapping \t     2048 \t      2.7006 \t      2.6067", "size 2048 a second time"),
-        ("gdr_copy_from_mapping \t     4096 \t      2.7006 \t      2.6067",
-         "Assertion `gdr_copy_from_mapping' failed", "not a copylat row"),
+        (
+            "gdr_copy_to_mapping \t     4096 \t      0.3957 \t      0.3737",
+            "gdr_copy_to_mapping \t     4096 \t        -nan \t      0.3737",
+            "median time '-nan' is not a finite",
+        ),
+        (
+            "gdr_copy_to_mapping \t     4096 \t      0.3957 \t      0.3737",
+            "gdr_copy_to_mapping \t     4096 \t     -0.3957 \t      0.3737",
+            "median time '-0.3957' is not a finite",
+        ),
+        (
+            "gdr_copy_to_mapping \t     4096 \t      0.3957 \t      0.3737",
+            "gdr_copy_to_mapping \t     4096 \t      0.3957",
+            "not a copylat row '<test> <size> <median> <min>'",
+        ),
+        (
+            "cuMemcpy_D2H \t     4096 \t      2.7719 \t      2.4880",
+            "cuMemcpy_D2H \t     4096 \t      2.7719 \t      2.4880 \t 3.1",
+            "not a copylat row",
+        ),
+        (
+            "cuMemcpy_D2H \t     4096 \t      2.7719 \t      2.4880",
+            "cuMemcpy_D2H \t     4 KiB \t      2.7719 \t      2.4880",
+            "not a copylat row",
+        ),
+        (
+            "gdr_copy_from_mapping \t     4096 \t      2.7006 \t      2.6067",
+            "gdr_copy_from_mapping_v2 \t     4096 \t      2.7006 \t      2.6067",
+            "unknown copylat test",
+        ),
+        (
+            "gdr_copy_from_mapping \t     4096 \t      2.7006 \t      2.6067",
+            "gdr_copy_to_mapping \t     4096 \t      2.7006 \t      2.6067",
+            "a gdr_copy_to_mapping row in the gdr_copy_from_mapping table",
+        ),
+        (
+            "gdr_copy_from_mapping \t     4096 \t      2.7006 \t      2.6067",
+            "gdr_copy_from_mapping \t     2048 \t      2.7006 \t      2.6067",
+            "size 2048 a second time",
+        ),
+        (
+            "gdr_copy_from_mapping \t     4096 \t      2.7006 \t      2.6067",
+            "Assertion `gdr_copy_from_mapping' failed",
+            "not a copylat row",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_broken_row_fails_naming_the_line(row, broken, why, tmp_path):
     text = fixture_text("copylat_2.6.txt")
     job = job_output(text, replace_once(text, row, broken))
@@ -221,12 +247,18 @@ def test_seed_apiperf(seed):
 @pytest.mark.parametrize(
     "name, first, last",
     [
-        ("apiperf_2.5.txt", [315.533384, 5.754890, 0.224646, 4.726621, 190.372694],
-         [640.456515, 6.150222, 0.204003, 10.836053, 313.913788]),
-        ("apiperf_2.6.txt", [339.688139, 5.501528, 0.214450, 4.631411, 187.538140],
-         [645.366973, 5.753753, 0.195477, 10.117837, 311.899393]),
+        (
+            "apiperf_2.5.txt",
+            [315.533384, 5.754890, 0.224646, 4.726621, 190.372694],
+            [640.456515, 6.150222, 0.204003, 10.836053, 313.913788],
+        ),
+        (
+            "apiperf_2.6.txt",
+            [339.688139, 5.501528, 0.214450, 4.631411, 187.538140],
+            [645.366973, 5.753753, 0.195477, 10.117837, 311.899393],
+        ),
     ],
-)  # fmt: skip
+)
 def test_apiperf_of_gdrcopy_2_5_and_2_6(name, first, last, tmp_path):
     text = fixture_text(name)
     rows = parse_apiperf(text)

@@ -123,7 +123,12 @@ def test_the_version_is_the_installed_librarys_and_the_test_must_load_it(tmp_pat
     assert installed_version(str(tmp_path / "usr")) == "2.5"
     assert installed_version(str(tmp_path / "none")) == installed_version(None) == "unknown"
     assert [copylat_statistic(v) for v in ("2.4.4", "2.5", "2.6", "3.0", "unknown")] == [
-        "average", "average", "median", "median", "unknown"]  # fmt: skip
+        "average",
+        "average",
+        "median",
+        "median",
+        "unknown",
+    ]
     out = tmp_path / "rfm_job.out"
     out.write_text(job_output("closing gdrdrv\n", libgdrapi=f"libgdrapi: {tmp_path}/lib64/libgdrapi.so.2.4.4\n"))
     assert sn.evaluate(version_loaded(str(out), "2.4.4"))

@@ -22,8 +22,17 @@ def dgx():
 
 def _a100(i, **kw):
     numa = [3, 3, 1, 1, 7, 7, 5, 5][i]
-    base = dict(name="NVIDIA A100-SXM4-80GB", cc=(8, 0), numa=numa, pcie_max=(4, 16), pcie_current=(1, 16),
-                pcie_loaded=(4, 16), nvlinks=[4] * 12, uuid=f"GPU-{i}", bus_id=f"00000000:{i:02x}:00.0")  # fmt: skip
+    base = dict(
+        name="NVIDIA A100-SXM4-80GB",
+        cc=(8, 0),
+        numa=numa,
+        pcie_max=(4, 16),
+        pcie_current=(1, 16),
+        pcie_loaded=(4, 16),
+        nvlinks=[4] * 12,
+        uuid=f"GPU-{i}",
+        bus_id=f"00000000:{i:02x}:00.0",
+    )
     base.update(kw)
     return FakeGpu(**base)
 
@@ -160,9 +169,17 @@ def summit():
 def _v100(i, **kw):
     # Two links to the POWER9 (NVML's IBM NPU), two to each peer of the socket;
     # NVML's version enum says 2 or 3 for NVLink 2.x.
-    base = dict(name="Tesla V100-SXM2-16GB", cc=(7, 0), memory=16911433728, numa=[0, 0, 0, 8, 8, 8][i],
-                pcie_max=(3, 16), nvlinks=[3] * 6, nvlink_remotes=[1, 1, 0, 0, 0, 0], uuid=f"GPU-{i}",
-                bus_id=f"00000000:{0x04 + i:02x}:00.0")  # fmt: skip
+    base = dict(
+        name="Tesla V100-SXM2-16GB",
+        cc=(7, 0),
+        memory=16911433728,
+        numa=[0, 0, 0, 8, 8, 8][i],
+        pcie_max=(3, 16),
+        nvlinks=[3] * 6,
+        nvlink_remotes=[1, 1, 0, 0, 0, 0],
+        uuid=f"GPU-{i}",
+        bus_id=f"00000000:{0x04 + i:02x}:00.0",
+    )
     base.update(kw)
     return FakeGpu(**base)
 
@@ -197,8 +214,10 @@ def test_a_summit_node_without_ats_fails(summit):
 
 def _h200_pair(**gpu1):
     base = dict(name="NVIDIA H200", nvlinks=[6] * 18)
-    return [FakeGpu(**base, uuid="GPU-0", bus_id="00000000:01:00.0"),
-            FakeGpu(**{**base, **gpu1}, uuid="GPU-1", bus_id="00000000:02:00.0")]  # fmt: skip
+    return [
+        FakeGpu(**base, uuid="GPU-0", bus_id="00000000:01:00.0"),
+        FakeGpu(**{**base, **gpu1}, uuid="GPU-1", bus_id="00000000:02:00.0"),
+    ]
 
 
 def _accepted(readings, partition="default"):
@@ -215,15 +234,17 @@ def test_the_accepted_nodes_facts_are_what_a_detected_node_is_held_to():
 @pytest.mark.parametrize(
     "change, expected",
     [
-        ({"pcie_loaded": (3, 8)}, ["FAIL gpu1 pcie_generation: expected 5, found 3",
-                                   "FAIL gpu1 pcie_width: expected x16, found x8"]),
+        (
+            {"pcie_loaded": (3, 8)},
+            ["FAIL gpu1 pcie_generation: expected 5, found 3", "FAIL gpu1 pcie_width: expected x16, found x8"],
+        ),
         ({"nvlinks": [6] * 17}, ["FAIL gpu1 nvlinks_up: expected 18, found 17"]),
         ({"name": "NVIDIA H100 80GB HBM3"}, ["FAIL gpu1 model: expected NVIDIA H200, found NVIDIA H100 80GB HBM3"]),
         ({"numa": 1}, ["FAIL gpu1 numa_node: expected 0, found 1"]),
         ({"ecc": (0, 0)}, ["FAIL gpu1 ecc: expected True, found False"]),
         ({"persistence": 0}, ["FAIL gpu1 persistence_mode: expected True, found False"]),
     ],
-)  # fmt: skip
+)
 def test_a_detected_node_that_changed_since_its_acceptance_fails(change, expected):
     accepted = _accepted(_readings(_h200_pair()))
     assert _failures(evaluate(accepted, _readings(_h200_pair(**change)))) == expected
@@ -239,8 +260,10 @@ def _detect(gpus):
 
 
 def test_local_without_an_accepted_run_reports_and_says_it_judged_nothing(capsys, tmp_path):
-    status = main(["--system", "local", "--partition", "default", "--accepted", str(tmp_path / "none.json")],
-                  detect=_detect([FakeGpu()]))  # fmt: skip
+    status = main(
+        ["--system", "local", "--partition", "default", "--accepted", str(tmp_path / "none.json")],
+        detect=_detect([FakeGpu()]),
+    )
     out = capsys.readouterr().out
     assert status == 0
     assert "PASS gpu0 pcie_generation: 5" in out and "PASS gpu0 pcie_width: x16" in out
@@ -251,8 +274,10 @@ def test_local_without_an_accepted_run_reports_and_says_it_judged_nothing(capsys
 
 
 def test_local_against_its_accepted_run_and_the_facts_it_writes(capsys, tmp_path):
-    assert main(["--system", "local", "--partition", "default", "--facts-dir", str(tmp_path)],
-                detect=_detect([FakeGpu()])) == 0  # fmt: skip
+    assert (
+        main(["--system", "local", "--partition", "default", "--facts-dir", str(tmp_path)], detect=_detect([FakeGpu()]))
+        == 0
+    )
     # Named by the host the program ran on, not by the job script's launch node.
     record = json.loads((tmp_path / f"node-{socket.gethostname().split('.')[0]}.json").read_text())
     assert record["host"] == socket.gethostname()
@@ -411,14 +436,29 @@ def _accepted_with_pcie(tmp_path, pcie):
     "pcie, expected",
     [
         ([5, 16], ["FAIL gpu0 pcie_generation: expected 5, found 4", "FAIL gpu0 pcie_width: expected x16, found x8"]),
-        (None, ["FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
-                "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8"]),
-        ("missing", ["FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
-                     "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8"]),
-        ([4, 8], ["FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
-                  "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8"]),
+        (
+            None,
+            [
+                "FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
+                "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8",
+            ],
+        ),
+        (
+            "missing",
+            [
+                "FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
+                "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8",
+            ],
+        ),
+        (
+            [4, 8],
+            [
+                "FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
+                "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8",
+            ],
+        ),
     ],
-)  # fmt: skip
+)
 def test_an_h100_link_trained_at_gen4_x8_fails_naming_the_gpu_and_field(capsys, tmp_path, pcie, expected):
     """An H100 can train to Gen5 x16: at Gen4 x8 it fails against accepted
     facts that say so, that hold no link, or that accepted the link trained down."""

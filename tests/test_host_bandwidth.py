@@ -22,8 +22,9 @@ def output(nodes=(0, 1), runs=5, drop=None) -> str:
 @pytest.fixture
 def case(tmp_path):
     (tmp_path / "err").write_text("")
-    return lambda text: Case(host_bandwidth, _write(tmp_path / "out", text), tmp_path / "err",
-                             node={"numa_nodes": [0, 1]})  # fmt: skip
+    return lambda text: Case(
+        host_bandwidth, _write(tmp_path / "out", text), tmp_path / "err", node={"numa_nodes": [0, 1]}
+    )
 
 
 def _write(path, text):

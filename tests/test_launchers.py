@@ -61,12 +61,27 @@ def test_whole_node_lsf_leaves_placement_to_jsrun():
     assert getscheduler("lsf-nnodes") is LsfNodesScheduler
     scheduler = LsfNodesScheduler.__new__(LsfNodesScheduler)
     scheduler._prefix, scheduler._sched_access_in_submit = "#BSUB", False
-    job = SimpleNamespace(name="rfm_x", stdout="o", stderr="e", num_tasks=6, num_tasks_per_node=6,
-                          num_cpus_per_task=7, time_limit=600, sched_access=["-P ABC123"], options=[],
-                          cli_options=[], exclusive_access=True)  # fmt: skip
+    job = SimpleNamespace(
+        name="rfm_x",
+        stdout="o",
+        stderr="e",
+        num_tasks=6,
+        num_tasks_per_node=6,
+        num_cpus_per_task=7,
+        time_limit=600,
+        sched_access=["-P ABC123"],
+        options=[],
+        cli_options=[],
+        exclusive_access=True,
+    )
     assert scheduler.emit_preamble(job) == [
-        "#BSUB -J rfm_x", "#BSUB -o o", "#BSUB -e e", "#BSUB -nnodes 1", "#BSUB -W 10", "#BSUB -P ABC123",
-    ]  # fmt: skip
+        "#BSUB -J rfm_x",
+        "#BSUB -o o",
+        "#BSUB -e e",
+        "#BSUB -nnodes 1",
+        "#BSUB -W 10",
+        "#BSUB -P ABC123",
+    ]
     # Without a per-node count ReFrame's LSF writes "-n <tasks>": whole nodes still.
     job.num_tasks, job.num_tasks_per_node = 6, None
     assert scheduler.emit_preamble(job)[3] == "#BSUB -nnodes 1"

@@ -113,13 +113,15 @@ BLOCK_SCAN = (
 
 
 def test_block_rates_are_the_samples_of_the_headline_summaries():
-    text = "\n".join([
-        BLOCK_SCAN.format(segment=64, mean=360.0, blocks="359,360,361,362,358"),
-        BLOCK_SCAN.format(segment=128, mean=665.0, blocks="664,665,666,663,667"),
-        BLOCK_SCAN.format(segment=256, mean=668.0, blocks="668,669,667,670,666"),
-        "Link: mode=single op=read gpus=2 launch_bytes=1 reps=20 per_gpu_gbs=337.00,338.00 min_gbs=337.00 "
-        "mean_gbs=337.50 aggregate_gbs=675.00 block_mean_gbs=337,338,337,338,337 scan_limit_gbs=675.00",
-    ])  # fmt: skip
+    text = "\n".join(
+        [
+            BLOCK_SCAN.format(segment=64, mean=360.0, blocks="359,360,361,362,358"),
+            BLOCK_SCAN.format(segment=128, mean=665.0, blocks="664,665,666,663,667"),
+            BLOCK_SCAN.format(segment=256, mean=668.0, blocks="668,669,667,670,666"),
+            "Link: mode=single op=read gpus=2 launch_bytes=1 reps=20 per_gpu_gbs=337.00,338.00 min_gbs=337.00 "
+            "mean_gbs=337.50 aggregate_gbs=675.00 block_mean_gbs=337,338,337,338,337 scan_limit_gbs=675.00",
+        ]
+    )
     points = parse_scan(text)
     assert points[0].block_means == (359.0, 360.0, 361.0, 362.0, 358.0)
     blocks = block_summaries(points, 900.0, 5)
@@ -133,14 +135,16 @@ def test_block_rates_are_the_samples_of_the_headline_summaries():
 def test_the_common_window_of_the_start_gate_parses():
     """Since the GPUs start together at a gate, each line also gives the window
     the aggregate is taken over; the aggregate is the line's, not a sum."""
-    text = "\n".join([
-        "Scan: mode=single op=read segment=128 width=16 thread_bytes=16 gpus=2 launch_bytes=1073741824 reps=20 "
-        "per_gpu_gbs=668.10,667.90 min_gbs=667.90 mean_gbs=668.00 aggregate_gbs=1331.20 window_s=0.064531 "
-        "block_mean_gbs=668,668,667,669,668",
-        "Link: mode=single op=read gpus=2 launch_bytes=1 reps=20 per_gpu_gbs=337.00,338.00 min_gbs=337.00 "
-        "mean_gbs=337.50 aggregate_gbs=674.00 window_s=0.031000 block_mean_gbs=337,338,337,338,337 "
-        "scan_limit_gbs=675.00",
-    ])  # fmt: skip
+    text = "\n".join(
+        [
+            "Scan: mode=single op=read segment=128 width=16 thread_bytes=16 gpus=2 launch_bytes=1073741824 reps=20 "
+            "per_gpu_gbs=668.10,667.90 min_gbs=667.90 mean_gbs=668.00 aggregate_gbs=1331.20 window_s=0.064531 "
+            "block_mean_gbs=668,668,667,669,668",
+            "Link: mode=single op=read gpus=2 launch_bytes=1 reps=20 per_gpu_gbs=337.00,338.00 min_gbs=337.00 "
+            "mean_gbs=337.50 aggregate_gbs=674.00 window_s=0.031000 block_mean_gbs=337,338,337,338,337 "
+            "scan_limit_gbs=675.00",
+        ]
+    )
     (point,) = parse_scan(text)
     assert point.aggregate_gbs == 1331.2 and point.block_means[3] == 669.0
     assert parse_link(text, "single", "read").block_means == (337.0, 338.0, 337.0, 338.0, 337.0)
@@ -194,11 +198,15 @@ def test_a_complete_case_passes(tmp_path):
     from checks.mem_scan import complete_case
 
     out = tmp_path / "out.txt"
-    out.write_text("\n".join([
-        BLOCK_SCAN.format(segment=64, mean=360.0, blocks="359,360,361,362,358"),
-        "Link: mode=single op=read gpus=2 launch_bytes=1 reps=20 per_gpu_gbs=337.00,338.00 min_gbs=337.00 "
-        "mean_gbs=337.50 aggregate_gbs=675.00 block_mean_gbs=337,338,337,338,337 scan_limit_gbs=675.00",
-    ]))  # fmt: skip
+    out.write_text(
+        "\n".join(
+            [
+                BLOCK_SCAN.format(segment=64, mean=360.0, blocks="359,360,361,362,358"),
+                "Link: mode=single op=read gpus=2 launch_bytes=1 reps=20 per_gpu_gbs=337.00,338.00 min_gbs=337.00 "
+                "mean_gbs=337.50 aggregate_gbs=675.00 block_mean_gbs=337,338,337,338,337 scan_limit_gbs=675.00",
+            ]
+        )
+    )
     assert sn.evaluate(complete_case(str(out), "single", "read", [64], [16], True))
     out.write_text(BLOCK_SCAN.format(segment=64, mean=360.0, blocks="359,360,361,362,358"))
     with pytest.raises(sn.SanityError, match="no Link record of mode=single op=read"):

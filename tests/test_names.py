@@ -45,14 +45,23 @@ def test_no_layer_uses_a_name_the_table_does_not_give():
     layers = {
         "src": [p.name for p in (REPO / "src").iterdir() if p.is_dir() and p.name not in ("common", "cmake")],
         "checks": [p.stem for p in (REPO / "checks").glob("*.py")],
-        "experiments": [p.stem for p in (REPO / "experiments").glob("*.py")
-                        if p.stem not in ("__init__", "keys", "records", "paths", "references", "curves")],
-        "reports/figures": [p.stem for p in (REPO / "reports" / "figures").glob("*.py")
-                            if p.stem not in ("__init__", "common", "generic", "versions")],
+        "experiments": [
+            p.stem
+            for p in (REPO / "experiments").glob("*.py")
+            if p.stem not in ("__init__", "keys", "records", "paths", "references", "curves")
+        ],
+        "reports/figures": [
+            p.stem
+            for p in (REPO / "reports" / "figures").glob("*.py")
+            if p.stem not in ("__init__", "common", "generic", "versions")
+        ],
         "systems/references": [p.stem for p in (REPO / "systems" / "references").glob("*.yaml")],
-        "perflogs": [p.name.split(".")[0] for p in (REPO / "perflogs").glob("*/*/*.log*")
-                     if not p.name.startswith(("SuiteBuild", "GdrCopyBuild"))],
-    }  # fmt: skip
+        "perflogs": [
+            p.name.split(".")[0]
+            for p in (REPO / "perflogs").glob("*/*/*.log*")
+            if not p.name.startswith(("SuiteBuild", "GdrCopyBuild"))
+        ],
+    }
     for layer, found in layers.items():
         strays = sorted(n for n in set(found) if n not in names and not _a_gdrcopy_test(n))
         assert not strays, f"{layer}: {strays} are not experiment names (README's table)"

@@ -15,8 +15,17 @@ H100 = {"gpu_model": "NVIDIA H100 80GB HBM3", "host_link": "pcie gen5 x16", "gpu
 
 
 def _samples(test, case, figure, unit, runs: list[list[float]], **facts) -> list[dict]:
-    common = {"test": test, "case": case, "environ": "gnu", "system": "local", "partition": "default", **H100,
-              **facts, "figure": figure, "unit": unit}  # fmt: skip
+    common = {
+        "test": test,
+        "case": case,
+        "environ": "gnu",
+        "system": "local",
+        "partition": "default",
+        **H100,
+        **facts,
+        "figure": figure,
+        "unit": unit,
+    }
     return [
         {**common, "run": r, "sample": k + 1, "value": v} for r, values in enumerate(runs) for k, v in enumerate(values)
     ]
@@ -47,16 +56,31 @@ def test_one_odd_run_among_three_does_not_blind_a_figure():
 
 
 def test_accepted_runs_become_one_entry_per_case_and_node(tmp_path):
-    rows = _samples("um_bandwidth", "memory=pinned op=read size=1G", "steady_bw", "GiB/s",
-                    [[47.5, 47.4, 47.6], [47.3, 47.3, 47.4], [47.7, 47.6, 47.8]])  # fmt: skip
-    rows += _samples("um_bandwidth", "memory=pinned op=read size=1G", "steady_bw", "GiB/s",
-                     [[40.0] * 3] * 3, gpu_count="2", gpu_model="NVIDIA H200")  # fmt: skip
+    rows = _samples(
+        "um_bandwidth",
+        "memory=pinned op=read size=1G",
+        "steady_bw",
+        "GiB/s",
+        [[47.5, 47.4, 47.6], [47.3, 47.3, 47.4], [47.7, 47.6, 47.8]],
+    )
+    rows += _samples(
+        "um_bandwidth",
+        "memory=pinned op=read size=1G",
+        "steady_bw",
+        "GiB/s",
+        [[40.0] * 3] * 3,
+        gpu_count="2",
+        gpu_model="NVIDIA H200",
+    )
     rows += _samples("copy_latency", "device=0", "lat_us_pinned_h2d_8", "us", [[7.0, 7.01, 6.99]] * 3)
     entries, warnings = accept.reference_entries(pd.DataFrame(rows), minimum=0.03, detected=True)
     assert warnings == []
     um = {e["where"]["gpu_model"]: e for e in entries["um_bandwidth"]}
-    assert um["NVIDIA H100 80GB HBM3"]["where"] == {"gpu_model": "NVIDIA H100 80GB HBM3", "host_link": "pcie gen5 x16",
-                                                     "gpu_count": 1}  # fmt: skip
+    assert um["NVIDIA H100 80GB HBM3"]["where"] == {
+        "gpu_model": "NVIDIA H100 80GB HBM3",
+        "host_link": "pcie gen5 x16",
+        "gpu_count": 1,
+    }
     assert um["NVIDIA H100 80GB HBM3"]["case"] == {"memory": "pinned", "op": "read", "size": "1G"}
     ref, lower, upper, unit = um["NVIDIA H100 80GB HBM3"]["values"]["steady_bw"]
     assert ref == pytest.approx(47.5) and lower == -0.03 and upper is None and unit == "GiB/s"  # upper: physics
@@ -66,8 +90,15 @@ def test_accepted_runs_become_one_entry_per_case_and_node(tmp_path):
 
 
 def test_a_declared_system_keeps_its_name_and_partition(tmp_path):
-    rows = _samples("host_bandwidth", "buffer_size=1G", "read_bw_node0", "GiB/s", [[60.0] * 3] * 3,
-                    system="summit", partition="batch")  # fmt: skip
+    rows = _samples(
+        "host_bandwidth",
+        "buffer_size=1G",
+        "read_bw_node0",
+        "GiB/s",
+        [[60.0] * 3] * 3,
+        system="summit",
+        partition="batch",
+    )
     entries, _ = accept.reference_entries(pd.DataFrame(rows), 0.03, detected=False)
     [entry] = entries["host_bandwidth"]
     assert entry["where"] == {"system": "summit", "partition": "batch"}
@@ -75,8 +106,9 @@ def test_a_declared_system_keeps_its_name_and_partition(tmp_path):
 
 def test_a_case_in_too_few_runs_gets_no_reference_and_an_odd_run_is_named():
     rows = _samples("host_bandwidth", "buffer_size=1G", "read_bw_node0", "GiB/s", [[68.0, 68.1, 67.9]] * 2)
-    rows += _samples("um_bandwidth", "memory=pinned", "copy_engine_bw", "GiB/s",
-                     [[51.3] * 3, [30.2, 30.5, 30.1], [51.2] * 3])  # fmt: skip
+    rows += _samples(
+        "um_bandwidth", "memory=pinned", "copy_engine_bw", "GiB/s", [[51.3] * 3, [30.2, 30.5, 30.1], [51.2] * 3]
+    )
     entries, warnings = accept.reference_entries(pd.DataFrame(rows), 0.06, True)
     assert "host_bandwidth" not in entries  # two runs of three: its figures stay unjudged
     assert warnings[0].startswith("host_bandwidth buffer_size=1G on NVIDIA H100 80GB HBM3: in 2 of the runs")
@@ -84,8 +116,13 @@ def test_a_case_in_too_few_runs_gets_no_reference_and_an_odd_run_is_named():
 
 
 def test_history_leaves_out_the_runs_that_failed_their_checks():
-    frame = pd.DataFrame({"system": ["local"] * 3, "result": ["pass", "fail", None], "time": pd.to_datetime(
-        ["2026-11-20T01:00", "2026-11-20T02:00", "2026-11-20T03:00"], utc=True)})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "system": ["local"] * 3,
+            "result": ["pass", "fail", None],
+            "time": pd.to_datetime(["2026-11-20T01:00", "2026-11-20T02:00", "2026-11-20T03:00"], utc=True),
+        }
+    )
     history = accept.history_of(frame, [{"start": "2026-11-21T00:00", "end": "2026-11-21T01:00"}], "local")
     assert list(history["time"].dt.hour) == [1, 3]  # the failed run (a fault) does not widen tolerances
 
@@ -119,8 +156,9 @@ def test_an_empty_reference_list_takes_entries(tmp_path):
 def _verdict(*paths):
     """A verdict whose paths have the given verdicts (figures: one each, judged alike)."""
     names = [f"p{i}" for i in range(len(paths))]
-    figures = pd.DataFrame({"path": names, "verdict": [v if v != "unstable" else "pass" for v in paths],
-                            "reason": [""] * len(paths)})  # fmt: skip
+    figures = pd.DataFrame(
+        {"path": names, "verdict": [v if v != "unstable" else "pass" for v in paths], "reason": [""] * len(paths)}
+    )
     return verdict.Verdict(figures, pd.DataFrame({"path": names, "verdict": list(paths)}))
 
 
@@ -150,26 +188,49 @@ def test_references_need_three_runs(tmp_path, monkeypatch, capsys):
     for stamp in ("2026-11-20T03:00:00", "2026-11-21T03:00:00"):
         run = tmp_path / "local" / stamp.replace(":", "")
         run.mkdir(parents=True)
-        (run / "run.json").write_text(json.dumps({"stamp": stamp, "start": stamp, "end": stamp, "checks": "pass",
-                                                  "health": "pass"}))  # fmt: skip
+        (run / "run.json").write_text(
+            json.dumps({"stamp": stamp, "start": stamp, "end": stamp, "checks": "pass", "health": "pass"})
+        )
     args = nightly.parser().parse_args(["accept", "2026-11-20T03:00:00", "2026-11-21T03:00:00", "--write-references"])
     assert accept.accept(args) == 3  # nothing judged, not "moved"
     assert "at least 3 runs on separately started nodes, 2 given" in capsys.readouterr().err
 
 
 def test_earlier_runs_of_a_case_widen_its_tolerance(tmp_path):
-    """Records older than the case field match by their logged fields; their spread counts."""
+    """Runs of the case outside the accepted ones count with their spread; other cases' do not."""
     facts = {"system": "local", "partition": "default", **H100}
     history = pd.DataFrame(
         [
-            {**facts, "test": "copy_latency", "environ": "gnu", "case": "", "case_logged": False, "device": "0",
-             "figure": "lat_us_pinned_h2d_8", "sample": None, "value": v, "time": t}
-            for t, v in (("2026-11-22T10:00", 8.5), ("2026-11-22T11:00", 8.9), ("2026-11-22T12:00", 8.6),
-                         ("2026-11-22T13:00", 8.7))
+            {
+                **facts,
+                "test": "copy_latency",
+                "environ": "gnu",
+                "case": "device=0",
+                "figure": "lat_us_pinned_h2d_8",
+                "sample": None,
+                "value": v,
+                "time": t,
+            }
+            for t, v in (
+                ("2026-11-22T10:00", 8.5),
+                ("2026-11-22T11:00", 8.9),
+                ("2026-11-22T12:00", 8.6),
+                ("2026-11-22T13:00", 8.7),
+            )
         ]
-        + [{**facts, "test": "copy_latency", "environ": "gnu", "case": "", "case_logged": False, "device": "1",
-            "figure": "lat_us_pinned_h2d_8", "sample": None, "value": 99.0, "time": "2026-11-22T14:00"}]
-    ).astype({"sample": "Int64"})  # fmt: skip
+        + [
+            {
+                **facts,
+                "test": "copy_latency",
+                "environ": "gnu",
+                "case": "device=1",
+                "figure": "lat_us_pinned_h2d_8",
+                "sample": None,
+                "value": 99.0,
+                "time": "2026-11-22T14:00",
+            }
+        ]
+    ).astype({"sample": "Int64"})
     rows = _samples("copy_latency", "device=0", "lat_us_pinned_h2d_8", "us", [[7.0, 7.01, 6.99]] * 3)
     samples = pd.DataFrame(rows)
     entries, _ = accept.reference_entries(samples, 0.03, True)
@@ -206,10 +267,20 @@ def test_many_figures_unjudged_for_one_reason_are_one_line(tmp_path):
     """A check not run tonight leaves dozens of figures vanished: one line
     counts them; a few broken ones are each named."""
     vanished = "vanished: the accepted runs have it, tonight's run did not measure it"
-    rows = [{"verdict": "unjudged", "test": "daxpy", "case": f"rows={i}", "figure": f"us_i{k}", "reason": vanished}
-            for i in range(12) for k in range(4)]  # fmt: skip
-    rows += [{"verdict": "broken", "test": "copy_latency", "case": "device=0", "figure": "lat_us_pinned_h2d_8",
-              "reason": "not a number: s3"}]  # fmt: skip
+    rows = [
+        {"verdict": "unjudged", "test": "daxpy", "case": f"rows={i}", "figure": f"us_i{k}", "reason": vanished}
+        for i in range(12)
+        for k in range(4)
+    ]
+    rows += [
+        {
+            "verdict": "broken",
+            "test": "copy_latency",
+            "case": "device=0",
+            "figure": "lat_us_pinned_h2d_8",
+            "reason": "not a number: s3",
+        }
+    ]
     lines = nightly.figure_lines(pd.DataFrame(rows), tmp_path)
     assert lines == [
         f"UNJUDGED daxpy: 48 figures of 12 case(s): {vanished} (each in {tmp_path / 'compare.csv'})",

@@ -74,8 +74,11 @@ def test_cells_read_in_words_and_against_their_own_link():
 
 def output(tmp_path, cells: dict, samples: int = 3, extra: str = "") -> str:
     """A program output with `samples` samples of each cell {record fields: GB/s}."""
-    lines = [f"Cell: {fields} sample={k} bytes=268435456 seconds=0.005 gbs={gbs}"
-             for fields, gbs in cells.items() for k in range(1, samples + 1)]  # fmt: skip
+    lines = [
+        f"Cell: {fields} sample={k} bytes=268435456 seconds=0.005 gbs={gbs}"
+        for fields, gbs in cells.items()
+        for k in range(1, samples + 1)
+    ]
     path = tmp_path / "out"
     path.write_text("\n".join([*lines, extra, f"Verified: cells={len(cells)} samples={samples}"]) + "\n")
     return str(path)
@@ -122,8 +125,13 @@ def test_an_h100_run_is_near_its_link_and_beside_nvbandwidth():
     for case in ("host-ce", "host-sm", "latency-sm"):
         cells.update(samples_by_cell((RUNS / f"path_matrix_h100_{case}.out").read_text()))
     median = {cell: sorted(values)[len(values) // 2] for cell, values in cells.items()}
-    nvbandwidth = {"gpu0_h2d_numa0_ce": 55.08, "gpu0_d2h_numa0_ce": 54.94, "gpu0_h2d_numa0_sm": 51.01,
-                   "gpu0_d2h_numa0_sm": 52.36, "gpu0_latency_numa0": 1192.97}  # fmt: skip
+    nvbandwidth = {
+        "gpu0_h2d_numa0_ce": 55.08,
+        "gpu0_d2h_numa0_ce": 54.94,
+        "gpu0_h2d_numa0_sm": 51.01,
+        "gpu0_d2h_numa0_sm": 52.36,
+        "gpu0_latency_numa0": 1192.97,
+    }
     for cell, theirs in nvbandwidth.items():
         assert median[cell] == pytest.approx(theirs, rel=0.01 if "latency" not in cell else 0.04), cell
     assert median["gpu0_d2h_numa0_sm"] > 0.8 * 63.0  # PCIe Gen5 x16: 63 GB/s per direction before framing
@@ -132,13 +140,28 @@ def test_an_h100_run_is_near_its_link_and_beside_nvbandwidth():
 def records_of_a_pair(slow: float = 1.0) -> pd.DataFrame:
     """A run on two H200 joined by NV18 (478 GB/s): peer reads, one slow by `slow`, with their limits."""
     rows = []
-    for figure, value in (("gpu0_read_gpu1_sm", 376.0), ("gpu1_read_gpu0_sm", 376.0 * slow),
-                          ("gpu0_h2d_numa0_ce", 55.0), ("gpu0_latency_gpu1", 1650.0)):  # fmt: skip
+    for figure, value in (
+        ("gpu0_read_gpu1_sm", 376.0),
+        ("gpu1_read_gpu0_sm", 376.0 * slow),
+        ("gpu0_h2d_numa0_ce", 55.0),
+        ("gpu0_latency_gpu1", 1650.0),
+    ):
         unit = "ns" if "latency" in figure else "GB/s"
-        base = {"test": "path_matrix", "system": "local", "partition": "default", "gpu_model": "H200",
-                "host_link": "pcie gen5 x16", "driver_version": "580", "cuda_version": "13.0",
-                "cuda_runtime_version": "13.0", "node": "n1", "time": pd.Timestamp("2026-11-23T12:00Z"),
-                "params": "", "unit": unit, "ref": 0.0}  # fmt: skip
+        base = {
+            "test": "path_matrix",
+            "system": "local",
+            "partition": "default",
+            "gpu_model": "H200",
+            "host_link": "pcie gen5 x16",
+            "driver_version": "580",
+            "cuda_version": "13.0",
+            "cuda_runtime_version": "13.0",
+            "node": "n1",
+            "time": pd.Timestamp("2026-11-23T12:00Z"),
+            "params": "",
+            "unit": unit,
+            "ref": 0.0,
+        }
         rows.append({**base, "figure": figure, "sample": None, "value": value})
         if unit == "GB/s":
             limit = 478.0 if "gpu1" in figure and "read" in figure or "read_gpu1" in figure else 63.0

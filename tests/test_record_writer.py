@@ -240,7 +240,9 @@ def test_the_writer_keeps_each_fields_format(lines):
     assert "Run: node=7 op=read run=7 gibs=2.6750" in lines  # %.4f
     assert "Unreachable: gpu=0 peer=1 reason=cudaDeviceCanAccessPeer is 0" in lines
     assert "Atomics verified: mode=single adds=9223372036854775805" in lines  # %llu, wrapped
-    assert "Layout: mode=single chunk_bytes=18446744073709551615 map_bytes=9223372036854775807 " \
-           "launch_span=4611686018427387903" in lines  # fmt: skip
+    assert (
+        "Layout: mode=single chunk_bytes=18446744073709551615 map_bytes=9223372036854775807 "
+        "launch_span=4611686018427387903" in lines
+    )
     assert any(line.startswith("PingPong: ") and "time_s=1e-07 " in line for line in lines)  # %.6g
     assert lines[-1] == "Run: node=0 op=read run=1 gibs=12.3456"  # str(): the line without its newline

@@ -25,13 +25,13 @@ REPO = Path(__file__).resolve().parent.parent
 PERFLOGS = REPO / "perflogs"
 H100 = "NVIDIA H100 80GB HBM3"
 
-# The first format: a fixed list of node fields.
-OLD_HEADER = (
-    "job_completion_time|reframe version|name|display_name|system|partition|environ|job_nodelist|gpu_model|"
-    "driver_version|cuda_version|host_link|result|perf_var|perf_value|perf_unit|perf_ref|perf_lower_thres|"
-    "perf_upper_thres"
+# %(check_#ALL)s, sorted, parameters and the case as fields: a check 'Fake'...
+HEADER = (
+    "job_completion_time|reframe version|case|cuda_runtime_version|cuda_version|display_name|driver_version|"
+    "environ|gpu_count|gpu_model|host_link|job_nodelist|jobid|name|op|partition|size|system|result|perf_var|"
+    "perf_value|perf_unit|perf_ref|perf_lower_thres|perf_upper_thres"
 )
-# The current one: %(check_#ALL)s, sorted, parameters as fields.
+# ... and one 'Latency' without a case.
 NEW_HEADER = (
     "job_completion_time|reframe version|cuda_runtime_version|cuda_version|display_name|driver_version|environ|"
     "gpu_model|host_link|job_nodelist|jobid|latency_size|name|partition|system|result|perf_var|perf_value|"
@@ -39,10 +39,11 @@ NEW_HEADER = (
 )
 
 
-def old_line(time, var, value, driver="580.65.06", display="Fake %op=read %size=1G"):
+def line(time, var, value, driver="580.65.06", op="read", size="1G"):
+    display = f"Fake %op={op} %size={size}"
     return (
-        f"{time}|reframe 4.10.4|{display}|{display}|local|default|gnu|node1|NVIDIA H100|{driver}|13.0|"
-        f"pcie gen5 x16|pass|{var}|{value}|GiB/s|0|null|null"
+        f"{time}|reframe 4.10.4|op={op} size={size}|13.0|13.0|{display}|{driver}|gnu|1|NVIDIA H100|pcie gen5 x16|"
+        f"node1|41|{display}|{op}|default|{size}|local|pass|{var}|{value}|GiB/s|0|null|null"
     )
 
 
@@ -67,12 +68,12 @@ def test_display_names_give_their_parameters():
 
 def test_malformed_and_truncated_lines_are_reported_and_the_rest_kept(tmp_path):
     lines = [
-        OLD_HEADER,
-        old_line("2026-11-22T16:43:19", "steady_bw", "47.5"),
+        HEADER,
+        line("2026-11-22T16:43:19", "steady_bw", "47.5"),
         "2026-11-22T16:43:20|reframe 4.10.4|Fake|only a few fields",  # line 3: malformed
-        old_line("2026-11-22T16:43:21", "steady_bw", "not-a-number"),  # line 4: malformed value
-        old_line("2026-11-22T16:43:22", "steady_bw", "48.0"),
-        old_line("2026-11-22T16:43:23", "steady_bw", "48.1")[:60],  # line 6: cut short, no newline
+        line("2026-11-22T16:43:21", "steady_bw", "not-a-number"),  # line 4: malformed value
+        line("2026-11-22T16:43:22", "steady_bw", "48.0"),
+        line("2026-11-22T16:43:23", "steady_bw", "48.1")[:60],  # line 6: cut short, no newline
     ]
     log = tmp_path / "local" / "default" / "Fake.log"
     log.parent.mkdir(parents=True)
@@ -89,22 +90,23 @@ def test_malformed_and_truncated_lines_are_reported_and_the_rest_kept(tmp_path):
 
 
 def test_a_file_without_header_is_reported_not_dropped_silently(tmp_path):
-    (tmp_path / "Fake.log").write_text(old_line("2026-11-22T16:43:19", "steady_bw", "1") + "\n")
+    (tmp_path / "Fake.log").write_text(line("2026-11-22T16:43:19", "steady_bw", "1") + "\n")
     loaded = load(tmp_path, warn=None)
     assert loaded.frame.empty
     assert [i.kind for i in loaded.issues] == ["unreadable"]
 
 
-def test_old_new_and_rotated_formats_load_into_one_table(tmp_path):
-    (tmp_path / "Fake.log.h0").write_text(OLD_HEADER + "\n" + old_line("2026-11-20T10:00:00", "steady_bw", "47") + "\n")
+def test_perflogs_of_checks_with_their_own_fields_load_into_one_table(tmp_path):
+    (tmp_path / "Fake.log").write_text(HEADER + "\n" + line("2026-11-20T10:00:00+00:00", "steady_bw", "47") + "\n")
     (tmp_path / "Latency.log").write_text(
         NEW_HEADER + "\n" + new_line("2026-11-22T10:00:00+00:00", "h2d_latency", "2.5") + "\n"
     )
     loaded = load(tmp_path, warn=None)
     frame = loaded.frame.set_index("test")
     assert not loaded.issues
-    assert frame.loc["Fake", "cuda_runtime_version"] == "unknown"  # the old format had no such field
     assert frame.loc["Fake", "op"] == "read" and frame.loc["Fake", "size"] == "1G"
+    assert frame.loc["Fake", "case"] == "op=read size=1G" and frame.loc["Fake", "gpu_count"] == "1"
+    assert frame.loc["Latency", "case"] == "" and frame.loc["Latency", "gpu_count"] == ""
     assert frame.loc["Latency", "cuda_runtime_version"] == "12.8"
     assert frame.loc["Latency", "latency_size"] == "8"
     assert frame.loc["Latency", "node"] == "node2" and frame.loc["Latency", "unit"] == "us"
@@ -134,6 +136,7 @@ def test_json_run_reports_load(tmp_path):
                         "job_completion_time": "2026-11-22T10:00:00+00:00",
                         "result": "pass",
                         "gpu_model": "NVIDIA H100",
+                        "case": "op=write",
                         "perfvalues": {"local:default:steady_bw": [48.2, 0, None, None, "GiB/s", "pass"]},
                     }
                 ]
@@ -143,9 +146,10 @@ def test_json_run_reports_load(tmp_path):
     (tmp_path / "run-report-1.json").write_text(json.dumps(report))
     frame = load(tmp_path, warn=None).frame
     row = frame.iloc[0]
-    assert (row["test"], row["op"], row["perf_var"], row["value"], row["node"]) == (
+    assert (row["test"], row["op"], row["case"], row["perf_var"], row["value"], row["node"]) == (
         "Fake",
         "write",
+        "op=write",
         "steady_bw",
         48.2,
         "node3",
@@ -178,10 +182,10 @@ def test_perflog_records_carry_every_check_attribute_but_reframes_own():
 
 
 def synthetic(tmp_path, base_values, new_values, var="steady_bw"):
-    lines = [OLD_HEADER]
+    lines = [HEADER]
     for day, (driver, values) in enumerate((("570.86.15", base_values), ("580.65.06", new_values)), start=1):
         for i, value in enumerate(values):
-            lines.append(old_line(f"2026-11-{day:02d}T10:{i:02d}:00", var, f"{value:.4f}", driver=driver))
+            lines.append(line(f"2026-11-{day:02d}T10:{i:02d}:00", var, f"{value:.4f}", driver=driver))
     (tmp_path / "Fake.log").write_text("\n".join(lines) + "\n")
     return load(tmp_path, warn=None).frame
 
@@ -203,10 +207,10 @@ def test_runs_chosen_by_version_prefix_glob_and_wildcard(tmp_path):
 
 
 def test_figures_logged_before_samples_pool_into_samples_of_one_figure(tmp_path):
-    lines = [OLD_HEADER]
+    lines = [HEADER]
     for driver, level in (("570.1", 50), ("580.1", 40)):
         for i in range(1, 6):
-            lines.append(old_line("2026-11-01T10:00:00", f"run{i}_bw", f"{level + i * 0.1}", driver=driver))
+            lines.append(line("2026-11-01T10:00:00", f"run{i}_bw", f"{level + i * 0.1}", driver=driver))
     (tmp_path / "Fake.log").write_text("\n".join(lines) + "\n")
     frame = cmp.pool(load(tmp_path, warn=None).frame, "run([2-9]|[1-9][0-9]+)_bw=steady_runs")
     result = cmp.compare(frame, "driver_version", "570", "580", threshold=5).set_index("figure")
@@ -313,8 +317,11 @@ def test_daxpy_crossovers_agree_with_the_checks_own_computation(committed):
 
 
 def test_latency_figure_renders_with_crossovers_and_the_link(committed, rendered):
-    [figure] = [f for f in rendered if f.test == "copy_latency" and "h100" in f.path.name
-                and f.path.name.endswith("-13-0-13-0.png")]  # fmt: skip
+    [figure] = [
+        f
+        for f in rendered
+        if f.test == "copy_latency" and "h100" in f.path.name and f.path.name.endswith("-13-0-13-0.png")
+    ]
     assert figure.test == "copy_latency" and figure.path.stat().st_size > 10_000
     assert H100 in figure.caption and "580.159.04" in figure.caption
     assert "PCIe Gen5 x16" in figure.caption  # the speed of light drawn in

@@ -4,7 +4,6 @@ job script is written, naming the check, the variable and what it may be."""
 import math
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,6 +24,7 @@ from checks.suite.settings import (
     Whole,
     size_bytes,
 )
+from reports.nightly import reframe_command
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -115,14 +115,35 @@ def refused(tmp_path_factory):
     """A dry run of one case of each check on x86-pcie with every bad value set."""
     tmp = tmp_path_factory.mktemp("settings")
     env = dict(os.environ, RFM_RESOLVE_MODULE_CONFLICTS="n")
-    selection = ["-n", "um_bandwidth.*memory=device.*notouch.*op=read.*small", "-n", "mem_scan.*single.*read",
-                 "-n", "host_bandwidth", "-n", "p2p_pingpong.*baseline", "-n", "path_matrix.*host-ce",
-                 "-n", "daxpy.*explicit.*prefetch=off.*data_size=8000$", "-n", "copy_latency"]  # fmt: skip
+    selection = [
+        "-n",
+        "um_bandwidth.*memory=device.*notouch.*op=read.*small",
+        "-n",
+        "mem_scan.*single.*read",
+        "-n",
+        "host_bandwidth",
+        "-n",
+        "p2p_pingpong.*baseline",
+        "-n",
+        "path_matrix.*host-ce",
+        "-n",
+        "daxpy.*explicit.*prefetch=off.*data_size=8000$",
+        "-n",
+        "copy_latency",
+    ]
     settings = [arg for value in BAD for arg in ("-S", value)]
-    cmd = [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-           "-C", str(REPO / "reframe_settings.py"), "-c", str(REPO / "checks"), "--system", "x86-pcie",
-           "-p", "cuda", "--prefix", str(tmp), "--perflogdir", str(tmp / "perflogs"), "--dry-run",
-           *selection, *settings]  # fmt: skip
+    cmd = reframe_command(
+        "x86-pcie",
+        "-p",
+        "cuda",
+        "--prefix",
+        str(tmp),
+        "--perflogdir",
+        str(tmp / "perflogs"),
+        "--dry-run",
+        *selection,
+        *settings,
+    )
     start = time.monotonic()
     result = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
     return result, time.monotonic() - start, tmp

@@ -301,8 +301,11 @@ def test_merging_lays_named_entries_on_their_namesakes():
 
     base = {"a": 1, "parts": [{"name": "x", "v": {"p": 1, "q": 2}}, {"name": "y"}], "l": [1, 2]}
     over = {"parts": [{"name": "x", "v": {"q": 3}}, {"name": "z"}], "l": [3]}
-    assert merged(base, over) == {"a": 1, "parts": [{"name": "x", "v": {"p": 1, "q": 3}}, {"name": "y"}, {"name": "z"}],
-                                  "l": [3]}  # fmt: skip
+    assert merged(base, over) == {
+        "a": 1,
+        "parts": [{"name": "x", "v": {"p": 1, "q": 3}}, {"name": "y"}, {"name": "z"}],
+        "l": [3],
+    }
 
 
 def test_a_host_name_selects_its_system_and_the_catch_all_comes_last(systems):

@@ -5,6 +5,7 @@ import pytest
 import reframe.utility.sanity as sn
 
 from checks.suite.base import cuda_build_facts, runtime_loaded
+from reports.nightly import reframe_command
 from systems import toolkits
 
 pytestmark = pytest.mark.slow
@@ -32,8 +33,11 @@ def test_runtimes_are_found_in_the_folders_named(tmp_path):
 
 
 def test_each_environment_gets_a_twin_per_runtime_of_its_major_version(tmp_path):
-    runtimes = [toolkits.Runtime("13.5.37", "/rt/13.5"), toolkits.Runtime("13.0.96", "/rt/13.0"),
-                toolkits.Runtime("12.9.79", "/rt/12.9")]  # fmt: skip
+    runtimes = [
+        toolkits.Runtime("13.5.37", "/rt/13.5"),
+        toolkits.Runtime("13.0.96", "/rt/13.0"),
+        toolkits.Runtime("12.9.79", "/rt/12.9"),
+    ]
     gnu = {"name": "gnu", "nvcc": "nvcc", "features": ["cuda"], "extras": {"cmake_options": []}}
     (twin,) = toolkits.runtime_environments(gnu, "13.0", runtimes)
     assert twin["name"] == "gnu-rt13_5" and twin["features"] == ["cuda"] and twin["nvcc"] == "nvcc"
@@ -108,10 +112,6 @@ def test_the_dry_run_builds_once_per_environment_and_runs_each_check_in_each(tmp
     """On this machine (described at run time), a runtime beside its nvcc's
     release gives a second environment: one build each, the check in both,
     that runtime first on its job's LD_LIBRARY_PATH."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
 
     from systems import detect
 
@@ -120,13 +120,8 @@ def test_the_dry_run_builds_once_per_environment_and_runs_each_check_in_each(tmp
     if not release:
         pytest.skip("no nvcc on this machine: no CUDA environment to pair a runtime with")
     lib = wheel(tmp_path / "runtimes", f"{release.split('.')[0]}.99.0")
-    repo = Path(__file__).resolve().parent.parent
-    env = {**os.environ, toolkits.RUNTIMES_VARIABLE: str(tmp_path / "runtimes")}
-    cmd = [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-           "-C", str(repo / "reframe_settings.py"), "-c", str(repo / "checks"), "--system", "local",
-           "--prefix", str(tmp_path), "--perflogdir", str(tmp_path / "perflogs"), "--dry-run",
-           "-n", "host_bandwidth"]  # fmt: skip
-    result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    env = {toolkits.RUNTIMES_VARIABLE: str(tmp_path / "runtimes")}
+    result = reframe_local(tmp_path, env, "--dry-run", "-n", "host_bandwidth")
     assert result.returncode == 0, result.stdout + result.stderr
     stage = tmp_path / "stage" / "local" / "default"
     twin = f"gnu-rt{release.split('.')[0]}_99"
@@ -200,20 +195,16 @@ def reframe_local(tmp_path, env: dict, *options: str):
     """ReFrame on this machine (the 'local' system) with the suite's checks."""
     import os
     import subprocess
-    import sys
-    from pathlib import Path
 
-    repo = Path(__file__).resolve().parent.parent
-    cmd = [sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.exit(main())",
-           "-C", str(repo / "reframe_settings.py"), "-c", str(repo / "checks"), "--system", "local",
-           "--prefix", str(tmp_path), "--perflogdir", str(tmp_path / "perflogs"), *options]  # fmt: skip
+    cmd = reframe_command("local", "--prefix", str(tmp_path), "--perflogdir", str(tmp_path / "perflogs"), *options)
     return subprocess.run(cmd, cwd=tmp_path, env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
 
 
 def test_an_installed_suite_is_used_as_it_is(tmp_path):
     folder = toolkit(tmp_path / "tk", installed=True)
-    result = reframe_local(tmp_path, {toolkits.TOOLKITS_VARIABLE: str(folder)}, "--dry-run", "-n", "host_bandwidth",
-                           "-p", "clang-cuda12_9")  # fmt: skip
+    result = reframe_local(
+        tmp_path, {toolkits.TOOLKITS_VARIABLE: str(folder)}, "--dry-run", "-n", "host_bandwidth", "-p", "clang-cuda12_9"
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     (script,) = (tmp_path / "stage" / "local" / "default" / "clang-cuda12_9").glob("SuiteBuild*/rfm_build.sh")
     assert f"ln -sfn {folder}/gpu-mempaths/bin bin" in script.read_text()
@@ -228,9 +219,18 @@ def test_a_wheel_toolkit_builds_the_suite_with_clang(tmp_path):
     root = os.environ.get("GPU_MEMPATHS_TEST_TOOLKIT")
     if not root or not toolkits.cuda_clang():
         pytest.skip("GPU_MEMPATHS_TEST_TOOLKIT names no toolkit, or no clang++-<N>: CI sets both")
-    result = reframe_local(tmp_path, {toolkits.TOOLKITS_VARIABLE: root}, "-r", "-n", "host_bandwidth",
-                           "-p", "clang-cuda", "-S", "host_bandwidth.buffer_size=64M",
-                           "--keep-stage-files")  # fmt: skip
+    result = reframe_local(
+        tmp_path,
+        {toolkits.TOOLKITS_VARIABLE: root},
+        "-r",
+        "-n",
+        "host_bandwidth",
+        "-p",
+        "clang-cuda",
+        "-S",
+        "host_bandwidth.buffer_size=64M",
+        "--keep-stage-files",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     release = toolkits.toolkit_release(root)
     (stage,) = (tmp_path / "stage" / "local" / "default").glob(f"clang-cuda{release.replace('.', '_')}/SuiteBuild*")

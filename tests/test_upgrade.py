@@ -34,8 +34,9 @@ def fake_reframe(site, planted: str | None, failed=()):
     """What ReFrame would log: one case in gnu (13.0) and gnu-rt13_5 (13.5), five samples
     of two figures each; `planted` 20% down in 13.5."""
 
-    failed = [{"display_name": name, "result": "fail", "fail_phase": "sanity", "fail_reason": "no output"}
-              for name in failed]  # fmt: skip
+    failed = [
+        {"display_name": name, "result": "fail", "fail_phase": "sanity", "fail_reason": "no output"} for name in failed
+    ]
 
     def run(system, report, *options):
         assert str(site / "runtimes" / "13.5.37") in os.environ[toolkits.RUNTIMES_VARIABLE].split(os.pathsep)
@@ -93,8 +94,10 @@ def fake_toolkit_run(site, planted: dict[str, str]):
     def run(system, report, *options):
         assert os.environ[toolkits.TOOLKITS_VARIABLE].split(os.pathsep)[0] == str(site / "toolkits" / "12.9")
         when = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S+00:00")
-        lines = ["job_completion_time|display_name|system|partition|environ|case|gpu_model|host_link|"
-                 "perf_var|perf_value|perf_unit|perf_ref|perf_lower_thres|perf_upper_thres"]  # fmt: skip
+        lines = [
+            "job_completion_time|display_name|system|partition|environ|case|gpu_model|host_link|"
+            "perf_var|perf_value|perf_unit|perf_ref|perf_lower_thres|perf_upper_thres"
+        ]
         for environ in ("clang-cuda12_9", "clang-cuda13_0", "gnu"):
             for figure, level in (("steady_bw", 47.0), ("copy_engine_bw", 51.0)):
                 level *= 0.8 if planted.get(environ) == figure else 1.0
@@ -125,14 +128,18 @@ def toolkit_site(site, monkeypatch):
     [
         ({}, 0, {}),
         # The toolkit moved steady_bw: seen in the toolkit's comparison and in the upgrade, not the compiler's.
-        ({"clang-cuda13_0": "steady_bw", "gnu": "steady_bw"}, 2,
-         {"toolkit-only": "steady_bw", "toolkit-and-compiler": "steady_bw"}),
+        (
+            {"clang-cuda13_0": "steady_bw", "gnu": "steady_bw"},
+            2,
+            {"toolkit-only": "steady_bw", "toolkit-and-compiler": "steady_bw"},
+        ),
         # nvcc moved copy_engine_bw: the compiler's comparison and the upgrade's.
         ({"gnu": "copy_engine_bw"}, 2, {"compiler-only": "copy_engine_bw", "toolkit-and-compiler": "copy_engine_bw"}),
     ],
-)  # fmt: skip
-def test_an_upgrade_from_an_older_toolkit_tells_toolkit_and_compiler_apart(toolkit_site, monkeypatch, planted,
-                                                                           status, moved):  # fmt: skip
+)
+def test_an_upgrade_from_an_older_toolkit_tells_toolkit_and_compiler_apart(
+    toolkit_site, monkeypatch, planted, status, moved
+):
     monkeypatch.setattr(upgrade, "reframe", fake_toolkit_run(toolkit_site, planted))
     assert upgrade.main(["12.9", "--system", "local", "--threshold", "5"]) == status
     assert os.environ[toolkits.TOOLKITS_VARIABLE].endswith(os.pathsep + "/usr/local/cuda-13.0")

@@ -70,12 +70,35 @@ def test_a_clean_night_is_not_unstable():
         assert not (night_with(rng).paths["verdict"] == "unstable").any()
 
 
-def _one_path_table(values_by_run: dict[str, list[float]], cv=0.002, unit="GB/s", test="path_matrix",
-                    figure="gpu0_h2d_numa0_ce", case="paths=host-ce size=256M"):  # fmt: skip
-    rows = [{"test": test, "case": case, "environ": "gnu", "system": "local", "partition": "default",
-             "gpu_model": "G", "gpu_count": "1", "host_link": "pcie gen5 x16", "figure": figure, "unit": unit,
-             "run": run, "value": v, "cv": cv, "n": 5, "nan_samples": ""}
-            for run, values in values_by_run.items() for v in values]  # fmt: skip
+def _one_path_table(
+    values_by_run: dict[str, list[float]],
+    cv=0.002,
+    unit="GB/s",
+    test="path_matrix",
+    figure="gpu0_h2d_numa0_ce",
+    case="paths=host-ce size=256M",
+):
+    rows = [
+        {
+            "test": test,
+            "case": case,
+            "environ": "gnu",
+            "system": "local",
+            "partition": "default",
+            "gpu_model": "G",
+            "gpu_count": "1",
+            "host_link": "pcie gen5 x16",
+            "figure": figure,
+            "unit": unit,
+            "run": run,
+            "value": v,
+            "cv": cv,
+            "n": 5,
+            "nan_samples": "",
+        }
+        for run, values in values_by_run.items()
+        for v in values
+    ]
     return verdict.attach_paths(pd.DataFrame(rows))
 
 
@@ -89,8 +112,12 @@ def test_one_odd_accepted_run_neither_hides_a_move_nor_makes_one():
 
 
 def test_a_broken_measurement_is_named_not_improved():
-    table = _one_path_table({**{f"r{i}": [1229.0 + i] for i in range(5)}, "tonight": [12.0]}, unit="ns",
-                            figure="gpu0_latency_numa0", case="paths=latency-sm size=256M")  # fmt: skip
+    table = _one_path_table(
+        {**{f"r{i}": [1229.0 + i] for i in range(5)}, "tonight": [12.0]},
+        unit="ns",
+        figure="gpu0_latency_numa0",
+        case="paths=latency-sm size=256M",
+    )
     [row] = verdict.judge_values(table).figures.itertuples()
     assert row.verdict == "broken" and "below the physical floor" in row.reason  # 12 ns: nothing was measured
     table.loc[table["run"] == "tonight", "nan_samples"] = "s3"
@@ -107,13 +134,19 @@ def test_a_vanished_figure_is_its_own_reason_and_is_never_allowed():
     assert nightly.nightly_status({"failed": []}, result, reasons, allow_unjudged=True) == nightly.UNJUDGED
     assert nightly.nightly_status({"failed": []}, None, ["no-baseline"], allow_unjudged=True) == 0
     assert nightly.nightly_status({"failed": []}, None, ["no-baseline"], allow_unjudged=False) == nightly.UNJUDGED
-    assert nightly.unjudged_reasons(verdict.judge_values(_one_path_table(
-        {f"r{i}": [55.0] for i in range(4)} | {"tonight": [55.0]})), False, True) == ["other-kind"]  # fmt: skip
+    assert nightly.unjudged_reasons(
+        verdict.judge_values(_one_path_table({f"r{i}": [55.0] for i in range(4)} | {"tonight": [55.0]})), False, True
+    ) == ["other-kind"]
 
 
 def test_a_yardstick_is_judged_by_its_own_check_only():
-    table = _one_path_table({**{f"r{i}": [51.3] for i in range(4)}, "tonight": [34.4]}, unit="GiB/s",
-                            test="um_bandwidth", figure="copy_engine_bw", case="memory=managed op=write")  # fmt: skip
+    table = _one_path_table(
+        {**{f"r{i}": [51.3] for i in range(4)}, "tonight": [34.4]},
+        unit="GiB/s",
+        test="um_bandwidth",
+        figure="copy_engine_bw",
+        case="memory=managed op=write",
+    )
     result = verdict.judge_values(table)
     assert result.figures["verdict"].tolist() == ["yardstick"] and result.flagged_paths() == []
     assert "path_matrix" in result.figures["reason"].iloc[0]
@@ -139,8 +172,9 @@ def test_a_rerun_confirms_a_move_or_makes_it_transient():
 
 def test_an_unstable_path_needs_its_rerun_to_be_unstable_too():
     base = {f"r{i}": [55.0] for i in range(6)}
-    wild = verdict.judge_values(_one_path_table({**base, "tonight": [55.0]}).assign(
-        cv=lambda t: np.where(t["run"] == "tonight", 0.25, 0.002)))  # fmt: skip
+    wild = verdict.judge_values(
+        _one_path_table({**base, "tonight": [55.0]}).assign(cv=lambda t: np.where(t["run"] == "tonight", 0.25, 0.002))
+    )
     assert wild.paths["verdict"].tolist() == ["unstable"]
     calm = verdict.judge_values(_one_path_table({**base, "tonight": [55.0]}))
     assert verdict.confirm(wild, calm).paths["verdict"].tolist() == ["transient"]
@@ -197,7 +231,7 @@ def test_every_headline_figure_of_the_committed_runs_has_a_path():
             {"mode": "single", "op": "read"},
             "best_gbs",
             "peer links of the scan's GPUs, random read, single",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_the_paths_of_checks_that_need_several_gpus_or_gdrdrv(test, case, figure, path):
@@ -224,10 +258,28 @@ def test_run_json_carries_the_exit_and_each_paths_verdict(tmp_path):
 
 def _many_paths(rng, runs: list[str], gpus: int = 8, figures: int = 14, sigma: float = 0.3) -> pd.DataFrame:
     """Pure noise: `gpus` paths (one per GPU's host link) of `figures` figures (one per NUMA node) each."""
-    rows = [{"test": "path_matrix", "case": "paths=host-ce", "environ": "gnu", "system": "local", "partition": "d",
-             "gpu_model": "G", "gpu_count": "8", "host_link": "x", "figure": f"gpu{g}_h2d_numa{f}_ce", "unit": "GB/s",
-             "run": r, "value": 50 * math.exp(rng.normal(0, sigma)), "cv": 0.002, "n": 5, "nan_samples": ""}
-            for g in range(gpus) for f in range(figures) for r in runs]  # fmt: skip
+    rows = [
+        {
+            "test": "path_matrix",
+            "case": "paths=host-ce",
+            "environ": "gnu",
+            "system": "local",
+            "partition": "d",
+            "gpu_model": "G",
+            "gpu_count": "8",
+            "host_link": "x",
+            "figure": f"gpu{g}_h2d_numa{f}_ce",
+            "unit": "GB/s",
+            "run": r,
+            "value": 50 * math.exp(rng.normal(0, sigma)),
+            "cv": 0.002,
+            "n": 5,
+            "nan_samples": "",
+        }
+        for g in range(gpus)
+        for f in range(figures)
+        for r in runs
+    ]
     return verdict.attach_paths(pd.DataFrame(rows))
 
 
@@ -245,8 +297,9 @@ def test_a_paths_p_values_are_not_too_small_when_nothing_moved(n):
 def test_a_rerun_must_show_again_what_flagged_a_path_and_missing_evidence_is_no_refutation():
     base = {f"r{i}": [55.0 * (1 + 0.002 * (i % 3 - 1))] for i in range(6)}
     # Moved and spread wide at once: the rerun moving it again confirms, whatever its spread.
-    both = verdict.judge_values(_one_path_table({**base, "tonight": [40.0]}).assign(
-        cv=lambda t: np.where(t["run"] == "tonight", 0.25, 0.002)))  # fmt: skip
+    both = verdict.judge_values(
+        _one_path_table({**base, "tonight": [40.0]}).assign(cv=lambda t: np.where(t["run"] == "tonight", 0.25, 0.002))
+    )
     assert both.paths["verdict"].tolist() == ["moved"]
     assert both.paths["flagged_by"].iloc[0] == "path; spread; figures"
     moved_again = verdict.judge_values(_one_path_table({**base, "tonight": [40.5]}))
@@ -258,11 +311,18 @@ def test_a_rerun_must_show_again_what_flagged_a_path_and_missing_evidence_is_no_
 
 
 def test_a_rerun_reruns_no_case_for_its_yardstick_alone():
-    rows = pd.concat([
-        _one_path_table({**{f"r{i}": [55.0] for i in range(4)}, "tonight": [44.0]}),
-        _one_path_table({**{f"r{i}": [51.3] for i in range(4)}, "tonight": [51.3]}, unit="GiB/s", test="um_bandwidth",
-                        figure="copy_engine_bw", case="memory=pinned op=read"),
-    ])  # fmt: skip
+    rows = pd.concat(
+        [
+            _one_path_table({**{f"r{i}": [55.0] for i in range(4)}, "tonight": [44.0]}),
+            _one_path_table(
+                {**{f"r{i}": [51.3] for i in range(4)}, "tonight": [51.3]},
+                unit="GiB/s",
+                test="um_bandwidth",
+                figure="copy_engine_bw",
+                case="memory=pinned op=read",
+            ),
+        ]
+    )
     result = verdict.judge_values(rows)
     assert result.flagged_paths() == ["host link h2d of GPU 0, ce"]
     assert verdict.cases_of_paths(result, result.flagged_paths())["test"].tolist() == ["path_matrix"]

@@ -16,11 +16,26 @@ def records(planted: str | None = None, compiler_13_5: str = "NVIDIA 13.0.88") -
     for runtime, compiler in (("13.0", "NVIDIA 13.0.88"), ("13.5", compiler_13_5)):
         for figure, level in (("steady_bw", 47.0), ("copy_engine_bw", 51.0)):
             level *= 0.8 if runtime == "13.5" and figure == planted else 1.0
-            rows += [{"test": "um_bandwidth", "system": "local", "partition": "default", "gpu_model": "H100",
-                      "host_link": "pcie gen5 x16", "driver_version": "580.159.04", "node": "vm",
-                      "cuda_version": "13.0", "cuda_runtime_version": runtime, "cuda_compiler": compiler,
-                      "params": "op=read", "figure": figure, "sample": k, "value": level * (1 + k / 1000),
-                      "time": pd.Timestamp("2026-11-23T09:00Z")} for k in range(1, 6)]  # fmt: skip
+            rows += [
+                {
+                    "test": "um_bandwidth",
+                    "system": "local",
+                    "partition": "default",
+                    "gpu_model": "H100",
+                    "host_link": "pcie gen5 x16",
+                    "driver_version": "580.159.04",
+                    "node": "vm",
+                    "cuda_version": "13.0",
+                    "cuda_runtime_version": runtime,
+                    "cuda_compiler": compiler,
+                    "params": "op=read",
+                    "figure": figure,
+                    "sample": k,
+                    "value": level * (1 + k / 1000),
+                    "time": pd.Timestamp("2026-11-23T09:00Z"),
+                }
+                for k in range(1, 6)
+            ]
     return pd.DataFrame(rows)
 
 
@@ -39,7 +54,9 @@ def test_each_sample_is_a_share_of_the_oldest_versions_median():
 def test_the_oldest_release_is_the_base_whatever_the_order(tmp_path):
     frame = records()
     frame.loc[frame["cuda_runtime_version"] == "13.0", ["cuda_runtime_version", "cuda_compiler"]] = [
-        "12.9", "Clang 22.1.8"]  # fmt: skip
+        "12.9",
+        "Clang 22.1.8",
+    ]
     assert set(version_shifts(frame.iloc[::-1])["base"]) == {"12.9, Clang 22.1.8"}
 
 

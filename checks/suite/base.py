@@ -207,8 +207,15 @@ class NodeFacts(Placement, SiteSettings):
         if not self.uses_gpu():
             return
         allowed = self.current_partition.extras.get("clock_events_allowed", [])
-        self.executable_opts = ["-m", "systems.watch", "--allow", ",".join(allowed) or "none", "--",
-                                self.executable, *self.executable_opts]  # fmt: skip
+        self.executable_opts = [
+            "-m",
+            "systems.watch",
+            "--allow",
+            ",".join(allowed) or "none",
+            "--",
+            self.executable,
+            *self.executable_opts,
+        ]
         self.executable = sys.executable
         self.env_vars["PYTHONPATH"] = REPO + os.pathsep + "$PYTHONPATH"
         # CUDA's default order puts the fastest GPU first, NVML's is the PCI
@@ -241,10 +248,14 @@ class NodeFacts(Placement, SiteSettings):
         """No fault on any GPU while the program ran (systems/watch.py)."""
         if not self.uses_gpu():
             return sn.assert_true(True)
-        return sn.all([
-            sn.assert_not_found(r"^Watch: FAIL", self.stdout, msg="a GPU fault during the run (see 'Watch: FAIL')"),
-            sn.assert_found(_WATCHED, self.stdout, msg="the NVML watch did not report (see 'Watch:' in the output)"),
-        ])  # fmt: skip
+        return sn.all(
+            [
+                sn.assert_not_found(r"^Watch: FAIL", self.stdout, msg="a GPU fault during the run (see 'Watch: FAIL')"),
+                sn.assert_found(
+                    _WATCHED, self.stdout, msg="the NVML watch did not report (see 'Watch:' in the output)"
+                ),
+            ]
+        )
 
     @sanity_function
     def validate(self):

@@ -178,8 +178,10 @@ def copylat_curve(stdout: str, repeats: int, rows: list, sizes: list, alloc_fn: 
     for k, run in enumerate(copylat_runs(read_output(stdout), repeats, rows, sizes, alloc_fn), start=1):
         for row in sorted(run.tables):
             method, direction = COPYLAT_ROWS[row]
-            lines += [f"CopyLat: repeat={k} method={method} direction={direction} size={size} us={us}"
-                      for size, us in sorted(run.curve(row).items())]  # fmt: skip
+            lines += [
+                f"CopyLat: repeat={k} method={method} direction={direction} size={size} us={us}"
+                for size, us in sorted(run.curve(row).items())
+            ]
     return lines
 
 

@@ -141,8 +141,16 @@ def bytes_label(size: float) -> str:
     return f"{size:g} B"
 
 
-def finish(fig, records: pd.DataFrame, note: str, outdir: Path, filename: str, top: float, right: float = 1.0,
-           margins: tuple | None = None) -> str:  # fmt: skip
+def finish(
+    fig,
+    records: pd.DataFrame,
+    note: str,
+    outdir: Path,
+    filename: str,
+    top: float,
+    right: float = 1.0,
+    margins: tuple | None = None,
+) -> str:
     """Footer, layout (and `margins` inches above and below the axes), the
     file written under `outdir`; returns the file's name."""
     _footer(fig, records, note)

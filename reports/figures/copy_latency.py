@@ -21,7 +21,6 @@ from .common import (
     link_sol,
     plain_log_ticks,
     size_label,
-    unique,
 )
 
 # --- Small-copy latency --------------------------------------------------------
@@ -82,9 +81,17 @@ def _draw_crossovers(ax, stats: pd.DataFrame, direction: str, marks: list, high:
         y = float(at["median"].iloc[0]) if not at.empty else high / 2
         ax.axvline(size, color=_LAT_COLORS.get(b, "#9467bd"), linestyle=":", lw=1.2)
         ax.plot([size], [y], marker="o", ms=9, mfc="none", mec="black", mew=1.2)
-        ax.text(size * 1.08, high / 1.15 / (2.2**n), f"{b} faster than {a}\nfrom {bytes_label(size)} on", fontsize=7,
-                va="top", ha="left", color="black", zorder=5,
-                bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.8))  # fmt: skip
+        ax.text(
+            size * 1.08,
+            high / 1.15 / (2.2**n),
+            f"{b} faster than {a}\nfrom {bytes_label(size)} on",
+            fontsize=7,
+            va="top",
+            ha="left",
+            color="black",
+            zorder=5,
+            bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.8),
+        )
 
 
 def _draw_latency_panel(ax, stats: pd.DataFrame, direction: str, methods: list, found: dict, link) -> None:
@@ -93,8 +100,14 @@ def _draw_latency_panel(ax, stats: pd.DataFrame, direction: str, methods: list, 
     _draw_method_curves(ax, stats, direction, methods)
     if link:
         xs = [s for s in sizes if s / link.bytes_per_s * 1e6 >= low / 4] or sizes[-1:]
-        ax.plot(xs, [s / link.bytes_per_s * 1e6 for s in xs], color="black", linestyle="--", lw=1,
-                label=f"size / link speed of light ({link.bytes_per_s / 1e9:.1f} GB/s)")  # fmt: skip
+        ax.plot(
+            xs,
+            [s / link.bytes_per_s * 1e6 for s in xs],
+            color="black",
+            linestyle="--",
+            lw=1,
+            label=f"size / link speed of light ({link.bytes_per_s / 1e9:.1f} GB/s)",
+        )
     marks = latency_marks(found, direction)
     _draw_crossovers(ax, stats, direction, marks, high)
     ax.set_xscale("log", base=2)
@@ -105,17 +118,16 @@ def _draw_latency_panel(ax, stats: pd.DataFrame, direction: str, methods: list, 
     ax.set_xticks(ticks, [bytes_label(s) for s in ticks], fontsize=8)
     ax.set_xlabel("copy size (bytes, log2 scale)")
     ax.grid(True, which="major", alpha=0.3)
-    ax.set_title(f"{_DIRECTION_TITLES.get(direction, direction)} ({direction})" + ("" if marks else ": no crossover"),
-                 fontsize=10)  # fmt: skip
+    ax.set_title(
+        f"{_DIRECTION_TITLES.get(direction, direction)} ({direction})" + ("" if marks else ": no crossover"),
+        fontsize=10,
+    )
 
 
-def _latency_notes(group: pd.DataFrame, link) -> list:
+def _latency_notes(link) -> list:
     notes = ["circles and dotted lines: crossovers, the size from which the first method stays faster"]
     if link:
         notes.append(f"dashed: the time the host link needs at its speed of light ({link.source})")
-    skipped = unique(group, "skipped_legs")
-    if skipped and any(skipped):
-        notes.append("not run: " + "; ".join(s for s in skipped if s))
     return notes
 
 
@@ -137,14 +149,24 @@ def latency_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
             _draw_latency_panel(ax, stats, direction, methods, found, link)
         axes[0][0].set_ylabel("latency, median (µs, log scale)")
         handles, labels = axes[0][0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="upper center", ncol=3, fontsize=8, frameon=False,
-                   bbox_to_anchor=(0.5, 1 - 0.42 / fig.get_figheight()))  # fmt: skip
-        fig.suptitle(f"Small-copy latency: one copy of each size ({info['system']}:{info['partition']}, "
-                     f"{info['gpu_model']}, {info['host_link']})", fontsize=11)  # fmt: skip
+        fig.legend(
+            handles,
+            labels,
+            loc="upper center",
+            ncol=3,
+            fontsize=8,
+            frameon=False,
+            bbox_to_anchor=(0.5, 1 - 0.42 / fig.get_figheight()),
+        )
+        fig.suptitle(
+            f"Small-copy latency: one copy of each size ({info['system']}:{info['partition']}, "
+            f"{info['gpu_model']}, {info['host_link']})",
+            fontsize=11,
+        )
         name = finish(
             fig,
             group,
-            "; ".join(_latency_notes(group, link)),
+            "; ".join(_latency_notes(link)),
             outdir,
             key_name("latency", key),
             top=1 - 0.8 / fig.get_figheight(),
@@ -166,8 +188,11 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
         found = latency_crossovers(stats)
         for (method, direction), curve in stats.groupby(["method", "direction"], sort=False):
             by_size = dict(zip(curve["size"], curve["median"]))
-            row = {"set of runs": f"{info['gpu_model']}, driver {info['driver_version']}", "direction": direction,
-                   "method": method}  # fmt: skip
+            row = {
+                "set of runs": f"{info['gpu_model']}, driver {info['driver_version']}",
+                "direction": direction,
+                "method": method,
+            }
             row.update({size_label(s): by_size.get(s) for s in TABLE_SIZES})
             row["overtakes (from size)"] = ", ".join(
                 f"{name.split('_')[4]} at {size_label(size)}"

@@ -166,8 +166,16 @@ def _draw_case_lines(ax, spec: DaxpyFigure, panel: pd.DataFrame, present: list) 
             continue
         color = _DAXPY_COLORS.get(case.split("+")[0], "#7f7f7f")
         alpha = 0.3 if _faint(spec, case) else 1.0
-        ax.plot(line[spec.x], line["median"], color=color, ms=3.5, lw=1 if alpha < 1 else 1.6, alpha=alpha,
-                linestyle="--" if prefetched else "-", marker="s" if prefetched else "o")  # fmt: skip
+        ax.plot(
+            line[spec.x],
+            line["median"],
+            color=color,
+            ms=3.5,
+            lw=1 if alpha < 1 else 1.6,
+            alpha=alpha,
+            linestyle="--" if prefetched else "-",
+            marker="s" if prefetched else "o",
+        )
         if line["count"].max() > 1:
             ax.fill_between(line[spec.x], line["min"], line["max"], color=color, alpha=0.12 * alpha)
 
@@ -187,8 +195,11 @@ def _set_axes(ax, spec: DaxpyFigure, axis: pd.DataFrame, ticks: list, log: bool,
         ax.set_xticks([t for t in ticks if t in (1, 2, 4, 6, 8, 10, 12, 14, 16)])
     ax.grid(True, which="major", alpha=0.3)
     ax.set_title(f"data size {_size_label(int(size))} per thread block", fontsize=9)
-    ax.set_xlabel(f"{spec.x} ({'consecutive kernels' if spec.x == 'inner' else 'CPU touches'}"
-                  f"{', log2 scale' if spec.x == 'outer' else ''})", fontsize=8)  # fmt: skip
+    ax.set_xlabel(
+        f"{spec.x} ({'consecutive kernels' if spec.x == 'inner' else 'CPU touches'}"
+        f"{', log2 scale' if spec.x == 'outer' else ''})",
+        fontsize=8,
+    )
 
 
 def _mark_crossovers(ax, spec: DaxpyFigure, found: dict, size: int, ticks: list) -> None:
@@ -203,10 +214,17 @@ def _mark_crossovers(ax, spec: DaxpyFigure, found: dict, size: int, ticks: list)
         color = _DAXPY_COLORS.get(label.split(" vs ")[1].split("+")[0], "#7f7f7f")
         ax.axvline(inner, color=color, linestyle=":", lw=1.2)
         right = inner > (ticks[0] + ticks[-1]) / 2  # text on the line's inner side
-        ax.text(inner + (-0.3 if right else 0.3), 0.97 - 0.1 * n,
-                label.replace(" vs ", " faster than ") + f"\nfrom inner={inner}",
-                transform=ax.get_xaxis_transform(), fontsize=6.5, va="top", ha="right" if right else "left", zorder=5,
-                bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))  # fmt: skip
+        ax.text(
+            inner + (-0.3 if right else 0.3),
+            0.97 - 0.1 * n,
+            label.replace(" vs ", " faster than ") + f"\nfrom inner={inner}",
+            transform=ax.get_xaxis_transform(),
+            fontsize=6.5,
+            va="top",
+            ha="right" if right else "left",
+            zorder=5,
+            bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8),
+        )
 
 
 def _case_legend(fig, spec: DaxpyFigure, present: list) -> None:
@@ -216,12 +234,26 @@ def _case_legend(fig, spec: DaxpyFigure, present: list) -> None:
         if spec.cases == "plain" and prefetched:
             continue
         faint = _faint(spec, case)
-        handles.append(Line2D([], [], color=_DAXPY_COLORS.get(case.split("+")[0], "#7f7f7f"),
-                              linestyle="--" if prefetched else "-", marker="s" if prefetched else "o", ms=4,
-                              alpha=0.3 if faint else 1.0,
-                              label=case + (" (no prefetch, for comparison)" if faint else "")))  # fmt: skip
-    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, 1 - 0.3 / fig.get_figheight()))  # fmt: skip
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color=_DAXPY_COLORS.get(case.split("+")[0], "#7f7f7f"),
+                linestyle="--" if prefetched else "-",
+                marker="s" if prefetched else "o",
+                ms=4,
+                alpha=0.3 if faint else 1.0,
+                label=case + (" (no prefetch, for comparison)" if faint else ""),
+            )
+        )
+    fig.legend(
+        handles=handles,
+        loc="upper center",
+        ncol=len(handles),
+        fontsize=8,
+        frameon=False,
+        bbox_to_anchor=(0.5, 1 - 0.3 / fig.get_figheight()),
+    )
 
 
 def _draw_daxpy_figure(spec: DaxpyFigure, stats: pd.DataFrame, found: dict):
@@ -251,8 +283,10 @@ def _daxpy_notes(spec: DaxpyFigure, stats: pd.DataFrame) -> list:
     notes = [_DAXPY_METRIC_NOTE[spec.metric] + "; median of executions, shaded min to max"]
     missing = [c for c in ("system", "system+prefetch") if c not in set(stats["case"])]
     if missing:
-        notes.append(f"{' and '.join(missing)}: no records (the check skips system memory where the node has "
-                     "neither ATS nor HMM)")  # fmt: skip
+        notes.append(
+            f"{' and '.join(missing)}: no records (the check skips system memory where the node has "
+            "neither ATS nor HMM)"
+        )
     return notes
 
 
@@ -269,8 +303,11 @@ def daxpy_figures(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
             fig, _ = _draw_daxpy_figure(spec, stats, found)
             if fig is None:
                 continue
-            fig.suptitle(f"DAXPY study, figure {spec.number}: {spec.title} ({info['system']}:{info['partition']}, "
-                         f"{info['gpu_model']}, {info['host_link']})", fontsize=11)  # fmt: skip
+            fig.suptitle(
+                f"DAXPY study, figure {spec.number}: {spec.title} ({info['system']}:{info['partition']}, "
+                f"{info['gpu_model']}, {info['host_link']})",
+                fontsize=11,
+            )
             notes = _daxpy_notes(spec, stats)
             name = finish(
                 fig,

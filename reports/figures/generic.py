@@ -71,8 +71,15 @@ def _draw_page(data: pd.DataFrame, chunk: list, series: list, cases: list):
         ax.set_visible(False)
     if len(series) > 1:
         handles, labels = axes[0][0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="upper center", ncol=min(3, len(series)), fontsize=8, frameon=False,
-                   bbox_to_anchor=(0.5, 1 - 0.45 / fig.get_figheight()))  # fmt: skip
+        fig.legend(
+            handles,
+            labels,
+            loc="upper center",
+            ncol=min(3, len(series)),
+            fontsize=8,
+            frameon=False,
+            bbox_to_anchor=(0.5, 1 - 0.45 / fig.get_figheight()),
+        )
     return fig
 
 

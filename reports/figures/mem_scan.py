@@ -145,8 +145,17 @@ def _draw_mode_curves(ax, panel: pd.DataFrame, modes: list) -> None:
         if curve.empty:
             continue
         color, style, marker = _SCAN_STYLE.get(mode, ("#9467bd", "-.", "D"))
-        ax.plot(curve["segment"], curve["best"], color=color, linestyle=style, marker=marker, ms=4 + n,
-                mfc="none" if n else color, lw=1.4, label=_SCAN_MODE_LABELS.get(mode, mode))  # fmt: skip
+        ax.plot(
+            curve["segment"],
+            curve["best"],
+            color=color,
+            linestyle=style,
+            marker=marker,
+            ms=4 + n,
+            mfc="none" if n else color,
+            lw=1.4,
+            label=_SCAN_MODE_LABELS.get(mode, mode),
+        )
         if (curve["worst"] < curve["best"]).any():
             ax.fill_between(curve["segment"], curve["worst"], curve["best"], color=color, alpha=0.12)
 
@@ -157,8 +166,9 @@ def _draw_scan_limits(ax, first_segment: int, sol_gbs: float | None, link: float
         ax.text(first_segment, sol_gbs * 1.06, f"speed of light {sol_gbs:.0f} GB/s", fontsize=8, va="bottom")
     if link:
         ax.axhline(link, color="#d62728", linestyle=":", lw=1.2)
-        ax.text(first_segment, link / 1.06, f"link limit {link:.0f} GB/s (same run)", fontsize=8, va="top",
-                color="#d62728")  # fmt: skip
+        ax.text(
+            first_segment, link / 1.06, f"link limit {link:.0f} GB/s (same run)", fontsize=8, va="top", color="#d62728"
+        )
 
 
 def _plateau_box(ax, plateaus: dict, sol_gbs: float | None) -> None:
@@ -166,9 +176,17 @@ def _plateau_box(ax, plateaus: dict, sol_gbs: float | None) -> None:
         return
     lines = [f"{mode}: {v:.0f} GB/s" + (f" = {v / sol_gbs:.1%}" if sol_gbs else "") for mode, v in plateaus.items()]
     title = "plateau (lowest from 128 B)" + (", of speed of light" if sol_gbs else "")
-    ax.text(0.97, 0.04, title + ":\n" + "\n".join(lines), transform=ax.transAxes, fontsize=8, ha="right",
-            va="bottom", family="monospace",
-            bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="#999999", alpha=0.9))  # fmt: skip
+    ax.text(
+        0.97,
+        0.04,
+        title + ":\n" + "\n".join(lines),
+        transform=ax.transAxes,
+        fontsize=8,
+        ha="right",
+        va="bottom",
+        family="monospace",
+        bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="#999999", alpha=0.9),
+    )
 
 
 def _scan_axes(ax, op: str, segments: list, low: float, high: float, group: pd.DataFrame) -> None:
@@ -180,8 +198,7 @@ def _scan_axes(ax, op: str, segments: list, low: float, high: float, group: pd.D
     ax.set_xlim(segments[0] / 1.3, segments[-1] * 1.3)
     ax.set_xlabel("segment size (bytes, log2 scale)")
     ax.grid(True, which="major", alpha=0.3)
-    widths = sorted(group.loc[group["op"] == op, "perf_var"].str.extract(r"_w(\d+)$")[0].dropna().astype(int)
-                    .unique())  # fmt: skip
+    widths = sorted(group.loc[group["op"] == op, "perf_var"].str.extract(r"_w(\d+)$")[0].dropna().astype(int).unique())
     ax.set_title(f"{op}" + (f" (widths {', '.join(map(str, widths))} B per thread)" if widths else ""), fontsize=10)
 
 
@@ -190,13 +207,22 @@ def _scan_legend(fig, axes, sol_gbs: float | None, gpus: int, limits: dict) -> N
     if sol_gbs:
         link = f"{sol_gbs * (gpus - 1) / gpus:.0f} GB/s" if gpus > 1 else "?"
         handles.append(Line2D([], [], color="black", linestyle="--"))
-        labels.append(f"speed of light {sol_gbs:.0f} GB/s: per-GPU GPU-GPU (NVLink) bandwidth per direction {link} "
-                      f"x N/(N-1), N = {gpus}")  # fmt: skip
+        labels.append(
+            f"speed of light {sol_gbs:.0f} GB/s: per-GPU GPU-GPU (NVLink) bandwidth per direction {link} "
+            f"x N/(N-1), N = {gpus}"
+        )
     if limits:
         handles.append(Line2D([], [], color="#d62728", linestyle=":"))
         labels.append("link limit: every GPU streaming from its peers at once, x N/(N-1), measured in the run")
-    fig.legend(handles, labels, loc="upper center", ncol=2, fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, 1 - 0.38 / fig.get_figheight()))  # fmt: skip
+    fig.legend(
+        handles,
+        labels,
+        loc="upper center",
+        ncol=2,
+        fontsize=8,
+        frameon=False,
+        bbox_to_anchor=(0.5, 1 - 0.38 / fig.get_figheight()),
+    )
 
 
 def _draw_scan(curves: pd.DataFrame, group: pd.DataFrame, sol_gbs: float | None, limits: dict):
@@ -274,9 +300,11 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
         table = medians(group, ["mode", "op"])
         order = sorted(
             table.index,
-            key=lambda k: (_SCAN_MODES.index(k[0]) if k[0] in _SCAN_MODES else 9,
-                           _SCAN_OPS.index(k[1]) if k[1] in _SCAN_OPS else 9),
-        )  # fmt: skip
+            key=lambda k: (
+                _SCAN_MODES.index(k[0]) if k[0] in _SCAN_MODES else 9,
+                _SCAN_OPS.index(k[1]) if k[1] in _SCAN_OPS else 9,
+            ),
+        )
         for mode, op in order:
             values = table.loc[(mode, op)]
             row = {"set of runs": runs_label(dict(zip(group_keys(), key))), "mode": mode, "op": op}

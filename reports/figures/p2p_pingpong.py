@@ -25,14 +25,16 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
         for variant in order:
             values = table.loc[variant]
             baseline = values.get("time") if variant == "baseline" else values.get("baseline_time")
-            rows.append({
-                "set of runs": runs_label(dict(zip(group_keys(), key))),
-                "variant": variant,
-                "time (s)": values.get("time"),
-                "bandwidth (GiB/s)": values.get("bandwidth"),
-                "slowdown vs baseline (x)": values.get("slowdown"),
-                "baseline in the same job (s)": baseline,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "set of runs": runs_label(dict(zip(group_keys(), key))),
+                    "variant": variant,
+                    "time (s)": values.get("time"),
+                    "bandwidth (GiB/s)": values.get("bandwidth"),
+                    "slowdown vs baseline (x)": values.get("slowdown"),
+                    "baseline in the same job (s)": baseline,
+                }
+            )
     table = pd.DataFrame(rows)
     if not table.empty and table["set of runs"].nunique() == 1:
         table = table.drop(columns="set of runs")

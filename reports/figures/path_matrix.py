@@ -29,8 +29,13 @@ def cell_table(group: pd.DataFrame) -> pd.DataFrame:
             continue
         refs = cell["ref"].dropna() if "ref" in cell else pd.Series(dtype=float)
         accepted = refs[refs != 0].median() if len(refs) else None
-        row = {"figure": figure, "median": cell["value"].median(), "unit": cell["unit"].iloc[0],
-               "limit": limits.get(f"limit_{figure}"), "accepted": accepted}  # fmt: skip
+        row = {
+            "figure": figure,
+            "median": cell["value"].median(),
+            "unit": cell["unit"].iloc[0],
+            "limit": limits.get(f"limit_{figure}"),
+            "accepted": accepted,
+        }
         both = ", both ways" if c.both else ""
         panel = "dependent loads (ns)" if c.matrix == "latency" else f"{c.action}, {c.engine}{both}"
         row |= {"matrix": c.matrix, "panel": panel, "row": f"GPU {c.gpu}", "column": c.target}
@@ -61,8 +66,9 @@ def _draw_panel(ax, cells: pd.DataFrame, title: str) -> None:
         else:
             share = cell["median"] / best
         grid[rows.index(cell["row"])][columns.index(cell["column"])] = share
-        ax.text(columns.index(cell["column"]), rows.index(cell["row"]), _label(cell), ha="center", va="center",
-                fontsize=7)  # fmt: skip
+        ax.text(
+            columns.index(cell["column"]), rows.index(cell["row"]), _label(cell), ha="center", va="center", fontsize=7
+        )
     ax.imshow(grid, cmap="RdYlGn", vmin=0.5, vmax=1.0, aspect="auto")
     ax.set_xticks(range(len(columns)), columns, fontsize=8)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
@@ -97,11 +103,19 @@ def path_heat_maps(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
                 ax.axis("off")
             title = f"{NAME}: {_TITLES[matrix]} ({key[0]}:{key[1]}, {key[2]})"
             fig.suptitle(title, fontsize=10)
-            name = finish(fig, group, "colour: share of the cell's link limit (system data); green at 100%",
-                          outdir, key_name(f"paths-{matrix}", key), top=0.9)  # fmt: skip
-            caption = (f"Each cell: its median over the run's samples; below it the share of its link's limit "
-                       f"(checks/path_matrix.py: PCIe per GPU, NVLink per pair, from systems/) and the accepted "
-                       f"value where the node has a reference. {coverage_text(group)}.")  # fmt: skip
+            name = finish(
+                fig,
+                group,
+                "colour: share of the cell's link limit (system data); green at 100%",
+                outdir,
+                key_name(f"paths-{matrix}", key),
+                top=0.9,
+            )
+            caption = (
+                f"Each cell: its median over the run's samples; below it the share of its link's limit "
+                f"(checks/path_matrix.py: PCIe per GPU, NVLink per pair, from systems/) and the accepted "
+                f"value where the node has a reference. {coverage_text(group)}."
+            )
             figures.append(Figure(NAME, outdir / name, title, caption))
     return figures
 

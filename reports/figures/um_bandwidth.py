@@ -84,13 +84,27 @@ def _draw_limits(ax, link_gib: float | None, engine: float | None, label: bool) 
     if link_gib:
         ax.axhline(link_gib, color="black", linestyle="--", linewidth=1)
         if label:
-            ax.text(0.98, link_gib * 1.08, f"link {link_gib:.1f}", transform=ax.get_yaxis_transform(), fontsize=7,
-                    ha="right")  # fmt: skip
+            ax.text(
+                0.98,
+                link_gib * 1.08,
+                f"link {link_gib:.1f}",
+                transform=ax.get_yaxis_transform(),
+                fontsize=7,
+                ha="right",
+            )
     if engine:
         ax.axhline(engine, color="#7f7f7f", linestyle=":", linewidth=1.5)
         if label:
-            ax.text(0.98, engine / 1.08, f"CE {engine:.1f}", transform=ax.get_yaxis_transform(), fontsize=7,
-                    va="top", ha="right", color="#555555")  # fmt: skip
+            ax.text(
+                0.98,
+                engine / 1.08,
+                f"CE {engine:.1f}",
+                transform=ax.get_yaxis_transform(),
+                fontsize=7,
+                va="top",
+                ha="right",
+                color="#555555",
+            )
 
 
 def _runs_legend(stats: pd.DataFrame, link_gib: float | None) -> list:
@@ -113,8 +127,14 @@ def _runs_legend(stats: pd.DataFrame, link_gib: float | None) -> list:
 def _draw_runs(stats: pd.DataFrame, group: pd.DataFrame, link_gib: float | None):
     ops = [op for op in ("read", "write") if op in set(stats["op"])]
     allocators = _ordered(stats["allocator"], _ALLOCATORS)
-    fig, axes = plt.subplots(len(ops), len(allocators), figsize=(3.6 * len(allocators) + 2.6, 3.3 * len(ops) + 1.3),
-                             sharex=True, sharey=True, squeeze=False)  # fmt: skip
+    fig, axes = plt.subplots(
+        len(ops),
+        len(allocators),
+        figsize=(3.6 * len(allocators) + 2.6, 3.3 * len(ops) + 1.3),
+        sharex=True,
+        sharey=True,
+        squeeze=False,
+    )
     positive = pd.concat([stats["min"], stats["median"]])[lambda v: v > 0]
     low, high = positive.min() * 0.6, max(stats["max"].max() * 1.8, (link_gib or 0) * 1.5)
     for i, op in enumerate(ops):
@@ -201,14 +221,28 @@ def _label_bars(ax, steady, firsts, limit: float, link_gib: float | None, engine
         if value != value:
             continue
         if value > limit:
-            ax.text(limit * 0.98, yi, f"{value:.0f} GiB/s: data in GPU memory \u2192", va="center", ha="right",
-                    fontsize=7, color="white", fontweight="bold")  # fmt: skip
+            ax.text(
+                limit * 0.98,
+                yi,
+                f"{value:.0f} GiB/s: data in GPU memory \u2192",
+                va="center",
+                ha="right",
+                fontsize=7,
+                color="white",
+                fontweight="bold",
+            )
             continue
         shares = [f"{value / b:.0%} of {n}" for b, n in ((link_gib, "link"), (engine, "CE")) if b]
         inside = value > 0.45 * limit  # short bars: the text goes past the bar and its first-run mark
         at = limit * 0.04 if inside else max(value, min(first, limit) if first == first else 0) + limit * 0.02
-        ax.text(at, yi, f"{value:.3g} GiB/s" + (f" ({', '.join(shares)})" if shares else ""), va="center",
-                fontsize=7, color="black")  # fmt: skip
+        ax.text(
+            at,
+            yi,
+            f"{value:.3g} GiB/s" + (f" ({', '.join(shares)})" if shares else ""),
+            va="center",
+            fontsize=7,
+            color="black",
+        )
 
 
 def _draw_steady_panel(ax, op: str, part: pd.DataFrame, limit: float, link_gib, engine) -> None:
@@ -243,8 +277,9 @@ def _steady_legend(fig, link_gib: float | None) -> None:
         handles.insert(
             2, Line2D([], [], color="black", linestyle="--", label=f"host link speed of light {link_gib:.1f} GiB/s")
         )
-    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, 0.95))  # fmt: skip
+    fig.legend(
+        handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.95)
+    )
 
 
 def um_steady(frame: pd.DataFrame, outdir: Path) -> list[Figure]:

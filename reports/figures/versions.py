@@ -56,8 +56,15 @@ def _draw(shifts: pd.DataFrame, title: str):
     for n, version in enumerate(versions):
         part = shifts[shifts["version"] == version]
         offset = (n - (len(versions) - 1) / 2) * 0.25
-        ax.plot(part["percent"], part["figure_key"].map(rows) + offset, "o", ms=3, alpha=0.7,
-                color=_COLORS[n % len(_COLORS)], label=version)  # fmt: skip
+        ax.plot(
+            part["percent"],
+            part["figure_key"].map(rows) + offset,
+            "o",
+            ms=3,
+            alpha=0.7,
+            color=_COLORS[n % len(_COLORS)],
+            label=version,
+        )
     ax.axvline(100, color="black", linewidth=1)
     ax.set_yticks(range(len(keys)), keys, fontsize=7)
     ax.set_ylim(len(keys) - 0.5, -0.5)
@@ -86,9 +93,11 @@ def versions_figures(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
         test = key[0]
         title = f"{test}: CUDA versions overlaid ({', '.join(str(k) for k in key[1:4])})"
         name = finish(_draw(shifts, title), group, "", outdir, key_name(f"versions-{test}", key[1:]), top=0.95)
-        caption = (f"Every headline figure's samples under each CUDA runtime and compiler, as a percentage of "
-                   f"the median under {shifts['base'].iloc[0]}: a figure whose dots sit apart from 100% moved; "
-                   f"the gate's verdict is ./suite report compare --by cuda_runtime_version or --by environ. "
-                   f"{coverage_text(group)}.")  # fmt: skip
+        caption = (
+            f"Every headline figure's samples under each CUDA runtime and compiler, as a percentage of "
+            f"the median under {shifts['base'].iloc[0]}: a figure whose dots sit apart from 100% moved; "
+            f"the gate's verdict is ./suite report compare --by cuda_runtime_version or --by environ. "
+            f"{coverage_text(group)}."
+        )
         figures.append(Figure(test, outdir / name, title, caption))
     return figures

@@ -136,13 +136,17 @@ def path_matrix(rng, opts, slow):
                 level = _H100_HOST[(engine, base)] * (0.95 if both else 1.0) * slow * factor(f"path_matrix.{cell}")
                 for k in range(1, samples + 1):
                     gbs = noisy(rng, level)
-                    print(f"Cell: path=host engine={engine} op=copy dir={direction} gpu=0 peer=-1 numa={node} "
-                          f"sample={k} bytes={size} seconds={size / gbs / 1e9:.6g} gbs={gbs:.6g}")  # fmt: skip
+                    print(
+                        f"Cell: path=host engine={engine} op=copy dir={direction} gpu=0 peer=-1 numa={node} "
+                        f"sample={k} bytes={size} seconds={size / gbs / 1e9:.6g} gbs={gbs:.6g}"
+                    )
                 cells += 1
         for k in range(1, samples + 1) if "latency" in paths else ():
             ns = noisy(rng, 1205.0 / slow / factor(f"path_matrix.gpu0_latency_{where}"))
-            print(f"Cell: path=latency engine=sm op=chase dir=host gpu=0 peer=-1 numa={node} sample={k} "
-                  f"steps=20000 stride=256 ns={ns:.6g}")  # fmt: skip
+            print(
+                f"Cell: path=latency engine=sm op=chase dir=host gpu=0 peer=-1 numa={node} sample={k} "
+                f"steps=20000 stride=256 ns={ns:.6g}"
+            )
         cells += "latency" in paths
     print(f"Verified: cells={cells} samples={samples}")
 
