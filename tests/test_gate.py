@@ -55,6 +55,7 @@ def judged(frame: pd.DataFrame, **kw) -> pd.DataFrame:
     return gate.judge(frame, frame["side"] == "base", frame["side"] == "new", **kw)
 
 
+@pytest.mark.slow  # hundreds of simulated nights
 def test_a_seven_percent_drop_in_one_of_200_noisy_figures_is_the_only_one_flagged():
     for seed in SEEDS:
         result = judged(runs(np.random.default_rng(seed), FIGURES, {17: 0.93}))
@@ -63,6 +64,7 @@ def test_a_seven_percent_drop_in_one_of_200_noisy_figures_is_the_only_one_flagge
         assert gate.summary(result) == {"figures": 200, "judged": 200, "flagged": 1, "improved": 0, "unjudged": 0}
 
 
+@pytest.mark.slow  # hundreds of simulated nights
 def test_pure_noise_flags_nothing():
     for seed in SEEDS:
         result = judged(runs(np.random.default_rng(100 + seed), FIGURES, {}))

@@ -33,6 +33,7 @@ def night_with(rng, moves: dict[str, float] | None = None, spread: dict[str, flo
     return verdict.judge_values(pd.concat([base, night], ignore_index=True))
 
 
+@pytest.mark.slow  # hundreds of simulated nights
 def test_two_hundred_clean_nights_exit_2_at_most_twice():
     rng = np.random.default_rng(7)
     alarms = [night_with(rng).flagged_paths() for _ in range(200)]
@@ -40,6 +41,7 @@ def test_two_hundred_clean_nights_exit_2_at_most_twice():
     assert len(nights) <= 2, nights  # 1% of 200, before any confirming rerun
 
 
+@pytest.mark.slow  # hundreds of simulated nights
 def test_a_seven_percent_drop_of_one_path_is_caught_in_95_percent_of_nights():
     rng = np.random.default_rng(8)
     caught = wrong = 0
@@ -283,6 +285,7 @@ def _many_paths(rng, runs: list[str], gpus: int = 8, figures: int = 14, sigma: f
     return verdict.attach_paths(pd.DataFrame(rows))
 
 
+@pytest.mark.slow  # hundreds of simulated nights
 @pytest.mark.parametrize("n", [3, 8])
 def test_a_paths_p_values_are_not_too_small_when_nothing_moved(n):
     """Each accepted run's path statistic is taken against the others, as
