@@ -1,9 +1,13 @@
-"""Reports of the suite: perflogs to tidy tables, comparisons and figures.
+"""Reports of the suite: perflogs to tidy tables, comparisons, figures and the
+nightly's verdict, through one command line (reports/cli.py):
 
     python -m reports load [PERFLOGS...]                        the table, and what could not be read
     python -m reports compare --by driver_version --base 570 --new 580 [--threshold 5]
     python -m reports html [PERFLOGS...] -o reports/NAME        PNG figures and index.html
+    python -m reports nightly|accept|rejudge|power|upgrade ...  what ./suite runs of the same names
 
-See reports/load.py (the table), reports/compare.py (statistics) and
-reports/figures/ (figures, one module per experiment), reports/accept.py (acceptance).
+reports/load.py reads the table, reports/runs.py the nightly runs and the
+accepted baseline, reports/verdict.py judges by path, reports/status.py says
+what each exit status means, reports/figures/ draws (one module per
+experiment). Each experiment's own knowledge is in experiments/.
 """

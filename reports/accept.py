@@ -27,16 +27,8 @@ from systems import data
 
 from . import nightly, verdict
 from .load import load
-from .nightly import (
-    MEANING,
-    UNJUDGED,
-    accepted_file,
-    find_run,
-    now,
-    read_accepted,
-    run_rows,
-    selected_system,
-)
+from .runs import PERFLOGS, REFERENCES, REPO, accepted_file, find_run, now, read_accepted, run_rows, selected_system
+from .status import MEANING, UNJUDGED
 
 #: Runs on separately started nodes that tolerances are taken from, at least.
 MIN_RUNS = 3
@@ -177,7 +169,7 @@ def reference_entries(
 def write_references(entries: dict[str, list], note: str, directory: Path | None = None) -> list[Path]:
     """Append (or replace) the acceptance's section in each check's file
     (under systems/references/ unless `directory` says otherwise)."""
-    directory = directory or nightly.REFERENCES
+    directory = directory or REFERENCES
     marker = "# --- written by ./suite accept"
     written = []
     for test, items in entries.items():
@@ -222,20 +214,20 @@ def accept(args) -> int:
     target = accepted_file(system)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"accept: {', '.join(args.stamps)} now the baseline of {system} ({target.relative_to(nightly.REPO)})")
+    print(f"accept: {', '.join(args.stamps)} now the baseline of {system} ({target.relative_to(REPO)})")
     if not record["node"]:
         print("accept: warning: the runs recorded no node facts: health on this system judges nothing", file=sys.stderr)
     if args.write_references:
         minimum = (args.min_tolerance if args.min_tolerance is not None else 3.0) / 100
         detected = bool(data.load_all()[system].get("detect"))
-        frame = load([nightly.PERFLOGS / system], warn=None).frame
+        frame = load([PERFLOGS / system], warn=None).frame
         samples, history = accepted_samples(frame, system, runs), history_of(frame, runs, system)
         entries, warnings = reference_entries(samples, minimum, detected, history, min(MIN_RUNS, len(runs)))
         for line in warnings:
             print(f"accept: warning: {line}", file=sys.stderr)
         note = f"the runs {', '.join(args.stamps)}"
         for path in write_references(entries, note):
-            print(f"accept: references written to {path.relative_to(nightly.REPO)}")
+            print(f"accept: references written to {path.relative_to(REPO)}")
     return 0
 
 
@@ -250,7 +242,7 @@ def rejudge(args) -> int:
     if accepted is None:
         print(f"rejudge: no accepted run for {system}", file=sys.stderr)
         return UNJUDGED
-    frame = load([nightly.PERFLOGS / system], warn=None).frame
+    frame = load([PERFLOGS / system], warn=None).frame
     worst = 0
     for stamp in args.stamps:
         outdir, run = find_run(system, stamp)
@@ -264,3 +256,23 @@ def rejudge(args) -> int:
             print(f"  {row.verdict.upper()} {nightly.path_line(row)}")
         worst = max(worst, status)
     return worst
+
+
+def add_parsers(sub) -> None:
+    """accept and rejudge in the suite's one parser (reports/cli.py)."""
+    p = sub.add_parser("accept", help="make nightly runs the baseline")
+    p.add_argument("stamps", nargs="+", metavar="STAMP", help="the runs' stamps (reports/nightly/<system>/<stamp>)")
+    p.add_argument("--system")
+    p.add_argument("--write-references", action="store_true", help="write references from the runs")
+    p.add_argument(
+        "--min-tolerance",
+        type=float,
+        metavar="PCT",
+        help="smallest tolerance in percent (default 3); with fewer than 3 runs, the tolerance itself",
+    )
+    p.set_defaults(func=accept)
+    p = sub.add_parser("rejudge", help="judge earlier runs again against the baseline as it is now")
+    p.add_argument("stamps", nargs="+", metavar="STAMP")
+    p.add_argument("--system")
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.set_defaults(func=rejudge)

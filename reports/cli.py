@@ -1,4 +1,8 @@
-"""python -m reports load|compare|html: perflogs to tables, comparisons and figures.
+"""python -m reports COMMAND: the suite's one parser for what reads perflogs.
+
+load, compare and html turn perflogs into tables, comparisons and figures;
+nightly, accept and rejudge (reports/nightly.py, reports/accept.py), power
+and upgrade judge them. Every command exits as reports/status.py says.
 
 compare exits 0 when every headline figure was judged and none regressed,
 2 on a regression, 3 when a figure could not be judged (or nothing could be
@@ -9,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +21,7 @@ import pandas as pd
 from . import compare as cmp
 from . import gate
 from .load import load
+from .status import AS_ACCEPTED, MOVED, UNJUDGED
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_PERFLOGS = REPO / "perflogs"
@@ -54,17 +60,13 @@ def cmd_load(args) -> int:
     return 1 if args.strict and loaded.issues else 0
 
 
-#: Exit statuses of a comparison (and of ./suite nightly, which adds 1 for a failed check).
-PASSED, REGRESSION, UNJUDGED = 0, 2, 3
-
-
 def verdict_status(result: pd.DataFrame | None, allow_unjudged: bool) -> int:
     """2 on any regression; else 3 when a figure could not be judged or there
     was none to judge (no result, or an empty one), unless allowed; else 0."""
     if result is not None and (result["verdict"] == "regression").any():
-        return REGRESSION
+        return MOVED
     unjudged = result is None or result.empty or (result["verdict"] == "unjudged").any()
-    return UNJUDGED if unjudged and not allow_unjudged else PASSED
+    return UNJUDGED if unjudged and not allow_unjudged else AS_ACCEPTED
 
 
 def print_verdicts(result: pd.DataFrame, csv: str | Path, out=None) -> None:
@@ -130,14 +132,19 @@ def cmd_html(args) -> int:
     loaded.frame = _filter(loaded.frame, args)
     if loaded.frame.empty:
         print("error: no performance values to report", file=sys.stderr)
-        return 2
+        return UNJUDGED
     page = write_report(loaded, Path(args.output), args.title, args.generic_for_all)
     print(f"report written to {page}")
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="python -m reports", description=__doc__)
+    """The one parser of the suite's reporting and judging commands."""
+    from . import accept, grafana, history, nightly, power, upgrade
+
+    top = argparse.ArgumentParser(
+        prog="python -m reports", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = top.add_subparsers(dest="command", required=True)
 
     def common(p):
@@ -187,16 +194,32 @@ def parser() -> argparse.ArgumentParser:
         "--generic-for-all", action="store_true", help="also draw the generic figure for checks with their own"
     )
     p.set_defaults(func=cmd_html)
+    for module in (nightly, accept, history, grafana, power, upgrade):
+        module.add_parsers(sub)
     return top
 
 
 def main(argv=None) -> int:
+    """Parse and run one command; its exit status (reports/status.py)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    # What follows '--' goes to ReFrame (nightly, upgrade), whatever it looks like.
+    ours, reframe = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
     try:
-        args = parser().parse_args(argv)
-    except SystemExit as exit:
-        # A comparison that could not start judged nothing: 3, not the 2 of a regression.
-        if exit.code == 2 and argv[:1] == ["compare"]:
-            return UNJUDGED
-        raise
-    return args.func(args)
+        args = parser().parse_args(ours)
+    except SystemExit as exit:  # a usage error judged nothing: 3, never the 2 of a move
+        return AS_ACCEPTED if exit.code in (0, None) else UNJUDGED
+    if reframe and not hasattr(args, "reframe"):
+        print(f"{args.command}: options after '--' are ReFrame's, which {args.command} does not run", file=sys.stderr)
+        return UNJUDGED
+    args.reframe = reframe
+    try:
+        return args.func(args)
+    except SystemExit as err:  # a message of our own (no such run...)
+        if err.code in (0, None) or isinstance(err.code, int):
+            raise
+        print(err.code, file=sys.stderr)
+        return UNJUDGED
+    except Exception as err:  # an error of the suite itself judged nothing
+        traceback.print_exc()
+        print(f"{args.command}: error, nothing judged: {err}", file=sys.stderr)
+        return UNJUDGED

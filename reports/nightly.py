@@ -34,44 +34,32 @@ for runs by hand (./suite run), so one figure never gets two verdicts.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import os
 import subprocess
 import sys
-import traceback
 from pathlib import Path
 
 import pandas as pd
 
+from experiments import metrics
 from systems import data, toolkits
 from systems.health import same_kind
 
-from . import cli, verdict
-from .compare import select_mask
+from . import changepoints, cli, verdict
 from .load import Loaded, load
-
-REPO = Path(__file__).resolve().parent.parent
-NIGHTLY_DIR = REPO / "reports" / "nightly"
-PERFLOGS = REPO / "perflogs"
-REFERENCES = REPO / "systems" / "references"
-
-FAILED, MOVED, UNJUDGED = 1, cli.REGRESSION, cli.UNJUDGED
-
-
-def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def selected_system(explicit: str | None) -> str:
-    """The system ReFrame would pick on this machine, unless one is named."""
-    if explicit:
-        return explicit
-    import socket
-
-    return data.system_for_host(data.load_all(), socket.gethostname()) or "local"
-
+from .runs import (
+    NIGHTLY_DIR,
+    PERFLOGS,
+    REPO,
+    accepted_masks,
+    now,
+    read_accepted,
+    run_rows,
+    selected_system,
+)
+from .status import FAILED, MEANING, MOVED, UNJUDGED
 
 #: ReFrame's command line, run by this Python.
 RUN_REFRAME = "import sys; from reframe.frontend.cli import main; sys.exit(main())"
@@ -86,21 +74,6 @@ def reframe(system: str, report: Path, *options: str) -> int:
     cmd = reframe_command(system, "--report-file", str(report), *options, "-r")
     print("nightly: " + " ".join(cmd[3:]), flush=True)
     return subprocess.run(cmd, cwd=REPO).returncode
-
-
-def accepted_file(system: str) -> Path:
-    return PERFLOGS / system / "accepted.json"
-
-
-def read_accepted(system: str) -> dict | None:
-    """The system's baseline: its runs (older records held one run) and node facts."""
-    path = accepted_file(system)
-    if not path.exists():
-        return None
-    record = json.loads(path.read_text())
-    if "runs" not in record:
-        record = {"system": system, "runs": [record], "node": {}}
-    return record
 
 
 def _classify(case: dict, found: dict) -> None:
@@ -136,17 +109,10 @@ def outcomes(report: Path) -> dict:
     return found
 
 
-def run_rows(frame: pd.DataFrame, system: str, runs: list[dict]) -> pd.Series:
-    """Which rows of `frame` the given runs of `system` logged."""
-    mask = pd.Series(False, index=frame.index)
-    for run in runs:
-        mask |= select_mask(frame, "time", f"{run['start']}..{run['end']}")
-    return mask & (frame["system"] == system)
-
-
 def judge_night(system: str, run: dict, accepted: dict | None, alpha: float) -> tuple:
     """The verdict on the run against the accepted runs (None without a
-    baseline), and the run's records (what its report is drawn from)."""
+    baseline), the run's records (what its report is drawn from) and every
+    record of the system (what the change points are found in)."""
     loaded = load([PERFLOGS / system], warn=None)
     frame = loaded.frame
     tonight = run_rows(frame, system, [run])
@@ -156,19 +122,14 @@ def judge_night(system: str, run: dict, accepted: dict | None, alpha: float) -> 
             f"nightly: no accepted run for {system}: nothing to judge against; accept runs with "
             f"./suite accept {run['stamp']} [more stamps] --write-references"
         )
-        return None, records
+        return None, records, frame
     result = verdict.judge(frame, accepted_masks(frame, system, accepted), tonight, alpha)
     stamps = ", ".join(r["stamp"] for r in accepted["runs"])
     print(
         f"nightly: judged by path against the accepted runs {stamps} (run medians, moderated robust spread, "
         f"Holm-corrected, alpha {alpha})"
     )
-    return result, records
-
-
-def accepted_masks(frame: pd.DataFrame, system: str, accepted: dict) -> dict[str, pd.Series]:
-    """Each accepted run's rows of `frame`, by its stamp."""
-    return {r["stamp"]: run_rows(frame, system, [r]) for r in accepted["runs"]}
+    return result, records, frame
 
 
 def rerun_selection(result: verdict.Verdict, report: Path) -> list[str]:
@@ -239,10 +200,14 @@ def unjudged_reasons(result: verdict.Verdict | None, node_judged: bool, health_r
     return reasons
 
 
-def nightly_status(found: dict, result: verdict.Verdict | None, reasons: list[str], allow_unjudged: bool) -> int:
+def nightly_status(
+    found: dict, result: verdict.Verdict | None, reasons: list[str], allow_unjudged: bool, changes: list = ()
+) -> int:
     if found["failed"] or (result is not None and (result.figures["verdict"] == "broken").any()):
         return FAILED
     if result is not None and result.paths["verdict"].isin(["moved", "unstable"]).any():
+        return MOVED
+    if any(change.worse for change in changes):  # a step or drift over the nights no night alone showed
         return MOVED
     blocking = [r for r in reasons if not (allow_unjudged and r == "no-baseline")]
     return UNJUDGED if blocking else 0
@@ -301,6 +266,7 @@ def nightly(args) -> int:
     outdir.mkdir(parents=True, exist_ok=True)
     run = {"system": system, "stamp": stamp, "start": stamp}
     accepted = read_accepted(system)
+    os.environ[metrics.NIGHT_VARIABLE] = stamp  # a label of every record sent to a metrics endpoint
 
     health = reframe(
         system,
@@ -332,17 +298,22 @@ def nightly(args) -> int:
     (outdir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
 
     result = records = None
+    changes: list[changepoints.Change] = []
     if health == 0:
-        result, records = judge_night(system, run, accepted, args.alpha)
+        result, records, frame = judge_night(system, run, accepted, args.alpha)
         if result is not None:
             result = confirm_by_rerun(system, run, outdir, result, accepted, args.reframe, args.alpha, found)
+            spreads = dict(zip(result.paths["path"], result.paths["spread_pct"] / 100))
+            changes = changepoints.night_changes(frame, system, accepted, spreads)
     node_judged = node_facts_judged(accepted, outdir)
     reasons = unjudged_reasons(result, node_judged, health == 0)
-    status = nightly_status(found, result, reasons, args.allow_unjudged)
+    status = nightly_status(found, result, reasons, args.allow_unjudged, changes)
+    run["changes"] = [change.line() for change in changes]
     write_verdict(outdir, run, result, status, reasons, found)
+    send_verdict(system, run, result, changes)
     if records is not None and not args.no_report:
         write_html(system, run, records, outdir)
-    report_outcome(found, result, reasons, status, outdir)
+    report_outcome(found, result, reasons, status, outdir, changes)
     return status
 
 
@@ -362,6 +333,20 @@ def write_verdict(outdir: Path, run: dict, result, status: int, reasons: list[st
             for row in result.paths.itertuples()
         }
     (outdir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
+
+
+def send_verdict(system: str, run: dict, result, changes: list) -> None:
+    """Each path's verdict to the system's metrics endpoint, if it names one;
+    an endpoint that cannot be reached is a warning that names it."""
+    url = metrics.endpoint(data.load_all().get(system, {}))
+    if not url or result is None:
+        return
+    when = int(dt.datetime.fromisoformat(run["end"]).replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+    lines = metrics.verdict_lines(system, run["stamp"], result.paths, when)
+    lines += "\n" + metrics.change_lines(system, run["stamp"], changes, when) if changes else ""
+    why = metrics.post(url, lines)
+    if why:
+        print(f"nightly: warning: metrics endpoint {why}: the records are in the perflogs only", file=sys.stderr)
 
 
 def _rounded(value: float) -> float | None:
@@ -393,12 +378,11 @@ def write_html(system: str, run: dict, records: Loaded, outdir: Path) -> None:
         print(f"nightly: warning: no HTML report: {err!r}", file=sys.stderr)
 
 
-MEANING = {0: "as accepted", FAILED: "a check failed", MOVED: "something moved", UNJUDGED: "not judged"}
-
-
-def report_outcome(found: dict, result, reasons: list[str], status: int, outdir: Path) -> None:
+def report_outcome(found: dict, result, reasons: list[str], status: int, outdir: Path, changes: list = ()) -> None:
     for line in found["failed"]:
         print(f"nightly: FAILED {line}", file=sys.stderr)
+    for change in changes:
+        print(f"nightly: CHANGE {change.line()}", file=sys.stderr)
     if result is not None:
         for row in result.paths.itertuples():
             if row.verdict in ("moved", "unstable", "transient", "improved"):
@@ -462,75 +446,20 @@ def path_line(row) -> str:
     return line
 
 
-def find_run(system: str, stamp: str) -> tuple[Path, dict]:
-    outdir = NIGHTLY_DIR / system / stamp.replace(":", "")
-    path = outdir / "run.json"
-    if not path.exists():
-        raise SystemExit(f"accept: no nightly run {stamp} of {system} ({path} is missing)")
-    return outdir, json.loads(path.read_text())
-
-
-def _accept(args) -> int:
-    from .accept import accept  # accept builds on this module
-
-    return accept(args)
-
-
-def _rejudge(args) -> int:
-    from .accept import rejudge
-
-    return rejudge(args)
-
-
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="python -m reports.nightly", description=__doc__.splitlines()[0])
-    sub = top.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("nightly", help="health checks, performance checks, the gate, the report")
+def add_parsers(sub) -> None:
+    """The nightly's command in the suite's one parser (reports/cli.py)."""
+    p = sub.add_parser(
+        "nightly",
+        help="health checks, performance checks, the verdict by path, the report",
+        epilog="Options after '--' go to ReFrame.",
+    )
     p.add_argument("--system", help="the system to run (default: the one ReFrame picks on this machine)")
     p.add_argument("--alpha", type=float, default=0.05, help="family-wise significance level of the gate")
     p.add_argument("--allow-unjudged", action="store_true", help="exit 0, not 3, when something could not be judged")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
-    p.add_argument("reframe", nargs=argparse.REMAINDER, help="further ReFrame options, after --")
-    p.set_defaults(func=nightly)
-    p = sub.add_parser("accept", help="make nightly runs the baseline")
-    p.add_argument("stamps", nargs="+", metavar="STAMP", help="the runs' stamps (reports/nightly/<system>/<stamp>)")
-    p.add_argument("--system")
-    p.add_argument("--write-references", action="store_true", help="write references from the runs")
-    p.add_argument(
-        "--min-tolerance",
-        type=float,
-        metavar="PCT",
-        help="smallest tolerance in percent (default 3); with fewer than 3 runs, the tolerance itself",
-    )
-    p.set_defaults(func=_accept)
-    p = sub.add_parser("rejudge", help="judge earlier runs again against the references as they are now")
-    p.add_argument("stamps", nargs="+", metavar="STAMP")
-    p.add_argument("--system")
-    p.add_argument("--alpha", type=float, default=0.05)
-    p.set_defaults(func=_rejudge)
-    return top
+    p.set_defaults(func=nightly, reframe=[])  # ReFrame's options: what follows '--' (reports/cli.py)
 
 
-def main(argv=None) -> int:
-    try:
-        args = parser().parse_args(argv)
-    except SystemExit as exit:  # a usage error judged nothing: 3, not the 2 of something that moved
-        return UNJUDGED if exit.code == 2 else exit.code
-    if getattr(args, "reframe", None) and args.reframe[0] == "--":
-        args.reframe = args.reframe[1:]
-    try:
-        return args.func(args)
-    except SystemExit as err:  # a message of our own (no such run...)
-        if err.code in (0, None) or isinstance(err.code, int):
-            raise
-        print(err.code, file=sys.stderr)
-        return UNJUDGED
-    except Exception as err:  # an error of the suite itself judged nothing
-        traceback.print_exc()
-        print(f"{args.command}: error, nothing judged: {err}", file=sys.stderr)
-        return UNJUDGED
-
-
-if __name__ == "__main__":
+if __name__ == "__main__":  # python -m reports.nightly nightly|accept|rejudge ...
     os.chdir(REPO)
-    sys.exit(main())
+    sys.exit(cli.main())

@@ -1,6 +1,6 @@
 """How well the nightly's verdict sees a move, from the accepted runs themselves.
 
-    python -m reports.power [--system NAME] [--move PCT ...] [--nights N] [--csv FILE]
+    python -m reports power [--system NAME] [--move PCT ...] [--nights N] [--csv FILE]
 
 For each path of the accepted baseline: how often a night that changed
 nothing flags it (false alarms), and how often a night whose figures on that
@@ -24,16 +24,15 @@ the nodes', not the measurement's.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from . import verdict
+from . import cli, verdict
 from .load import load
-from .nightly import PERFLOGS, accepted_masks, read_accepted, selected_system
+from .runs import PERFLOGS, accepted_masks, read_accepted, selected_system
 
 
 def accepted_tables(system: str, statistics: tuple[str, ...] = ("median",)) -> list[pd.DataFrame]:
@@ -169,8 +168,9 @@ def sweep(table: pd.DataFrame, moves: list[float], nights: int, alpha: float, se
     return table
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reports.power", description=__doc__.splitlines()[0])
+def add_parsers(sub) -> None:
+    """power in the suite's one parser (reports/cli.py)."""
+    parser = sub.add_parser("power", help=__doc__.splitlines()[0])
     parser.add_argument("--system")
     parser.add_argument(
         "--move", type=float, nargs="+", default=[10.0], help="the planted moves, percent worse (default 10)"
@@ -181,7 +181,10 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--spreads", action="store_true", help="instead: each path's spread between runs (medians, best samples)"
     )
-    args = parser.parse_args(argv)
+    parser.set_defaults(func=power)
+
+
+def power(args) -> int:
     if args.spreads:
         print(spreads_by_statistic(selected_system(args.system)).round(2).to_string(index=False))
         return 0
@@ -200,6 +203,10 @@ def main(argv=None) -> int:
     if args.csv:
         result.to_csv(args.csv, index=False)
     return 0
+
+
+def main(argv=None) -> int:
+    return cli.main(["power", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

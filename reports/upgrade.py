@@ -30,7 +30,6 @@ the exit status. Tables: reports/upgrades/<system>-cuda-<old>-to-<new>-<what>-<s
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -39,7 +38,9 @@ from pathlib import Path
 from systems import detect, toolkits
 
 from . import cli
-from .nightly import FAILED, now, outcomes, reframe, selected_system
+from .nightly import outcomes, reframe
+from .runs import now, selected_system
+from .status import FAILED, MOVED, UNJUDGED
 
 REPO = Path(__file__).resolve().parent.parent
 RUNTIMES = REPO / "build" / "cuda-runtimes"
@@ -109,8 +110,9 @@ def toolkit_comparisons(old: str, new: str, nvcc_env: str) -> list[tuple[str, st
     ]
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="suite upgrade", description=__doc__.split("\n\n")[0])
+def add_parsers(sub) -> None:
+    """upgrade in the suite's one parser (reports/cli.py)."""
+    p = sub.add_parser("upgrade", help=__doc__.split("\n\n")[0], epilog="Options after '--' go to ReFrame.")
     p.add_argument(
         "version",
         help="a newer CUDA runtime as NVIDIA's wheel numbers it (13.5.37), "
@@ -118,32 +120,29 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--system", help="the system to run (default: the one ReFrame picks here)")
     p.add_argument("--threshold", type=float, help="practical threshold in percent (default: each figure's own)")
-    p.epilog = "Options after '--' go to ReFrame (e.g. -- -n um_bandwidth)."
-    return p
+    p.set_defaults(func=run, reframe=[])  # ReFrame's options: what follows '--' (reports/cli.py)
+
+
+def run(args) -> int:
+    try:
+        return upgrade(args, args.reframe)
+    except (OSError, RuntimeError, subprocess.CalledProcessError) as err:
+        print(f"upgrade: {err}", file=sys.stderr)
+        return UNJUDGED
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    ours, reframe_options = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
-    try:
-        args = parser().parse_args(ours)
-    except SystemExit as exit:  # a usage error judged nothing: 3, never the 2 of a move
-        return 0 if exit.code == 0 else cli.UNJUDGED
-    try:
-        return upgrade(args, reframe_options)
-    except (OSError, RuntimeError, subprocess.CalledProcessError) as err:
-        print(f"upgrade: {err}", file=sys.stderr)
-        return cli.UNJUDGED
+    return cli.main(["upgrade", *(sys.argv[1:] if argv is None else argv)])
 
 
 def upgrade(args, reframe_options: list[str]) -> int:
     base, new = base_release(), ".".join(args.version.split(".")[:2])
     if base is None:
         print("upgrade: no nvcc here, so no environment to run the new runtime beside", file=sys.stderr)
-        return cli.UNJUDGED
+        return UNJUDGED
     if base == new:
         print(f"upgrade: the environments' nvcc is CUDA {base} already; name a newer runtime", file=sys.stderr)
-        return cli.UNJUDGED
+        return UNJUDGED
     if tuple(map(int, new.split("."))) < tuple(map(int, base.split("."))):
         return toolkit_upgrade(args, new, base, reframe_options)
     folder = install_runtime(args.version, RUNTIMES)
@@ -157,7 +156,7 @@ def upgrade(args, reframe_options: list[str]) -> int:
             f"or none has an nvcc of CUDA {new.split('.')[0]} (systems/toolkits.py)",
             file=sys.stderr,
         )
-        return cli.UNJUDGED
+        return UNJUDGED
     name = f"{system}-cuda-runtime-{base}-to-{new}-{stamp.replace(':', '')}"
     failed = run_checks(system, name, reframe_options)
     return verdict(judge(system, ("cuda_runtime_version", base, new), stamp, name, args.threshold), failed)
@@ -194,7 +193,7 @@ def verdict(status: int, failed: list[str]) -> int:
     for why in failed:
         print(f"upgrade: FAILED {why}")
     # A check that did not measure hides its figures from both sides: that fails the upgrade.
-    return FAILED if failed and status != cli.REGRESSION else status
+    return FAILED if failed and status != MOVED else status
 
 
 def toolkit_upgrade(args, old: str, new: str, reframe_options: list[str]) -> int:
@@ -213,7 +212,7 @@ def toolkit_upgrade(args, old: str, new: str, reframe_options: list[str]) -> int
             f"declared, or this node has no clang++-<N> (systems/toolkits.py)",
             file=sys.stderr,
         )
-        return cli.UNJUDGED
+        return UNJUDGED
     name, when = f"{system}-cuda-{old}-to-{new}", stamp.replace(":", "")
     failed = run_checks(system, f"{name}-{when}", reframe_options)
     for what, before, after in comparisons:

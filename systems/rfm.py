@@ -16,6 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from experiments import metrics
+
 from . import (
     data,
     detect,
@@ -300,13 +302,27 @@ def logging_config(perflog_dir: Path) -> list[dict[str, Any]]:
     ]
 
 
+def metrics_logging(systems: dict[str, dict[str, Any]], base: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per system whose data names a metrics endpoint, its logging: the
+    perflogs and ReFrame's httpjson handler to the endpoint (experiments/metrics.py)."""
+    entries = []
+    for name, system in sorted(systems.items()):
+        url = metrics.endpoint(system)
+        if url:
+            handlers = [*base["handlers_perflog"], metrics.perflog_handler(url)]
+            entries.append({**base, "handlers_perflog": handlers, "target_systems": [name]})
+    return entries
+
+
 def site_configuration(systems_dir: Path | None = None, perflog_dir: Path | None = None) -> dict[str, Any]:
     systems = data.load_all(systems_dir or data.SYSTEMS_DIR)
     rfm_systems, rfm_envs = systems_and_environments(systems)
     logging = logging_config(perflog_dir or REPO / "perflogs")
+    logging = [*metrics_logging(systems, logging[0]), *logging]
     general = general_config(systems)
     if dry_run():
-        logging[0]["handlers_perflog"] = []  # nothing measured, nothing logged
+        for entry in logging:  # nothing measured, nothing logged
+            entry["handlers_perflog"] = []
         for entry in general:  # modules are named, not loaded
             entry["resolve_module_conflicts"] = False
         chosen = selected_system(systems)

@@ -18,8 +18,12 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pandas as pd
@@ -281,3 +285,102 @@ def test_one_slow_path_is_flagged_under_its_own_name_and_nothing_else(accepted):
     assert list(flagged["figure"]) == [cell], flagged.to_string()
     assert (table[table["test"] == "path_matrix"]["verdict"] != "unjudged").all()
     assert re.search(rf"MOVED host link d2h of GPU 0, sm: .*moved alone: path_matrix {cell}", output), output[-4000:]
+
+
+# --- records to VictoriaMetrics (experiments/metrics.py) ---------------------
+
+
+@pytest.fixture(scope="module")
+def victoria(tmp_path_factory):
+    """VictoriaMetrics from Debian's package, on a free port of localhost."""
+    binary = shutil.which("victoria-metrics")
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI installs victoria-metrics (.ci/run)")
+        pytest.skip("victoria-metrics is not installed (Debian's victoria-metrics)")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    storage = tmp_path_factory.mktemp("victoria")
+    server = subprocess.Popen(
+        [binary, f"-storageDataPath={storage}", f"-httpListenAddr=127.0.0.1:{port}", "-retentionPeriod=100y"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=1) as answer:
+                if answer.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.2)
+    yield url
+    server.terminate()
+    server.wait(timeout=30)
+
+
+def _exported(url: str, match: str, least: int = 1) -> list[dict]:
+    """The series matching `match`, once the server has made them readable."""
+    query = urllib.parse.urlencode({"match[]": match})
+    found: list[dict] = []
+    for _ in range(50):
+        urllib.request.urlopen(f"{url}/internal/force_flush", timeout=5).close()
+        with urllib.request.urlopen(f"{url}/api/v1/export?{query}", timeout=10) as answer:
+            found = [json.loads(line) for line in answer.read().decode().splitlines() if line.strip()]
+        if len(found) >= least:
+            break
+        time.sleep(0.2)
+    return found
+
+
+def _night_records(repo: Path, outdir: Path) -> pd.DataFrame:
+    from reports.load import load
+    from reports.runs import run_rows
+
+    frame = load([repo / "perflogs" / "fakegpu"], warn=None).frame
+    return frame[run_rows(frame, "fakegpu", [json.loads((outdir / "run.json").read_text())])]
+
+
+def test_every_record_and_the_verdict_reach_victoria_metrics(accepted, victoria):
+    status, output, outdir = nightly(accepted, 4, GPU_MEMPATHS_METRICS_URL=f"{victoria}/api/v1/import")
+    assert status == 0, output[-4000:]
+    night, logged = stamp(outdir), _night_records(accepted, outdir)
+    series = _exported(victoria, f'{{__name__="gpu_mempaths_figure",night="{night}"}}', least=len(logged))
+    sent = {
+        (s["metric"]["test"], s["metric"]["case"], s["metric"]["figure"], s["metric"]["sample"]): s["values"]
+        for s in series
+    }
+    expected = {
+        (r.test, r.case, r.figure, "median" if pd.isna(r.sample) else str(int(r.sample))): [r.value]
+        for r in logged.itertuples()
+    }
+    assert sent.keys() == expected.keys()
+    assert all(sent[k] == pytest.approx(v, rel=1e-9) for k, v in expected.items())
+    labels = series[0]["metric"]
+    assert labels["gpu_model"] == FAKE_MODEL and labels["system"] == "fakegpu" and labels["night"] == night
+    assert {"driver_version", "cuda_runtime_version", "node", "path", "unit"} <= labels.keys()
+    paths = pd.read_csv(outdir / "paths.csv")
+    verdicts = _exported(victoria, f'{{__name__="gpu_mempaths_path_verdict",night="{night}"}}', least=len(paths))
+    assert {v["metric"]["path"]: v["metric"]["verdict"] for v in verdicts} == dict(zip(paths["path"], paths["verdict"]))
+    # The dashboard's every panel finds its path's nights (no Grafana here: its queries, run on the server).
+    from reports.grafana import dashboard
+
+    board = dashboard("fakegpu", paths[["path", "kind"]])
+    now = time.time()
+    for panel in (p for p in board["panels"] if p["type"] == "timeseries"):
+        expr = panel["targets"][0]["expr"].replace("$system", "fakegpu")
+        query = urllib.parse.urlencode({"query": expr, "start": now - 7200, "end": now + 600, "step": "30s"})
+        with urllib.request.urlopen(f"{victoria}/api/v1/query_range?{query}", timeout=10) as answer:
+            result = json.loads(answer.read())["data"]["result"]
+        assert result, f"no nights for the panel {panel['title']}"
+
+
+def test_a_server_that_is_down_loses_no_record_and_is_named(accepted):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{probe.getsockname()[1]}/api/v1/import"  # nothing listens once closed
+    status, output, outdir = nightly(accepted, 4, GPU_MEMPATHS_METRICS_URL=down)
+    assert status == 0, output[-4000:]
+    assert f"metrics endpoint {down}: " in output
+    assert len(_night_records(accepted, outdir)) > 0

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from experiments.references import matching_values
-from reports import accept, nightly, verdict
+from reports import accept, cli, nightly, runs, verdict
 
 H100 = {"gpu_model": "NVIDIA H100 80GB HBM3", "host_link": "pcie gen5 x16", "gpu_count": "1"}
 
@@ -184,14 +184,14 @@ def test_exit_statuses(failed, paths, reasons, allow, status):
 
 
 def test_references_need_three_runs(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(nightly, "NIGHTLY_DIR", tmp_path)
+    monkeypatch.setattr(runs, "NIGHTLY_DIR", tmp_path)
     for stamp in ("2026-11-20T03:00:00", "2026-11-21T03:00:00"):
         run = tmp_path / "local" / stamp.replace(":", "")
         run.mkdir(parents=True)
         (run / "run.json").write_text(
             json.dumps({"stamp": stamp, "start": stamp, "end": stamp, "checks": "pass", "health": "pass"})
         )
-    args = nightly.parser().parse_args(["accept", "2026-11-20T03:00:00", "2026-11-21T03:00:00", "--write-references"])
+    args = cli.parser().parse_args(["accept", "2026-11-20T03:00:00", "2026-11-21T03:00:00", "--write-references"])
     assert accept.accept(args) == 3  # nothing judged, not "moved"
     assert "at least 3 runs on separately started nodes, 2 given" in capsys.readouterr().err
 

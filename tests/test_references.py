@@ -186,7 +186,7 @@ def test_gpu_count_keeps_a_pairs_figures_off_a_four_gpu_node():
 
 def _accepted_node_kinds(frame, system: str, accepted: dict) -> set:
     """The kinds of node (model, count, link) the accepted runs ran on."""
-    from reports.nightly import run_rows
+    from reports.runs import run_rows
 
     rows = frame[run_rows(frame, system, accepted["runs"])]
     return set(map(tuple, rows[["gpu_model", "gpu_count", "host_link"]].drop_duplicates().values))

@@ -13,6 +13,15 @@ from reports import upgrade
 from systems import toolkits
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored(monkeypatch):
+    """An upgrade names its toolkits and runtimes in the environment, for the
+    ReFrame it starts; the tests after these must not inherit them."""
+    for name in (toolkits.RUNTIMES_VARIABLE, toolkits.TOOLKITS_VARIABLE):
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+        monkeypatch.delenv(name)
+
+
 def test_the_wheel_of_each_cuda_major_version():
     assert upgrade.wheel_of("13.5.37") == "nvidia-cuda-runtime==13.5.37"
     assert upgrade.wheel_of("12.9.79") == "nvidia-cuda-runtime-cu12==12.9.79"

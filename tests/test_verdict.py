@@ -12,7 +12,7 @@ import pytest
 
 from experiments.keys import parse_case
 from experiments.paths import load_rules, path_of
-from reports import nightly, power, verdict
+from reports import nightly, power, runs, status, verdict
 from reports.load import load
 
 HOST_LINK = "host link h2d of GPU 0, sm"
@@ -125,7 +125,7 @@ def test_a_broken_measurement_is_named_not_improved():
     table.loc[table["run"] == "tonight", "nan_samples"] = "s3"
     [row] = verdict.judge_values(table).figures.itertuples()
     assert row.verdict == "broken" and "s3" in row.reason
-    assert nightly.nightly_status({"failed": []}, verdict.judge_values(table), [], False) == nightly.FAILED
+    assert nightly.nightly_status({"failed": []}, verdict.judge_values(table), [], False) == status.FAILED
 
 
 def test_a_vanished_figure_is_its_own_reason_and_is_never_allowed():
@@ -133,9 +133,9 @@ def test_a_vanished_figure_is_its_own_reason_and_is_never_allowed():
     result = verdict.judge_values(table)
     reasons = nightly.unjudged_reasons(result, node_judged=True, health_ran=True)
     assert reasons == ["vanished"]
-    assert nightly.nightly_status({"failed": []}, result, reasons, allow_unjudged=True) == nightly.UNJUDGED
+    assert nightly.nightly_status({"failed": []}, result, reasons, allow_unjudged=True) == status.UNJUDGED
     assert nightly.nightly_status({"failed": []}, None, ["no-baseline"], allow_unjudged=True) == 0
-    assert nightly.nightly_status({"failed": []}, None, ["no-baseline"], allow_unjudged=False) == nightly.UNJUDGED
+    assert nightly.nightly_status({"failed": []}, None, ["no-baseline"], allow_unjudged=False) == status.UNJUDGED
     assert nightly.unjudged_reasons(
         verdict.judge_values(_one_path_table({f"r{i}": [55.0] for i in range(4)} | {"tonight": [55.0]})), False, True
     ) == ["other-kind"]
@@ -214,7 +214,7 @@ def test_holm_matches_its_definition():
 
 
 def test_every_headline_figure_of_the_committed_runs_has_a_path():
-    frame = load([nightly.PERFLOGS], warn=None).frame
+    frame = load([runs.PERFLOGS], warn=None).frame
     headline = frame[frame["sample"].notna()][["test", "case", "figure"]].drop_duplicates()
     missing = [(t, c, f) for t, c, f in headline.itertuples(index=False) if path_of(t, parse_case(c), f) is None]
     assert not missing, missing[:5]

@@ -1,0 +1,172 @@
+"""Performance records to a time-series database, through ReFrame's own
+httpjson perflog handler: where a system's data names an endpoint
+(``metrics: {url: ...}`` in systems/<name>.yaml, or GPU_MEMPATHS_METRICS_URL
+for every system), every performance record
+also goes there, shaped by `victoria_lines` into VictoriaMetrics' JSON line
+import format (``POST /api/v1/import``), one line per figure:
+
+    {"metric": {"__name__": "gpu_mempaths_figure", "test": ..., "figure": ..., "path": ...},
+     "values": [47.3], "timestamps": [1764000000000]}
+
+Each carries as labels the figure, its unit and sample, the test, case and
+environment, the path (systems/paths/paths.yaml), the node's facts, the CUDA
+runtime and driver, and the night's stamp (GPU_MEMPATHS_NIGHT, which the
+nightly sets; 'none' outside a nightly). The nightly posts its verdict per
+path the same way (`verdict_lines`). The perflogs are written first and
+whatever the endpoint says: a server that is down loses no record.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from experiments.keys import parse_case, split_sample
+from experiments.paths import path_of
+
+FIGURE = "gpu_mempaths_figure"
+VERDICT = "gpu_mempaths_path_verdict"
+CHANGE = "gpu_mempaths_path_change_pct"
+CHANGE_POINT = "gpu_mempaths_path_change_point"
+#: A path's verdict as a number, for a dashboard's thresholds: 0 is as accepted.
+VERDICT_CODES = {"pass": 0, "improved": 0, "transient": 1, "moved": 2, "unstable": 2, "unjudged": 3}
+NIGHT_VARIABLE = "GPU_MEMPATHS_NIGHT"
+URL_VARIABLE = "GPU_MEMPATHS_METRICS_URL"
+
+#: Record attributes (ReFrame's check_<variable>) carried as labels, by label.
+_LABELS = {
+    "system": "check_system",
+    "partition": "check_partition",
+    "environ": "check_environ",
+    "node": "check_job_nodelist",
+    "case": "check_case",
+    "gpu_model": "check_gpu_model",
+    "gpu_count": "check_gpu_count",
+    "host_link": "check_host_link",
+    "driver_version": "check_driver_version",
+    "cuda_version": "check_cuda_version",
+    "cuda_runtime_version": "check_cuda_runtime_version",
+}
+
+
+def _label(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return "" if value is None else str(value)
+
+
+def _figures_of(record) -> dict[str, tuple]:
+    """{name: (value, unit)}: a multiline perflog's record carries one figure
+    (check_perf_var), another record all of them (check_perfvalues)."""
+    name = getattr(record, "check_perf_var", None)
+    if name:
+        return {name: (record.check_perf_value, record.check_perf_unit)}
+    return {k: (info[0], info[4]) for k, info in (getattr(record, "check_perfvalues", None) or {}).items()}
+
+
+def victoria_lines(record, extras: dict | None, ignore_keys) -> str | None:
+    """ReFrame's json_formatter: the record's figures as VictoriaMetrics
+    import lines, or None (nothing sent) for a record without figures."""
+    values = _figures_of(record)
+    test = str(getattr(record, "check_display_name", "") or getattr(record, "check_name", "")).split()[0]
+    when = int(1000 * float(getattr(record, "check_job_completion_time_unix", None) or time.time()))
+    common = {label: _label(getattr(record, attr, "")) for label, attr in _LABELS.items()}
+    common.update(test=test, night=os.environ.get(NIGHT_VARIABLE, "none"), **(extras or {}))
+    case = parse_case(common["case"]) if common["case"] else {}
+    lines = []
+    for key, (value, unit) in values.items():
+        if value is None or not math.isfinite(float(value)):
+            continue
+        name = key.split(":")[-1]
+        figure, sample = split_sample(name)
+        path = path_of(test, case, figure)
+        labels = {
+            "__name__": FIGURE,
+            **common,
+            "figure": figure,
+            "sample": str(sample or "median"),
+            "unit": unit or "",
+            "path": path.name if path else "",
+        }
+        lines.append(json.dumps({"metric": labels, "values": [float(value)], "timestamps": [when]}))
+    return "\n".join(lines) or None
+
+
+def verdict_lines(system: str, night: str, paths, when_ms: int) -> str:
+    """The nightly's verdict per path (a DataFrame of paths.csv's columns)."""
+    lines = []
+    for row in paths.itertuples():
+        labels = {"system": system, "night": night, "path": row.path, "kind": row.kind, "verdict": row.verdict}
+        code = VERDICT_CODES.get(row.verdict, 3)
+        lines.append(json.dumps({"metric": {"__name__": VERDICT, **labels}, "values": [code], "timestamps": [when_ms]}))
+        if row.change_pct == row.change_pct:  # not NaN
+            metric = {"__name__": CHANGE, **labels}
+            lines.append(json.dumps({"metric": metric, "values": [float(row.change_pct)], "timestamps": [when_ms]}))
+    return "\n".join(lines)
+
+
+def change_lines(system: str, night: str, changes, when_ms: int) -> str:
+    """The change points the nightly reported (reports/changepoints.py), one
+    line each: the move in percent, worse positive, with the report's line."""
+    lines = []
+    for change in changes:
+        labels = {
+            "__name__": CHANGE_POINT,
+            "system": system,
+            "night": night,
+            "path": change.path,
+            "since": change.stamp,
+            "line": change.line(),
+        }
+        lines.append(json.dumps({"metric": labels, "values": [change.move_pct], "timestamps": [when_ms]}))
+    return "\n".join(lines)
+
+
+def post(url: str, lines: str, timeout: float = 10.0) -> str | None:
+    """POST import lines; None, or why they did not arrive (naming the endpoint)."""
+    request = urllib.request.Request(url, data=lines.encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return None if response.status < 300 else f"{url}: HTTP {response.status}"
+    except (urllib.error.URLError, OSError) as err:
+        return f"{url}: {getattr(err, 'reason', err)}"
+
+
+def formatter_for(url: str):
+    """`victoria_lines` for ReFrame's handler to `url`, which first asks
+    whether the endpoint answers: where it does not, one warning names it and
+    nothing is sent (ReFrame would warn once per record it failed to send)."""
+    answered: list[bool] = []
+
+    def json_formatter(record, extras, ignore_keys):
+        if not answered:
+            why = post(url, "", timeout=5)
+            answered.append(why is None)
+            if why:
+                print(f"warning: metrics endpoint {why}: the records are in the perflogs only", file=sys.stderr)
+        return victoria_lines(record, extras, ignore_keys) if answered[0] else None
+
+    return json_formatter
+
+
+def perflog_handler(url: str) -> dict[str, Any]:
+    """ReFrame's httpjson perflog handler for an endpoint."""
+    return {
+        "type": "httpjson",
+        "url": url,
+        "level": "info",
+        "json_formatter": formatter_for(url),
+        "extras": {},
+        "ignore_keys": [],
+    }
+
+
+def endpoint(system: dict[str, Any]) -> str | None:
+    """Where a system's records go besides its perflogs, if anywhere."""
+    return os.environ.get(URL_VARIABLE) or (system.get("metrics") or {}).get("url")

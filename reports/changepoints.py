@@ -1,0 +1,158 @@
+"""Change points over the nights: steps and drifts no single night shows.
+
+Each night is judged against the accepted runs alone, so a path that drifts
+by 1% a night passes every night's verdict. Here each path is one series
+over the nights: per night, the median over its figures of the figure's
+worse-oriented log move from its accepted median (a rate's fall, a time's
+rise count as worse). Each series is scaled by the path's spread between
+accepted runs on separately started nodes, and ruptures' PELT (an exact
+search for the segmentation of least l2 cost plus a penalty per change)
+splits it into levels.
+
+The penalty is set so that pure noise at the spread flags nothing over 30
+nights: none of 100 seeds (tests/test_changepoints.py). When the series has a
+change and its last level, held since that change for two nights or more,
+is off the accepted level as surely (its nights times its squared distance
+in spreads, at least the penalty) and each of its nights by half the path's
+floor the same way (the floor is
+the least move worth an alarm in one night: systems/paths/paths.yaml), the
+nightly prints a CHANGE line and exits 2 (something moved), every night
+until the path returns or a new baseline is accepted, as a moved path does.
+
+Why PELT, of ruptures: it is exact for a penalised cost (binary
+segmentation, ruptures' other fast search, is a greedy approximation of it
+and can miss a change between two others), it needs no assumed number of
+changes, and it runs in milliseconds on hundreds of nights. E-Divisive
+(Apache Otava, MongoDB's signal-processing-algorithms) tests distributions
+by permutation: with two or three nights in the new level its permutation
+p-values cannot get small enough to hold false alarms down over many paths.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import ruptures
+
+from experiments.keys import FIGURE_KEY, direction
+
+from . import verdict
+from .runs import NIGHTLY_DIR, run_rows
+
+#: The penalty of one change, in units of the series' variance: pure noise
+#: flags nothing (the tests). A step of d spreads with n1 nights before and n2
+#: after lowers the cost by d^2 n1 n2 / (n1 + n2): after 19 nights, 2.8
+#: spreads are seen in 3 nights, 3.4 in 2. So a 3% step is seen within two
+#: nights on a path that spreads 0.7% or less between nodes (all the host
+#: link's paths and GPU memory's but the SMs' both ways, 1.1%), later or not
+#: at all on the others (1.1-18%).
+PENALTY = 20.0
+#: A segment spans two nights at least: one bad night is the night's own verdict's.
+MIN_NIGHTS = 2
+#: The least spread a path is scaled by (a fraction): no series is quieter than this.
+SPREAD_FLOOR = 0.001
+#: A level is reported off the accepted one by this share of its path's floor:
+#: a level held over nights is evidence one night is not.
+FLOOR_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    stamp: str  # the first night of the new level
+    nights: int  # nights at the new level, tonight's included
+    move_pct: float  # worse-oriented: positive is worse
+    floor_pct: float
+
+    @property
+    def worse(self) -> bool:
+        return self.move_pct > 0
+
+    def line(self) -> str:
+        word = "worse" if self.worse else "better"
+        return (
+            f"{self.path}: {abs(self.move_pct):.1f}% {word} since {self.stamp} ({self.nights} night(s); "
+            f"floor {self.floor_pct:.0f}%)"
+        )
+
+
+def night_runs(system: str, nightly_dir: Path | None = None) -> list[dict]:
+    """Every nightly run of the system that finished, oldest first."""
+    found = []
+    for path in sorted((nightly_dir or NIGHTLY_DIR).joinpath(system).glob("*/run.json")):
+        run = json.loads(path.read_text())
+        if run.get("start") and run.get("end"):
+            found.append(run)
+    return sorted(found, key=lambda r: r["start"])
+
+
+def path_levels(frame: pd.DataFrame, system: str, runs: list[dict], accepted: list[str]) -> pd.DataFrame:
+    """One row per path and night: its level (the median over its figures of
+    the worse-oriented log move from the figure's median over the `accepted`
+    runs), the path's floor and its kind."""
+    masks = {r["stamp"]: run_rows(frame, system, [r]) for r in runs}
+    values = verdict.attach_paths(verdict.run_values(frame, masks))
+    values = values[(values["path"] != "") & (values["yardstick"] == "") & np.isfinite(values["value"])]
+    values = values[values["value"] > 0]
+    if values.empty:
+        return pd.DataFrame(columns=["path", "run", "level", "floor", "kind"])
+    sign = values["unit"].map(lambda u: -1.0 if direction(u) == "higher" else 1.0)
+    worse = sign * np.log(values["value"].astype(float))
+    key = [k for k in FIGURE_KEY if k in values.columns]
+    figure = [values[k].fillna("").astype(str) for k in key]
+    reference = worse.where(values["run"].isin(accepted)).groupby(figure).transform("median")
+    moves = values.assign(level=worse - reference)
+    levels = moves[np.isfinite(moves["level"])].groupby(["path", "run"], sort=False)
+    table = levels.agg(level=("level", "median"), floor=("floor", "first"), kind=("kind", "first")).reset_index()
+    order = {stamp: i for i, stamp in enumerate(masks)}
+    return table.sort_values(["path", "run"], key=lambda c: c.map(order) if c.name == "run" else c)
+
+
+def scale(spread: float | None) -> float:
+    """The spread a path's series is scaled by: its own, not below the floor (none known: the floor)."""
+    return spread if spread is not None and math.isfinite(spread) and spread > SPREAD_FLOOR else SPREAD_FLOOR
+
+
+def change_points(levels: np.ndarray, spread: float, penalty: float = PENALTY) -> list[int]:
+    """The indices where a new level starts (PELT, l2 cost, on the series in units of `spread`)."""
+    if len(levels) < 2 * MIN_NIGHTS:
+        return []
+    scaled = (np.asarray(levels, float) / scale(spread)).reshape(-1, 1)
+    ends = ruptures.Pelt(model="l2", min_size=MIN_NIGHTS, jump=1).fit(scaled).predict(pen=penalty)
+    return [e for e in ends if e < len(levels)]
+
+
+def changes(table: pd.DataFrame, spreads: dict[str, float]) -> list[Change]:
+    """The paths whose last level, since a change, is off the accepted one as
+    surely as a change is found and by half their floor or more; `spreads`
+    (fractions) by path."""
+    found = []
+    for path, rows in table.groupby("path", sort=True):
+        levels = rows["level"].to_numpy(float)
+        starts = change_points(levels, scale(spreads.get(path)))
+        if not starts:
+            continue
+        last = levels[starts[-1] :]
+        level, spread = float(np.median(last)), scale(spreads.get(path))
+        floor = float(rows["floor"].iloc[0]) * 100 if math.isfinite(rows["floor"].iloc[0]) else 0.0
+        # Off the accepted level as surely as a change, and every night of it by half the floor the same way.
+        sure = (level / spread) ** 2 * len(last) >= PENALTY
+        every_night = np.all(np.sign(last) == np.sign(level)) and np.all(
+            np.abs(np.expm1(last)) * 100 >= FLOOR_SHARE * floor
+        )
+        if sure and every_night:
+            move = (math.exp(level) - 1) * 100
+            found.append(Change(path, rows["run"].iloc[starts[-1]], len(levels) - starts[-1], move, floor))
+    return found
+
+
+def night_changes(frame: pd.DataFrame, system: str, accepted: dict, spreads: dict[str, float]) -> list[Change]:
+    """The changes over every night of the system, tonight's included."""
+    runs = night_runs(system)
+    stamps = [r["stamp"] for r in accepted["runs"]]
+    return changes(path_levels(frame, system, runs, stamps), spreads) if runs else []

@@ -1,0 +1,120 @@
+"""A Grafana dashboard of a system's paths over the nights, on VictoriaMetrics
+(its Prometheus-compatible query API) fed by the suite (experiments/metrics.py):
+
+    python -m reports grafana [--system NAME] -o FILE.json
+
+One row per kind of path (host memory, the host link, GPU memory, ...), one
+panel per path: each night's move from the accepted runs in percent (worse
+is up for a time, down for a rate, as the nightly's change_pct), the
+night's verdict as the colour of its point, and the change points the
+nightly reported as annotations. The paths are the system's accepted ones
+(reports/nightly/<system>/<stamp>/paths.csv of its last night).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from experiments import metrics
+
+from .runs import NIGHTLY_DIR, selected_system
+
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+
+
+def last_paths(system: str) -> pd.DataFrame:
+    """The paths and kinds of the system's last judged night."""
+    for path in sorted((NIGHTLY_DIR / system).glob("*/paths.csv"), reverse=True):
+        table = pd.read_csv(path)
+        if not table.empty:
+            return table[["path", "kind"]].drop_duplicates().sort_values(["kind", "path"])
+    raise SystemExit(f"grafana: no judged night of {system} (reports/nightly/{system}/*/paths.csv)")
+
+
+def panel_query(path: str) -> str:
+    return f'{metrics.CHANGE}{{system="$system",path="{path}"}}'
+
+
+def _panel(path: str, x: int, y: int, panel_id: int) -> dict:
+    return {
+        "id": panel_id,
+        "type": "timeseries",
+        "title": path,
+        "datasource": DATASOURCE,
+        "gridPos": {"h": 7, "w": 8, "x": x, "y": y},
+        "targets": [{"refId": "A", "expr": panel_query(path), "legendFormat": "{{night}}", "datasource": DATASOURCE}],
+        "fieldConfig": {
+            "defaults": {
+                "unit": "percent",
+                "custom": {"drawStyle": "points", "pointSize": 6},
+                "thresholds": {"mode": "absolute", "steps": [{"color": "green", "value": None}]},
+            },
+            "overrides": [],
+        },
+        "options": {"legend": {"showLegend": False}, "tooltip": {"mode": "single"}},
+    }
+
+
+def dashboard(system: str, paths: pd.DataFrame) -> dict:
+    panels, y, panel_id = [], 0, 1
+    for kind, rows in paths.groupby("kind", sort=True):
+        panels.append(
+            {
+                "id": panel_id,
+                "type": "row",
+                "title": kind,
+                "collapsed": False,
+                "gridPos": {"h": 1, "w": 24, "x": 0, "y": y},
+            }
+        )
+        panel_id, y = panel_id + 1, y + 1
+        for i, path in enumerate(rows["path"]):
+            panels.append(_panel(path, 8 * (i % 3), y + 7 * (i // 3), panel_id))
+            panel_id += 1
+        y += 7 * ((len(rows) + 2) // 3)
+    change = {
+        "name": "change points",
+        "datasource": DATASOURCE,
+        "enable": True,
+        "iconColor": "red",
+        "expr": f'{metrics.CHANGE_POINT}{{system="$system"}}',
+        "titleFormat": "{{path}}",
+        "textFormat": "{{line}}",
+        "useValueForTime": False,
+    }
+    return {
+        "title": f"GPU memory paths: {system}",
+        "uid": f"gpu-mempaths-{system}",
+        "schemaVersion": 39,
+        "time": {"from": "now-90d", "to": "now"},
+        "templating": {
+            "list": [
+                {"name": "datasource", "type": "datasource", "query": "prometheus"},
+                {"name": "system", "type": "constant", "query": system, "hide": 2},
+            ]
+        },
+        "annotations": {"list": [change]},
+        "panels": panels,
+    }
+
+
+def write_dashboard(system: str, output: Path) -> Path:
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(dashboard(system, last_paths(system)), indent=1) + "\n")
+    return output
+
+
+def add_parsers(sub) -> None:
+    """grafana in the suite's one parser (reports/cli.py)."""
+    p = sub.add_parser("grafana", help="a Grafana dashboard of the system's paths over the nights")
+    p.add_argument("--system", help="default: the one ReFrame picks here")
+    p.add_argument("-o", "--output", required=True, help="the dashboard's JSON file")
+    p.set_defaults(func=grafana)
+
+
+def grafana(args) -> int:
+    print(f"dashboard written to {write_dashboard(selected_system(args.system), Path(args.output))}")
+    return 0

@@ -1,0 +1,111 @@
+"""The history page of a system: each path over the nights, how far each
+night was from the accepted runs (worse up), the band the accepted runs
+spread over, and the change points (reports/changepoints.py).
+
+    python -m reports history [--system NAME] -o DIR    DIR/history.html and a figure per kind of path
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from . import changepoints, verdict
+from .figures import common  # noqa: F401  (the figures' backend and style)
+from .load import load
+from .runs import PERFLOGS, accepted_masks, read_accepted, run_rows, selected_system
+
+COLUMNS = 4
+
+
+def history_table(system: str) -> tuple[pd.DataFrame, dict[str, float], list[changepoints.Change]]:
+    """Each path's level per night (percent, worse positive), its accepted spread, and the changes found."""
+    accepted = read_accepted(system)
+    runs = changepoints.night_runs(system)
+    if accepted is None or not runs:
+        raise SystemExit(f"history: {system} has {'no accepted runs' if accepted is None else 'no nightly runs'}")
+    frame = load([PERFLOGS / system], warn=None).frame
+    stamps = [r["stamp"] for r in accepted["runs"]]
+    table = changepoints.path_levels(frame, system, runs, stamps)
+    last = run_rows(frame, system, [runs[-1]])
+    paths = verdict.judge(frame, accepted_masks(frame, system, accepted), last).paths
+    spreads = dict(zip(paths["path"], paths["spread_pct"] / 100))
+    return table, spreads, changepoints.changes(table, spreads)
+
+
+def _panel(ax, path: str, rows: pd.DataFrame, spread: float, flagged: changepoints.Change | None) -> None:
+    levels = rows["level"].to_numpy(float)
+    x = np.arange(len(levels))
+    ax.axhspan(-200 * spread, 200 * spread, color="#dddddd", label="accepted ±2 spreads")
+    ax.plot(x, np.expm1(levels) * 100, marker="o", ms=3, lw=1, color="#1f77b4")
+    for start in changepoints.change_points(levels, spread):
+        ax.axvline(start - 0.5, color="#ff7f0e", ls="--", lw=1)
+    if flagged:
+        start = len(levels) - flagged.nights
+        ax.plot(x[start:], np.expm1(levels[start:]) * 100, marker="o", ms=4, lw=2, color="#d62728")
+    ax.axhline(0, color="black", lw=0.5)
+    ax.set_title(path, fontsize=7)
+    ax.tick_params(labelsize=6)
+    ax.set_xticks(x[:: max(1, len(x) // 4)], rows["run"].str[5:16].iloc[:: max(1, len(x) // 4)], fontsize=5)
+
+
+def draw(table: pd.DataFrame, spreads: dict[str, float], found: list, outdir: Path) -> list[Path]:
+    """One figure per kind of path, a panel per path."""
+    flagged = {c.path: c for c in found}
+    kinds = table.groupby("kind", sort=True)
+    written = []
+    for kind, rows in kinds:
+        paths = sorted(rows["path"].unique())
+        nrows = math.ceil(len(paths) / COLUMNS)
+        fig, axes = plt.subplots(nrows, COLUMNS, figsize=(4 * COLUMNS, 2.6 * nrows), squeeze=False)
+        for ax, path in zip(axes.flat, paths):
+            path_rows = rows[rows["path"] == path]
+            _panel(ax, path, path_rows, max(spreads.get(path, 0.0), changepoints.SPREAD_FLOOR), flagged.get(path))
+        for ax in list(axes.flat)[len(paths) :]:
+            ax.set_visible(False)
+        fig.supylabel("% worse than the accepted runs", fontsize=8)
+        fig.suptitle(f"{kind}: each night against the accepted runs; dashed: change points", fontsize=9)
+        fig.tight_layout()
+        path = outdir / f"history-{kind}.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def write_history(system: str, outdir: Path) -> Path:
+    outdir.mkdir(parents=True, exist_ok=True)
+    table, spreads, found = history_table(system)
+    images = draw(table, spreads, found, outdir)
+    nights = table["run"].nunique()
+    lines = "".join(f"<li>{html.escape(c.line())}</li>" for c in found) or "<li>none</li>"
+    parts = [
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>History of {html.escape(system)}</title>",
+        "</head><body style='font-family: sans-serif'>",
+        f"<h1>History of {html.escape(system)}: {table['path'].nunique()} paths over {nights} nights</h1>",
+        f"<h2>Changes the nightly reports</h2><ul>{lines}</ul>",
+        *(f"<figure><img src='{p.name}' alt='{html.escape(p.stem)}' style='max-width:100%'></figure>" for p in images),
+        "</body></html>",
+    ]
+    page = outdir / "history.html"
+    page.write_text("\n".join(parts))
+    return page
+
+
+def add_parsers(sub) -> None:
+    """history in the suite's one parser (reports/cli.py)."""
+    p = sub.add_parser("history", help="each path over the nights, with its change points")
+    p.add_argument("--system", help="default: the one ReFrame picks here")
+    p.add_argument("-o", "--output", required=True, help="directory for history.html and its figures")
+    p.set_defaults(func=history)
+
+
+def history(args) -> int:
+    page = write_history(selected_system(args.system), Path(args.output))
+    print(f"history written to {page}")
+    return 0
