@@ -335,11 +335,13 @@ def _exported(url: str, match: str, least: int = 1) -> list[dict]:
 
 
 def _night_records(repo: Path, outdir: Path) -> pd.DataFrame:
+    """The night's perflog lines (not the figures the reports read back from its curves)."""
     from reports.load import load
     from reports.runs import run_rows
 
     frame = load([repo / "perflogs" / "fakegpu"], warn=None).frame
-    return frame[run_rows(frame, "fakegpu", [json.loads((outdir / "run.json").read_text())])]
+    night = frame[run_rows(frame, "fakegpu", [json.loads((outdir / "run.json").read_text())])]
+    return night[night["source"].astype(str).str.endswith(".log")]
 
 
 def test_every_record_and_the_verdict_reach_victoria_metrics(accepted, victoria):
