@@ -5,16 +5,19 @@ by 1% a night passes every night's verdict. Here each path is one series
 over the nights: per night, the median over its figures of the figure's
 worse-oriented log move from its accepted median (a rate's fall, a time's
 rise count as worse). Each series is scaled by the path's spread between
-accepted runs on separately started nodes, and ruptures' PELT (an exact
+accepted runs on separately started nodes, or by the nights' own spread
+where that is wider (from the differences of consecutive nights, which a
+step or a spike hardly widens), and ruptures' PELT (an exact
 search for the segmentation of least l2 cost plus a penalty per change)
 splits it into levels.
 
 The penalty is set so that pure noise at the spread flags nothing over 30
 nights: none of 100 seeds (tests/test_changepoints.py). When the series has a
 change and its last level, held since that change for two nights or more,
-is off the accepted level as surely (its nights times its squared distance
-in spreads, at least the penalty) and each of its nights by half the path's
-floor the same way (the floor is
+has held three nights or more, every one off the accepted level the same
+way, and its median off by half the path's floor and as surely as a change
+is found (its nights times its squared distance in spreads, at least the
+penalty) (the floor is
 the least move worth an alarm in one night: systems/paths/paths.yaml), the
 nightly prints a CHANGE line and exits 2 (something moved), every night
 until the path returns or a new baseline is accepted, as a moved path does.
@@ -54,6 +57,8 @@ from .runs import NIGHTLY_DIR, run_rows
 PENALTY = 20.0
 #: A segment spans two nights at least: one bad night is the night's own verdict's.
 MIN_NIGHTS = 2
+#: A new level is reported once it has held three nights (its first and two more).
+REPORT_NIGHTS = 3
 #: The least spread a path is scaled by (a fraction): no series is quieter than this.
 SPREAD_FLOOR = 0.001
 #: A level is reported off the accepted one by this share of its path's floor:
@@ -118,6 +123,14 @@ def scale(spread: float | None) -> float:
     return spread if spread is not None and math.isfinite(spread) and spread > SPREAD_FLOOR else SPREAD_FLOOR
 
 
+def noise_of(levels: np.ndarray) -> float:
+    """A series' spread between nights, robust to its steps and spikes: from
+    the median absolute difference of consecutive nights."""
+    if len(levels) < 3:
+        return SPREAD_FLOOR
+    return scale(float(np.median(np.abs(np.diff(levels)))) / (0.6745 * math.sqrt(2)))
+
+
 def change_points(levels: np.ndarray, spread: float, penalty: float = PENALTY) -> list[int]:
     """The indices where a new level starts (PELT, l2 cost, on the series in units of `spread`)."""
     if len(levels) < 2 * MIN_NIGHTS:
@@ -134,18 +147,18 @@ def changes(table: pd.DataFrame, spreads: dict[str, float]) -> list[Change]:
     found = []
     for path, rows in table.groupby("path", sort=True):
         levels = rows["level"].to_numpy(float)
-        starts = change_points(levels, scale(spreads.get(path)))
+        # The accepted runs' spread, or the nights' own where wider (few accepted runs, a busier fleet).
+        spread = max(scale(spreads.get(path)), noise_of(levels))
+        starts = change_points(levels, spread)
         if not starts:
             continue
         last = levels[starts[-1] :]
-        level, spread = float(np.median(last)), scale(spreads.get(path))
+        level = float(np.median(last))
         floor = float(rows["floor"].iloc[0]) * 100 if math.isfinite(rows["floor"].iloc[0]) else 0.0
-        # Off the accepted level as surely as a change, and every night of it by half the floor the same way.
-        sure = (level / spread) ** 2 * len(last) >= PENALTY
-        every_night = np.all(np.sign(last) == np.sign(level)) and np.all(
-            np.abs(np.expm1(last)) * 100 >= FLOOR_SHARE * floor
-        )
-        if sure and every_night:
+        # Three nights at least, so that one night's spike cannot make a level; every night off the
+        # accepted level the same way, and their median as surely as a change and by half the floor.
+        held = len(last) >= REPORT_NIGHTS and bool(np.all(np.sign(last) == np.sign(level)))
+        if held and (level / spread) ** 2 * len(last) >= PENALTY and abs(np.expm1(level)) * 100 >= FLOOR_SHARE * floor:
             move = (math.exp(level) - 1) * 100
             found.append(Change(path, rows["run"].iloc[starts[-1]], len(levels) - starts[-1], move, floor))
     return found
