@@ -139,9 +139,11 @@ def post(url: str, lines: str, timeout: float = 10.0) -> str | None:
 
 
 def formatter_for(url: str):
-    """`victoria_lines` for ReFrame's handler to `url`, which first asks
-    whether the endpoint answers: where it does not, one warning names it and
-    nothing is sent (ReFrame would warn once per record it failed to send)."""
+    """`victoria_lines` for ReFrame's handler to `url`. ReFrame leaves the
+    handler out, naming the server, when it cannot connect at start; this
+    asks again at the first record (the server may have gone since): where
+    it does not answer, one warning names it and nothing is sent (ReFrame
+    would warn once per record it failed to send)."""
     answered: list[bool] = []
 
     def json_formatter(record, extras, ignore_keys):
