@@ -131,6 +131,12 @@ def noise_of(levels: np.ndarray) -> float:
     return scale(float(np.median(np.abs(np.diff(levels)))) / (0.6745 * math.sqrt(2)))
 
 
+def series_spread(levels: np.ndarray, accepted: float | None) -> float:
+    """What a path's series is scaled by: the accepted runs' spread, or the
+    nights' own where wider (few accepted runs, a busier fleet)."""
+    return max(scale(accepted), noise_of(levels))
+
+
 def change_points(levels: np.ndarray, spread: float, penalty: float = PENALTY) -> list[int]:
     """The indices where a new level starts (PELT, l2 cost, on the series in units of `spread`)."""
     if len(levels) < 2 * MIN_NIGHTS:
@@ -147,8 +153,7 @@ def changes(table: pd.DataFrame, spreads: dict[str, float]) -> list[Change]:
     found = []
     for path, rows in table.groupby("path", sort=True):
         levels = rows["level"].to_numpy(float)
-        # The accepted runs' spread, or the nights' own where wider (few accepted runs, a busier fleet).
-        spread = max(scale(spreads.get(path)), noise_of(levels))
+        spread = series_spread(levels, spreads.get(path))
         starts = change_points(levels, spread)
         if not starts:
             continue

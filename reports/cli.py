@@ -21,14 +21,12 @@ import pandas as pd
 from . import compare as cmp
 from . import gate
 from .load import load
+from .runs import PERFLOGS
 from .status import AS_ACCEPTED, MOVED, UNJUDGED
-
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_PERFLOGS = REPO / "perflogs"
 
 
 def _paths(args) -> list[Path]:
-    return [Path(p) for p in args.paths] or [DEFAULT_PERFLOGS]
+    return [Path(p) for p in args.paths] or [PERFLOGS]
 
 
 def _filter(frame: pd.DataFrame, args) -> pd.DataFrame:
@@ -148,7 +146,7 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True)
 
     def common(p):
-        p.add_argument("paths", nargs="*", help=f"perflog files or directories (default: {DEFAULT_PERFLOGS})")
+        p.add_argument("paths", nargs="*", help=f"perflog files or directories (default: {PERFLOGS})")
         p.add_argument("--test", help="only checks whose name contains a match of this regular expression")
         p.add_argument("--var", help="only performance variables that contain a match of this regular expression")
         p.add_argument("--since", help="only values recorded at or after this ISO date or time (UTC)")

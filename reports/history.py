@@ -43,7 +43,8 @@ def _panel(ax, path: str, rows: pd.DataFrame, spread: float, flagged: changepoin
     x = np.arange(len(levels))
     ax.axhspan(-200 * spread, 200 * spread, color="#dddddd", label="accepted ±2 spreads")
     ax.plot(x, np.expm1(levels) * 100, marker="o", ms=3, lw=1, color="#1f77b4")
-    for start in changepoints.change_points(levels, spread):
+    # The change points the nightly finds: its series scaled as it scales them.
+    for start in changepoints.change_points(levels, changepoints.series_spread(levels, spread)):
         ax.axvline(start - 0.5, color="#ff7f0e", ls="--", lw=1)
     if flagged:
         start = len(levels) - flagged.nights
@@ -65,7 +66,7 @@ def draw(table: pd.DataFrame, spreads: dict[str, float], found: list, outdir: Pa
         fig, axes = plt.subplots(nrows, COLUMNS, figsize=(4 * COLUMNS, 2.6 * nrows), squeeze=False)
         for ax, path in zip(axes.flat, paths):
             path_rows = rows[rows["path"] == path]
-            _panel(ax, path, path_rows, max(spreads.get(path, 0.0), changepoints.SPREAD_FLOOR), flagged.get(path))
+            _panel(ax, path, path_rows, changepoints.scale(spreads.get(path)), flagged.get(path))
         for ax in list(axes.flat)[len(paths) :]:
             ax.set_visible(False)
         fig.supylabel("% worse than the accepted runs", fontsize=8)
