@@ -33,10 +33,8 @@ p-values cannot get small enough to hold false alarms down over many paths.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -45,7 +43,7 @@ import ruptures
 from experiments.keys import FIGURE_KEY, direction
 
 from . import verdict
-from .runs import NIGHTLY_DIR, run_rows
+from .runs import finished_runs, run_rows
 
 #: The penalty of one change, in units of the series' variance: pure noise
 #: flags nothing (the tests). A step of d spreads with n1 nights before and n2
@@ -84,16 +82,6 @@ class Change:
             f"{self.path}: {abs(self.move_pct):.1f}% {word} since {self.stamp} ({self.nights} night(s); "
             f"floor {self.floor_pct:.0f}%)"
         )
-
-
-def night_runs(system: str, nightly_dir: Path | None = None) -> list[dict]:
-    """Every nightly run of the system that finished, oldest first."""
-    found = []
-    for path in sorted((nightly_dir or NIGHTLY_DIR).joinpath(system).glob("*/run.json")):
-        run = json.loads(path.read_text())
-        if run.get("start") and run.get("end"):
-            found.append(run)
-    return sorted(found, key=lambda r: r["start"])
 
 
 def path_levels(frame: pd.DataFrame, system: str, runs: list[dict], accepted: list[str]) -> pd.DataFrame:
@@ -171,6 +159,6 @@ def changes(table: pd.DataFrame, spreads: dict[str, float]) -> list[Change]:
 
 def night_changes(frame: pd.DataFrame, system: str, accepted: dict, spreads: dict[str, float]) -> list[Change]:
     """The changes over every night of the system, tonight's included."""
-    runs = night_runs(system)
+    runs = finished_runs(system)
     stamps = [r["stamp"] for r in accepted["runs"]]
     return changes(path_levels(frame, system, runs, stamps), spreads) if runs else []

@@ -18,7 +18,7 @@ import pandas as pd
 from . import changepoints, verdict
 from .figures import common  # noqa: F401  (the figures' backend and style)
 from .load import load
-from .runs import PERFLOGS, accepted_masks, read_accepted, run_rows, selected_system
+from .runs import PERFLOGS, accepted_masks, finished_runs, read_accepted, run_rows, selected_system
 
 COLUMNS = 4
 
@@ -26,7 +26,7 @@ COLUMNS = 4
 def history_table(system: str) -> tuple[pd.DataFrame, dict[str, float], list[changepoints.Change]]:
     """Each path's level per night (percent, worse positive), its accepted spread, and the changes found."""
     accepted = read_accepted(system)
-    runs = changepoints.night_runs(system)
+    runs = finished_runs(system)
     if accepted is None or not runs:
         raise SystemExit(f"history: {system} has {'no accepted runs' if accepted is None else 'no nightly runs'}")
     frame = load([PERFLOGS / system], warn=None).frame

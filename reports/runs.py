@@ -65,3 +65,13 @@ def find_run(system: str, stamp: str) -> tuple[Path, dict]:
     if not path.exists():
         raise SystemExit(f"accept: no nightly run {stamp} of {system} ({path} is missing)")
     return outdir, json.loads(path.read_text())
+
+
+def finished_runs(system: str) -> list[dict]:
+    """Every nightly run of the system that finished, oldest first."""
+    found = []
+    for path in sorted((NIGHTLY_DIR / system).glob("*/run.json")):
+        run = json.loads(path.read_text())
+        if run.get("start") and run.get("end"):
+            found.append(run)
+    return sorted(found, key=lambda r: r["start"])
