@@ -10,7 +10,7 @@ import reframe.utility.sanity as sn
 
 from checks import path_matrix as pm
 from experiments.path_matrix import CASES, MATRICES, cell_name, describe, expected_cells, samples_by_cell
-from reports.figures.path_matrix import cell_table, path_heat_maps
+from reports.figures.path_matrix import cell_label, cell_table, path_heat_maps
 from systems import data
 
 
@@ -178,3 +178,9 @@ def test_the_heat_maps_place_each_cell_with_its_limit(tmp_path):
     figures = path_heat_maps(records_of_a_pair(), Path(tmp_path))
     assert sorted(f.path.name.split("-")[1] for f in figures) == ["host", "latency", "peer"]
     assert all(f.path.is_file() for f in figures)
+
+
+def test_a_cells_label_never_turns_to_e_notation():
+    cell = {"median": 1237.4, "limit": float("nan"), "accepted": 1231.0}
+    assert cell_label(cell) == "1237\nacc. 1231"
+    assert cell_label({"median": 52.13, "limit": 63.0, "accepted": 0.8734}) == "52.1\n83% of 63\nacc. 0.873"

@@ -43,12 +43,17 @@ def cell_table(group: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _label(row) -> str:
-    text = f"{row['median']:.0f}" if row["median"] >= 100 else f"{row['median']:.3g}"
+def _number(value: float) -> str:
+    """Three figures, never in e-notation: 1237, 52.1, 0.873."""
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def cell_label(row) -> str:
+    text = _number(row["median"])
     if row["limit"] and not math.isnan(row["limit"]):
         text += f"\n{100 * row['median'] / row['limit']:.0f}% of {row['limit']:.0f}"
     if row["accepted"] is not None and not pd.isna(row["accepted"]):
-        text += f"\nacc. {row['accepted']:.3g}"
+        text += f"\nacc. {_number(row['accepted'])}"
     return text
 
 
@@ -67,7 +72,12 @@ def _draw_panel(ax, cells: pd.DataFrame, title: str) -> None:
             share = cell["median"] / best
         grid[rows.index(cell["row"])][columns.index(cell["column"])] = share
         ax.text(
-            columns.index(cell["column"]), rows.index(cell["row"]), _label(cell), ha="center", va="center", fontsize=7
+            columns.index(cell["column"]),
+            rows.index(cell["row"]),
+            cell_label(cell),
+            ha="center",
+            va="center",
+            fontsize=7,
         )
     ax.imshow(grid, cmap="RdYlGn", vmin=0.5, vmax=1.0, aspect="auto")
     ax.set_xticks(range(len(columns)), columns, fontsize=8)
@@ -102,7 +112,7 @@ def path_heat_maps(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
             for ax in list(axes.flat)[len(panels) :]:
                 ax.axis("off")
             title = f"{NAME}: {_TITLES[matrix]} ({key[0]}:{key[1]}, {key[2]})"
-            fig.suptitle(title, fontsize=10)
+            fig.suptitle(title, fontsize=10, wrap=True)  # one panel is narrower than the title
             name = finish(
                 fig,
                 group,
