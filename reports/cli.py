@@ -1,8 +1,9 @@
 """python -m reports COMMAND: the suite's one parser for what reads perflogs.
 
-load, compare and html turn perflogs into tables, comparisons and figures;
-nightly, accept and rejudge (reports/nightly.py, reports/accept.py), power
-and upgrade judge them. Every command exits as reports/status.py says.
+load, compare and html turn perflogs into tables, comparisons and figures,
+screenshots looks at a report in a browser (reports/browser.py); nightly,
+accept and rejudge (reports/nightly.py, reports/accept.py), power and
+upgrade judge them. Every command exits as reports/status.py says.
 
 compare exits 0 when every headline figure was judged and none regressed,
 2 on a regression, 3 when a figure could not be judged (or nothing could be
@@ -131,14 +132,14 @@ def cmd_html(args) -> int:
     if loaded.frame.empty:
         print("error: no performance values to report", file=sys.stderr)
         return UNJUDGED
-    page = write_report(loaded, Path(args.output), args.title, args.generic_for_all)
-    print(f"report written to {page}")
+    report = write_report(loaded, Path(args.output), args.title, args.generic_for_all)
+    print(f"report written to {report.index}")
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
     """The one parser of the suite's reporting and judging commands."""
-    from . import accept, grafana, history, nightly, power, upgrade
+    from . import accept, browser, grafana, history, nightly, power, upgrade
 
     top = argparse.ArgumentParser(
         prog="python -m reports", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -184,7 +185,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", default="compare.csv", help="CSV file of the comparison (default compare.csv)")
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("html", help="figures (PNG) and one static HTML page")
+    p = sub.add_parser("html", help="figures (PNG) and static HTML pages: an index, one per check, the histories")
     common(p)
     p.add_argument("-o", "--output", required=True, help="directory for index.html and the figures")
     p.add_argument("--title", default="GPU memory paths: performance report")
@@ -192,7 +193,7 @@ def parser() -> argparse.ArgumentParser:
         "--generic-for-all", action="store_true", help="also draw the generic figure for checks with their own"
     )
     p.set_defaults(func=cmd_html)
-    for module in (nightly, accept, history, grafana, power, upgrade):
+    for module in (nightly, accept, history, grafana, power, upgrade, browser):
         module.add_parsers(sub)
     return top
 

@@ -17,21 +17,33 @@ import pandas as pd
 
 from . import changepoints, verdict
 from .figures import common  # noqa: F401  (the figures' backend and style)
+from .html import page_html
 from .load import load
 from .runs import PERFLOGS, accepted_masks, finished_runs, read_accepted, run_rows, selected_system
 
 COLUMNS = 4
 
 
-def history_table(system: str) -> tuple[pd.DataFrame, dict[str, float], list[changepoints.Change]]:
-    """Each path's level per night (percent, worse positive), its accepted spread, and the changes found."""
+def has_history(system: str) -> bool:
+    """Whether the system has accepted runs and finished nightly runs to draw."""
+    return read_accepted(system) is not None and bool(finished_runs(system))
+
+
+def history_table(
+    system: str, frame: pd.DataFrame | None = None
+) -> tuple[pd.DataFrame, dict[str, float], list[changepoints.Change]]:
+    """Each path's level per night (percent, worse positive), its accepted
+    spread, and the changes found; from `frame`, by default the system's perflogs."""
     accepted = read_accepted(system)
     runs = finished_runs(system)
     if accepted is None or not runs:
         raise SystemExit(f"history: {system} has {'no accepted runs' if accepted is None else 'no nightly runs'}")
-    frame = load([PERFLOGS / system], warn=None).frame
+    if frame is None:
+        frame = load([PERFLOGS / system], warn=None).frame
     stamps = [r["stamp"] for r in accepted["runs"]]
     table = changepoints.path_levels(frame, system, runs, stamps)
+    if table.empty:
+        return table, {}, []
     last = run_rows(frame, system, [runs[-1]])
     paths = verdict.judge(frame, accepted_masks(frame, system, accepted), last).paths
     spreads = dict(zip(paths["path"], paths["spread_pct"] / 100))
@@ -79,22 +91,22 @@ def draw(table: pd.DataFrame, spreads: dict[str, float], found: list, outdir: Pa
     return written
 
 
-def write_history(system: str, outdir: Path) -> Path:
+def write_history(system: str, outdir: Path, frame: pd.DataFrame | None = None) -> Path | None:
+    """history.html and its figures under `outdir`; None where `frame` holds none of the nights."""
+    table, spreads, found = history_table(system, frame)
+    if table.empty:
+        return None
     outdir.mkdir(parents=True, exist_ok=True)
-    table, spreads, found = history_table(system)
     images = draw(table, spreads, found, outdir)
     nights = table["run"].nunique()
     lines = "".join(f"<li>{html.escape(c.line())}</li>" for c in found) or "<li>none</li>"
     parts = [
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>History of {html.escape(system)}</title>",
-        "</head><body style='font-family: sans-serif'>",
-        f"<h1>History of {html.escape(system)}: {table['path'].nunique()} paths over {nights} nights</h1>",
         f"<h2>Changes the nightly reports</h2><ul>{lines}</ul>",
-        *(f"<figure><img src='{p.name}' alt='{html.escape(p.stem)}' style='max-width:100%'></figure>" for p in images),
-        "</body></html>",
+        *(f"<figure><img src='{p.name}' alt='{html.escape(p.stem)}'></figure>" for p in images),
     ]
+    heading = f"History of {system}: {table['path'].nunique()} paths over {nights} nights"
     page = outdir / "history.html"
-    page.write_text("\n".join(parts))
+    page.write_text(page_html(f"History of {system}", parts, heading=heading))
     return page
 
 
@@ -107,6 +119,9 @@ def add_parsers(sub) -> None:
 
 
 def history(args) -> int:
-    page = write_history(selected_system(args.system), Path(args.output))
+    system = selected_system(args.system)
+    page = write_history(system, Path(args.output))
+    if page is None:
+        raise SystemExit(f"history: the perflogs of {system} hold none of its nightly runs")
     print(f"history written to {page}")
     return 0

@@ -1,4 +1,5 @@
-"""One static HTML page per report: coverage, figures, tables, loader warnings."""
+"""A report as static HTML: an index (what it covers, loader warnings, notes),
+a page per check (its figures and tables) and each system's nightly history."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import datetime
 import html
 import os
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -114,9 +116,9 @@ def _coverage_section(loaded: Loaded, frame: pd.DataFrame) -> list[str]:
     return parts
 
 
-def _test_section(test: str, frame: pd.DataFrame, figures: list, headline: pd.DataFrame, outdir: Path) -> list[str]:
+def _test_section(test: str, frame: pd.DataFrame, figures: list, headline: set, outdir: Path) -> list[str]:
     data = frame[frame["test"] == test]
-    parts = [f"<h2 id='{html.escape(test)}'>{html.escape(test)}</h2>"]
+    parts = []
     drawing, experiment = drawing_of(test), experiments.find(test)
     for heading, table, caption in drawing.sections(frame) if hasattr(drawing, "sections") else []:
         parts += [f"<h3>{html.escape(heading)}</h3>", _table(table, f"{caption} {coverage_text(data)}.")]
@@ -130,8 +132,67 @@ def _test_section(test: str, frame: pd.DataFrame, figures: list, headline: pd.Da
     return parts
 
 
-def write_report(loaded: Loaded, outdir: Path, title: str, generic_for_all: bool = False) -> Path:
-    """Figures and index.html under `outdir`; returns the page's path."""
+@dataclass
+class Report:
+    """What write_report wrote: the index, a page per check, the histories it links and the figures."""
+
+    index: Path
+    pages: dict[str, Path] = field(default_factory=dict)
+    histories: dict[str, Path] = field(default_factory=dict)
+    figures: list[Figure] = field(default_factory=list)
+
+
+def page_html(title: str, body: list[str], heading: str = "", anchor: str = "", back: bool = False) -> str:
+    """A page of the report: its heading (by default the title) with an
+    anchor where given, a link back to the index where asked, the body."""
+    heading = heading or title
+    name = f" id='{html.escape(anchor)}'" if anchor else ""
+    top = ["<p><a href='index.html'>&larr; the report's index</a></p>"] if back else []
+    return "\n".join(
+        [
+            f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+            f"<style>{_STYLE}</style></head><body>",
+            *top,
+            f"<h1{name}>{html.escape(heading)}</h1>",
+            *body,
+            "</body></html>",
+        ]
+    )
+
+
+def _link(page: Path, text: str, outdir: Path) -> str:
+    return f"<a href='{html.escape(os.path.relpath(page, outdir))}'>{html.escape(text)}</a>"
+
+
+def _contents(pages: dict[str, Path], histories: dict[str, Path], frame: pd.DataFrame, outdir: Path) -> list[str]:
+    counts = frame.groupby("test").size()
+    items = [f"<li>{_link(p, t, outdir)} ({counts[t]} values)</li>" for t, p in pages.items()]
+    parts = ["<h2>Checks</h2><ul>", *items, "</ul>"]
+    if histories:
+        items = [f"<li>{_link(p, f'History of {s}', outdir)}</li>" for s, p in histories.items()]
+        parts += ["<h2>Nightly history</h2><ul>", *items, "</ul>"]
+    return parts
+
+
+def _histories(frame: pd.DataFrame, outdir: Path) -> dict[str, Path]:
+    """The history page of each system of the report that has accepted and nightly runs (reports/history.py)."""
+    from .history import has_history, write_history
+
+    systems = [s for s in sorted(frame["system"].dropna().unique()) if has_history(s)]
+    drawn = {s: write_history(s, outdir / f"history-{s}", frame) for s in systems}
+    return {s: page for s, page in drawn.items() if page is not None}
+
+
+def write_report(
+    loaded: Loaded,
+    outdir: Path,
+    title: str,
+    generic_for_all: bool = False,
+    histories: dict[str, Path] | None = None,
+) -> Report:
+    """index.html, a page per check and their figures under `outdir`; the
+    index links `histories` (system: page), by default the history of each
+    system whose nights the records hold."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     # The samples of headline figures are for the gate; the report shows their medians.
@@ -139,17 +200,20 @@ def write_report(loaded: Loaded, outdir: Path, title: str, generic_for_all: bool
     frame = loaded.frame[loaded.frame["sample"].isna()]
     # The versions' overlay reads the samples: the spread is what tells a move from noise.
     figures = render_all(frame, outdir, generic_for_all) + versions_figures(loaded.frame, outdir)
+    report = Report(outdir / "index.html", figures=figures)
+    report.histories = _histories(loaded.frame, outdir) if histories is None else histories
+    for test in sorted(frame["test"].unique()):
+        page = outdir / f"{test}.html"
+        body = _test_section(test, frame, figures, headline, outdir)
+        page.write_text(page_html(f"{test}: {title}", body, heading=test, anchor=test, back=True))
+        report.pages[test] = page
     parts = [
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-        f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
         f"<p>Generated by <code>python -m reports html</code> on "
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC from "
         f"{len(loaded.files)} file(s), {len(frame)} performance values.</p>",
+        *_contents(report.pages, report.histories, frame, outdir),
         *_coverage_section(loaded, frame),
+        _notes(),
     ]
-    for test in sorted(frame["test"].unique()):
-        parts += _test_section(test, frame, figures, headline, outdir)
-    parts += [_notes(), "</body></html>"]
-    page = outdir / "index.html"
-    page.write_text("\n".join(parts))
-    return page
+    report.index.write_text(page_html(title, parts))
+    return report

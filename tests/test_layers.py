@@ -62,6 +62,7 @@ def test_the_report_is_made_without_reframe(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    page = (tmp_path / "report" / "index.html").read_text()
+    index = (tmp_path / "report" / "index.html").read_text()
     for name in ("um_bandwidth", "copy_latency", "path_matrix", "mem_scan", "daxpy"):
-        assert f"id='{name}'" in page
+        assert f"href='{name}.html'" in index
+        assert f"id='{name}'" in (tmp_path / "report" / f"{name}.html").read_text()

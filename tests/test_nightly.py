@@ -286,3 +286,20 @@ def test_many_figures_unjudged_for_one_reason_are_one_line(tmp_path):
         f"UNJUDGED daxpy: 48 figures of 12 case(s): {vanished} (each in {tmp_path / 'compare.csv'})",
         "BROKEN copy_latency device=0 lat_us_pinned_h2d_8: not a number: s3",
     ]
+
+
+@pytest.mark.slow
+def test_a_nights_report_links_the_systems_history(tmp_path):
+    """The committed last night of hopper-vm, its report drawn again: its
+    index links the history of every night, drawn beside the nights."""
+    from reports.load import Loaded, load
+
+    last = runs.finished_runs("hopper-vm")[-1]
+    frame = load(runs.PERFLOGS / "hopper-vm", warn=None).frame
+    records = Loaded(frame[runs.run_rows(frame, "hopper-vm", [last])])
+    outdir = tmp_path / last["stamp"].replace(":", "")
+    nightly.write_html("hopper-vm", last, records, outdir)
+    index = (outdir / "index.html").read_text()
+    assert "href='../history/history.html'" in index and "History of hopper-vm" in index
+    history = (tmp_path / "history" / "history.html").read_text()
+    assert "History of hopper-vm: 22 paths over" in history and "history-host-link.png" in history

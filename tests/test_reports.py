@@ -3,15 +3,16 @@ figures drawn from the perflogs committed under perflogs/."""
 
 import io
 import json
+import os
 import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+import experiments
 from reports import compare as cmp
 from reports.cli import main
-from reports.figures import render_all
 from reports.figures.copy_latency import latency_crossovers, latency_curves
 from reports.figures.daxpy import daxpy_crossover_table
 from reports.figures.mem_scan import scan_speed_of_light
@@ -228,9 +229,16 @@ def committed():
 
 
 @pytest.fixture(scope="module")
-def rendered(committed, tmp_path_factory):
-    """Every figure, the generic ones included, drawn once for the tests below."""
-    return render_all(committed.frame, tmp_path_factory.mktemp("figures"), generic_for_all=True)
+def report(committed, tmp_path_factory):
+    """The report of every committed perflog, every figure (the generic ones
+    included) drawn once for the tests below."""
+    return write_report(committed, tmp_path_factory.mktemp("report"), "test report", generic_for_all=True)
+
+
+@pytest.fixture(scope="module")
+def rendered(report):
+    """The figures of each experiment (reports/figures/), the versions' overlays left out."""
+    return [f for f in report.figures if not f.path.name.startswith("versions-")]
 
 
 def test_every_figure_renders_from_the_committed_perflogs(rendered):
@@ -246,11 +254,16 @@ def test_every_figure_renders_from_the_committed_perflogs(rendered):
         assert any(gpu in figure.caption for gpu in gpus) and "580.159.04" in figure.caption
 
 
-def test_the_report_page_names_what_it_covers(committed, tmp_path):
-    page = write_report(committed, tmp_path, "test report")
-    text = page.read_text()
-    for png in tmp_path.glob("*.png"):
+def test_the_report_names_what_it_covers(report):
+    pages = {test: page.read_text() for test, page in report.pages.items()}
+    index = report.index.read_text()
+    text = "\n".join([index, *pages.values()])
+    for png in report.index.parent.glob("*.png"):
         assert f'src="{png.name}"' in text
+    for test in pages:
+        assert f"href='{test}.html'" in index and "href='index.html'" in pages[test]
+    assert "href='history-hopper-vm/history.html'" in index  # the nights and the accepted runs are committed
+    assert set(pages) == {e.NAME for e in experiments.every()} - {"gdrcopy"}  # no GPU here had gdrdrv
     assert "CUDA runtime" in text and "580.159.04" in text and "pcie gen5 x16" in text
     assert "steady_bw (GiB/s)" in text
     assert "managed+prefetch vs explicit" in text and "Crossovers" in text  # the DAXPY crossover table
@@ -381,3 +394,47 @@ def test_a_slow_node_stands_out_in_the_per_node_table():
     assert table.loc["n3", "worst vs median node"] == pytest.approx(0.6, abs=0.01)
     assert table.loc["n1", "worst vs median node"] == pytest.approx(1.0, abs=0.01)
     assert node_table(pd.DataFrame(rows[:2]), headline={"read_bw_node0"}) is None  # one node: nothing to compare
+
+
+# --- the report in a browser (reports/browser.py) -------------------------------
+
+SCREENSHOTS = REPO / "docs" / "report"
+
+
+@pytest.fixture(scope="module")
+def browser_ready():
+    """Debian's chromium and chromium-driver; CI installs them (.ci/run)."""
+    from reports import browser
+
+    try:
+        browser.find_chromium()
+    except SystemExit as missing:
+        if os.environ.get("CI"):
+            pytest.fail(str(missing))
+        pytest.skip(str(missing))
+    return browser
+
+
+def test_every_page_of_the_report_loads_in_chromium(report, browser_ready, tmp_path):
+    looks = browser_ready.look_at_report(report.index.parent, tmp_path)
+    names = {seen.screenshot.stem for seen in looks}
+    assert names == {"index", *report.pages, "history-hopper-vm"}
+    assert [problem for seen in looks for problem in seen.problems()] == []
+    assert sum(seen.images for seen in looks) >= len(report.figures)  # every figure shown, the history's too
+    for seen in looks:
+        assert seen.screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and seen.screenshot.stat().st_size > 20_000
+    # The screenshots beside README are of these same pages.
+    assert {p.stem for p in SCREENSHOTS.glob("*.png")} == names
+
+
+def test_a_broken_image_and_a_script_error_are_named(browser_ready, tmp_path):
+    page = tmp_path / "index.html"
+    page.write_text(
+        "<!DOCTYPE html><html><body><h1>broken</h1><img src='missing.png'>"
+        "<script>undefined_function();</script></body></html>"
+    )
+    with browser_ready.chromium() as session:
+        seen = browser_ready.look(session, page, tmp_path / "shot.png")
+    assert seen.broken == ["missing.png"] and not seen.ok
+    assert any("undefined_function" in error for error in seen.errors), seen.errors
+    assert any("missing.png" in problem for problem in seen.problems())
