@@ -148,9 +148,12 @@ def _case(label: str) -> tuple:
     return alloc, "on" if rest == "prefetch" else "off"
 
 
+def _names(metric) -> tuple:
+    return (metric,) if isinstance(metric, str) else tuple(metric)
+
+
 def _value(point: Point, metric) -> float:
-    names = (metric,) if isinstance(metric, str) else tuple(metric)
-    return sum(point.values[m] for m in names)
+    return sum(point.values[m] for m in _names(metric))
 
 
 def crossover(points, candidate: str, baseline: str, outer: int = FIXED_OUTER, metric="kernel_us") -> dict:
@@ -162,7 +165,7 @@ def crossover(points, candidate: str, baseline: str, outer: int = FIXED_OUTER, m
     A win followed by a loss does not count: the crossover is where the
     candidate overtakes for good. `metric` is a metric name or a tuple of
     them, summed (e.g. ("kernel_us", "touch_us")). Sizes that either case
-    lacks are left out.
+    lacks, and points without the metric, are left out.
     """
     series = {}
     for label in (candidate, baseline):
@@ -170,7 +173,7 @@ def crossover(points, candidate: str, baseline: str, outer: int = FIXED_OUTER, m
         series[label] = {
             (p.size, p.inner): _value(p, metric)
             for p in points
-            if p.alloc == alloc and p.prefetch == prefetch and p.outer == outer
+            if p.alloc == alloc and p.prefetch == prefetch and p.outer == outer and set(_names(metric)) <= set(p.values)
         }
     result = {}
     for size in sorted({s for s, _ in series[candidate]} & {s for s, _ in series[baseline]}):

@@ -23,7 +23,7 @@ from types import ModuleType
 import pandas as pd
 
 from . import copy_latency, daxpy, host_bandwidth, mem_scan, p2p_pingpong, path_matrix, um_bandwidth
-from .common import Figure, coverage, coverage_text
+from .common import Figure, coverage, coverage_text, finite
 from .generic import generic
 
 __all__ = ["Figure", "coverage", "coverage_text", "drawing_of", "render_all"]
@@ -39,7 +39,9 @@ def drawing_of(test: str) -> ModuleType | None:
 
 
 def render_all(frame: pd.DataFrame, outdir: Path, generic_for_all: bool = False) -> list[Figure]:
+    """Every figure of every check in `frame`, of its finite values."""
     outdir.mkdir(parents=True, exist_ok=True)
+    frame = finite(frame)
     figures = []
     for test in sorted(frame["test"].dropna().unique()):
         drawing = drawing_of(test)

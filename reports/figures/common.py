@@ -10,6 +10,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .. import sol  # noqa: E402
@@ -176,3 +177,15 @@ def size_label(size: int) -> str:
         if size >= factor:
             return f"{size // factor} {unit}"
     return f"{size} B"
+
+
+def finite(frame: pd.DataFrame) -> pd.DataFrame:
+    """The records a figure can draw: those with a finite value (a NaN or an
+    infinity stays in the tables, where it shows as what it is)."""
+    return frame[np.isfinite(pd.to_numeric(frame["value"], errors="coerce"))]
+
+
+def log_limits(values: pd.Series, below: float, above: float) -> tuple[float, float] | None:
+    """Limits of a log axis around the positive values, None if there are none."""
+    positive = values[values > 0]
+    return None if positive.empty else (positive.min() * below, positive.max() * above)

@@ -26,6 +26,7 @@ from .common import (
     finish,
     group_keys,
     key_name,
+    log_limits,
     plain_log_ticks,
 )
 
@@ -181,12 +182,15 @@ def _draw_case_lines(ax, spec: DaxpyFigure, panel: pd.DataFrame, present: list) 
 
 
 def _set_axes(ax, spec: DaxpyFigure, axis: pd.DataFrame, ticks: list, log: bool, size: int) -> None:
+    top = axis["max"].max()  # NaN where the panel has no point
     if log:
         ax.set_yscale("log")
-        ax.set_ylim(axis["min"].min() / 1.4, axis["max"].max() * 1.4)
+        limits = log_limits(pd.concat([axis["min"], axis["max"]]), 1 / 1.4, 1.4)
+        if limits:
+            ax.set_ylim(*limits)
         plain_log_ticks(ax.yaxis)
-    else:
-        ax.set_ylim(0, axis["max"].max() * 1.1)
+    elif top > 0:
+        ax.set_ylim(0, top * 1.1)
     if spec.x == "outer":
         ax.set_xscale("log", base=2)
         ax.set_xticks(ticks, [str(t) for t in ticks])

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
@@ -104,7 +105,9 @@ def _by_gpu_count(group: pd.DataFrame) -> list[tuple[int, pd.DataFrame]]:
     wide = points.pivot_table(index=["time", "mode", "op", "segment", "width"], columns="kind", values="value")
     if not {"gbs", "agg_gbs"} <= set(wide.columns):
         return [(0, group)]
-    gpus = (wide["agg_gbs"] / wide["gbs"]).groupby(level="time").median().round().astype(int)
+    ratio = wide["agg_gbs"] / wide["gbs"]
+    ratio = ratio[np.isfinite(ratio) & (ratio > 0)]  # a rate of 0 tells no GPU count
+    gpus = ratio.groupby(level="time").median().round()
     counts = group["time"].map(gpus).fillna(0).astype(int)
     return [(int(n), group[counts == n]) for n in sorted(counts.unique())]
 
@@ -320,7 +323,8 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
             rows.append(row)
     table = pd.DataFrame(rows)
     if not table.empty:
-        table["best at segment (B)"] = table["best at segment (B)"].astype("Int64")
+        segment = pd.to_numeric(table["best at segment (B)"], errors="coerce")
+        table["best at segment (B)"] = segment.where(np.isfinite(segment)).astype("Int64")  # a size, or blank
         if table["set of runs"].nunique() == 1:
             table = table.drop(columns="set of runs")
     return table

@@ -20,6 +20,7 @@ from .common import (
     group_keys,
     key_name,
     link_sol,
+    log_limits,
 )
 
 # --- Unified Memory reprex ---------------------------------------------------
@@ -135,8 +136,8 @@ def _draw_runs(stats: pd.DataFrame, group: pd.DataFrame, link_gib: float | None)
         sharey=True,
         squeeze=False,
     )
-    positive = pd.concat([stats["min"], stats["median"]])[lambda v: v > 0]
-    low, high = positive.min() * 0.6, max(stats["max"].max() * 1.8, (link_gib or 0) * 1.5)
+    low, high = log_limits(pd.concat([stats["min"], stats["median"], stats["max"]]), 0.6, 1.8)
+    high = max(high, (link_gib or 0) * 1.5)
     for i, op in enumerate(ops):
         for j, allocator in enumerate(allocators):
             ax = axes[i][j]
@@ -160,7 +161,7 @@ def um_per_run(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
     figures = []
     for key, group in _um_groups(frame):
         stats = um_run_stats(group)
-        if stats.empty:
+        if not (stats["max"] > 0).any():  # nothing to draw on its log axis
             continue
         link = link_sol(group)
         link_gib = link.bytes_per_s / GiB if link else None

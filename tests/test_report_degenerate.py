@@ -1,0 +1,51 @@
+"""The report never stops on values it cannot draw: each check's last
+committed run, its values replaced by NaN, infinities, zeros, negatives, or
+cut to a single record, still gives a page (the tables show what the figures
+leave out)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from reports.html import write_report
+from reports.load import Loaded, load
+from reports.runs import PERFLOGS
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def last_runs() -> pd.DataFrame:
+    """Each check's last committed execution: every kind of figure, few records."""
+    frame = load(PERFLOGS, warn=None).frame
+    return frame[frame["time"] == frame.groupby("test")["time"].transform("max")]
+
+
+def _every_other(values: pd.Series, other) -> pd.Series:
+    return values.where(np.arange(len(values)) % 2 == 0, other)
+
+
+DEGENERATE = {
+    "nan": lambda v: np.nan,
+    "infinite": lambda v: np.inf,
+    "zero": lambda v: 0.0,
+    "negative": lambda v: -v,
+    "half nan": lambda v: _every_other(v, np.nan),
+    "half zero": lambda v: _every_other(v, 0.0),
+}
+
+
+@pytest.mark.parametrize("kind", DEGENERATE)
+def test_degenerate_values_give_a_page_per_check(last_runs, kind, tmp_path):
+    frame = last_runs.assign(value=DEGENERATE[kind](last_runs["value"]))
+    report = write_report(Loaded(frame), tmp_path, kind, histories={})
+    assert set(report.pages) == set(frame["test"])
+    if kind in ("nan", "infinite"):
+        assert report.figures == []  # nothing finite to draw
+
+
+def test_one_record_per_check_gives_a_page_per_check(last_runs, tmp_path):
+    single = pd.concat([last_runs.groupby("test").head(1), last_runs.drop_duplicates(["test", "perf_var"])])
+    for name, frame in (("single", single.groupby("test").head(1)), ("one per figure", single)):
+        report = write_report(Loaded(frame), tmp_path / name, name, histories={})
+        assert set(report.pages) == set(frame["test"]), name
