@@ -1,8 +1,10 @@
-"""The report as a browser shows it: every page of a report opened in headless
-Chromium (Debian's chromium and chromium-driver, driven through Selenium),
-its images checked, its console read and a screenshot taken.
+"""The report as a browser shows it: every page a report's index leads to,
+opened in headless Chromium (Debian's chromium and chromium-driver, driven
+through Selenium), its images and links checked, its console read and a
+screenshot taken.
 
-    python -m reports screenshots REPORT_DIR -o DIR    a PNG per page; exit 1 on a broken image or a console error
+    python -m reports screenshots REPORT_DIR -o DIR    a PNG per page; exit 1 on a broken image or link,
+                                                       or a console error
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 # An image that failed (missing file, not an image) is complete with no width.
 BROKEN_IMAGES = (
     "return Array.from(document.images)"
     ".filter(i => !i.complete || i.naturalWidth === 0).map(i => i.getAttribute('src'))"
 )
+LINKS = "return Array.from(document.links).map(a => a.href)"
 WINDOW = (1400, 1000)
 
 
@@ -30,16 +35,20 @@ class Look:
     screenshot: Path
     images: int = 0
     broken: list[str] = field(default_factory=list)
+    links: list[Path] = field(default_factory=list)  # the files it links to
+    dead: list[Path] = field(default_factory=list)  # those missing
     errors: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.broken and not self.errors
+        return not self.broken and not self.dead and not self.errors
 
     def problems(self) -> list[str]:
-        return [f"{self.page}: image {src} did not load" for src in self.broken] + [
-            f"{self.page}: console error: {message}" for message in self.errors
-        ]
+        return (
+            [f"{self.page}: image {src} did not load" for src in self.broken]
+            + [f"{self.page}: link to {path}, which is missing" for path in self.dead]
+            + [f"{self.page}: console error: {message}" for message in self.errors]
+        )
 
 
 def find_chromium() -> tuple[str, str]:
@@ -74,31 +83,47 @@ def chromium(window: tuple[int, int] = WINDOW) -> Iterator:
 def look(session, page: Path, screenshot: Path) -> Look:
     """Open `page` (Selenium waits for its load event, images included) and
     take what the browser says of it."""
+    session.get_log("browser")  # what an earlier page logged late is not this page's
     session.get(page.resolve().as_uri())
     seen = Look(page, screenshot)
     seen.images = session.execute_script("return document.images.length")
     seen.broken = session.execute_script(BROKEN_IMAGES)
+    seen.links = [local for local in map(_local_file, session.execute_script(LINKS)) if local is not None]
+    seen.dead = [path for path in seen.links if not path.exists()]
     seen.errors = [entry["message"] for entry in session.get_log("browser") if entry["level"] == "SEVERE"]
     screenshot.parent.mkdir(parents=True, exist_ok=True)
     session.save_screenshot(str(screenshot))
     return seen
 
 
-def report_pages(report: Path) -> dict[str, Path]:
-    """A report's pages by screenshot name: the index, each check's page and each history page."""
-    pages = {"index": report / "index.html"}
-    pages |= {p.stem: p for p in sorted(report.glob("*.html")) if p.stem != "index"}
-    pages |= {p.parent.name: p for p in sorted(report.glob("history-*/history.html"))}
-    return pages
+def _local_file(url: str) -> Path | None:
+    """The file a file:// link points to, without its #anchor; None for other links."""
+    parts = urlparse(url)
+    return Path(url2pathname(parts.path)).resolve() if parts.scheme == "file" else None
+
+
+def shot_name(page: Path, report: Path) -> str:
+    """index, <check>, history-<system>: a page's name for its screenshot."""
+    return page.stem if page.parent == report or page.name != "history.html" else page.parent.name
 
 
 def look_at_report(report: Path, outdir: Path) -> list[Look]:
-    """Every page of the report in one browser, a screenshot of each as NAME.png in `outdir`."""
-    pages = report_pages(Path(report))
-    if not pages["index"].exists():
-        raise SystemExit(f"screenshots: {pages['index']} is missing: make the report with `python -m reports html`")
+    """Every page the report's index leads to, in one browser: a screenshot of
+    each as NAME.png in `outdir` (pages of an earlier report nothing links to are left alone)."""
+    report = Path(report).resolve()
+    index = report / "index.html"
+    if not index.exists():
+        raise SystemExit(f"screenshots: {index} is missing: make the report with `python -m reports html`")
+    looks, queue, seen = [], [index], {index}
     with chromium() as session:
-        return [look(session, page, Path(outdir) / f"{name}.png") for name, page in pages.items()]
+        while queue:
+            page = queue.pop(0)
+            looked = look(session, page, Path(outdir) / f"{shot_name(page, report)}.png")
+            looks.append(looked)
+            found = [p for p in looked.links if p.suffix == ".html" and p.exists() and p not in seen]
+            seen.update(found)
+            queue += found
+    return looks
 
 
 def add_parsers(sub) -> None:

@@ -88,12 +88,16 @@ def path_levels(frame: pd.DataFrame, system: str, runs: list[dict], accepted: li
     """One row per path and night: its level (the median over its figures of
     the worse-oriented log move from the figure's median over the `accepted`
     runs), the path's floor and its kind."""
+    empty = pd.DataFrame(columns=["path", "run", "level", "floor", "kind"])
     masks = {r["stamp"]: run_rows(frame, system, [r]) for r in runs}
-    values = verdict.attach_paths(verdict.run_values(frame, masks))
+    values = verdict.run_values(frame, masks)
+    if values.empty:  # no night's samples: its columns have no types to filter on
+        return empty
+    values = verdict.attach_paths(values)
     values = values[(values["path"] != "") & (values["yardstick"] == "") & np.isfinite(values["value"])]
     values = values[values["value"] > 0]
     if values.empty:
-        return pd.DataFrame(columns=["path", "run", "level", "floor", "kind"])
+        return empty
     sign = values["unit"].map(lambda u: -1.0 if direction(u) == "higher" else 1.0)
     worse = sign * np.log(values["value"].astype(float))
     key = [k for k in FIGURE_KEY if k in values.columns]

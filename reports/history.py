@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import math
 from pathlib import Path
+from urllib.parse import quote
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -24,27 +25,29 @@ from .runs import PERFLOGS, accepted_masks, finished_runs, read_accepted, run_ro
 COLUMNS = 4
 
 
-def has_history(system: str) -> bool:
-    """Whether the system has accepted runs and finished nightly runs to draw."""
-    return read_accepted(system) is not None and bool(finished_runs(system))
+def missing(system: str) -> str | None:
+    """What the system lacks for a history: accepted runs or finished nights; None if nothing."""
+    if read_accepted(system) is None:
+        return "no accepted runs"
+    return None if finished_runs(system) else "no finished nightly runs"
 
 
 def history_table(
     system: str, frame: pd.DataFrame | None = None
 ) -> tuple[pd.DataFrame, dict[str, float], list[changepoints.Change]]:
     """Each path's level per night (percent, worse positive), its accepted
-    spread, and the changes found; from `frame`, by default the system's perflogs."""
+    spread, and the changes found, over the nights `frame` holds (by default
+    the system's perflogs); the spreads are judged against the last of them."""
     accepted = read_accepted(system)
-    runs = finished_runs(system)
-    if accepted is None or not runs:
-        raise SystemExit(f"history: {system} has {'no accepted runs' if accepted is None else 'no nightly runs'}")
+    if accepted is None:
+        return pd.DataFrame(columns=["path", "run", "level", "floor", "kind"]), {}, []
     if frame is None:
         frame = load([PERFLOGS / system], warn=None).frame
-    stamps = [r["stamp"] for r in accepted["runs"]]
-    table = changepoints.path_levels(frame, system, runs, stamps)
+    held = [r for r in finished_runs(system) if run_rows(frame, system, [r]).any()]
+    table = changepoints.path_levels(frame, system, held, [r["stamp"] for r in accepted["runs"]])
     if table.empty:
         return table, {}, []
-    last = run_rows(frame, system, [runs[-1]])
+    last = run_rows(frame, system, [held[-1]])
     paths = verdict.judge(frame, accepted_masks(frame, system, accepted), last).paths
     spreads = dict(zip(paths["path"], paths["spread_pct"] / 100))
     return table, spreads, changepoints.changes(table, spreads)
@@ -91,8 +94,12 @@ def draw(table: pd.DataFrame, spreads: dict[str, float], found: list, outdir: Pa
     return written
 
 
-def write_history(system: str, outdir: Path, frame: pd.DataFrame | None = None) -> Path | None:
-    """history.html and its figures under `outdir`; None where `frame` holds none of the nights."""
+def write_history(system: str, outdir: Path, frame: pd.DataFrame | None = None, back: str = "") -> Path | None:
+    """history.html and its figures under `outdir`, with a link to `back`
+    where given; None where the system has no accepted runs or nights, or
+    `frame` holds none of its nights."""
+    if missing(system):
+        return None
     table, spreads, found = history_table(system, frame)
     if table.empty:
         return None
@@ -102,11 +109,11 @@ def write_history(system: str, outdir: Path, frame: pd.DataFrame | None = None) 
     lines = "".join(f"<li>{html.escape(c.line())}</li>" for c in found) or "<li>none</li>"
     parts = [
         f"<h2>Changes the nightly reports</h2><ul>{lines}</ul>",
-        *(f"<figure><img src='{p.name}' alt='{html.escape(p.stem)}'></figure>" for p in images),
+        *(f"<figure><img src='{html.escape(quote(p.name))}' alt='{html.escape(p.stem)}'></figure>" for p in images),
     ]
     heading = f"History of {system}: {table['path'].nunique()} paths over {nights} nights"
     page = outdir / "history.html"
-    page.write_text(page_html(f"History of {system}", parts, heading=heading))
+    page.write_text(page_html(f"History of {system}", parts, heading=heading, back=back))
     return page
 
 
@@ -122,6 +129,6 @@ def history(args) -> int:
     system = selected_system(args.system)
     page = write_history(system, Path(args.output))
     if page is None:
-        raise SystemExit(f"history: the perflogs of {system} hold none of its nightly runs")
+        raise SystemExit(f"history: {system} has {missing(system) or 'no nightly run in its perflogs'}")
     print(f"history written to {page}")
     return 0

@@ -366,19 +366,23 @@ def node_facts_judged(accepted: dict | None, outdir: Path) -> bool:
 def write_html(system: str, run: dict, records: Loaded, outdir: Path) -> None:
     """The run's HTML report, from the records the gate judged, linking the
     system's history over every night, kept beside the nights (history/); a
-    report that cannot be drawn changes no verdict."""
+    report or history that cannot be drawn changes no verdict."""
     if records.frame.empty:
         print("nightly: warning: no HTML report: the run logged no performance values", file=sys.stderr)
         return
-    try:
-        from .history import has_history, write_history
-        from .html import write_report
+    from .history import write_history
+    from .html import write_report
 
-        page = write_history(system, outdir.parent / "history") if has_history(system) else None
-        histories = {system: page} if page is not None else {}
-        report = write_report(records, outdir, f"Nightly run of {system}, {run['stamp']} UTC", histories=histories)
-        print(f"report written to {report.index}")
+    try:
+        page = write_history(system, outdir.parent / "history")
     except Exception as err:  # matplotlib and pandas raise many kinds
+        print(f"nightly: warning: no history page: {err!r}", file=sys.stderr)
+        page = None
+    try:
+        title = f"Nightly run of {system}, {run['stamp']} UTC"
+        report = write_report(records, outdir, title, histories={system: page} if page else {})
+        print(f"report written to {report.index}")
+    except Exception as err:
         print(f"nightly: warning: no HTML report: {err!r}", file=sys.stderr)
 
 

@@ -290,16 +290,19 @@ def test_many_figures_unjudged_for_one_reason_are_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_a_nights_report_links_the_systems_history(tmp_path):
-    """The committed last night of hopper-vm, its report drawn again: its
-    index links the history of every night, drawn beside the nights."""
+    """The committed last night of hopper-vm, its report drawn again (its
+    host memory: few figures): its index links the history of every night,
+    drawn beside the nights."""
     from reports.load import Loaded, load
 
     last = runs.finished_runs("hopper-vm")[-1]
-    frame = load(runs.PERFLOGS / "hopper-vm", warn=None).frame
+    frame = load(runs.PERFLOGS / "hopper-vm" / "default" / "host_bandwidth.log", warn=None).frame
     records = Loaded(frame[runs.run_rows(frame, "hopper-vm", [last])])
+    assert not records.frame.empty
     outdir = tmp_path / last["stamp"].replace(":", "")
     nightly.write_html("hopper-vm", last, records, outdir)
     index = (outdir / "index.html").read_text()
     assert "href='../history/history.html'" in index and "History of hopper-vm" in index
     history = (tmp_path / "history" / "history.html").read_text()
     assert "History of hopper-vm: 22 paths over" in history and "history-host-link.png" in history
+    assert "index.html" not in history  # one history serves every night: no way back to one of them

@@ -13,6 +13,7 @@ import pytest
 import experiments
 from reports import compare as cmp
 from reports.cli import main
+from reports.figures import render_all
 from reports.figures.copy_latency import latency_crossovers, latency_curves
 from reports.figures.daxpy import daxpy_crossover_table
 from reports.figures.mem_scan import scan_speed_of_light
@@ -230,9 +231,9 @@ def committed():
 
 @pytest.fixture(scope="module")
 def report(committed, tmp_path_factory):
-    """The report of every committed perflog, every figure (the generic ones
-    included) drawn once for the tests below."""
-    return write_report(committed, tmp_path_factory.mktemp("report"), "test report", generic_for_all=True)
+    """The report of every committed perflog, as `./suite report html
+    perflogs` makes it, drawn once for the tests below."""
+    return write_report(committed, tmp_path_factory.mktemp("report"), "test report")
 
 
 @pytest.fixture(scope="module")
@@ -244,10 +245,8 @@ def rendered(report):
 def test_every_figure_renders_from_the_committed_perflogs(rendered):
     figures = rendered
     kinds = {f.path.name.split("-")[0] + "-" + f.path.name.split("-")[1] for f in figures}
-    assert {"um-per", "um-steady", "host-bandwidth", "generic-um"} <= kinds
-    assert "generic-host" in kinds
-    assert {"daxpy-fig1", "daxpy-fig8", "latency-hopper"} <= kinds  # latency-<system>-...
-    assert not any(k.startswith(("generic-daxpy", "generic-copy")) for k in kinds)  # hundreds of bars
+    assert {"um-per", "um-steady", "host-bandwidth", "daxpy-fig1", "daxpy-fig8", "latency-hopper"} <= kinds
+    assert not any(k.startswith("generic") for k in kinds)  # checks with figures of their own get no bars
     for figure in figures:
         assert figure.path.stat().st_size > 10_000
         gpus = ("NVIDIA H200",) if figure.test in ("mem_scan", "p2p_pingpong") else (H100, "NVIDIA H200")
@@ -276,6 +275,14 @@ def test_the_report_names_what_it_covers(report):
 def test_html_command_writes_the_report(tmp_path):
     assert main(["html", str(PERFLOGS / "hopper-vm" / "default" / "host_bandwidth.log"), "-o", str(tmp_path)]) == 0
     assert (tmp_path / "index.html").exists() and (tmp_path / "host-bandwidth-numa.png").exists()
+    assert "href='../index.html'" in (tmp_path / "history-hopper-vm" / "history.html").read_text()
+
+
+def test_records_without_a_night_give_a_report_without_history(tmp_path):
+    """The H200's ping-pong ran in no nightly: its report has no history to link."""
+    assert main(["html", str(PERFLOGS / "hopper-vm" / "default" / "p2p_pingpong.log"), "-o", str(tmp_path)]) == 0
+    assert "History of" not in (tmp_path / "index.html").read_text()
+    assert not list(tmp_path.glob("history-*"))
 
 
 def test_daxpy_figures_1_to_8_render_from_the_committed_perflog(rendered):
@@ -373,10 +380,18 @@ def test_scan_figures_per_gpu_count_and_buffer_with_the_latest_speed_of_light(co
     assert gpus == 2 and sol == pytest.approx(478 * 2, rel=0.01)
 
 
-def test_multi_gpu_checks_get_no_generic_figures(rendered):
-    names = [f.path.name for f in rendered]
-    assert not any(n.startswith(("generic-mem-scan", "generic-p2p-pingpong")) for n in names)
-    assert [f.test for f in rendered].count("p2p_pingpong") == 0  # its table says it all
+def test_generic_figures_on_request_leave_out_the_checks_that_show_every_variable(committed, tmp_path):
+    """--generic-for-all: bars for checks whose own figures leave variables
+    out, none for those (GENERIC = False) with hundreds of variables or whose
+    table says it all; each check's last run."""
+    frame = committed.frame[committed.frame["sample"].isna()]
+    last = frame[frame["time"] == frame.groupby("test")["time"].transform("max")]
+    figures = render_all(last, tmp_path, generic_for_all=True)
+    kinds = {f.path.name.split("-")[0] + "-" + f.path.name.split("-")[1] for f in figures}
+    assert {"generic-um", "generic-host"} <= kinds
+    generic = ("generic-daxpy", "generic-copy", "generic-mem", "generic-p2p", "generic-path")
+    assert not any(k.startswith(generic) for k in kinds)
+    assert [f.test for f in figures].count("p2p_pingpong") == 0  # its table says it all
 
 
 def test_a_slow_node_stands_out_in_the_per_node_table():
@@ -427,14 +442,15 @@ def test_every_page_of_the_report_loads_in_chromium(report, browser_ready, tmp_p
     assert {p.stem for p in SCREENSHOTS.glob("*.png")} == names
 
 
-def test_a_broken_image_and_a_script_error_are_named(browser_ready, tmp_path):
+def test_a_broken_image_a_dead_link_and_a_script_error_are_named(browser_ready, tmp_path):
     page = tmp_path / "index.html"
     page.write_text(
-        "<!DOCTYPE html><html><body><h1>broken</h1><img src='missing.png'>"
-        "<script>undefined_function();</script></body></html>"
+        "<!DOCTYPE html><html><body><h1>broken</h1><img src='missing.png'><a href='gone.html#x'>gone</a>"
+        "<a href='index.html'>here</a><script>undefined_function();</script></body></html>"
     )
     with browser_ready.chromium() as session:
         seen = browser_ready.look(session, page, tmp_path / "shot.png")
     assert seen.broken == ["missing.png"] and not seen.ok
+    assert seen.dead == [tmp_path.resolve() / "gone.html"]  # the page's own link is alive
     assert any("undefined_function" in error for error in seen.errors), seen.errors
-    assert any("missing.png" in problem for problem in seen.problems())
+    assert len(seen.problems()) == 4  # the image is also a console error: a resource that failed to load
