@@ -33,17 +33,15 @@ def missing(system: str) -> str | None:
 
 
 def history_table(
-    system: str, frame: pd.DataFrame | None = None
+    system: str, accepted: dict, nights: list[dict], frame: pd.DataFrame | None = None
 ) -> tuple[pd.DataFrame, dict[str, float], list[changepoints.Change]]:
     """Each path's level per night (percent, worse positive), its accepted
-    spread, and the changes found, over the nights `frame` holds (by default
-    the system's perflogs); the spreads are judged against the last of them."""
-    accepted = read_accepted(system)
-    if accepted is None:
-        return pd.DataFrame(columns=["path", "run", "level", "floor", "kind"]), {}, []
+    spread, and the changes found, over those of the `nights` that `frame`
+    holds (by default the system's perflogs); the spreads are judged against
+    the last of them."""
     if frame is None:
         frame = load([PERFLOGS / system], warn=None).frame
-    held = [r for r in finished_runs(system) if run_rows(frame, system, [r]).any()]
+    held = [r for r in nights if run_rows(frame, system, [r]).any()]
     table = changepoints.path_levels(frame, system, held, [r["stamp"] for r in accepted["runs"]])
     if table.empty:
         return table, {}, []
@@ -98,9 +96,10 @@ def write_history(system: str, outdir: Path, frame: pd.DataFrame | None = None, 
     """history.html and its figures under `outdir`, with a link to `back`
     where given; None where the system has no accepted runs or nights, or
     `frame` holds none of its nights."""
-    if missing(system):
+    accepted, nights = read_accepted(system), finished_runs(system)
+    if accepted is None or not nights:
         return None
-    table, spreads, found = history_table(system, frame)
+    table, spreads, found = history_table(system, accepted, nights, frame)
     if table.empty:
         return None
     outdir.mkdir(parents=True, exist_ok=True)

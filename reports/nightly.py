@@ -297,7 +297,7 @@ def nightly(args) -> int:
     # or judged again.
     (outdir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
 
-    result = records = None
+    result = records = frame = None
     changes: list[changepoints.Change] = []
     if health == 0:
         result, records, frame = judge_night(system, run, accepted, args.alpha)
@@ -312,7 +312,7 @@ def nightly(args) -> int:
     write_verdict(outdir, run, result, status, reasons, found)
     send_verdict(system, run, result, changes)
     if records is not None and not args.no_report:
-        write_html(system, run, records, outdir)
+        write_html(system, run, records, outdir, frame)
     report_outcome(found, result, reasons, status, outdir, changes)
     return status
 
@@ -363,10 +363,11 @@ def node_facts_judged(accepted: dict | None, outdir: Path) -> bool:
     )
 
 
-def write_html(system: str, run: dict, records: Loaded, outdir: Path) -> None:
+def write_html(system: str, run: dict, records: Loaded, outdir: Path, frame: pd.DataFrame) -> None:
     """The run's HTML report, from the records the gate judged, linking the
-    system's history over every night, kept beside the nights (history/); a
-    report or history that cannot be drawn changes no verdict."""
+    system's history over every night (from `frame`, every record the
+    verdict read), kept beside the nights (history/); a report or history
+    that cannot be drawn changes no verdict."""
     if records.frame.empty:
         print("nightly: warning: no HTML report: the run logged no performance values", file=sys.stderr)
         return
@@ -374,7 +375,7 @@ def write_html(system: str, run: dict, records: Loaded, outdir: Path) -> None:
     from .html import write_report
 
     try:
-        page = write_history(system, outdir.parent / "history")
+        page = write_history(system, outdir.parent / "history", frame)
     except Exception as err:  # matplotlib and pandas raise many kinds
         print(f"nightly: warning: no history page: {err!r}", file=sys.stderr)
         page = None

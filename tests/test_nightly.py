@@ -296,11 +296,12 @@ def test_a_nights_report_links_the_systems_history(tmp_path):
     from reports.load import Loaded, load
 
     last = runs.finished_runs("hopper-vm")[-1]
-    frame = load(runs.PERFLOGS / "hopper-vm" / "default" / "host_bandwidth.log", warn=None).frame
-    records = Loaded(frame[runs.run_rows(frame, "hopper-vm", [last])])
+    frame = load(runs.PERFLOGS / "hopper-vm", warn=None).frame
+    tonight = runs.run_rows(frame, "hopper-vm", [last]) & (frame["test"] == "host_bandwidth")
+    records = Loaded(frame[tonight])
     assert not records.frame.empty
     outdir = tmp_path / last["stamp"].replace(":", "")
-    nightly.write_html("hopper-vm", last, records, outdir)
+    nightly.write_html("hopper-vm", last, records, outdir, frame)
     index = (outdir / "index.html").read_text()
     assert "href='../history/history.html'" in index and "History of hopper-vm" in index
     history = (tmp_path / "history" / "history.html").read_text()
