@@ -5,9 +5,11 @@
 
 One row per kind of path (host memory, the host link, GPU memory, ...), one
 panel per path: each night's move from the accepted runs in percent (worse
-is up for a time, down for a rate, as the nightly's change_pct), the
-night's verdict as the colour of its point, and the change points the
-nightly reported as annotations. The paths are the system's accepted ones
+is up for a time, down for a rate, as the nightly's change_pct), a point per
+night named by its stamp, and the change points the nightly reported as
+annotations. Each point carries the night's verdict as a label, and the
+verdicts are a metric of their own (experiments/metrics.py's VERDICT), for
+panels a site adds; these panels do not colour by them. The paths are the system's accepted ones
 (reports/nightly/<system>/<stamp>/paths.csv of its last night).
 """
 
