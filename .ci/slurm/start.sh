@@ -25,15 +25,7 @@ for tool in munged munge slurmctld slurmd sinfo; do
     command -v "$tool" >/dev/null || die "'$tool' not found (apt-get install -y slurmctld slurmd slurm-client munge)"
 done
 
-# alive NAME: true if PIDDIR/NAME.pid names a running process called NAME
-alive() {
-    local pid
-    pid=$(cat "$PIDDIR/$1.pid" 2>/dev/null) || return 1
-    [[ $pid =~ ^[0-9]+$ ]] || return 1
-    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$1"* ]] || return 1
-    # a zombie is not alive (the container's init may not reap at once)
-    [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != [ZX] ]]
-}
+. "$HERE/daemons.sh"
 
 show_logs() {
     local f
@@ -45,15 +37,6 @@ show_logs() {
 }
 
 fail() { echo "start.sh: error: $*" >&2; show_logs; exit 1; }
-
-# launch NAME CMD...: run CMD in the foreground of its own session, in the
-# background of this script, and record its pid.
-launch() {
-    local name=$1; shift
-    echo "start.sh: starting $name"
-    setsid "$@" </dev/null >>"$LOGDIR/$name.out.log" 2>&1 &
-    echo $! >"$PIDDIR/$name.pid"
-}
 
 mkdir -p "$RUNDIR" "$PIDDIR" "$LOGDIR" "$RUNDIR/state" "$RUNDIR/spool" "$MUNGEDIR"
 chmod 0755 "$RUNDIR" "$MUNGEDIR"
@@ -101,7 +84,7 @@ if ! alive munged; then
     launch munged munged --foreground --force \
         --socket="$MUNGE_SOCKET" --key-file="$MUNGEDIR/munge.key" \
         --pid-file="$MUNGEDIR/munged.pid" --seed-file="$MUNGEDIR/munged.seed" \
-        --log-file="$LOGDIR/munged.log"
+        --log-file="$LOGDIR/munged.log" || fail "munged did not start"
 fi
 for ((i = 0; i < 50; i++)); do
     munge --socket="$MUNGE_SOCKET" -n </dev/null 2>/dev/null \
@@ -112,8 +95,8 @@ done
 (( i < 50 )) || fail "munged does not answer on $MUNGE_SOCKET"
 
 # ---- slurmctld and slurmd, in the foreground (-D) of their own sessions
-alive slurmctld || launch slurmctld slurmctld -D -f "$CONF"
-alive slurmd || launch slurmd slurmd -D -f "$CONF" -N "$NODE"
+alive slurmctld || launch slurmctld slurmctld -D -f "$CONF" || fail "slurmctld did not start"
+alive slurmd || launch slurmd slurmd -D -f "$CONF" -N "$NODE" || fail "slurmd did not start"
 
 # ---- wait until the node is idle
 deadline=$((SECONDS + TIMEOUT))

@@ -11,23 +11,7 @@ case $RUNDIR in /*) ;; *) RUNDIR=$PWD/$RUNDIR ;; esac
 PIDDIR=$RUNDIR/pids
 export SLURM_CONF=$RUNDIR/slurm.conf
 
-# pid_of NAME: print the pid recorded for NAME if that process still runs
-pid_of() {
-    local pid
-    pid=$(cat "$PIDDIR/$1.pid" 2>/dev/null) || return 1
-    [[ $pid =~ ^[0-9]+$ ]] || return 1
-    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$1"* ]] || return 1
-    running "$pid" || return 1
-    echo "$pid"
-}
-
-# running PID: true while PID exists and is not a zombie (the daemons are
-# re-parented to whatever init the container has, which may not reap them)
-running() {
-    local st
-    st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
-    [[ -n $st && $st != Z && $st != X ]]
-}
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/daemons.sh"
 
 # Cancel leftover jobs so that no slurmstepd outlives slurmd.
 if pid_of slurmctld >/dev/null && pid_of slurmd >/dev/null; then
