@@ -34,11 +34,13 @@ for runs by hand (./suite run), so one figure never gets two verdicts.
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -154,14 +156,52 @@ def confirm_by_rerun(
     verdict with each flagged path confirmed, 'transient', or unconfirmed
     where the rerun could not measure it. A rerun case that fails is a
     failed check like any other (added to `found`)."""
+    why = f"confirming {', '.join(result.flagged_paths())}"
+    return rerun_flagged("rerun", why, system, run, outdir, result, accepted, options, alpha, found)
+
+
+def confirm_later(
+    after_s: int, system: str, run: dict, outdir: Path, result, accepted: dict, options: list, alpha: float, found: dict
+):
+    """On a host shared with other tenants, another tenant's load can last
+    through the rerun minutes after the run, and a rerun cannot tell it from a
+    slow node: what the rerun confirmed is measured once more `after_s`
+    seconds later, and stays moved only if that agrees too (the system's
+    confirm_later_s; 0 leaves the rerun's verdict as it is)."""
+    if after_s <= 0 or not result.flagged_paths():
+        return result
+    print(
+        f"nightly: {', '.join(result.flagged_paths())}: confirmed by the rerun; {system} shares its host "
+        f"with other tenants: measuring them again in {after_s} s",
+        flush=True,
+    )
+    time.sleep(after_s)
+    return rerun_flagged("later", "measuring again", system, run, outdir, result, accepted, options, alpha, found)
+
+
+def rerun_flagged(
+    key: str,
+    why: str,
+    system: str,
+    run: dict,
+    outdir: Path,
+    result,
+    accepted: dict,
+    options: list,
+    alpha: float,
+    found: dict,
+):
+    """Run the cases of the flagged paths again (their window in run[key],
+    ReFrame's report in KEY-report.json) and the verdict confirmed by every
+    rerun so far; `why` opens the line that says so."""
     selection = rerun_selection(result, outdir / "run-report.json")
     if not selection:
         return result
-    print(f"nightly: confirming {', '.join(result.flagged_paths())}: rerunning {len(selection) // 2} case(s)")
-    rerun = {"start": now()}
+    print(f"nightly: {why}: rerunning {len(selection) // 2} case(s)", flush=True)
+    window = {"start": now()}
     reframe(
         system,
-        outdir / "rerun-report.json",
+        outdir / f"{key}-report.json",
         "--restore-session",
         str(outdir / "run-report.json"),
         *selection,
@@ -169,18 +209,25 @@ def confirm_by_rerun(
         "reference_bounds=physical",
         *health_options(options),
     )
-    rerun["end"] = now()
-    run["rerun"] = rerun
-    found["failed"] += [f"rerun: {line}" for line in outcomes(outdir / "rerun-report.json")["failed"]]
+    window["end"] = now()
+    run[key] = window
+    found["failed"] += [f"{key}: {line}" for line in outcomes(outdir / f"{key}-report.json")["failed"]]
     return judged_with_rerun(load([PERFLOGS / system], warn=None).frame, system, accepted, run, alpha)
 
 
+#: The reruns a night may have, in the order they ran: the rerun minutes
+#: after the run, and on a shared host the one later still (confirm_later).
+RERUNS = ("rerun", "later")
+
+
 def judged_with_rerun(frame: pd.DataFrame, system: str, accepted: dict, run: dict, alpha: float):
-    """The verdict on a run against the accepted runs, confirmed by its rerun where it had one."""
+    """The verdict on a run against the accepted runs, confirmed by each of its reruns."""
     masks = accepted_masks(frame, system, accepted)
     result = verdict.judge(frame, masks, run_rows(frame, system, [run]), alpha)
-    if "rerun" in run:
-        result = verdict.confirm(result, verdict.judge(frame, masks, run_rows(frame, system, [run["rerun"]]), alpha))
+    for key in RERUNS:
+        if key in run:
+            again = verdict.judge(frame, masks, run_rows(frame, system, [run[key]]), alpha)
+            result = verdict.confirm(result, again, by=key)
     return result
 
 
@@ -256,6 +303,13 @@ def health_options(options: list[str]) -> list[str]:
     return kept
 
 
+def later_delay(system: str, given: int | None) -> int:
+    """Seconds before a second confirmation: --confirm-later, else the system's confirm_later_s."""
+    if given is not None:
+        return given
+    return int(data.load_all().get(system, {}).get("confirm_later_s", 0))
+
+
 def nightly(args) -> int:
     if os.environ.pop(toolkits.RUNTIMES_VARIABLE, None):
         # The accepted runs are of the node's own environments: runtime twins have no baseline.
@@ -303,6 +357,8 @@ def nightly(args) -> int:
         result, records, frame = judge_night(system, run, accepted, args.alpha)
         if result is not None:
             result = confirm_by_rerun(system, run, outdir, result, accepted, args.reframe, args.alpha, found)
+            after_s = later_delay(system, args.confirm_later)
+            result = confirm_later(after_s, system, run, outdir, result, accepted, args.reframe, args.alpha, found)
             spreads = dict(zip(result.paths["path"], result.paths["spread_pct"] / 100))
             changes = changepoints.night_changes(frame, system, accepted, spreads)
     node_judged = node_facts_judged(accepted, outdir)
@@ -447,9 +503,10 @@ def path_line(row) -> str:
     )
     if row.verdict in ("unstable", "transient") or row.instability > verdict.STABILITY_FACTOR:
         line += f"; samples spread {row.instability:.1f} times the accepted runs'"
-    rerun = getattr(row, "rerun_change_pct", None)
-    if rerun is not None and rerun == rerun:
-        line += f"; rerun {rerun:+.1f}%"
+    for key in RERUNS:
+        change = getattr(row, f"{key}_change_pct", None)
+        if change is not None and change == change:
+            line += f"; {key} {change:+.1f}%"
     if row.reason:
         line += f"; {row.reason}"
     return line
@@ -466,7 +523,25 @@ def add_parsers(sub) -> None:
     p.add_argument("--alpha", type=float, default=0.05, help="family-wise significance level of the gate")
     p.add_argument("--allow-unjudged", action="store_true", help="exit 0, not 3, when something could not be judged")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    p.add_argument(
+        "--confirm-later",
+        type=_seconds,
+        metavar="SECONDS",
+        help="measure what the rerun confirmed once more this much later (default: the system's confirm_later_s; "
+        "0: the rerun alone confirms)",
+    )
     p.set_defaults(func=nightly, reframe=[])  # ReFrame's options: what follows '--' (reports/cli.py)
+
+
+def _seconds(text: str) -> int:
+    """--confirm-later's value: whole seconds, 0 to an hour."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of seconds: {text!r}") from None
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"{value} s: give 0 to 3600")
+    return value
 
 
 if __name__ == "__main__":  # python -m reports.nightly nightly|accept|rejudge ...

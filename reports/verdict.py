@@ -624,7 +624,13 @@ def cases_of_paths(verdict: Verdict, paths: list[str]) -> pd.DataFrame:
     return rows[["test", "case", "environ"]].drop_duplicates()
 
 
-def confirm(first: Verdict, rerun: Verdict) -> Verdict:
+#: What a path's reason says where a rerun did not measure what flagged it,
+#: and where it no longer showed it, by rerun (reports/nightly.py's keys).
+UNMEASURED = {"rerun": "not rerun: unconfirmed", "later": "not measured later: as its rerun found"}
+CLEARED = {"rerun": "", "later": "confirmed by its rerun, gone when measured again later"}
+
+
+def confirm(first: Verdict, rerun: Verdict, by: str = "rerun") -> Verdict:
     """The first run's verdict with each flagged path confirmed or not by the
     rerun: what flagged it (the path's move, a figure's move alone, the
     samples' spread) is confirmed where the rerun shows it again (a move the
@@ -632,12 +638,13 @@ def confirm(first: Verdict, rerun: Verdict) -> Verdict:
     STABILITY_FACTOR). Refuted on every count, the path is 'transient'; where
     the rerun did not measure what flagged it (a case that failed or was not
     rerun), the flag stands, unconfirmed. The rerun's change and instability
-    stand beside the first run's."""
+    stand beside the first run's, in columns named `by` ('rerun', or 'later'
+    for a second confirmation on a shared host)."""
     paths = first.paths.copy()
     again = rerun.paths.set_index("path")
-    paths["rerun_change_pct"] = paths["path"].map(again["change_pct"])
-    paths["rerun_instability"] = paths["path"].map(again["instability"])
-    paths["rerun_p_worse"] = paths["path"].map(again["p_worse"])
+    paths[f"{by}_change_pct"] = paths["path"].map(again["change_pct"])
+    paths[f"{by}_instability"] = paths["path"].map(again["instability"])
+    paths[f"{by}_p_worse"] = paths["path"].map(again["p_worse"])
     figures = first.figures.copy()
     for index in paths.index[paths["verdict"].isin(["moved", "unstable"])]:
         row = paths.loc[index]
@@ -646,9 +653,10 @@ def confirm(first: Verdict, rerun: Verdict) -> Verdict:
             row, again.loc[row["path"]] if row["path"] in again.index else None, figures[on_path], rerun.figures
         )
         if evidence is None:
-            paths.loc[index, "reason"] = _join(row["reason"], "not rerun: unconfirmed")
+            paths.loc[index, "reason"] = _join(row["reason"], UNMEASURED[by])
         elif not evidence:
             paths.loc[index, "verdict"] = "transient"
+            paths.loc[index, "reason"] = _join(row["reason"], CLEARED[by])
             figures.loc[on_path, "verdict"] = "transient"
     return Verdict(figures, paths)
 

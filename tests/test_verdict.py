@@ -172,6 +172,51 @@ def test_a_rerun_confirms_a_move_or_makes_it_transient():
     assert kept.paths["verdict"].tolist() == ["moved"] and "not rerun" in kept.paths["reason"].iloc[0]
 
 
+def test_on_a_shared_host_a_move_its_rerun_confirmed_must_last_until_it_is_measured_later():
+    base = {f"r{i}": [55.0 * (1 + 0.002 * (i % 3 - 1))] for i in range(6)}
+    first = verdict.judge_values(_one_path_table({**base, "tonight": [44.0]}))
+    rerun = verdict.confirm(first, verdict.judge_values(_one_path_table({**base, "tonight": [43.5]})))
+    # Another tenant's load that outlasted the rerun, gone three minutes later: transient, exit 0.
+    back = verdict.judge_values(_one_path_table({**base, "tonight": [55.1]}))
+    passed = verdict.confirm(rerun, back, by="later")
+    assert passed.paths["verdict"].tolist() == ["transient"]
+    assert passed.paths["reason"].iloc[0].endswith(verdict.CLEARED["later"])
+    assert passed.paths["rerun_change_pct"].iloc[0] == pytest.approx(-20.9, abs=0.1)
+    assert passed.paths["later_change_pct"].iloc[0] == pytest.approx(0.2, abs=0.1)
+    assert nightly.nightly_status({"failed": []}, passed, [], False) == 0
+    # Still there later: moved, exit 2, with all three runs' changes.
+    still = verdict.confirm(rerun, verdict.judge_values(_one_path_table({**base, "tonight": [44.2]})), by="later")
+    assert still.paths["verdict"].tolist() == ["moved"] and still.paths["later_change_pct"].iloc[0] < -19
+    assert nightly.nightly_status({"failed": []}, still, [], False) == 2
+    assert "; rerun -20.9%; later -19." in nightly.path_line(next(still.paths.itertuples()))
+    # Not measured later (its case failed): the rerun's confirmation stands, and the reason says so.
+    kept = verdict.confirm(rerun, verdict.judge_values(_one_path_table(base)), by="later")
+    assert kept.paths["verdict"].tolist() == ["moved"] and verdict.UNMEASURED["later"] in kept.paths["reason"].iloc[0]
+
+
+def test_a_nights_later_rerun_is_judged_again_from_its_window(monkeypatch):
+    """run.json's 'later' window is part of the night whenever it is judged again (./suite accept --rejudge)."""
+    seen = []
+    monkeypatch.setattr(nightly, "accepted_masks", lambda frame, system, accepted: {})
+    monkeypatch.setattr(nightly, "run_rows", lambda frame, system, runs: runs[0]["start"])
+    monkeypatch.setattr(nightly.verdict, "judge", lambda frame, masks, rows, alpha: rows)
+    monkeypatch.setattr(nightly.verdict, "confirm", lambda result, again, by: seen.append((result, again, by)) or by)
+    run = {"start": "run", "rerun": {"start": "rerun"}, "later": {"start": "later"}}
+    assert nightly.judged_with_rerun(None, "s", {}, run, 0.05) == "later"
+    assert seen == [("run", "rerun", "rerun"), ("rerun", "later", "later")]
+
+
+def test_the_delay_of_a_later_confirmation_comes_from_the_system_unless_given(monkeypatch):
+    monkeypatch.setattr(nightly.data, "load_all", lambda: {"vm": {"confirm_later_s": 180}, "bare": {}})
+    assert nightly.later_delay("vm", None) == 180
+    assert nightly.later_delay("bare", None) == 0
+    assert nightly.later_delay("vm", 0) == 0
+    with pytest.raises(Exception, match="give 0 to 3600"):
+        nightly._seconds("7200")
+    with pytest.raises(Exception, match="not a whole number"):
+        nightly._seconds("3m")
+
+
 def test_an_unstable_path_needs_its_rerun_to_be_unstable_too():
     base = {f"r{i}": [55.0] for i in range(6)}
     wild = verdict.judge_values(

@@ -8,6 +8,7 @@ around one H100's figures with a small run-to-run noise.
 
     GPU_MEMPATHS_FAKE_SEED      seeds the noise (a node's "session")
     GPU_MEMPATHS_FAKE_SLOWDOWN  'program=factor,...': rates times factor, times over it
+    GPU_MEMPATHS_FAKE_SLOWDOWN_WHILE  a file: the slowdown lasts while it exists (a passing load)
 """
 
 import os
@@ -30,6 +31,9 @@ def options(argv: list) -> dict:
 
 
 def factor(program: str) -> float:
+    passing = os.environ.get("GPU_MEMPATHS_FAKE_SLOWDOWN_WHILE")
+    if passing and not os.path.exists(passing):
+        return 1.0
     for item in filter(None, os.environ.get("GPU_MEMPATHS_FAKE_SLOWDOWN", "").split(",")):
         name, _, value = item.partition("=")
         if name == program:
