@@ -43,7 +43,7 @@ import ruptures
 from experiments.keys import FIGURE_KEY, direction
 
 from . import verdict
-from .runs import finished_runs, run_rows
+from .runs import RERUNS, finished_runs, run_rows
 
 #: The penalty of one change, in units of the series' variance: pure noise
 #: flags nothing (the tests). A step of d spreads with n1 nights before and n2
@@ -87,10 +87,12 @@ class Change:
 def path_levels(frame: pd.DataFrame, system: str, runs: list[dict], accepted: list[str]) -> pd.DataFrame:
     """One row per path and night: its level (the median over its figures of
     the worse-oriented log move from the figure's median over the `accepted`
-    runs), the path's floor and its kind."""
+    runs), the path's floor and its kind. A path its night called transient
+    is at the level its night's last rerun measured (settled_levels)."""
     empty = pd.DataFrame(columns=["path", "run", "level", "floor", "kind"])
     masks = {r["stamp"]: run_rows(frame, system, [r]) for r in runs}
-    values = verdict.run_values(frame, masks)
+    reruns = {f"{r['stamp']} {key}": run_rows(frame, system, [r[key]]) for r in runs for key in RERUNS if key in r}
+    values = verdict.run_values(frame, {**masks, **reruns})
     if values.empty:  # no night's samples: its columns have no types to filter on
         return empty
     values = verdict.attach_paths(values)
@@ -106,8 +108,32 @@ def path_levels(frame: pd.DataFrame, system: str, runs: list[dict], accepted: li
     moves = values.assign(level=worse - reference)
     levels = moves[np.isfinite(moves["level"])].groupby(["path", "run"], sort=False)
     table = levels.agg(level=("level", "median"), floor=("floor", "first"), kind=("kind", "first")).reset_index()
+    table = settled_levels(table, runs)
     order = {stamp: i for i, stamp in enumerate(masks)}
     return table.sort_values(["path", "run"], key=lambda c: c.map(order) if c.name == "run" else c)
+
+
+def settled_levels(table: pd.DataFrame, runs: list[dict]) -> pd.DataFrame:
+    """Each night's level per path as its verdict settled it: where the night
+    called the path transient (its rerun, or on a shared host its later
+    measure, found it gone), the run's level was a passing load's, not the
+    node's, and a history fed by it would show a step that never held; the
+    path is at its last rerun's level that night, or has none if no rerun
+    measured it. The reruns' own rows are dropped."""
+    at = table.set_index(["path", "run"])["level"]
+    keep = pd.Series(True, index=table.index)
+    for run in runs:
+        for path, judged in (run.get("paths") or {}).items():
+            if judged.get("verdict") != "transient":
+                continue
+            row = (table["path"] == path) & (table["run"] == run["stamp"])
+            last = [f"{run['stamp']} {key}" for key in RERUNS if (path, f"{run['stamp']} {key}") in at.index]
+            if last:
+                table.loc[row, "level"] = at[(path, last[-1])]
+            else:
+                keep &= ~row
+    stamps = {r["stamp"] for r in runs}
+    return table[keep & table["run"].isin(stamps)].reset_index(drop=True)
 
 
 def scale(spread: float | None) -> float:
@@ -161,8 +187,13 @@ def changes(table: pd.DataFrame, spreads: dict[str, float]) -> list[Change]:
     return found
 
 
-def night_changes(frame: pd.DataFrame, system: str, accepted: dict, spreads: dict[str, float]) -> list[Change]:
-    """The changes over every night of the system, tonight's included."""
+def night_changes(
+    frame: pd.DataFrame, system: str, accepted: dict, spreads: dict[str, float], tonight: dict | None = None
+) -> list[Change]:
+    """The changes over every night of the system, tonight's included (`tonight`,
+    its reruns' windows and path verdicts as they are now, over its run.json on disk)."""
     runs = finished_runs(system)
+    if tonight is not None:  # a drill too: judged over the history as any night is
+        runs = [r for r in runs if r["stamp"] != tonight["stamp"]] + [tonight]
     stamps = [r["stamp"] for r in accepted["runs"]]
     return changes(path_levels(frame, system, runs, stamps), spreads) if runs else []

@@ -55,6 +55,7 @@ from .runs import (
     NIGHTLY_DIR,
     PERFLOGS,
     REPO,
+    RERUNS,
     accepted_masks,
     now,
     read_accepted,
@@ -215,11 +216,6 @@ def rerun_flagged(
     return judged_with_rerun(load([PERFLOGS / system], warn=None).frame, system, accepted, run, alpha)
 
 
-#: The reruns a night may have, in the order they ran: the rerun minutes
-#: after the run, and on a shared host the one later still (confirm_later).
-RERUNS = ("rerun", "later")
-
-
 def judged_with_rerun(frame: pd.DataFrame, system: str, accepted: dict, run: dict, alpha: float):
     """The verdict on a run against the accepted runs, confirmed by each of its reruns."""
     masks = accepted_masks(frame, system, accepted)
@@ -319,6 +315,9 @@ def nightly(args) -> int:
     outdir = NIGHTLY_DIR / system / stamp.replace(":", "")
     outdir.mkdir(parents=True, exist_ok=True)
     run = {"system": system, "stamp": stamp, "start": stamp}
+    if args.drill:
+        run["drill"] = args.drill
+        print(f"nightly: a drill ({args.drill}): judged as any night, and no night of later nights' history")
     accepted = read_accepted(system)
     os.environ[metrics.NIGHT_VARIABLE] = stamp  # a label of every record sent to a metrics endpoint
 
@@ -360,7 +359,8 @@ def nightly(args) -> int:
             after_s = later_delay(system, args.confirm_later)
             result = confirm_later(after_s, system, run, outdir, result, accepted, args.reframe, args.alpha, found)
             spreads = dict(zip(result.paths["path"], result.paths["spread_pct"] / 100))
-            changes = changepoints.night_changes(frame, system, accepted, spreads)
+            run["paths"] = path_verdicts(result)  # tonight's transients are at their reruns' level
+            changes = changepoints.night_changes(frame, system, accepted, spreads, tonight=run)
     node_judged = node_facts_judged(accepted, outdir)
     reasons = unjudged_reasons(result, node_judged, health == 0)
     status = nightly_status(found, result, reasons, args.allow_unjudged, changes)
@@ -384,11 +384,16 @@ def write_verdict(outdir: Path, run: dict, result, status: int, reasons: list[st
         result.figures.to_csv(outdir / "compare.csv", index=False)
         result.paths.to_csv(outdir / "paths.csv", index=False)
         run["counts"] = result.counts()
-        run["paths"] = {
-            row.path: {"verdict": row.verdict, "change_pct": _rounded(row.change_pct), "figures": int(row.figures)}
-            for row in result.paths.itertuples()
-        }
+        run["paths"] = path_verdicts(result)
     (outdir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
+
+
+def path_verdicts(result: verdict.Verdict) -> dict:
+    """run.json's paths: each path's verdict, change and number of figures."""
+    return {
+        row.path: {"verdict": row.verdict, "change_pct": _rounded(row.change_pct), "figures": int(row.figures)}
+        for row in result.paths.itertuples()
+    }
 
 
 def send_verdict(system: str, run: dict, result, changes: list) -> None:
@@ -523,6 +528,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--alpha", type=float, default=0.05, help="family-wise significance level of the gate")
     p.add_argument("--allow-unjudged", action="store_true", help="exit 0, not 3, when something could not be judged")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    p.add_argument(
+        "--drill",
+        metavar="WHAT",
+        help="a fault planted on purpose tonight (say which): the night is judged as any other, and left out of "
+        "the history later nights are judged over (change points, the history page)",
+    )
     p.add_argument(
         "--confirm-later",
         type=_seconds,

@@ -16,6 +16,9 @@ from .compare import select_mask
 
 REPO = Path(__file__).resolve().parent.parent
 NIGHTLY_DIR = REPO / "reports" / "nightly"
+#: The reruns a night may have (run.json's windows), in the order they run:
+#: the rerun minutes after the run, and on a shared host one later still.
+RERUNS = ("rerun", "later")
 PERFLOGS = REPO / "perflogs"
 REFERENCES = REPO / "systems" / "references"
 
@@ -67,11 +70,13 @@ def find_run(system: str, stamp: str) -> tuple[Path, dict]:
     return outdir, json.loads(path.read_text())
 
 
-def finished_runs(system: str) -> list[dict]:
-    """Every nightly run of the system that finished, oldest first."""
+def finished_runs(system: str, drills: bool = False) -> list[dict]:
+    """Every nightly run of the system that finished, oldest first; a drill
+    (a fault planted on purpose, `nightly --drill`) only if asked for: it is
+    no night of the node's history."""
     found = []
     for path in sorted((NIGHTLY_DIR / system).glob("*/run.json")):
         run = json.loads(path.read_text())
-        if run.get("start") and run.get("end"):
+        if run.get("start") and run.get("end") and (drills or not run.get("drill")):
             found.append(run)
     return sorted(found, key=lambda r: r["start"])

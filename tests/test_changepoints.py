@@ -106,6 +106,47 @@ def test_the_levels_are_moves_from_the_accepted_runs_worse_oriented():
     assert math.exp(table[(write, "n")]) == pytest.approx(1 / 1.1)  # better: negative
 
 
+def test_a_path_its_night_called_transient_is_at_its_last_reruns_level():
+    """A passing load halves host memory in the run and its rerun and is gone when
+    measured later: that night's read path is at the later level, not the run's;
+    the write path, moved and confirmed, stays at the run's; a transient that no
+    rerun measured has no level that night."""
+    facts = {"system": "site", "partition": "gpu", "gpu_model": "H100", "gpu_count": 1, "host_link": "pcie"}
+    times = {"a1": "2026-12-01T01:00", "a2": "2026-12-02T01:00", "n": "2026-12-03T01:00"}
+    times |= {"n rerun": "2026-12-03T01:10", "n later": "2026-12-03T01:20", "m": "2026-12-04T01:00"}
+    factors = {"n": 0.5, "n rerun": 0.5, "n later": 1.0, "m": 0.5}
+    rows = [
+        {
+            **facts,
+            "test": "host_bandwidth",
+            "case": "",
+            "environ": "gnu",
+            "figure": f"{op}_bw_node0",
+            "perf_var": f"{op}_bw_node0.s{k}",
+            "unit": "GiB/s",
+            "sample": k,
+            "value": 60.0 * (factors.get(night, 1.0) if op == "read" or night == "n" else 1.0),
+            "time": pd.Timestamp(when, tz="UTC"),
+        }
+        for night, when in times.items()
+        for op in ("read", "write")
+        for k in (1, 2, 3)
+    ]
+    read, write = "host memory read, NUMA node 0", "host memory write, NUMA node 0"
+    runs = [{"stamp": s, "start": times[s], "end": times[s]} for s in ("a1", "a2", "n", "m")]
+    runs[2] |= {
+        "rerun": {"start": times["n rerun"], "end": times["n rerun"]},
+        "later": {"start": times["n later"], "end": times["n later"]},
+        "paths": {read: {"verdict": "transient"}, write: {"verdict": "moved"}},
+    }
+    runs[3]["paths"] = {read: {"verdict": "transient"}}  # no rerun window: not measured again
+    table = cp.path_levels(pd.DataFrame(rows), "site", runs, ["a1", "a2"]).set_index(["path", "run"])["level"]
+    assert table[(read, "n")] == pytest.approx(0.0)  # the later measure's, not the run's log 2
+    assert math.exp(table[(write, "n")]) == pytest.approx(2.0)  # moved: the run's
+    assert (read, "m") not in table.index
+    assert not any(" " in run for _, run in table.index)  # the reruns are no nights of their own
+
+
 def test_a_path_without_a_known_spread_is_scaled_by_the_floor():
     step = np.where(np.arange(1, 31) >= 20, 3.0, 0.0)
     table = _history(step, 0.003, seed=2)

@@ -307,3 +307,28 @@ def test_a_nights_report_links_the_systems_history(tmp_path):
     history = (tmp_path / "history" / "history.html").read_text()
     assert "History of hopper-vm: 22 paths over" in history and "history-host-link.png" in history
     assert "index.html" not in history  # one history serves every night: no way back to one of them
+
+
+def test_a_drill_is_judged_as_any_night_and_left_out_of_later_nights_history(tmp_path, monkeypatch):
+    monkeypatch.setattr(runs, "NIGHTLY_DIR", tmp_path)
+    nights = {
+        "n1": {"stamp": "n1", "start": "2026-12-01T01:00", "end": "2026-12-01T01:05"},
+        "fault": {"stamp": "fault", "start": "2026-12-02T01:00", "end": "2026-12-02T01:05", "drill": "host memory"},
+        "n3": {"stamp": "n3", "start": "2026-12-03T01:00", "end": "2026-12-03T01:05"},
+    }
+    for name, run in nights.items():
+        (tmp_path / "site" / name).mkdir(parents=True)
+        (tmp_path / "site" / name / "run.json").write_text(json.dumps(run))
+    assert [r["stamp"] for r in runs.finished_runs("site")] == ["n1", "n3"]
+    assert [r["stamp"] for r in runs.finished_runs("site", drills=True)] == ["n1", "fault", "n3"]
+    seen = []
+    monkeypatch.setattr(
+        nightly.changepoints, "path_levels", lambda frame, system, nights, stamps: seen.append(nights) or pd.DataFrame()
+    )
+    monkeypatch.setattr(nightly.changepoints, "changes", lambda table, spreads: [])
+    tonight = {"stamp": "drill", "start": "2026-12-04T01:00", "end": "2026-12-04T01:05", "drill": "GPU memory"}
+    nightly.changepoints.night_changes(pd.DataFrame(), "site", {"runs": []}, {}, tonight=tonight)
+    assert [r["stamp"] for r in seen[-1]] == ["n1", "n3", "drill"]
+    parser = cli.parser()
+    args = parser.parse_args(["nightly", "--drill", "host memory streamed on 16 cores", "--confirm-later", "0"])
+    assert args.drill == "host memory streamed on 16 cores" and args.confirm_later == 0
