@@ -198,6 +198,10 @@ def accept(args) -> int:
     system = selected_system(args.system)
     found = [find_run(system, stamp) for stamp in args.stamps]
     runs = [run for _, run in found]
+    drills = [f"{run['stamp']} ({run['drill']})" for run in runs if run.get("drill")]
+    if drills:
+        print(f"accept: a drill is no baseline: {', '.join(drills)} had a fault planted", file=sys.stderr)
+        return UNJUDGED
     for run in runs:
         if run.get("checks") != "pass" or run.get("health") != "pass":
             print(

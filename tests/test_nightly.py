@@ -196,6 +196,20 @@ def test_references_need_three_runs(tmp_path, monkeypatch, capsys):
     assert "at least 3 runs on separately started nodes, 2 given" in capsys.readouterr().err
 
 
+def test_a_drill_is_never_accepted_as_the_baseline(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(runs, "NIGHTLY_DIR", tmp_path)
+    monkeypatch.setattr(accept, "accepted_file", lambda system: tmp_path / "accepted.json")
+    for stamp, drill in (("2026-11-20T03:00:00", None), ("2026-11-21T03:00:00", "host memory streamed")):
+        run = tmp_path / "local" / stamp.replace(":", "")
+        run.mkdir(parents=True)
+        record = {"stamp": stamp, "start": stamp, "end": stamp, "checks": "pass", "health": "pass"}
+        (run / "run.json").write_text(json.dumps(record | ({"drill": drill} if drill else {})))
+    args = cli.parser().parse_args(["accept", "2026-11-20T03:00:00", "2026-11-21T03:00:00", "--system", "local"])
+    assert accept.accept(args) == 3
+    assert "a drill is no baseline: 2026-11-21T03:00:00 (host memory streamed)" in capsys.readouterr().err
+    assert not (tmp_path / "accepted.json").exists()
+
+
 def test_earlier_runs_of_a_case_widen_its_tolerance(tmp_path):
     """Runs of the case outside the accepted ones count with their spread; other cases' do not."""
     facts = {"system": "local", "partition": "default", **H100}
