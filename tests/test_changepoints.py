@@ -76,12 +76,10 @@ def test_a_change_line_names_the_path_the_move_and_the_first_night():
     assert change.line() == "host memory read, NUMA node 0: 4.2% worse since 2026-12-01T19:00:00 (3 night(s); floor 5%)"
 
 
-def test_the_levels_are_moves_from_the_accepted_runs_worse_oriented():
-    """Host memory that reads 10% slower and writes 10% faster tonight: its
-    read path is 10% worse, its write path 10% better, and the accepted nights sit at 0."""
+def _host_memory_rows(when: str, read: float, write: float) -> list[dict]:
+    """One night's host-memory samples (three of each figure) as the perflogs give them."""
     facts = {"system": "site", "partition": "gpu", "gpu_model": "H100", "gpu_count": 1, "host_link": "pcie"}
-    nights = {"a1": ("2026-12-01T01:00", 1.0), "a2": ("2026-12-02T01:00", 1.0), "n": ("2026-12-03T01:00", 0.9)}
-    rows = [
+    return [
         {
             **facts,
             "test": "host_bandwidth",
@@ -91,12 +89,22 @@ def test_the_levels_are_moves_from_the_accepted_runs_worse_oriented():
             "perf_var": f"{op}_bw_node0.s{k}",
             "unit": "GiB/s",
             "sample": k,
-            "value": 60.0 * (factor if op == "read" else 2 - factor),
+            "value": value,
             "time": pd.Timestamp(when, tz="UTC"),
         }
-        for when, factor in nights.values()
-        for op in ("read", "write")
+        for op, value in (("read", read), ("write", write))
         for k in (1, 2, 3)
+    ]
+
+
+def test_the_levels_are_moves_from_the_accepted_runs_worse_oriented():
+    """Host memory that reads 10% slower and writes 10% faster tonight: its
+    read path is 10% worse, its write path 10% better, and the accepted nights sit at 0."""
+    nights = {"a1": ("2026-12-01T01:00", 1.0), "a2": ("2026-12-02T01:00", 1.0), "n": ("2026-12-03T01:00", 0.9)}
+    rows = [
+        row
+        for when, factor in nights.values()
+        for row in _host_memory_rows(when, read=60.0 * factor, write=60.0 * (2 - factor))
     ]
     runs = [{"stamp": s, "start": w, "end": w} for s, (w, _) in nights.items()]
     table = cp.path_levels(pd.DataFrame(rows), "site", runs, ["a1", "a2"]).set_index(["path", "run"])["level"]
@@ -111,26 +119,13 @@ def test_a_path_its_night_called_transient_is_at_its_last_reruns_level():
     measured later: that night's read path is at the later level, not the run's;
     the write path, moved and confirmed, stays at the run's; a transient that no
     rerun measured has no level that night."""
-    facts = {"system": "site", "partition": "gpu", "gpu_model": "H100", "gpu_count": 1, "host_link": "pcie"}
     times = {"a1": "2026-12-01T01:00", "a2": "2026-12-02T01:00", "n": "2026-12-03T01:00"}
     times |= {"n rerun": "2026-12-03T01:10", "n later": "2026-12-03T01:20", "m": "2026-12-04T01:00"}
-    factors = {"n": 0.5, "n rerun": 0.5, "n later": 1.0, "m": 0.5}
+    reads = {"n": 30.0, "n rerun": 30.0, "n later": 60.0, "m": 30.0}
     rows = [
-        {
-            **facts,
-            "test": "host_bandwidth",
-            "case": "",
-            "environ": "gnu",
-            "figure": f"{op}_bw_node0",
-            "perf_var": f"{op}_bw_node0.s{k}",
-            "unit": "GiB/s",
-            "sample": k,
-            "value": 60.0 * (factors.get(night, 1.0) if op == "read" or night == "n" else 1.0),
-            "time": pd.Timestamp(when, tz="UTC"),
-        }
+        row
         for night, when in times.items()
-        for op in ("read", "write")
-        for k in (1, 2, 3)
+        for row in _host_memory_rows(when, read=reads.get(night, 60.0), write=30.0 if night == "n" else 60.0)
     ]
     read, write = "host memory read, NUMA node 0", "host memory write, NUMA node 0"
     runs = [{"stamp": s, "start": times[s], "end": times[s]} for s in ("a1", "a2", "n", "m")]
