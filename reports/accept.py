@@ -27,7 +27,19 @@ from systems import data
 
 from . import nightly, verdict
 from .load import load
-from .runs import PERFLOGS, REFERENCES, REPO, accepted_file, find_run, now, read_accepted, run_rows, selected_system
+from .runs import (
+    PERFLOGS,
+    REFERENCES,
+    REPO,
+    RERUNS,
+    accepted_file,
+    find_run,
+    finished_runs,
+    now,
+    read_accepted,
+    run_rows,
+    selected_system,
+)
 from .status import MEANING, UNJUDGED
 
 #: Runs on separately started nodes that tolerances are taken from, at least.
@@ -97,10 +109,13 @@ def case_rows(frame: pd.DataFrame, test: str, items: dict, facts: dict, environ:
 
 def history_of(frame: pd.DataFrame, runs: list[dict], system: str) -> pd.DataFrame:
     """The system's records outside the accepted runs that passed their
-    checks: runs on other nodes, earlier, not the runs that failed (a fault
-    injected, a node that was sick) whose figures would widen tolerances."""
+    checks: runs on other nodes, earlier, not the runs that failed (a node
+    that was sick) nor drills (a fault planted on purpose, which passes its
+    checks: they hold to physical bounds only), whose figures would widen tolerances."""
     passed = frame["result"].fillna("pass") == "pass"
-    return frame[(frame["system"] == system) & ~run_rows(frame, system, runs) & passed]
+    drills = [run for run in finished_runs(system, drills=True) if run.get("drill")]
+    drilled = [window for run in drills for window in (run, *(run[key] for key in RERUNS if key in run))]
+    return frame[(frame["system"] == system) & ~run_rows(frame, system, runs + drilled) & passed]
 
 
 def _where(row: pd.Series, detected: bool) -> dict:

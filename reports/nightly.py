@@ -41,6 +41,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -150,70 +151,80 @@ def rerun_selection(result: verdict.Verdict, report: Path) -> list[str]:
     return [option for h in sorted(hashes) for option in ("-n", f"/{h}")]
 
 
-def confirm_by_rerun(
-    system: str, run: dict, outdir: Path, result, accepted: dict, options: list, alpha: float, found: dict
-):
+@dataclass
+class Night:
+    """What the steps of one nightly share once its checks have run."""
+
+    system: str
+    run: dict  # run.json as it grows
+    outdir: Path
+    accepted: dict
+    options: list[str]  # ReFrame's, from the command line
+    alpha: float
+    found: dict  # the checks' outcomes: passed, failed, skipped
+    frame: pd.DataFrame  # every record of the system, as last loaded (the reruns' included)
+
+    def save(self) -> None:
+        """run.json as it is now: a night killed later keeps what it has (its reruns' windows)."""
+        save_run(self.outdir, self.run)
+
+
+def save_run(outdir: Path, run: dict) -> None:
+    (outdir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
+
+
+def confirm_by_rerun(night: Night, result: verdict.Verdict) -> verdict.Verdict:
     """Rerun the cases of the flagged paths once and judge the rerun: the
     verdict with each flagged path confirmed, 'transient', or unconfirmed
     where the rerun could not measure it. A rerun case that fails is a
-    failed check like any other (added to `found`)."""
+    failed check like any other (added to night.found)."""
     why = f"confirming {', '.join(result.flagged_paths())}"
-    return rerun_flagged("rerun", why, system, run, outdir, result, accepted, options, alpha, found)
+    return rerun_flagged(night, "rerun", why, result)
 
 
-def confirm_later(
-    after_s: int, system: str, run: dict, outdir: Path, result, accepted: dict, options: list, alpha: float, found: dict
-):
+def confirm_later(night: Night, result: verdict.Verdict, after_s: int) -> verdict.Verdict:
     """On a host shared with other tenants, another tenant's load can last
     through the rerun minutes after the run, and a rerun cannot tell it from a
     slow node: what the rerun confirmed is measured once more `after_s`
     seconds later, and stays moved only if that agrees too (the system's
-    confirm_later_s; 0 leaves the rerun's verdict as it is)."""
-    if after_s <= 0 or not result.flagged_paths():
+    confirm_later_s; 0 leaves the rerun's verdict as it is). Only after a
+    rerun, and not on a night a check failed (it exits 1 whatever moved)."""
+    if after_s <= 0 or "rerun" not in night.run or night.found["failed"] or not result.flagged_paths():
         return result
     print(
-        f"nightly: {', '.join(result.flagged_paths())}: confirmed by the rerun; {system} shares its host "
+        f"nightly: {', '.join(result.flagged_paths())}: confirmed by the rerun; {night.system} shares its host "
         f"with other tenants: measuring them again in {after_s} s",
         flush=True,
     )
     time.sleep(after_s)
-    return rerun_flagged("later", "measuring again", system, run, outdir, result, accepted, options, alpha, found)
+    return rerun_flagged(night, "later", "measuring again", result)
 
 
-def rerun_flagged(
-    key: str,
-    why: str,
-    system: str,
-    run: dict,
-    outdir: Path,
-    result,
-    accepted: dict,
-    options: list,
-    alpha: float,
-    found: dict,
-):
+def rerun_flagged(night: Night, key: str, why: str, result: verdict.Verdict) -> verdict.Verdict:
     """Run the cases of the flagged paths again (their window in run[key],
-    ReFrame's report in KEY-report.json) and the verdict confirmed by every
-    rerun so far; `why` opens the line that says so."""
-    selection = rerun_selection(result, outdir / "run-report.json")
+    saved at once; ReFrame's report in KEY-report.json) and the verdict
+    confirmed by every rerun so far; `why` opens the line that says so."""
+    selection = rerun_selection(result, night.outdir / "run-report.json")
     if not selection:
         return result
     print(f"nightly: {why}: rerunning {len(selection) // 2} case(s)", flush=True)
     window = {"start": now()}
     reframe(
-        system,
-        outdir / f"{key}-report.json",
+        night.system,
+        night.outdir / f"{key}-report.json",
         "--restore-session",
-        str(outdir / "run-report.json"),
+        str(night.outdir / "run-report.json"),
         *selection,
         "-S",
         "reference_bounds=physical",
-        *health_options(options),
+        *health_options(night.options),
     )
     window["end"] = now()
-    run[key] = window
-    found["failed"] += [f"{key}: {line}" for line in outcomes(outdir / f"{key}-report.json")["failed"]]
-    return judged_with_rerun(load([PERFLOGS / system], warn=None).frame, system, accepted, run, alpha)
+    night.run[key] = window
+    night.save()
+    night.found["failed"] += [f"{key}: {line}" for line in outcomes(night.outdir / f"{key}-report.json")["failed"]]
+    night.frame = load([PERFLOGS / night.system], warn=None).frame
+    return judged_with_rerun(night.frame, night.system, night.accepted, night.run, night.alpha)
 
 
 def judged_with_rerun(frame: pd.DataFrame, system: str, accepted: dict, run: dict, alpha: float):
@@ -348,18 +359,19 @@ def nightly(args) -> int:
     run["end"] = now()
     # A record of the run before it is judged: a night killed while judging or rerunning can still be accepted
     # or judged again.
-    (outdir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
+    save_run(outdir, run)
 
     result = records = frame = None
     changes: list[changepoints.Change] = []
     if health == 0:
         result, records, frame = judge_night(system, run, accepted, args.alpha)
         if result is not None:
-            result = confirm_by_rerun(system, run, outdir, result, accepted, args.reframe, args.alpha, found)
-            after_s = later_delay(system, args.confirm_later)
-            result = confirm_later(after_s, system, run, outdir, result, accepted, args.reframe, args.alpha, found)
+            night = Night(system, run, outdir, accepted, args.reframe, args.alpha, found, frame)
+            result = confirm_by_rerun(night, result)
+            result = confirm_later(night, result, later_delay(system, args.confirm_later))
+            frame = night.frame  # with the reruns' records: tonight's transients are at their reruns' level
             spreads = dict(zip(result.paths["path"], result.paths["spread_pct"] / 100))
-            run["paths"] = path_verdicts(result)  # tonight's transients are at their reruns' level
+            run["paths"] = path_verdicts(result)
             changes = changepoints.night_changes(frame, system, accepted, spreads, tonight=run)
     node_judged = node_facts_judged(accepted, outdir)
     reasons = unjudged_reasons(result, node_judged, health == 0)
@@ -385,7 +397,7 @@ def write_verdict(outdir: Path, run: dict, result, status: int, reasons: list[st
         result.paths.to_csv(outdir / "paths.csv", index=False)
         run["counts"] = result.counts()
         run["paths"] = path_verdicts(result)
-    (outdir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
+    save_run(outdir, run)
 
 
 def path_verdicts(result: verdict.Verdict) -> dict:

@@ -626,8 +626,8 @@ def cases_of_paths(verdict: Verdict, paths: list[str]) -> pd.DataFrame:
 
 #: What a path's reason says where a rerun did not measure what flagged it,
 #: and where it no longer showed it, by rerun (reports/nightly.py's keys).
-UNMEASURED = {"rerun": "not rerun: unconfirmed", "later": "not measured later: as its rerun found"}
-CLEARED = {"rerun": "", "later": "confirmed by its rerun, gone when measured again later"}
+UNMEASURED = {"rerun": "not rerun: unconfirmed", "later": "not measured later"}
+CLEARED = {"rerun": "", "later": "gone when measured again later"}
 
 
 def confirm(first: Verdict, rerun: Verdict, by: str = "rerun") -> Verdict:

@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -164,12 +165,18 @@ def nightly(repo: Path, seed: int, *options: str, until: str | None = None, **en
     with subprocess.Popen(
         cmd, cwd=repo, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     ) as process:
+        # Read line by line (for `until`), yet never wait past 10 minutes for a nightly that hangs.
+        deadline = threading.Timer(600, process.kill)
+        deadline.start()
         output = []
-        for line in process.stdout:
-            output.append(line)
-            if until and until in line:
-                Path(environ["GPU_MEMPATHS_FAKE_SLOWDOWN_WHILE"]).unlink()
-        status = process.wait(timeout=600)
+        try:
+            for line in process.stdout:
+                output.append(line)
+                if until and until in line:
+                    Path(environ["GPU_MEMPATHS_FAKE_SLOWDOWN_WHILE"]).unlink()
+            status = process.wait()
+        finally:
+            deadline.cancel()
     (outdir,) = set((repo / "reports" / "nightly" / "fakegpu").glob("*")) - before
     return status, "".join(output), outdir
 

@@ -127,6 +127,19 @@ def test_history_leaves_out_the_runs_that_failed_their_checks():
     assert list(history["time"].dt.hour) == [1, 3]  # the failed run (a fault) does not widen tolerances
 
 
+def test_history_leaves_out_drills_and_their_reruns(tmp_path, monkeypatch):
+    """A planted fault passes its checks (they hold to physical bounds only): it must not widen tolerances."""
+    monkeypatch.setattr(runs, "NIGHTLY_DIR", tmp_path)
+    drill = {"stamp": "d", "start": "2026-11-20T02:00", "end": "2026-11-20T02:10", "drill": "host memory"}
+    drill["rerun"] = {"start": "2026-11-20T02:20", "end": "2026-11-20T02:30"}
+    (tmp_path / "local" / "d").mkdir(parents=True)
+    (tmp_path / "local" / "d" / "run.json").write_text(json.dumps(drill))
+    times = ["2026-11-20T01:00", "2026-11-20T02:05", "2026-11-20T02:25", "2026-11-20T03:00"]
+    frame = pd.DataFrame({"system": ["local"] * 4, "result": ["pass"] * 4, "time": pd.to_datetime(times, utc=True)})
+    history = accept.history_of(frame, [{"start": "2026-11-21T00:00", "end": "2026-11-21T01:00"}], "local")
+    assert list(history["time"].dt.hour) == [1, 3]
+
+
 def test_written_references_keep_the_header_and_replace_the_last_acceptance(tmp_path):
     entries = {
         "X": [{"where": {"gpu_model": "G"}, "case": {"op": "read"}, "values": {"bw": [1.0, -0.1, None, "GB/s"]}}]
@@ -346,3 +359,33 @@ def test_a_drill_is_judged_as_any_night_and_left_out_of_later_nights_history(tmp
     parser = cli.parser()
     args = parser.parse_args(["nightly", "--drill", "host memory streamed on 16 cores", "--confirm-later", "0"])
     assert args.drill == "host memory streamed on 16 cores" and args.confirm_later == 0
+
+
+def test_a_rerun_saves_its_window_at_once_and_hands_on_the_records_it_reloaded(tmp_path, monkeypatch):
+    """A night killed after its rerun keeps the rerun's window in run.json
+    (rejudge confirms by it); the change points over the nights see the
+    rerun's records (a transient path is at its rerun's level)."""
+    reloaded = pd.DataFrame({"with": ["the rerun's records"]})
+    monkeypatch.setattr(nightly, "rerun_selection", lambda result, report: ["-n", "/abc"])
+    monkeypatch.setattr(nightly, "reframe", lambda *args: 0)
+    monkeypatch.setattr(nightly, "outcomes", lambda report: {"failed": [], "passed": [], "skipped": []})
+    monkeypatch.setattr(nightly, "load", lambda paths, warn: type("Loaded", (), {"frame": reloaded}))
+    monkeypatch.setattr(nightly, "judged_with_rerun", lambda frame, system, accepted, run, alpha: "confirmed")
+    run = {"stamp": "s", "start": "2026-12-01T01:00", "end": "2026-12-01T01:05"}
+    night = nightly.Night("site", run, tmp_path, {}, [], 0.05, {"failed": []}, pd.DataFrame())
+    assert nightly.rerun_flagged(night, "rerun", "confirming", result=None) == "confirmed"
+    assert night.frame is reloaded
+    assert set(json.loads((tmp_path / "run.json").read_text())["rerun"]) == {"start", "end"}
+
+
+def test_no_later_measure_without_a_rerun_or_on_a_night_that_failed(tmp_path, monkeypatch):
+    slept = []
+    monkeypatch.setattr(nightly.time, "sleep", slept.append)
+    flagged = type("Verdict", (), {"flagged_paths": lambda self: ["host memory read, NUMA node 0"]})()
+    run = {"stamp": "s", "start": "2026-12-01T01:00", "end": "2026-12-01T01:05"}
+    night = nightly.Night("site", run, tmp_path, {}, [], 0.05, {"failed": []}, pd.DataFrame())
+    assert nightly.confirm_later(night, flagged, 180) is flagged  # nothing was rerun
+    run["rerun"] = {"start": "2026-12-01T01:06", "end": "2026-12-01T01:07"}
+    night.found["failed"] = ["rerun: path_matrix"]
+    assert nightly.confirm_later(night, flagged, 180) is flagged  # it exits 1 whatever moved
+    assert slept == []

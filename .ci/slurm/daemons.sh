@@ -41,5 +41,6 @@ launch() {
         sleep 0.05
     done
     echo "start.sh: error: $name (pid $pid) had not exec'd after 10 s" >&2
+    kill "$pid" 2>/dev/null || true   # stop.sh would not know it by its name
     return 1
 }
