@@ -380,7 +380,7 @@ def nightly(args) -> int:
     write_verdict(outdir, run, result, status, reasons, found)
     send_verdict(system, run, result, changes)
     if records is not None and not args.no_report:
-        write_html(system, run, records, outdir, frame)
+        write_html(system, run, records, outdir, frame, result)
     report_outcome(found, result, reasons, status, outdir, changes)
     return status
 
@@ -436,16 +436,19 @@ def node_facts_judged(accepted: dict | None, outdir: Path) -> bool:
     )
 
 
-def write_html(system: str, run: dict, records: Loaded, outdir: Path, frame: pd.DataFrame) -> None:
-    """The run's HTML report, from the records the gate judged, linking the
-    system's history over every night (from `frame`, every record the
+def write_html(
+    system: str, run: dict, records: Loaded, outdir: Path, frame: pd.DataFrame, result: verdict.Verdict | None = None
+) -> None:
+    """The run's HTML report, from the records the gate judged, opening with
+    the night's verdict (run.json's, each path's from `result`) and linking
+    the system's history over every night (from `frame`, every record the
     verdict read), kept beside the nights (history/); a report or history
     that cannot be drawn changes no verdict."""
     if records.frame.empty:
         print("nightly: warning: no HTML report: the run logged no performance values", file=sys.stderr)
         return
     from .history import write_history
-    from .html import write_report
+    from .html import verdict_section, write_report
 
     try:
         page = write_history(system, outdir.parent / "history", frame)
@@ -454,7 +457,9 @@ def write_html(system: str, run: dict, records: Loaded, outdir: Path, frame: pd.
         page = None
     try:
         title = f"Nightly run of {system}, {run['stamp']} UTC"
-        report = write_report(records, outdir, title, histories={system: page} if page else {})
+        paths = result.paths if result is not None else None
+        summary = verdict_section(run, paths, run.get("changes", []))
+        report = write_report(records, outdir, title, histories={system: page} if page else {}, verdict=summary)
         print(f"report written to {report.index}")
     except Exception as err:
         print(f"nightly: warning: no HTML report: {err!r}", file=sys.stderr)

@@ -2,6 +2,7 @@
 (the whole flow through ReFrame is tests/test_fake_gpu.py)."""
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -328,9 +329,15 @@ def test_a_nights_report_links_the_systems_history(tmp_path):
     records = Loaded(frame[tonight])
     assert not records.frame.empty
     outdir = tmp_path / last["stamp"].replace(":", "")
-    nightly.write_html("hopper-vm", last, records, outdir, frame)
+    paths = pd.read_csv(runs.NIGHTLY_DIR / "hopper-vm" / last["stamp"].replace(":", "") / "paths.csv")
+    nightly.write_html("hopper-vm", last, records, outdir, frame, verdict.Verdict(pd.DataFrame(), paths))
     index = (outdir / "index.html").read_text()
     assert "href='../history/history.html'" in index and "History of hopper-vm" in index
+    # The night's verdict opens its report, what moved first (22:49: the copy engines' host-to-GPU path).
+    assert f"<h2>Verdict: exit {last['exit']} ({last['meaning']})</h2>" in index
+    table = index[index.index("<caption>each path against") :].split("</table>")[0]
+    rows = re.findall(r"<tr>\s*<td>([^<]+)</td>\s*<td>([^<]+)</td>", table)
+    assert len(rows) == len(paths) and rows[0][1] == "MOVED" and rows[-1][1] == "pass"
     history = (tmp_path / "history" / "history.html").read_text()
     assert "History of hopper-vm: 22 paths over" in history and "history-host-link.png" in history
     assert "index.html" not in history  # one history serves every night: no way back to one of them
