@@ -182,26 +182,34 @@ VERDICT_COLUMNS = {
     "reason": "why",
 }
 #: A path's verdicts, the ones a centre must read first.
-VERDICT_ORDER = ["moved", "unstable", "broken", "transient", "improved", "unjudged", "pass"]
+VERDICT_ORDER = ["moved", "unstable", "broken", "transient", "improved", "unjudged", "pass", "yardstick"]
+#: Verdicts that are no finding, shown in lower case.
+QUIET = ("pass", "yardstick")
 
 
-def verdict_section(run: dict, paths: pd.DataFrame | None, changes: list[str]) -> list[str]:
+def verdict_section(
+    run: dict, paths: pd.DataFrame | None, changes: list[str], reasons: dict[str, str] | None = None
+) -> list[str]:
     """A night's verdict at the top of its report: the exit status and its
-    meaning, why it was not judged, a drill's fault, the changes over the
-    nights, and one row per path (what moved first), as run.json and
-    paths.csv have them."""
+    meaning, why it was not judged (each reason with its meaning from
+    `reasons`), a drill's fault, the changes over the nights, and one row per
+    path, what moved first and the largest moves first within a verdict, as
+    run.json and paths.csv have them."""
     parts = [f"<h2>Verdict: exit {run.get('exit')} ({html.escape(str(run.get('meaning', '')))})</h2>"]
     if run.get("drill"):
         parts.append(f"<p>A drill: {html.escape(run['drill'])} (no night of later nights' history).</p>")
     for reason in run.get("unjudged_reasons") or []:
-        parts.append(f"<p>Not judged: {html.escape(reason)} (run.json).</p>")
+        meaning = (reasons or {}).get(reason)
+        parts.append(f"<p>Not judged ({html.escape(reason)}){': ' + html.escape(meaning) if meaning else ''}.</p>")
     if changes:
         parts += ["<p>Changes over the nights:</p><ul>", *(f"<li>{html.escape(c)}</li>" for c in changes), "</ul>"]
     if paths is not None and not paths.empty:
         table = paths[[c for c in VERDICT_COLUMNS if c in paths.columns]].copy()
         rank = {verdict: i for i, verdict in enumerate(VERDICT_ORDER)}
-        table = table.sort_values("verdict", key=lambda v: v.map(rank).fillna(len(rank)), kind="stable")
-        table["verdict"] = table["verdict"].where(table["verdict"] == "pass", table["verdict"].str.upper())
+        table["rank"] = table["verdict"].map(rank).fillna(len(rank))
+        table["size"] = -table["change_pct"].abs() if "change_pct" in table else 0
+        table = table.sort_values(["rank", "size"], kind="stable").drop(columns=["rank", "size"])
+        table["verdict"] = table["verdict"].where(table["verdict"].isin(QUIET), table["verdict"].str.upper())
         parts.append(_table(table.rename(columns=VERDICT_COLUMNS), "each path against the accepted runs (paths.csv)"))
     return parts
 

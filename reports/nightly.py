@@ -458,7 +458,7 @@ def write_html(
     try:
         title = f"Nightly run of {system}, {run['stamp']} UTC"
         paths = result.paths if result is not None else None
-        summary = verdict_section(run, paths, run.get("changes", []))
+        summary = verdict_section(run, paths, run.get("changes", []), UNJUDGED_REASONS)
         report = write_report(records, outdir, title, histories={system: page} if page else {}, verdict=summary)
         print(f"report written to {report.index}")
     except Exception as err:

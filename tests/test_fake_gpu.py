@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -163,10 +164,11 @@ def nightly(repo: Path, seed: int, *options: str, until: str | None = None, **en
         f"SuiteBuild.sourcesdir={sources}",
     ]
     with subprocess.Popen(
-        cmd, cwd=repo, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd, cwd=repo, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     ) as process:
-        # Read line by line (for `until`), yet never wait past 10 minutes for a nightly that hangs.
-        deadline = threading.Timer(600, process.kill)
+        # Read line by line (for `until`), yet never wait past 10 minutes for a nightly that hangs: kill its
+        # whole session, ReFrame and its jobs too, which hold the output open.
+        deadline = threading.Timer(600, os.killpg, (process.pid, signal.SIGKILL))
         deadline.start()
         output = []
         try:

@@ -396,3 +396,23 @@ def test_no_later_measure_without_a_rerun_or_on_a_night_that_failed(tmp_path, mo
     night.found["failed"] = ["rerun: path_matrix"]
     assert nightly.confirm_later(night, flagged, 180) is flagged  # it exits 1 whatever moved
     assert slept == []
+
+
+def test_a_nights_verdict_names_its_reasons_and_puts_the_largest_alarms_first():
+    from reports.html import verdict_section
+
+    paths = pd.DataFrame(
+        {
+            "path": ["a", "b", "c", "d", "e"],
+            "verdict": ["pass", "moved", "yardstick", "moved", "transient"],
+            "change_pct": [0.1, -4.0, float("nan"), -30.0, 9.0],
+            "reason": ["", "moved alone: <x> & y", "", "", "gone when measured again later"],
+        }
+    )
+    run = {"exit": 3, "meaning": "not judged", "unjudged_reasons": ["vanished"]}
+    parts = verdict_section(run, paths, [], nightly.UNJUDGED_REASONS)
+    page = "\n".join(parts)
+    assert "<p>Not judged (vanished): figures the accepted runs have were not measured tonight.</p>" in page
+    rows = re.findall(r"<tr>\s*<td>([^<]+)</td>\s*<td>([^<]+)</td>", page)
+    assert rows == [("d", "MOVED"), ("b", "MOVED"), ("e", "TRANSIENT"), ("a", "pass"), ("c", "yardstick")]
+    assert "moved alone: &lt;x&gt; &amp; y" in page
