@@ -187,13 +187,13 @@ def changes(table: pd.DataFrame, spreads: dict[str, float]) -> list[Change]:
     return found
 
 
-def night_changes(
-    frame: pd.DataFrame, system: str, accepted: dict, spreads: dict[str, float], tonight: dict | None = None
-) -> list[Change]:
-    """The changes over every night of the system, tonight's included (`tonight`,
-    its reruns' windows and path verdicts as they are now, over its run.json on disk)."""
+def night_levels(frame: pd.DataFrame, system: str, accepted: dict, tonight: dict | None = None) -> pd.DataFrame:
+    """Each path's level over every night of the system (path_levels), tonight's
+    included (`tonight`, its reruns' windows and path verdicts as they are
+    now, over its run.json on disk): what tonight's changes are found in and
+    its history page is drawn from."""
     runs = finished_runs(system)
     if tonight is not None:  # a drill too: judged over the history as any night is
         runs = [r for r in runs if r["stamp"] != tonight["stamp"]] + [tonight]
     stamps = [r["stamp"] for r in accepted["runs"]]
-    return changes(path_levels(frame, system, runs, stamps), spreads) if runs else []
+    return path_levels(frame, system, runs, stamps)

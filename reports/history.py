@@ -92,14 +92,19 @@ def draw(table: pd.DataFrame, spreads: dict[str, float], found: list, outdir: Pa
     return written
 
 
-def write_history(system: str, outdir: Path, frame: pd.DataFrame | None = None, back: str = "") -> Path | None:
+def write_history(
+    system: str, outdir: Path, frame: pd.DataFrame | None = None, back: str = "", drawn: tuple | None = None
+) -> Path | None:
     """history.html and its figures under `outdir`, with a link to `back`
-    where given; None where the system has no accepted runs or nights, or
-    `frame` holds none of its nights."""
-    accepted, nights = read_accepted(system), finished_runs(system)
-    if accepted is None or not nights:
-        return None
-    table, spreads, found = history_table(system, accepted, nights, frame)
+    where given, from `drawn` (levels, spreads and changes a nightly already
+    has) or else history_table; None where the system has no accepted runs
+    or nights, or `frame` holds none of its nights."""
+    if drawn is None:
+        accepted, nights = read_accepted(system), finished_runs(system)
+        if accepted is None or not nights:
+            return None
+        drawn = history_table(system, accepted, nights, frame)
+    table, spreads, found = drawn
     if table.empty:
         return None
     outdir.mkdir(parents=True, exist_ok=True)

@@ -361,7 +361,7 @@ def nightly(args) -> int:
     # or judged again.
     save_run(outdir, run)
 
-    result = records = frame = None
+    result = records = frame = history = None
     changes: list[changepoints.Change] = []
     if health == 0:
         result, records, frame = judge_night(system, run, accepted, args.alpha)
@@ -372,7 +372,9 @@ def nightly(args) -> int:
             frame = night.frame  # with the reruns' records: tonight's transients are at their reruns' level
             spreads = dict(zip(result.paths["path"], result.paths["spread_pct"] / 100))
             run["paths"] = path_verdicts(result)
-            changes = changepoints.night_changes(frame, system, accepted, spreads, tonight=run)
+            levels = changepoints.night_levels(frame, system, accepted, tonight=run)
+            changes = changepoints.changes(levels, spreads)
+            history = (levels, spreads, changes)  # the history page's, not computed again
     node_judged = node_facts_judged(accepted, outdir)
     reasons = unjudged_reasons(result, node_judged, health == 0)
     status = nightly_status(found, result, reasons, args.allow_unjudged, changes)
@@ -380,7 +382,7 @@ def nightly(args) -> int:
     write_verdict(outdir, run, result, status, reasons, found)
     send_verdict(system, run, result, changes)
     if records is not None and not args.no_report:
-        write_html(system, run, records, outdir, frame, result)
+        write_html(system, run, records, outdir, frame, result, history)
     report_outcome(found, result, reasons, status, outdir, changes)
     return status
 
@@ -437,13 +439,20 @@ def node_facts_judged(accepted: dict | None, outdir: Path) -> bool:
 
 
 def write_html(
-    system: str, run: dict, records: Loaded, outdir: Path, frame: pd.DataFrame, result: verdict.Verdict | None = None
+    system: str,
+    run: dict,
+    records: Loaded,
+    outdir: Path,
+    frame: pd.DataFrame,
+    result: verdict.Verdict | None = None,
+    history: tuple | None = None,
 ) -> None:
     """The run's HTML report, from the records the gate judged, opening with
     the night's verdict (run.json's, each path's from `result`) and linking
-    the system's history over every night (from `frame`, every record the
-    verdict read), kept beside the nights (history/); a report or history
-    that cannot be drawn changes no verdict."""
+    the system's history over every night, kept beside the nights (history/):
+    `history`, the levels, spreads and changes tonight was judged over, or
+    else drawn from `frame`, every record the verdict read. A report or
+    history that cannot be drawn changes no verdict."""
     if records.frame.empty:
         print("nightly: warning: no HTML report: the run logged no performance values", file=sys.stderr)
         return
@@ -451,7 +460,7 @@ def write_html(
     from .html import verdict_section, write_report
 
     try:
-        page = write_history(system, outdir.parent / "history", frame)
+        page = write_history(system, outdir.parent / "history", frame, drawn=history)
     except Exception as err:  # matplotlib and pandas raise many kinds
         print(f"nightly: warning: no history page: {err!r}", file=sys.stderr)
         page = None

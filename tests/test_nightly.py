@@ -11,6 +11,7 @@ import yaml
 
 from experiments.references import matching_values
 from reports import accept, cli, nightly, runs, verdict
+from reports import history as history_page
 
 H100 = {"gpu_model": "NVIDIA H100 80GB HBM3", "host_link": "pcie gen5 x16", "gpu_count": "1"}
 
@@ -341,6 +342,14 @@ def test_a_nights_report_links_the_systems_history(tmp_path):
     history = (tmp_path / "history" / "history.html").read_text()
     assert "History of hopper-vm: 22 paths over" in history and "history-host-link.png" in history
     assert "index.html" not in history  # one history serves every night: no way back to one of them
+    # The nightly hands the history what it judged tonight over, rather than have it computed again: the same page.
+    accepted = runs.read_accepted("hopper-vm")
+    levels = nightly.changepoints.night_levels(frame, "hopper-vm", accepted, tonight=last)
+    spreads = dict(zip(paths["path"], paths["spread_pct"] / 100))
+    drawn = (levels, spreads, nightly.changepoints.changes(levels, spreads))
+    again = history_page.write_history("hopper-vm", tmp_path / "again", drawn=drawn).read_text()
+    heading = re.compile(r"<h1>.*</h1>|<h2>Changes the nightly reports</h2><ul>.*?</ul>", re.S)
+    assert heading.findall(again) == heading.findall(history)
 
 
 def test_a_drill_is_judged_as_any_night_and_left_out_of_later_nights_history(tmp_path, monkeypatch):
@@ -359,9 +368,8 @@ def test_a_drill_is_judged_as_any_night_and_left_out_of_later_nights_history(tmp
     monkeypatch.setattr(
         nightly.changepoints, "path_levels", lambda frame, system, nights, stamps: seen.append(nights) or pd.DataFrame()
     )
-    monkeypatch.setattr(nightly.changepoints, "changes", lambda table, spreads: [])
     tonight = {"stamp": "drill", "start": "2026-12-04T01:00", "end": "2026-12-04T01:05", "drill": "GPU memory"}
-    nightly.changepoints.night_changes(pd.DataFrame(), "site", {"runs": []}, {}, tonight=tonight)
+    nightly.changepoints.night_levels(pd.DataFrame(), "site", {"runs": []}, tonight=tonight)
     assert [r["stamp"] for r in seen[-1]] == ["n1", "n3", "drill"]
     parser = cli.parser()
     args = parser.parse_args(["nightly", "--drill", "host memory streamed on 16 cores", "--confirm-later", "0"])
