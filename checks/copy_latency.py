@@ -32,6 +32,7 @@ from reframe.core.builtins import run_after, run_before, variable
 
 from checks.suite.base import GpuCheck
 from checks.suite.settings import Count, Decimal, Device, Real, Size, Whole, size_bytes
+from experiments import budget
 from experiments.copy_latency import (
     BASE_METHODS,
     DIRECTIONS,
@@ -44,6 +45,7 @@ from experiments.copy_latency import (
     perf_name,
 )
 from experiments.records import read_output
+from systems import data
 
 
 @sn.deferrable
@@ -130,6 +132,18 @@ class copy_latency(GpuCheck):
     @run_after("setup")
     def choose_methods(self):
         self.methods = self.measured_methods()
+
+    #: A small copy's submission and completion, at most.
+    COPY_S = 20e-6
+
+    def expected_seconds(self) -> float:
+        # Every method, direction and size: `reps` copies, or `case_seconds` where those take longer.
+        link = data.speed_of_light(self.node)["host_link"]
+        sizes = [1 << i for i in range(size_bytes(self.max_size).bit_length())]
+        per_direction = sum(
+            min(self.case_seconds, self.reps * (self.COPY_S + budget.transfer_s(size, link))) for size in sizes
+        )
+        return budget.START_S + len(self.measured_methods()) * len(DIRECTIONS) * per_direction
 
     def headline_sizes(self) -> list[int]:
         """The headline sizes the sweep reaches."""

@@ -40,6 +40,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import GpuCheck
 from checks.suite.settings import Count, Each, Whole
+from experiments import budget
 from experiments.daxpy import (
     DATA_SIZES,
     FIXED_INNERS,
@@ -55,6 +56,7 @@ from experiments.daxpy import (
     parse_points,
     perf_var_name,
 )
+from systems import data
 
 
 @sn.deferrable
@@ -136,6 +138,18 @@ class daxpy(GpuCheck):
         """What the program runs: every point once, then the headline points again."""
         again = [p for p in HEADLINE_POINTS if p in self.points()] * (self.samples - 1)
         return self.points() + again
+
+    def expected_seconds(self) -> float:
+        # Per point: x and y fresh on the host, y migrated there and back each
+        # outer iteration (managed without prefetch: by faults), the kernels.
+        link = data.speed_of_light(self.node)["host_link"]
+        share = budget.MIGRATION_OF_LINK if self.allocator != "explicit" and self.prefetch == "off" else budget.REACHED
+        array = self.rows * self.data_size
+        total = budget.START_S
+        for inner, outer in self.measured_points():
+            total += budget.first_touch_s(2 * array) + (1 + outer) * budget.transfer_s(2 * array, link, share)
+            total += (2 + inner * outer) * budget.LAUNCH_S
+        return total
 
     @run_before("run")
     def set_options(self):

@@ -53,7 +53,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import fixture, parameter, run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
-from checks.suite.base import NodeFacts
+from checks.suite.base import KeptSkipReason, NodeFacts
 from checks.suite.build import GdrCopyBuild, gdrcopy_source, gdrdrv_absent
 from checks.suite.gdrcopy_runs import (
     apiperf_curve,
@@ -91,7 +91,7 @@ from systems import data
 GDRCOPY_ALLOC_FN = {"device": "cuMemAlloc"}
 
 
-class GdrCopyCheck(rfm.RunOnlyRegressionTest, NodeFacts):
+class GdrCopyCheck(KeptSkipReason, rfm.RunOnlyRegressionTest, NodeFacts):
     """One of GDRCopy's tests on one GPU, its process placed on a NUMA node,
     run `repeats` times in one job ("Repeat: k of n" before each): each
     headline figure's samples are its values in the repeats."""

@@ -14,7 +14,8 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, variable
 
 from checks.suite.base import SuiteCheck
-from checks.suite.settings import Count, Size, Whole
+from checks.suite.settings import Count, Size, Whole, size_bytes
+from experiments import budget
 from experiments.host_bandwidth import (
     OPS,
 )
@@ -62,6 +63,14 @@ class host_bandwidth(SuiteCheck):
 
     def numa_nodes(self) -> list:
         return self.node["numa_nodes"]
+
+    #: What one socket's memory reads or writes, at least (tens of GB/s).
+    HOST_MEMORY_BPS = 20e9
+
+    def expected_seconds(self) -> float:
+        nbytes = size_bytes(self.buffer_size)
+        per_node = budget.first_touch_s(nbytes) + len(OPS) * self.runs * nbytes / self.HOST_MEMORY_BPS
+        return budget.START_S + len(self.numa_nodes()) * per_node
 
     @run_before("run")
     def set_options(self):

@@ -52,6 +52,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 from checks.suite.base import MultiGpuCheck
 from checks.suite.curves import output_curve
 from checks.suite.settings import Choice, Count, Decimal, Each, Real, Size, Whole
+from experiments import budget
 from experiments.mem_scan import (
     ATOMIC_WIDTHS,
     HEADLINE_SCAN,
@@ -68,7 +69,7 @@ from experiments.mem_scan import (
     summary_names,
 )
 from experiments.records import read_output
-from systems import data
+from systems import data, parse_quantity
 
 
 @sn.deferrable
@@ -170,6 +171,18 @@ class mem_scan(MultiGpuCheck):
 
     def point_widths(self) -> list:
         return ATOMIC_WIDTHS if self.op == "atomic" else self.widths
+
+    #: One timed launch: tens of milliseconds per 20 (the program sizes each
+    #: launch so; 26-33 ms on two H200s from 4 B to 16 KiB segments).
+    LAUNCH_S = 1.6e-3
+
+    def expected_seconds(self) -> float:
+        # The buffer filled once at HBM speed, and a warm-up and `reps` launches per point.
+        gpu_memory = parse_quantity(self.node["gpus"]["memory"])
+        fill = budget.transfer_s(self.memory_fraction * gpu_memory, data.speed_of_light(self.node)["hbm"])
+        points = len(self.segments) * len(self.point_widths())
+        starts = self.node_gpus if self.mode == "multiprocess" else 1
+        return starts * budget.START_S + fill + points * (self.reps + 1) * self.LAUNCH_S
 
     @run_after("setup")
     def skip_other_mappings(self):

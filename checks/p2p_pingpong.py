@@ -18,6 +18,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import MultiGpuCheck, median
 from checks.suite.settings import Count, Size, Whole, size_bytes
+from experiments import budget
 from experiments.p2p_pingpong import (
     GiB,
     parse_pingpong_samples,
@@ -92,6 +93,15 @@ class p2p_pingpong(MultiGpuCheck):
             f"with nvbit_tool in systems/{system}.yaml",
         )
         self.nvbit_tool = tool
+
+    #: One round trip's launch and flags across the link, besides the array's bytes.
+    ROUND_TRIP_S = 5e-6
+
+    def expected_seconds(self) -> float:
+        # Each iteration moves the array both ways; the baseline runs beside each other variant.
+        peer = data.peer_bandwidth(self.node, 0, 1)
+        trip = self.ROUND_TRIP_S + budget.transfer_s(2 * size_bytes(self.size), 2 * peer if peer else None)
+        return budget.START_S + len(self.variants()) * self.samples * self.iters * trip
 
     def variants(self) -> list:
         return ["baseline"] + ([] if self.variant == "baseline" else [self.variant])

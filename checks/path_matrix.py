@@ -31,7 +31,8 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import GpuCheck
-from checks.suite.settings import Count, Size, Whole
+from checks.suite.settings import Count, Size, Whole, size_bytes
+from experiments import budget
 from experiments.path_matrix import (
     CASES,
     cell_parts,
@@ -159,6 +160,20 @@ class path_matrix(GpuCheck):
 
     def cells(self) -> list[str]:
         return expected_cells(self.node, self.numa_nodes, self.matrix, self.engine)
+
+    #: One dependent load's round trip, at most (a PCIe host link's is about 1.25 us).
+    CHASE_STEP_S = 2e-6
+
+    def expected_seconds(self) -> float:
+        # Every cell a warm-up and its samples, at its link's limit; a chase per sample.
+        total = budget.START_S
+        for cell in self.cells():
+            if "_latency_" in cell:
+                total += self.samples * self.chase_steps * self.CHASE_STEP_S
+            else:
+                limit = self.figure_limit(cell)
+                total += budget.transfer_s((self.samples + 1) * size_bytes(self.size), limit * 1e9 if limit else None)
+        return total
 
     def curve_records(self):
         # No points of a curve: each cell's link limit (system data, not measured), for the report's heat maps.

@@ -11,8 +11,14 @@ speed of light (systems/) bounds them and says how far each is from the best
 this node can do.
 
 Size classes, as the seed's: ``small`` is its 1 GiB on every GPU; ``oversubscribed``
-is twice the GPU's memory (the seed's 32 GiB on a 16 GB V100) and runs only where
-the system declares managed-memory oversubscription safe.
+is twice the GPU's memory (the seed's 32 GiB on a 16 GB V100). The seed's point
+there is migration under oversubscription: managed memory that cannot stay on
+the GPU thrashes, unless advice keeps it on the host. So the class is managed
+memory's alone, and runs only where the system declares managed-memory
+oversubscription safe; NUMA-local and pinned memory are never migrated, and
+their rate is the same at any size (the seed: 1 to 120 GiB), which the small
+class measures. An oversubscribed case moves its data runs x repeats times:
+sized down to fewer repeats where that is over the case budget.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 from reframe.core.exceptions import SkipTestError
 
 from checks.suite.base import GpuCheck, median
-from checks.suite.settings import Choice, Count, CountOr, Decimal, Real, Size, Whole
+from checks.suite.settings import Choice, Count, CountOr, Decimal, Real, Size, Whole, size_bytes
+from experiments import budget
 from experiments.records import read_output
 from experiments.um_bandwidth import (
     COPY_ENGINE_LINE,
@@ -122,8 +129,64 @@ class um_bandwidth(GpuCheck):
             "read-mostly is advice for data the GPU only reads; GPU writes fault on every duplicated page",
         )
 
+    @run_after("init")
+    def oversubscribe_managed_memory_only(self):
+        self.skip_if(
+            self.size_class == "oversubscribed" and self.allocator != "managed",
+            f"{self.allocator} memory is never migrated: its rate at any size is the small class's "
+            "(oversubscription is managed memory's experiment)",
+        )
+
     def oversubscribed_size(self) -> float:
         return self.oversubscription_factor * parse_quantity(self.node["gpus"]["memory"])
+
+    def data_bytes(self) -> float:
+        if self.size_class == "oversubscribed":
+            return self.oversubscribed_size()
+        return float(size_bytes(self.small_size))
+
+    def run_seconds(self) -> list[float]:
+        """Each kernel run's expected seconds, by where the data is when it runs."""
+        nbytes, sol = self.data_bytes(), data.speed_of_light(self.node)
+        link, hbm = sol["host_link"], sol["hbm"]
+        migrate = budget.transfer_s(nbytes, link, budget.MIGRATION_OF_LINK)
+        if self.allocator == "device":
+            return [budget.transfer_s(nbytes, hbm)] * self.runs
+        if self.allocator != "managed" or self.advice == "accessed-by":
+            return [budget.transfer_s(nbytes, link)] * self.runs
+        if self.advice == "preferred-location-cpu":
+            return [migrate] + [budget.transfer_s(nbytes, link)] * (self.runs - 1)
+        if self.touch_on_host and self.advice == "read-mostly":
+            return [budget.transfer_s(nbytes, link, budget.DUPLICATE_INVALIDATION_OF_LINK)] * self.runs
+        if self.touch_on_host:
+            return [migrate] * self.runs
+        return [migrate] + [budget.transfer_s(nbytes, hbm)] * (self.runs - 1)
+
+    def repeat_seconds(self) -> float:
+        """One repeat: a fresh allocation filled (and pinned) on the host, its runs."""
+        nbytes = self.data_bytes()
+        host = 0.0 if self.allocator == "device" else budget.first_touch_s(nbytes)
+        pinned = budget.first_touch_s(nbytes) if self.allocator in ("numa", "pinned") else 0.0
+        return host + pinned + sum(self.run_seconds())
+
+    def expected_seconds(self) -> float:
+        copies = min(self.data_bytes(), GiB)
+        copy_engine = budget.first_touch_s(copies) + 12 * budget.transfer_s(copies, self.node_link())
+        return budget.START_S + copy_engine + self.repeats * self.repeat_seconds()
+
+    def node_link(self) -> float | None:
+        return data.speed_of_light(self.node)["host_link"]
+
+    #: The fewest repeats a sized-down case keeps: three samples of each figure.
+    MIN_REPEATS = 3
+
+    def size_down(self, budget_s: float) -> str:
+        fixed = self.expected_seconds() - self.repeats * self.repeat_seconds()
+        fits = int((budget_s - fixed) // self.repeat_seconds())
+        if fits < self.MIN_REPEATS or fits >= self.repeats:
+            return ""
+        was, self.repeats = self.repeats, fits
+        return f"repeats {was} -> {fits}"
 
     @run_after("setup")
     def skip_what_cannot_run_safely(self):

@@ -13,6 +13,7 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 
+from experiments.budget import CASE_BUDGET_S, EXPECTED, START_S, minutes
 from experiments.keys import NODE_FACTS, format_case, format_value, sample_name
 from experiments.records import read_output, records
 from experiments.references import references_for
@@ -20,7 +21,7 @@ from experiments.references import references_for
 from .build import REPO, SuiteBuild
 from .curves import keep_curve, output_curve
 from .placement import Placement
-from .settings import Choice, SiteSettings
+from .settings import Choice, Count, SiteSettings, Whole
 
 
 def cuda_build_facts(build_stagedir: str) -> tuple[str, str]:
@@ -66,6 +67,19 @@ def median(values) -> float:
 _WATCHED = r"^Watch: [1-9]\d* GPU\(s\) watched for \S+ s, 0 fault\(s\)$"
 
 
+class KeptSkipReason(rfm.RegressionTestPlugin):
+    """Why a case was skipped, kept where ReFrame's report keeps none: the
+    run's plan (reports/plan.py) groups the cases left out by it. First
+    among a test's bases, before ReFrame's own skip_if."""
+
+    left_out_because = variable(str, value="", loggable=True)
+
+    def skip_if(self, cond, msg=None):
+        if cond:
+            self.left_out_because = msg or ""
+        super().skip_if(cond, msg)
+
+
 class NodeFacts(Placement, SiteSettings):
     """The node a check runs on and the case it measures, as every perflog
     line carries them and as references are matched on (experiments/keys.py);
@@ -94,6 +108,16 @@ class NodeFacts(Placement, SiteSettings):
     #: column would make ReFrame start every perflog anew.
     reference_bounds = variable(str, value="tolerance", loggable=False)
 
+    #: The seconds this case is expected to take on its node (checks/suite/budget.py),
+    #: and why it is left out ('' where it runs): what the run's plan
+    #: (reports/plan.py) reads from ReFrame's report. Not in the perflogs.
+    expected_s = variable(float, value=0.0, loggable=True)
+    sized_down = variable(str, value="", loggable=True)
+
+    #: The most seconds one case may be expected to take: a longer one is
+    #: sized down where the check knows how (size_down), else left out.
+    case_budget_s = variable(Whole, int, value=CASE_BUDGET_S, loggable=False)
+
     #: Variables that change what the check measures (sizes, launch shapes);
     #: with the parameters they make the case. Repetitions are not among them.
     case_variables: tuple = ()
@@ -101,7 +125,7 @@ class NodeFacts(Placement, SiteSettings):
     #: The variables a site may set, each with the values it may take
     #: (checks/suite/settings.py): checked at setup, before any job script.
     #: A check's own add to its bases'.
-    settings: dict = {"reference_bounds": Choice(("tolerance", "physical"))}
+    settings: dict = {"reference_bounds": Choice(("tolerance", "physical")), "case_budget_s": Count(10, 86_400)}
 
     @property
     def node(self) -> dict:
@@ -197,6 +221,31 @@ class NodeFacts(Placement, SiteSettings):
     def describe_case(self):
         self.case = format_case(self.case_items())
 
+    def expected_seconds(self) -> float:
+        """What this case is expected to take on its node: a program's start,
+        and what a check adds for the bytes its program moves (budget.py)."""
+        return START_S
+
+    def size_down(self, budget_s: float) -> str:
+        """Make the case fit `budget_s` seconds where the check knows how
+        (fewer repeats of the same measurement, never another case): what it
+        changed ('repeats 5 -> 3'), '' where it could not."""
+        return ""
+
+    @run_after("setup", always_last=True)
+    def fit_the_budget(self):
+        expected = self.expected_seconds()
+        changed = self.size_down(self.case_budget_s) if expected > self.case_budget_s else ""
+        if changed:
+            self.sized_down = f"{changed}: {minutes(expected)} -> {minutes(self.expected_seconds())}"
+            expected = self.expected_seconds()
+        self.skip_if(
+            expected > self.case_budget_s,
+            f"over the case budget of {minutes(self.case_budget_s)} (-S case_budget_s=SECONDS runs it){EXPECTED}"
+            f"{minutes(expected)}",
+        )
+        self.expected_s = round(expected, 1)
+
     def uses_gpu(self) -> bool:
         return bool(self.num_gpus_per_node) and self.node["gpus"]["count"] > 0
 
@@ -263,7 +312,7 @@ class NodeFacts(Placement, SiteSettings):
         return sn.all([self.verified(), self.watched(), self.loaded_runtime(), keep_curve(self, self.curve_records())])
 
 
-class SuiteCheck(rfm.RunOnlyRegressionTest, NodeFacts):
+class SuiteCheck(KeptSkipReason, rfm.RunOnlyRegressionTest, NodeFacts):
     """A run of one of the suite's programs, built once by :class:`SuiteBuild`."""
 
     build = fixture(SuiteBuild, scope="environment")
