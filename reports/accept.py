@@ -32,13 +32,14 @@ from .runs import (
     REFERENCES,
     REPO,
     RERUNS,
-    accepted_file,
     find_run,
     finished_runs,
+    kind_of_run,
     now,
     read_accepted,
     run_rows,
     selected_system,
+    write_baseline,
 )
 from .status import MEANING, UNJUDGED
 
@@ -229,11 +230,19 @@ def accept(args) -> int:
             file=sys.stderr,
         )
         return UNJUDGED
-    record = {"system": system, "accepted": now(), "runs": runs, "node": node_facts_of([o for o, _ in found])}
-    target = accepted_file(system)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"accept: {', '.join(args.stamps)} now the baseline of {system} ({target.relative_to(REPO)})")
+    kinds = {kind_of_run(system, run) for run in runs}
+    if len(kinds) > 1:
+        print(
+            f"accept: the runs are of several kinds of node ({'; '.join(sorted(map(str, kinds)))}): "
+            "a baseline is of one kind, accept each kind's runs apart",
+            file=sys.stderr,
+        )
+        return UNJUDGED
+    kind = kinds.pop() or "unknown"
+    record = {"system": system, "kind": kind, "accepted": now(), "runs": runs}
+    record["node"] = node_facts_of([o for o, _ in found])
+    target = write_baseline(system, record)
+    print(f"accept: {', '.join(args.stamps)} now the baseline of {system} on {kind} ({target.relative_to(REPO)})")
     if not record["node"]:
         print("accept: warning: the runs recorded no node facts: health on this system judges nothing", file=sys.stderr)
     if args.write_references:
@@ -257,14 +266,16 @@ def rejudge(args) -> int:
     rejudged-paths.csv beside each run's compare.csv). The checks' own
     outcomes are not replayed: the exit is the verdict's alone."""
     system = selected_system(args.system)
-    accepted = read_accepted(system)
-    if accepted is None:
-        print(f"rejudge: no accepted run for {system}", file=sys.stderr)
-        return UNJUDGED
     frame = load([PERFLOGS / system], warn=None).frame
     worst = 0
     for stamp in args.stamps:
         outdir, run = find_run(system, stamp)
+        kind = kind_of_run(system, run)
+        accepted = read_accepted(system, kind) if kind else read_accepted(system)
+        if accepted is None:
+            print(f"rejudge: {stamp}: no accepted run of {system} on {kind or 'its kind of node'}", file=sys.stderr)
+            worst = max(worst, UNJUDGED)
+            continue
         result = nightly.judged_with_rerun(frame, system, accepted, run, args.alpha)
         result.figures.to_csv(outdir / "rejudged.csv", index=False)
         result.paths.to_csv(outdir / "rejudged-paths.csv", index=False)

@@ -103,7 +103,7 @@ def _local_file(url: str) -> Path | None:
 
 
 def shot_name(page: Path, report: Path) -> str:
-    """index, <check>, history-<system>: a page's name for its screenshot."""
+    """index, <check>, history-<system>-<kind>: a page's name for its screenshot."""
     return page.stem if page.parent == report or page.name != "history.html" else page.parent.name
 
 

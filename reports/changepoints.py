@@ -192,7 +192,7 @@ def night_levels(frame: pd.DataFrame, system: str, accepted: dict, tonight: dict
     included (`tonight`, its reruns' windows and path verdicts as they are
     now, over its run.json on disk): what tonight's changes are found in and
     its history page is drawn from."""
-    runs = finished_runs(system)
+    runs = finished_runs(system, kind=accepted.get("kind"))
     if tonight is not None:  # a drill too: judged over the history as any night is
         runs = [r for r in runs if r["stamp"] != tonight["stamp"]] + [tonight]
     stamps = [r["stamp"] for r in accepted["runs"]]

@@ -20,16 +20,18 @@ from . import changepoints, verdict
 from .figures import common  # noqa: F401  (the figures' backend and style)
 from .html import page_html
 from .load import load
-from .runs import PERFLOGS, accepted_masks, finished_runs, read_accepted, run_rows, selected_system
+from .runs import PERFLOGS, accepted_masks, finished_runs, read_accepted, read_baselines, run_rows, selected_system
 
 COLUMNS = 4
 
 
-def missing(system: str) -> str | None:
-    """What the system lacks for a history: accepted runs or finished nights; None if nothing."""
-    if read_accepted(system) is None:
-        return "no accepted runs"
-    return None if finished_runs(system) else "no finished nightly runs"
+def missing(system: str, kind: str | None = None) -> str | None:
+    """What the system (one kind of its nodes) lacks for a history: accepted
+    runs or finished nights; None if nothing."""
+    accepted = read_accepted(system, kind)
+    if accepted is None:
+        return "no accepted runs" + (f" of {kind}" if kind else "")
+    return None if finished_runs(system, kind=accepted["kind"]) else "no finished nightly runs"
 
 
 def history_table(
@@ -93,14 +95,21 @@ def draw(table: pd.DataFrame, spreads: dict[str, float], found: list, outdir: Pa
 
 
 def write_history(
-    system: str, outdir: Path, frame: pd.DataFrame | None = None, back: str = "", drawn: tuple | None = None
+    system: str,
+    outdir: Path,
+    frame: pd.DataFrame | None = None,
+    back: str = "",
+    drawn: tuple | None = None,
+    kind: str | None = None,
 ) -> Path | None:
-    """history.html and its figures under `outdir`, with a link to `back`
-    where given, from `drawn` (levels, spreads and changes a nightly already
-    has) or else history_table; None where the system has no accepted runs
-    or nights, or `frame` holds none of its nights."""
+    """history.html and its figures under `outdir` for one kind of the
+    system's nodes (its only one by default), with a link to `back` where
+    given, from `drawn` (levels, spreads and changes a nightly already has)
+    or else history_table; None where that kind has no accepted runs or
+    nights, or `frame` holds none of its nights."""
     if drawn is None:
-        accepted, nights = read_accepted(system), finished_runs(system)
+        accepted = read_accepted(system, kind)
+        nights = finished_runs(system, kind=accepted["kind"]) if accepted else []
         if accepted is None or not nights:
             return None
         drawn = history_table(system, accepted, nights, frame)
@@ -115,24 +124,34 @@ def write_history(
         f"<h2>Changes the nightly reports</h2><ul>{lines}</ul>",
         *(f"<figure><img src='{html.escape(quote(p.name))}' alt='{html.escape(p.stem)}'></figure>" for p in images),
     ]
-    heading = f"History of {system}: {table['path'].nunique()} paths over {nights} nights"
+    of = f"{system}, {kind}" if kind else system
+    heading = f"History of {of}: {table['path'].nunique()} paths over {nights} nights"
     page = outdir / "history.html"
-    page.write_text(page_html(f"History of {system}", parts, heading=heading, back=back))
+    page.write_text(page_html(f"History of {of}", parts, heading=heading, back=back))
     return page
+
+
+def slug(kind: str) -> str:
+    """'2 x NVIDIA H100 80GB HBM3' -> '2xNVIDIA-H100-80GB-HBM3': a kind in a folder's name."""
+    return "-".join(kind.replace(" x ", "x").replace(",", "").split())
 
 
 def add_parsers(sub) -> None:
     """history in the suite's one parser (reports/cli.py)."""
     p = sub.add_parser("history", help="each path over the nights, with its change points")
     p.add_argument("--system", help="default: the one ReFrame picks here")
+    p.add_argument("--kind", help="the kind of node ('2 x NVIDIA H100 80GB HBM3'; default: each, a folder each)")
     p.add_argument("-o", "--output", required=True, help="directory for history.html and its figures")
     p.set_defaults(func=history)
 
 
 def history(args) -> int:
     system = selected_system(args.system)
-    page = write_history(system, Path(args.output))
-    if page is None:
-        raise SystemExit(f"history: {system} has {missing(system) or 'no nightly run in its perflogs'}")
-    print(f"history written to {page}")
+    kinds = [args.kind] if args.kind else sorted(read_baselines(system)) or [None]
+    for kind in kinds:
+        outdir = Path(args.output) / slug(kind) if len(kinds) > 1 else Path(args.output)
+        page = write_history(system, outdir, kind=kind)
+        if page is None:
+            raise SystemExit(f"history: {system} has {missing(system, kind) or 'no nightly run in its perflogs'}")
+        print(f"history of {kind or system} written to {page}")
     return 0

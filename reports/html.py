@@ -226,13 +226,18 @@ def _contents(pages: dict[str, Path], histories: dict[str, Path], outdir: Path) 
 def _histories(frame: pd.DataFrame, outdir: Path) -> dict[str, Path]:
     """The history page of each system of the report whose accepted runs and
     nights the records hold (reports/history.py), over the nights they hold."""
-    from .history import write_history
+    from .history import slug, write_history
+    from .runs import read_baselines
 
-    drawn = {
-        system: write_history(system, outdir / f"history-{system}", frame, back="../index.html")
-        for system in sorted(frame["system"].dropna().unique())
-    }
-    return {system: page for system, page in drawn.items() if page is not None}
+    drawn = {}
+    for system in sorted(frame["system"].dropna().unique()):
+        kinds = sorted(read_baselines(system))
+        for kind in kinds or [None]:
+            label, folder = (
+                (f"{system}, {kind}", f"history-{system}-{slug(kind)}") if kind else (system, f"history-{system}")
+            )
+            drawn[label] = write_history(system, outdir / folder, frame, back="../index.html", kind=kind)
+    return {label: page for label, page in drawn.items() if page is not None}
 
 
 def write_report(

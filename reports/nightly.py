@@ -21,8 +21,8 @@ and exits with
     2  something moved: a path moved or became unstable, and its rerun agrees;
     3  not judged, with its reason: no accepted baseline ('no-baseline'), a
        figure the accepted runs have that tonight lacks ('vanished'), a node
-       whose partition the baseline has no node facts of ('other-kind'; a
-       node of another GPU model fails health instead), a figure that
+       of a kind (its GPUs counted by model) the system has no baseline of,
+       though it has of others ('other-kind'), a figure that
        could not be judged for another reason ('unjudged'), or an error of the
        suite itself. --allow-unjudged turns only 'no-baseline' into 0.
 
@@ -48,30 +48,26 @@ import pandas as pd
 
 from experiments import metrics
 from systems import data, toolkits
-from systems.health import same_kind
+from systems.health import kind_of, same_kind
 
 from . import changepoints, cli, verdict
 from .load import Loaded, load
+from .plan import make_plan, plan_lines
+from .rfm import RUN_REFRAME, reframe_command  # noqa: F401  (the tests' way to start ReFrame)
 from .runs import (
     NIGHTLY_DIR,
     PERFLOGS,
     REPO,
     RERUNS,
     accepted_masks,
+    node_facts_of,
     now,
     read_accepted,
+    read_baselines,
     run_rows,
     selected_system,
 )
 from .status import FAILED, MEANING, MOVED, UNJUDGED
-
-#: ReFrame's command line, run by this Python.
-RUN_REFRAME = "import sys; from reframe.frontend.cli import main; sys.exit(main())"
-
-
-def reframe_command(system: str, *options: str, settings=REPO / "reframe_settings.py", checks=REPO / "checks"):
-    """ReFrame by this Python, with the suite's settings and checks (or those given), on `system`."""
-    return [sys.executable, "-c", RUN_REFRAME, "-C", str(settings), "-c", str(checks), "--system", system, *options]
 
 
 def reframe(system: str, report: Path, *options: str) -> int:
@@ -123,14 +119,16 @@ def judge_night(system: str, run: dict, accepted: dict | None, alpha: float) -> 
     records = Loaded(frame[tonight], loaded.issues, loaded.files)
     if accepted is None:
         print(
-            f"nightly: no accepted run for {system}: nothing to judge against; accept runs with "
-            f"./suite accept {run['stamp']} [more stamps] --write-references"
+            f"nightly: no accepted run of {system} on a node of this kind ({run.get('kind') or 'unknown'}): "
+            f"nothing to judge against; accept runs with ./suite accept {run['stamp']} [more stamps] "
+            "--write-references"
         )
         return None, records, frame
     result = verdict.judge(frame, accepted_masks(frame, system, accepted), tonight, alpha)
     stamps = ", ".join(r["stamp"] for r in accepted["runs"])
     print(
-        f"nightly: judged by path against the accepted runs {stamps} (run medians, moderated robust spread, "
+        f"nightly: judged by path against the accepted runs of {accepted['kind']}: {stamps} (run medians, "
+        "moderated robust spread, "
         f"Holm-corrected, alpha {alpha})"
     )
     return result, records, frame
@@ -238,11 +236,16 @@ def judged_with_rerun(frame: pd.DataFrame, system: str, accepted: dict, run: dic
     return result
 
 
-def unjudged_reasons(result: verdict.Verdict | None, node_judged: bool, health_ran: bool) -> list[str]:
+def unjudged_reasons(
+    result: verdict.Verdict | None, node_judged: bool, health_ran: bool, other_kinds: bool = False
+) -> list[str]:
+    """Why a night was not judged, each a key of UNJUDGED_REASONS; without a
+    verdict, 'other-kind' where the system has baselines, though none of this
+    node's kind, else 'no-baseline'."""
     if not health_ran:
         return []
     if result is None:
-        return ["no-baseline"]
+        return ["other-kind" if other_kinds else "no-baseline"]
     reasons = []
     figures = result.figures[result.figures["verdict"] == "unjudged"]
     if figures["reason"].str.startswith("vanished").any():
@@ -329,7 +332,6 @@ def nightly(args) -> int:
     if args.drill:
         run["drill"] = args.drill
         print(f"nightly: a drill ({args.drill}): judged as any night, and no night of later nights' history")
-    accepted = read_accepted(system)
     os.environ[metrics.NIGHT_VARIABLE] = stamp  # a label of every record sent to a metrics endpoint
 
     health = reframe(
@@ -345,7 +347,9 @@ def nightly(args) -> int:
     if health != 0 and not found["failed"]:  # ReFrame failed without a failed case to show for it
         found["failed"].append(f"health: ReFrame exited {health} (see {outdir / 'health-report.json'})")
     run["health"] = "pass" if health == 0 else "fail"
+    accepted, run["kind"] = baseline_of_node(system, outdir)
     if health == 0:
+        run["plan"] = announce_plan(system, ["--mode", "nightly", *args.reframe])
         checks_status = reframe(
             system, outdir / "run-report.json", "--mode", "nightly", "-S", "reference_bounds=physical", *args.reframe
         )
@@ -376,7 +380,7 @@ def nightly(args) -> int:
             changes = changepoints.changes(levels, spreads)
             history = (levels, spreads, changes)  # the history page's, not computed again
     node_judged = node_facts_judged(accepted, outdir)
-    reasons = unjudged_reasons(result, node_judged, health == 0)
+    reasons = unjudged_reasons(result, node_judged, health == 0, other_kinds=bool(read_baselines(system)))
     status = nightly_status(found, result, reasons, args.allow_unjudged, changes)
     run["changes"] = [change.line() for change in changes]
     write_verdict(outdir, run, result, status, reasons, found)
@@ -385,6 +389,15 @@ def nightly(args) -> int:
         write_html(system, run, records, outdir, frame, result, history)
     report_outcome(found, result, reasons, status, outdir, changes)
     return status
+
+
+def announce_plan(system: str, options: list[str]) -> dict:
+    """The checks' plan, printed before they start (reports/plan.py): run.json's
+    record of it, the cases and the seconds expected."""
+    plan = make_plan(system, options)
+    for line in plan_lines(plan, "nightly: plan"):
+        print(line, flush=True)
+    return {"cases": plan.cases, "expected_s": round(plan.total_s)} if not plan.error else {"error": plan.error}
 
 
 def write_verdict(outdir: Path, run: dict, result, status: int, reasons: list[str], found: dict) -> None:
@@ -426,6 +439,18 @@ def send_verdict(system: str, run: dict, result, changes: list) -> None:
 
 def _rounded(value: float) -> float | None:
     return round(float(value), 2) if value == value else None
+
+
+def baseline_of_node(system: str, outdir: Path) -> tuple[dict | None, str | None]:
+    """The baseline of the kind of node the health checks found (their node
+    facts in `outdir`), and that kind ('2 x NVIDIA H100 80GB HBM3'); no
+    baseline where the system has none of that kind, no kind where health
+    recorded no facts."""
+    facts = node_facts_of(outdir)
+    if not facts:
+        return None, None
+    kind = kind_of(facts[0])
+    return read_accepted(system, kind), kind
 
 
 def node_facts_judged(accepted: dict | None, outdir: Path) -> bool:
@@ -521,7 +546,7 @@ def figure_lines(figures: pd.DataFrame, outdir: Path) -> list[str]:
 UNJUDGED_REASONS = {
     "no-baseline": "the system has no accepted runs (./suite accept)",
     "vanished": "figures the accepted runs have were not measured tonight",
-    "other-kind": "the accepted baseline records no node facts for this partition",
+    "other-kind": "the system's accepted runs are of other kinds of node than this one (./suite accept its runs)",
     "unjudged": "figures without a path, a direction or enough accepted runs",
 }
 

@@ -32,32 +32,37 @@ import pandas as pd
 
 from . import cli, verdict
 from .load import load
-from .runs import PERFLOGS, accepted_masks, read_accepted, selected_system
+from .runs import PERFLOGS, accepted_masks, read_accepted, read_baselines, selected_system
 
 
-def accepted_tables(system: str, statistics: tuple[str, ...] = ("median",)) -> list[pd.DataFrame]:
-    """The accepted runs' per-run table (run_values with paths), by run
-    stamp, for each statistic, from one reading of the perflogs."""
-    accepted = read_accepted(system)
+def accepted_tables(
+    system: str, statistics: tuple[str, ...] = ("median",), kind: str | None = None
+) -> list[pd.DataFrame]:
+    """The accepted runs' per-run table (run_values with paths) of one kind
+    of node (the system's only one by default), by run stamp, for each
+    statistic, from one reading of the perflogs."""
+    accepted = read_accepted(system, kind)
     if accepted is None:
-        raise SystemExit(f"power: {system} has no accepted runs (./suite accept)")
+        kinds = "; ".join(sorted(read_baselines(system)))
+        which = f"--kind {kind!r}" if kind else "a --kind" if kinds else "./suite accept"
+        raise SystemExit(f"power: {system} has no accepted runs of that kind ({which}; accepted: {kinds or 'none'})")
     frame = load([PERFLOGS / system], warn=None).frame
     masks = accepted_masks(frame, system, accepted)
     return [verdict.attach_paths(verdict.run_values(frame, masks, s)) for s in statistics]
 
 
-def accepted_table(system: str) -> pd.DataFrame:
+def accepted_table(system: str, kind: str | None = None) -> pd.DataFrame:
     """The accepted runs' per-run table of run medians."""
-    return accepted_tables(system)[0]
+    return accepted_tables(system, kind=kind)[0]
 
 
-def spreads_by_statistic(system: str) -> pd.DataFrame:
+def spreads_by_statistic(system: str, kind: str | None = None) -> pd.DataFrame:
     """Per path, the spread between the accepted runs of each run's median and
     of each run's best sample: whether measuring a run better (its best of
     several) would narrow what a night is judged against. Where the spread is
     the nodes', it does not."""
     statistics = ("median", "best")
-    tables = accepted_tables(system, statistics)
+    tables = accepted_tables(system, statistics, kind)
     spreads = {s: Model.fit(t).path_spread for s, t in zip(statistics, tables, strict=True)}
     paths = sorted(spreads["median"])
     return pd.DataFrame({"path": paths, **{f"{s}_spread_pct": [spreads[s][p] * 100 for p in paths] for s in spreads}})
@@ -172,6 +177,7 @@ def add_parsers(sub) -> None:
     """power in the suite's one parser (reports/cli.py)."""
     parser = sub.add_parser("power", help=__doc__.splitlines()[0])
     parser.add_argument("--system")
+    parser.add_argument("--kind", help="the kind of node whose baseline to read ('2 x NVIDIA H100 80GB HBM3')")
     parser.add_argument(
         "--move", type=float, nargs="+", default=[10.0], help="the planted moves, percent worse (default 10)"
     )
@@ -186,9 +192,9 @@ def add_parsers(sub) -> None:
 
 def power(args) -> int:
     if args.spreads:
-        print(spreads_by_statistic(selected_system(args.system)).round(2).to_string(index=False))
+        print(spreads_by_statistic(selected_system(args.system), args.kind).round(2).to_string(index=False))
         return 0
-    table = accepted_table(selected_system(args.system))
+    table = accepted_table(selected_system(args.system), args.kind)
     result = sweep(table, [m / 100 for m in args.move], args.nights, args.alpha)
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         print(result.round(3).to_string(index=False))

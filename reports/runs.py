@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from systems import data
+from systems.health import baselines_in, kind_of
 
 from .compare import select_mask
 
@@ -38,15 +39,53 @@ def accepted_file(system: str) -> Path:
     return PERFLOGS / system / "accepted.json"
 
 
-def read_accepted(system: str) -> dict | None:
-    """The system's baseline: its runs (older records held one run) and node facts."""
+def read_baselines(system: str) -> dict[str, dict]:
+    """The system's baselines by kind of node ('2 x NVIDIA H100 80GB HBM3'):
+    each its accepted runs and their node facts, as read_accepted gives it."""
     path = accepted_file(system)
     if not path.exists():
-        return None
-    record = json.loads(path.read_text())
-    if "runs" not in record:
-        record = {"system": system, "runs": [record], "node": {}}
-    return record
+        return {}
+    baselines = baselines_in(json.loads(path.read_text()))
+    return {kind: {"system": system, "kind": kind, **baseline} for kind, baseline in baselines.items()}
+
+
+def read_accepted(system: str, kind: str | None = None) -> dict | None:
+    """The baseline of one kind of node of the system (its runs and node
+    facts), or None; without a kind, the system's only one (None where it
+    has several: say which)."""
+    baselines = read_baselines(system)
+    if kind is not None:
+        return baselines.get(kind)
+    return next(iter(baselines.values())) if len(baselines) == 1 else None
+
+
+def write_baseline(system: str, baseline: dict) -> Path:
+    """The baseline of its kind (`baseline['kind']`) into the system's
+    accepted.json, the other kinds' kept as they are."""
+    baselines = read_baselines(system)
+    baselines[baseline["kind"]] = baseline
+    kinds = {
+        kind: {k: v for k, v in record.items() if k not in ("system", "kind")}
+        for kind, record in sorted(baselines.items())
+    }
+    path = accepted_file(system)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"system": system, "kinds": kinds}, indent=1) + "\n")
+    return path
+
+
+def node_facts_of(outdir: Path) -> list[dict]:
+    """The node facts the health checks of a nightly run recorded (node-<host>.json)."""
+    return [json.loads(path.read_text()) for path in sorted(outdir.glob("node-*.json"))]
+
+
+def kind_of_run(system: str, run: dict) -> str | None:
+    """The kind of node a nightly run ran on: as its run.json says, else as
+    its health checks recorded it; None where neither does."""
+    if run.get("kind"):
+        return run["kind"]
+    facts = node_facts_of(NIGHTLY_DIR / system / run["stamp"].replace(":", ""))
+    return kind_of(facts[0]) if facts else None
 
 
 def run_rows(frame: pd.DataFrame, system: str, runs: list[dict]) -> pd.Series:
@@ -70,13 +109,15 @@ def find_run(system: str, stamp: str) -> tuple[Path, dict]:
     return outdir, json.loads(path.read_text())
 
 
-def finished_runs(system: str, drills: bool = False) -> list[dict]:
+def finished_runs(system: str, drills: bool = False, kind: str | None = None) -> list[dict]:
     """Every nightly run of the system that finished, oldest first; a drill
     (a fault planted on purpose, `nightly --drill`) only if asked for: it is
-    no night of the node's history."""
+    no night of the node's history; of one kind of node where `kind` says."""
     found = []
     for path in sorted((NIGHTLY_DIR / system).glob("*/run.json")):
         run = json.loads(path.read_text())
         if run.get("start") and run.get("end") and (drills or not run.get("drill")):
             found.append(run)
+    if kind is not None:
+        found = [run for run in found if kind_of_run(system, run) == kind]
     return sorted(found, key=lambda r: r["start"])

@@ -37,6 +37,7 @@ import argparse
 import json
 import socket
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,14 +154,50 @@ def expected_from_accepted(accepted: dict[str, Any], partition: str, source: str
 
 
 def kind_of(facts: dict[str, Any]) -> str:
-    """'NVIDIA H100 80GB HBM3': the GPU models of a node's facts, what tells kinds of node apart."""
-    return ", ".join(sorted({gpu["model"] for gpu in facts.get("gpus", [])})) or "no GPU"
+    """'2 x NVIDIA H100 80GB HBM3': a node's GPUs, counted by model, what tells
+    kinds of node apart; each kind has a baseline of its own."""
+    models = Counter(gpu["model"] for gpu in facts.get("gpus", []))
+    return ", ".join(f"{count} x {model}" for model, count in sorted(models.items())) or "no GPU"
 
 
 def same_kind(accepted: dict[str, Any], facts: dict[str, Any]) -> bool:
-    """Whether a node is of the kind an accepted run ran on: the same GPU
-    models (a node that lost a GPU is the same kind, and fails its count)."""
+    """Whether a node is of the kind an accepted run ran on: the same GPUs, counted by model."""
     return kind_of(accepted) == kind_of(facts)
+
+
+def baselines_in(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The baselines of an accepted.json by kind of node ({kind: {accepted,
+    runs, node}}); a record of one baseline (its runs and node facts at the
+    top, as written before kinds) is the baseline of its node's kind."""
+    if "kinds" in record:
+        return record["kinds"]
+    if "runs" not in record:  # older still: one run
+        record = {"runs": [record], "node": {}}
+    facts = next(iter((record.get("node") or {}).values()), {})
+    return {kind_of(facts) if facts else "unknown": {k: v for k, v in record.items() if k != "system"}}
+
+
+def baseline_for(baselines: dict[str, dict[str, Any]], partition: str, facts: dict[str, Any]) -> str | None:
+    """The kind whose baseline a node is held to: its own kind's; else, for a
+    node with fewer GPUs than an accepted kind of its models (or none
+    visible), the smallest such kind, so that a node that lost a GPU fails
+    its count rather than passing unjudged; None otherwise: a node of other
+    models, or of more GPUs than any accepted kind, is another kind of node,
+    not judged until its own runs are accepted. (Where the system has a
+    baseline of the smaller count too, a node that lost a GPU is of that
+    kind: only a system's data, not detection, can say how many it should have.)"""
+    own = kind_of(facts)
+    if own in baselines and partition in (baselines[own].get("node") or {}):
+        return own
+    models, count = {gpu["model"] for gpu in facts.get("gpus", [])}, len(facts.get("gpus", []))
+    larger = [
+        (len(node.get("gpus", [])), kind)
+        for kind, baseline in baselines.items()
+        if (node := (baseline.get("node") or {}).get(partition))
+        and len(node.get("gpus", [])) > count
+        and (not models or {gpu["model"] for gpu in node.get("gpus", [])} == models)
+    ]
+    return min(larger)[1] if larger else None
 
 
 # -------------------------------------------------------------- judgement --
@@ -352,13 +389,18 @@ def expectations(
         return declared_expectation(system, part), f"against {source}"
     if accepted is None or not accepted.exists():
         return None, "nothing to judge the node's facts against: no accepted run (./suite accept)"
-    record = json.loads(accepted.read_text())
-    found = expected_from_accepted(record, part["name"], str(accepted))
-    if found is None:
-        return None, f"nothing to judge the node's facts against: {accepted} has no node facts of {part['name']}"
-    basis, this = f"against the accepted run ({accepted})", node_facts(detected)
+    baselines, this = baselines_in(json.loads(accepted.read_text())), node_facts(detected)
+    kind = baseline_for(baselines, part["name"], this)
+    if kind is None:
+        kinds = "; ".join(sorted(baselines)) or "none"
+        return None, (
+            f"nothing to judge the node's facts against: {accepted} has no node facts of {part['name']} with "
+            f"{kind_of(this)} (accepted kinds: {kinds})"
+        )
+    found = expected_from_accepted(baselines[kind], part["name"], str(accepted))
+    basis = f"against the accepted runs of {kind} ({accepted})"
     if not same_kind(found, this):
-        basis += f", whose node has {kind_of(found)}, this one {kind_of(this)}"
+        basis += f", this node has {kind_of(this)}"
     return found, basis
 
 

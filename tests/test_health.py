@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from fake_nvml import FakeCuda, FakeGpu, FakeNvml
 
-from systems import load_all
+from systems import health, load_all
 from systems.detect import detect_node
 from systems.health import declared_expectation, evaluate, expected_from_accepted, main, node_facts
 from systems.watch import allowed_mask
@@ -310,14 +310,37 @@ def _accepted_file(tmp_path, gpus):
     return ["--system", "local", "--partition", "default", "--accepted", str(accepted)]
 
 
-def test_another_kind_of_node_than_the_accepted_one_fails(capsys, tmp_path):
-    args = _accepted_file(tmp_path, [FakeGpu()])
+def test_a_node_of_other_gpus_is_not_judged_and_one_that_lost_a_gpu_fails(capsys, tmp_path):
+    """Another kind of node (the nightly says 'other-kind', exit 3) is not held
+    to a baseline of other GPUs, nor of fewer; a node with fewer GPUs than
+    the accepted kind of its models is held to that kind, and fails its count."""
+    args = _accepted_file(tmp_path, _h100_pair())
     capsys.readouterr()
-    assert main(args, detect=_detect([FakeGpu(name="NVIDIA H200")])) == 1
-    out = capsys.readouterr().out
-    assert _fails(out) == ["FAIL gpu0 model: expected NVIDIA H100 80GB HBM3, found NVIDIA H200"]
-    assert out.rstrip().endswith("whose node has NVIDIA H100 80GB HBM3, this one NVIDIA H200")
-    assert main(args, detect=_detect([FakeGpu(), FakeGpu(uuid="GPU-1")])) == 1  # the same kind, one GPU more
+    for gpus, kind in (([FakeGpu(name="NVIDIA H200")], "1 x NVIDIA H200"), (_h100_pair() * 2, "4 x NVIDIA H100")):
+        assert main(args, detect=_detect(gpus)) == 0
+        out = capsys.readouterr().out
+        assert _fails(out) == []
+        assert f"with {kind} 80GB HBM3 (accepted kinds: 2 x NVIDIA H100 80GB HBM3)" in out or f"with {kind} (" in out
+    assert main(args, detect=_detect([FakeGpu()])) == 1  # the accepted models, a GPU lost
+    assert "FAIL gpu_count: expected 2, found 1" in capsys.readouterr().out
+
+
+def test_each_kind_is_held_to_its_own_baseline(capsys, tmp_path):
+    """A system with baselines of one and of two H100s: each node is held to
+    its own kind's node facts."""
+    single = _accepted_file(tmp_path / "single", [FakeGpu()])
+    pair = _accepted_file(tmp_path / "pair", _h100_pair())
+    baselines = {}
+    for args in (single, pair):
+        record = json.loads(Path(args[-1]).read_text())
+        baselines.update(health.baselines_in(record))
+    both = tmp_path / "accepted.json"
+    both.write_text(json.dumps({"system": "local", "kinds": baselines}))
+    assert sorted(baselines) == ["1 x NVIDIA H100 80GB HBM3", "2 x NVIDIA H100 80GB HBM3"]
+    capsys.readouterr()
+    for gpus in ([FakeGpu()], _h100_pair()):
+        assert main([*single[:-1], str(both)], detect=_detect(gpus)) == 0
+        assert f"against the accepted runs of {len(gpus)} x NVIDIA H100" in capsys.readouterr().out
 
 
 def _fails(out):
@@ -480,14 +503,13 @@ def test_an_h100_link_trained_at_gen4_x8_fails_with_nothing_accepted(capsys, tmp
 
 
 def test_a_gpu_more_than_accepted_still_has_its_link_judged(capsys, tmp_path):
+    """A node with a GPU more than the accepted kind is a kind of its own (not
+    held to the other's facts), and each link is still held to its maximum."""
     args = _accepted_file(tmp_path, [FakeGpu()])
     capsys.readouterr()
     second = FakeGpu(uuid="GPU-1", bus_id="00000000:02:00.0", pcie_loaded=(4, 16))
     assert main(args, detect=_detect([FakeGpu(), second])) == 1
-    assert _fails(capsys.readouterr().out) == [
-        "FAIL gpu_count: expected 1, found 2",
-        "FAIL gpu1 pcie_generation: expected 5 (its maximum), found 4",
-    ]
+    assert _fails(capsys.readouterr().out) == ["FAIL gpu1 pcie_generation: expected 5 (its maximum), found 4"]
 
 
 def test_a_link_with_no_maximum_and_nothing_expected_is_not_passed():

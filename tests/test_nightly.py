@@ -213,7 +213,7 @@ def test_references_need_three_runs(tmp_path, monkeypatch, capsys):
 
 def test_a_drill_is_never_accepted_as_the_baseline(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(runs, "NIGHTLY_DIR", tmp_path)
-    monkeypatch.setattr(accept, "accepted_file", lambda system: tmp_path / "accepted.json")
+    monkeypatch.setattr(runs, "accepted_file", lambda system: tmp_path / "accepted.json")
     for stamp, drill in (("2026-11-20T03:00:00", None), ("2026-11-21T03:00:00", "host memory streamed")):
         run = tmp_path / "local" / stamp.replace(":", "")
         run.mkdir(parents=True)

@@ -197,15 +197,16 @@ def test_every_case_run_on_an_accepted_machine_has_a_reference_for_each_headline
 
     from experiments.keys import parse_case
     from reports.load import load
+    from systems.health import baselines_in
 
     perflogs = Path(REFERENCES_DIR).parent.parent / "perflogs"
     missing, judged = [], 0
     for accepted_file in sorted(perflogs.glob("*/accepted.json")):
-        system, accepted = accepted_file.parent.name, json.loads(accepted_file.read_text())
-        if "runs" not in accepted:
-            continue  # a record from before samples: nothing keyed on cases yet
+        system = accepted_file.parent.name
         frame = load(perflogs / system, warn=None).frame
-        kinds = _accepted_node_kinds(frame, system, accepted)
+        kinds = set()
+        for accepted in baselines_in(json.loads(accepted_file.read_text())).values():
+            kinds |= _accepted_node_kinds(frame, system, accepted)
         heads = frame[frame["sample"].notna()]
         keys = ["test", "case", "system", "partition", "gpu_model", "gpu_count", "host_link"]
         for (test, case, *facts), group in heads.groupby(keys):
