@@ -310,8 +310,9 @@ def test_accepted_references_bound_rates_by_physics_and_tolerate_the_spread(acce
     for entry in written:
         for figure, (_, lower, upper, unit) in entry["values"].items():
             assert unit == "GiB/s" and upper is None and -0.9 <= lower <= -0.03, (figure, lower)
-    accepted_record = json.loads((accepted / "perflogs" / "fakegpu" / "accepted.json").read_text())
-    assert len(accepted_record["runs"]) == 5
+    kinds = json.loads((accepted / "perflogs" / "fakegpu" / "accepted.json").read_text())["kinds"]
+    (accepted_record,) = kinds.values()
+    assert list(kinds) == [f"1 x {FAKE_MODEL}"] and len(accepted_record["runs"]) == 5
     assert accepted_record["node"]["default"]["gpus"][0]["model"] == FAKE_MODEL
 
 

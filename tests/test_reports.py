@@ -261,7 +261,9 @@ def test_the_report_names_what_it_covers(report):
         assert f'src="{png.name}"' in text
     for test in pages:
         assert f"href='{test}.html'" in index and "href='index.html'" in pages[test]
-    assert "href='history-hopper-vm-1xNVIDIA-H100-80GB-HBM3/history.html'" in index  # the nights and the accepted runs are committed
+    assert (
+        "href='history-hopper-vm-1xNVIDIA-H100-80GB-HBM3/history.html'" in index
+    )  # the nights and the accepted runs are committed
     assert set(pages) == {e.NAME for e in experiments.every()} - {"gdrcopy"}  # no GPU here had gdrdrv
     assert "CUDA runtime" in text and "580.159.04" in text and "pcie gen5 x16" in text
     assert "steady_bw (GiB/s)" in text
@@ -275,7 +277,9 @@ def test_the_report_names_what_it_covers(report):
 def test_html_command_writes_the_report(tmp_path):
     assert main(["html", str(PERFLOGS / "hopper-vm" / "default" / "host_bandwidth.log"), "-o", str(tmp_path)]) == 0
     assert (tmp_path / "index.html").exists() and (tmp_path / "host-bandwidth-numa.png").exists()
-    assert "href='../index.html'" in (tmp_path / "history-hopper-vm-1xNVIDIA-H100-80GB-HBM3" / "history.html").read_text()
+    assert (
+        "href='../index.html'" in (tmp_path / "history-hopper-vm-1xNVIDIA-H100-80GB-HBM3" / "history.html").read_text()
+    )
 
 
 def test_records_without_a_night_give_a_report_without_history(tmp_path):
