@@ -256,14 +256,20 @@ PERFLOG_FORMAT = (
 PERFLOG_KEEP = {"name", "display_name", "system", "partition", "environ", "job_nodelist", "jobid"}
 
 
+#: The suite's own loggable variables that are for the run's plan (ReFrame's
+#: report), not the perflogs: a new perflog column would make ReFrame start
+#: every perflog anew (checks/suite/base.py).
+PLAN_ONLY = {"expected_s", "left_out_because", "sized_down"}
+
+
 def perflog_ignore_keys() -> list[str]:
-    """ReFrame's own loggable attributes that perflog lines leave out."""
+    """ReFrame's own loggable attributes, and the plan's, that perflog lines leave out."""
     from reframe.core.pipeline import CompileOnlyRegressionTest, RunOnlyRegressionTest
 
     names = {
         alt or name for cls in (RunOnlyRegressionTest, CompileOnlyRegressionTest) for name, alt in cls.loggable_attrs()
     }
-    return sorted(f"check_{name}" for name in names - PERFLOG_KEEP)
+    return sorted(f"check_{name}" for name in (names - PERFLOG_KEEP) | PLAN_ONLY)
 
 
 # `reframe --mode nightly` (what ./suite nightly runs after the health checks):

@@ -246,6 +246,21 @@ def test_curves_are_kept_beside_the_perflogs_and_read_back_whole(accepted):
     assert (kept["gpu_model"] == FAKE_MODEL).all() and set(kept["time"]) == set(logged["time"])
 
 
+def test_the_perflogs_keep_the_committed_columns(accepted):
+    """A run writes each check's perflog with the columns of the committed
+    one: a column more (a loggable variable not left out of the perflogs)
+    would make ReFrame start every perflog of every site anew, the old one
+    set aside as .h0, and a night's records would be read as another format."""
+    folder = accepted / "perflogs" / "fakegpu" / "default"
+    committed = REPO / "perflogs" / "hopper-vm" / "default"
+    checked = 0
+    for log in sorted(folder.glob("*.log")):
+        if (committed / log.name).exists() and not log.name.startswith(("SuiteBuild", "node_health")):
+            assert log.read_text().splitlines()[0] == (committed / log.name).open().readline().rstrip("\n"), log.name
+            checked += 1
+    assert checked >= 4 and not list(folder.glob("*.h[0-9]*"))
+
+
 def test_half_speed_host_memory_is_flagged_and_nothing_else(accepted):
     # Measured again a second later too, as on a host shared with other tenants: still slow, still moved.
     status, output, outdir = nightly(
