@@ -25,7 +25,7 @@ import yaml
 from experiments.keys import CASE_KEY, NODE_FACTS, direction, format_case, parse_case
 from systems import data
 
-from . import nightly, verdict
+from . import nightly, siblings, verdict
 from .load import load
 from .runs import (
     PERFLOGS,
@@ -276,14 +276,23 @@ def rejudge(args) -> int:
             print(f"rejudge: {stamp}: no accepted run of {system} on {kind or 'its kind of node'}", file=sys.stderr)
             worst = max(worst, UNJUDGED)
             continue
-        result = nightly.judged_with_rerun(frame, system, accepted, run, args.alpha)
+        judged = nightly.judged_with_rerun(frame, system, accepted, run, args.alpha)
+        result, lags = judged.verdict, judged.siblings
         result.figures.to_csv(outdir / "rejudged.csv", index=False)
         result.paths.to_csv(outdir / "rejudged-paths.csv", index=False)
+        if not lags.empty:
+            lags.drop(columns=["cases"]).to_csv(outdir / "rejudged-siblings.csv", index=False)
         reasons = nightly.unjudged_reasons(result, node_judged=True, health_ran=True)
-        status = nightly.nightly_status({"failed": []}, result, reasons, allow_unjudged=False)
-        print(f"rejudge: {stamp}: {verdict.summary_line(result)}; exit {status} ({MEANING[status]})")
+        lagging = siblings.lagging(lags)
+        status = nightly.nightly_status({"failed": []}, result, reasons, allow_unjudged=False, lagging=lagging)
+        print(
+            f"rejudge: {stamp}: {verdict.summary_line(result)}; {len(lagging)} lagging behind siblings; "
+            f"exit {status} ({MEANING[status]})"
+        )
         for row in result.paths[result.paths["verdict"].isin(["moved", "unstable", "transient"])].itertuples():
             print(f"  {row.verdict.upper()} {nightly.path_line(row)}")
+        for row in lags[lags["verdict"] != "pass"].itertuples():
+            print(f"  {row.verdict.upper()} behind its siblings: {siblings.line(row)}")
         worst = max(worst, status)
     return worst
 

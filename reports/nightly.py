@@ -50,7 +50,7 @@ from experiments import metrics
 from systems import data, toolkits
 from systems.health import kind_of, same_kind
 
-from . import changepoints, cli, verdict
+from . import changepoints, cli, siblings, verdict
 from .load import Loaded, load
 from .plan import make_plan, plan_lines
 from .rfm import RUN_REFRAME, reframe_command  # noqa: F401  (the tests' way to start ReFrame)
@@ -134,9 +134,38 @@ def judge_night(system: str, run: dict, accepted: dict | None, alpha: float) -> 
     return result, records, frame
 
 
-def rerun_selection(result: verdict.Verdict, report: Path) -> list[str]:
+@dataclass
+class Judgement:
+    """A night judged two ways: against the accepted runs of its kind of node
+    (the verdict; None without them), and each GPU against its siblings of
+    the same run (reports/siblings.py; empty on a node of one GPU)."""
+
+    verdict: verdict.Verdict | None
+    siblings: pd.DataFrame
+
+    def flagged_paths(self) -> list[str]:
+        moved = self.verdict.flagged_paths() if self.verdict is not None else []
+        return sorted(set(moved) | set(siblings.lagging(self.siblings)))
+
+    def cases(self) -> pd.DataFrame:
+        """The (test, case, environ) a rerun of the flagged paths runs."""
+        parts = [siblings.cases_of_paths(self.siblings, siblings.lagging(self.siblings))]
+        if self.verdict is not None:
+            parts.append(verdict.cases_of_paths(self.verdict, self.verdict.flagged_paths()))
+        return pd.concat(parts, ignore_index=True).drop_duplicates()
+
+
+def judge_siblings(frame: pd.DataFrame, system: str, accepted: dict | None, window: dict) -> pd.DataFrame:
+    """Each GPU of the run in `window` against its siblings, the accepted
+    runs' deviations (where there is a baseline) the node's usual ones."""
+    masks = accepted_masks(frame, system, accepted) if accepted else {}
+    table = verdict.attach_paths(verdict.run_values(frame, {**masks, "tonight": run_rows(frame, system, [window])}))
+    return siblings.judge(table)
+
+
+def rerun_selection(judged: Judgement, report: Path) -> list[str]:
     """ReFrame's options that select, by hash, the cases of every flagged path (none if nothing is flagged)."""
-    wanted = verdict.cases_of_paths(result, result.flagged_paths())
+    wanted = judged.cases()
     if wanted.empty or not report.exists():
         return []
     keys = set(wanted.itertuples(index=False, name=None))
@@ -156,7 +185,7 @@ class Night:
     system: str
     run: dict  # run.json as it grows
     outdir: Path
-    accepted: dict
+    accepted: dict | None  # the baseline of the node's kind, if any
     options: list[str]  # ReFrame's, from the command line
     alpha: float
     found: dict  # the checks' outcomes: passed, failed, skipped
@@ -171,16 +200,16 @@ def save_run(outdir: Path, run: dict) -> None:
     (outdir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
 
 
-def confirm_by_rerun(night: Night, result: verdict.Verdict) -> verdict.Verdict:
+def confirm_by_rerun(night: Night, result: Judgement) -> Judgement:
     """Rerun the cases of the flagged paths once and judge the rerun: the
-    verdict with each flagged path confirmed, 'transient', or unconfirmed
-    where the rerun could not measure it. A rerun case that fails is a
-    failed check like any other (added to night.found)."""
+    verdict and the siblings' with each flagged path confirmed, 'transient',
+    or unconfirmed where the rerun could not measure it. A rerun case that
+    fails is a failed check like any other (added to night.found)."""
     why = f"confirming {', '.join(result.flagged_paths())}"
     return rerun_flagged(night, "rerun", why, result)
 
 
-def confirm_later(night: Night, result: verdict.Verdict, after_s: int) -> verdict.Verdict:
+def confirm_later(night: Night, result: Judgement, after_s: int) -> Judgement:
     """On a host shared with other tenants, another tenant's load can last
     through the rerun minutes after the run, and a rerun cannot tell it from a
     slow node: what the rerun confirmed is measured once more `after_s`
@@ -198,7 +227,7 @@ def confirm_later(night: Night, result: verdict.Verdict, after_s: int) -> verdic
     return rerun_flagged(night, "later", "measuring again", result)
 
 
-def rerun_flagged(night: Night, key: str, why: str, result: verdict.Verdict) -> verdict.Verdict:
+def rerun_flagged(night: Night, key: str, why: str, result: Judgement) -> Judgement:
     """Run the cases of the flagged paths again (their window in run[key],
     saved at once; ReFrame's report in KEY-report.json) and the verdict
     confirmed by every rerun so far; `why` opens the line that says so."""
@@ -225,15 +254,19 @@ def rerun_flagged(night: Night, key: str, why: str, result: verdict.Verdict) -> 
     return judged_with_rerun(night.frame, night.system, night.accepted, night.run, night.alpha)
 
 
-def judged_with_rerun(frame: pd.DataFrame, system: str, accepted: dict, run: dict, alpha: float):
-    """The verdict on a run against the accepted runs, confirmed by each of its reruns."""
-    masks = accepted_masks(frame, system, accepted)
-    result = verdict.judge(frame, masks, run_rows(frame, system, [run]), alpha)
+def judged_with_rerun(frame: pd.DataFrame, system: str, accepted: dict | None, run: dict, alpha: float) -> Judgement:
+    """The run judged against the accepted runs (where there are any) and
+    each GPU against its siblings, both confirmed by each of its reruns."""
+    masks = accepted_masks(frame, system, accepted) if accepted else {}
+    result = verdict.judge(frame, masks, run_rows(frame, system, [run]), alpha) if accepted else None
+    found = judge_siblings(frame, system, accepted, run)
     for key in RERUNS:
         if key in run:
-            again = verdict.judge(frame, masks, run_rows(frame, system, [run[key]]), alpha)
-            result = verdict.confirm(result, again, by=key)
-    return result
+            if result is not None:
+                again = verdict.judge(frame, masks, run_rows(frame, system, [run[key]]), alpha)
+                result = verdict.confirm(result, again, by=key)
+            found = siblings.confirm(found, judge_siblings(frame, system, accepted, run[key]), by=key)
+    return Judgement(result, found)
 
 
 def unjudged_reasons(
@@ -258,11 +291,20 @@ def unjudged_reasons(
 
 
 def nightly_status(
-    found: dict, result: verdict.Verdict | None, reasons: list[str], allow_unjudged: bool, changes: list = ()
+    found: dict,
+    result: verdict.Verdict | None,
+    reasons: list[str],
+    allow_unjudged: bool,
+    changes: list = (),
+    lagging: list[str] = (),
 ) -> int:
+    """The exit status: a failed check, a moved path or a GPU behind its
+    siblings (`lagging`, confirmed), a held change, or not judged."""
     if found["failed"] or (result is not None and (result.figures["verdict"] == "broken").any()):
         return FAILED
     if result is not None and result.paths["verdict"].isin(["moved", "unstable"]).any():
+        return MOVED
+    if lagging:
         return MOVED
     if any(change.worse for change in changes):  # a step or drift over the nights no night alone showed
         return MOVED
@@ -366,14 +408,17 @@ def nightly(args) -> int:
     save_run(outdir, run)
 
     result = records = frame = history = None
+    lags = pd.DataFrame(columns=siblings.COLUMNS)
     changes: list[changepoints.Change] = []
     if health == 0:
         result, records, frame = judge_night(system, run, accepted, args.alpha)
+        night = Night(system, run, outdir, accepted, args.reframe, args.alpha, found, frame)
+        judged = Judgement(result, judge_siblings(frame, system, accepted, run))
+        judged = confirm_by_rerun(night, judged)
+        judged = confirm_later(night, judged, later_delay(system, args.confirm_later))
+        result, lags = judged.verdict, judged.siblings
+        frame = night.frame  # with the reruns' records: tonight's transients are at their reruns' level
         if result is not None:
-            night = Night(system, run, outdir, accepted, args.reframe, args.alpha, found, frame)
-            result = confirm_by_rerun(night, result)
-            result = confirm_later(night, result, later_delay(system, args.confirm_later))
-            frame = night.frame  # with the reruns' records: tonight's transients are at their reruns' level
             spreads = dict(zip(result.paths["path"], result.paths["spread_pct"] / 100))
             run["paths"] = path_verdicts(result)
             levels = changepoints.night_levels(frame, system, accepted, tonight=run)
@@ -381,13 +426,13 @@ def nightly(args) -> int:
             history = (levels, spreads, changes)  # the history page's, not computed again
     node_judged = node_facts_judged(accepted, outdir)
     reasons = unjudged_reasons(result, node_judged, health == 0, other_kinds=bool(read_baselines(system)))
-    status = nightly_status(found, result, reasons, args.allow_unjudged, changes)
+    status = nightly_status(found, result, reasons, args.allow_unjudged, changes, siblings.lagging(lags))
     run["changes"] = [change.line() for change in changes]
-    write_verdict(outdir, run, result, status, reasons, found)
+    write_verdict(outdir, run, result, status, reasons, found, lags)
     send_verdict(system, run, result, changes)
     if records is not None and not args.no_report:
         write_html(system, run, records, outdir, frame, result, history)
-    report_outcome(found, result, reasons, status, outdir, changes)
+    report_outcome(found, result, reasons, status, outdir, changes, lags)
     return status
 
 
@@ -400,13 +445,24 @@ def announce_plan(system: str, options: list[str]) -> dict:
     return {"cases": plan.cases, "expected_s": round(plan.total_s)} if not plan.error else {"error": plan.error}
 
 
-def write_verdict(outdir: Path, run: dict, result, status: int, reasons: list[str], found: dict) -> None:
-    """compare.csv (every figure), paths.csv (every path) and run.json: the
-    run's window, its exit status and meaning, each path's verdict and the counts."""
+def write_verdict(
+    outdir: Path, run: dict, result, status: int, reasons: list[str], found: dict, lags: pd.DataFrame | None = None
+) -> None:
+    """compare.csv (every figure), paths.csv (every path), siblings.csv (every
+    path with siblings) and run.json: the run's window, its exit status and
+    meaning, each path's verdict, each GPU's lag behind its siblings, and the counts."""
     run["exit"] = status
     run["meaning"] = MEANING[status]
     run["unjudged_reasons"] = reasons
     run["checks_failed"] = len(found["failed"])
+    if lags is not None and not lags.empty:
+        lags.drop(columns=["cases"]).to_csv(outdir / "siblings.csv", index=False)
+        run["siblings"] = {
+            row.path: {"verdict": row.verdict, "vs_siblings_pct": _rounded(row.vs_siblings_pct), "gpus": row.gpus}
+            for row in lags.itertuples()
+            if row.verdict != "pass"
+        }
+        run["siblings_judged"] = int(len(lags))
     if result is not None:
         result.figures.to_csv(outdir / "compare.csv", index=False)
         result.paths.to_csv(outdir / "paths.csv", index=False)
@@ -499,9 +555,15 @@ def write_html(
         print(f"nightly: warning: no HTML report: {err!r}", file=sys.stderr)
 
 
-def report_outcome(found: dict, result, reasons: list[str], status: int, outdir: Path, changes: list = ()) -> None:
+def report_outcome(
+    found: dict, result, reasons: list[str], status: int, outdir: Path, changes: list = (), lags=None
+) -> None:
     for line in found["failed"]:
         print(f"nightly: FAILED {line}", file=sys.stderr)
+    if lags is not None and not lags.empty:
+        for row in lags[lags["verdict"] != "pass"].itertuples():
+            print(f"nightly: {row.verdict.upper()} behind its siblings: {siblings.line(row)}", file=sys.stderr)
+        print(f"nightly: each GPU against its siblings: {len(lags)} paths, {len(siblings.lagging(lags))} lagging")
     for change in changes:
         print(f"nightly: CHANGE {change.line()}", file=sys.stderr)
     if result is not None:

@@ -201,9 +201,13 @@ def test_a_nights_later_rerun_is_judged_again_from_its_window(monkeypatch):
     monkeypatch.setattr(nightly, "run_rows", lambda frame, system, runs: runs[0]["start"])
     monkeypatch.setattr(nightly.verdict, "judge", lambda frame, masks, rows, alpha: rows)
     monkeypatch.setattr(nightly.verdict, "confirm", lambda result, again, by: seen.append((result, again, by)) or by)
+    monkeypatch.setattr(nightly, "judge_siblings", lambda frame, system, accepted, window: window["start"])
+    lags = []
+    monkeypatch.setattr(nightly.siblings, "confirm", lambda found, again, by: lags.append((found, again, by)) or by)
     run = {"start": "run", "rerun": {"start": "rerun"}, "later": {"start": "later"}}
-    assert nightly.judged_with_rerun(None, "s", {}, run, 0.05) == "later"
-    assert seen == [("run", "rerun", "rerun"), ("rerun", "later", "later")]
+    judged = nightly.judged_with_rerun(None, "s", {"runs": []}, run, 0.05)
+    assert judged.verdict == "later" and judged.siblings == "later"
+    assert seen == lags == [("run", "rerun", "rerun"), ("rerun", "later", "later")]
 
 
 def test_the_delay_of_a_later_confirmation_comes_from_the_system_unless_given(monkeypatch):
