@@ -70,6 +70,12 @@ from .runs import (
 from .status import FAILED, MEANING, MOVED, UNJUDGED
 
 
+#: A rerun restores the night's build from its stage (--restore-session), which
+#: ReFrame removes once every test that uses it has passed: a night whose
+#: cases all passed (a drill's few checks) could not rerun. The stages are kept.
+KEEP_THE_BUILD = ("--keep-stage-files",)
+
+
 def reframe(system: str, report: Path, *options: str) -> int:
     cmd = reframe_command(system, "--report-file", str(report), *options, "-r")
     print("nightly: " + " ".join(cmd[3:]), flush=True)
@@ -241,6 +247,7 @@ def rerun_flagged(night: Night, key: str, why: str, result: Judgement) -> Judgem
         night.outdir / f"{key}-report.json",
         "--restore-session",
         str(night.outdir / "run-report.json"),
+        *KEEP_THE_BUILD,
         *selection,
         "-S",
         "reference_bounds=physical",
@@ -393,7 +400,14 @@ def nightly(args) -> int:
     if health == 0:
         run["plan"] = announce_plan(system, ["--mode", "nightly", *args.reframe])
         checks_status = reframe(
-            system, outdir / "run-report.json", "--mode", "nightly", "-S", "reference_bounds=physical", *args.reframe
+            system,
+            outdir / "run-report.json",
+            "--mode",
+            "nightly",
+            *KEEP_THE_BUILD,
+            "-S",
+            "reference_bounds=physical",
+            *args.reframe,
         )
         checks = outcomes(outdir / "run-report.json")
         if checks_status != 0 and not checks["failed"]:

@@ -135,7 +135,9 @@ def fake_node_env(repo: Path) -> dict[str, str]:
     }
 
 
-def nightly(repo: Path, seed: int, *options: str, until: str | None = None, **env) -> tuple[int, str, Path]:
+def nightly(
+    repo: Path, seed: int, *options: str, until: str | None = None, checks: list[str] = CHECKS, **env
+) -> tuple[int, str, Path]:
     """One nightly run of the fake node (`options` its own, `env` the fake's);
     its exit status, output and results folder. With `until`, the file
     GPU_MEMPATHS_FAKE_SLOWDOWN_WHILE names is removed once the nightly prints
@@ -159,7 +161,7 @@ def nightly(repo: Path, seed: int, *options: str, until: str | None = None, **en
         "--no-report",
         *options,
         "--",
-        *CHECKS,
+        *checks,
         "-S",
         f"SuiteBuild.sourcesdir={sources}",
     ]
@@ -279,6 +281,23 @@ def test_half_speed_host_memory_is_flagged_and_nothing_else(accepted):
     assert re.search(r"MOVED host memory read, NUMA node 0: -(49\.\d|50\.\d)% \(1 of 1 figures agree", output)
     assert (flagged.loc[flagged["verdict"] == "moved", "later_change_pct"] < -40).all()
     assert "later" in json.loads((outdir / "run.json").read_text())
+
+
+def test_a_night_of_a_few_checks_is_rerun_from_its_own_build(accepted):
+    """A night of checks that all pass (no case skipped to hold the build's
+    stage) still reruns what it flagged: the build's stage outlives the run,
+    which its rerun restores the build from."""
+    status, output, outdir = nightly(
+        accepted,
+        6,
+        "--confirm-later",
+        "0",
+        checks=["-n", "host_bandwidth|node_health"],
+        GPU_MEMPATHS_FAKE_SLOWDOWN="host_bandwidth=0.5",
+    )
+    assert status == 2 and "FAILED" not in output, output[-4000:]
+    assert "nightly: confirming host memory read, NUMA node 0, host memory write, NUMA node 0" in output
+    assert (outdir / "rerun-report.json").exists() and "rerun" in json.loads((outdir / "run.json").read_text())
 
 
 def test_a_load_that_outlasts_the_rerun_but_passes_before_the_later_measure_is_transient(accepted, tmp_path):
