@@ -182,19 +182,31 @@ def reference_entries(
     return entries, warnings
 
 
-def write_references(entries: dict[str, list], note: str, directory: Path | None = None) -> list[Path]:
+#: What opens each acceptance's section of a references file.
+MARKER = "# --- written by ./suite accept"
+
+
+def write_references(
+    entries: dict[str, list], note: str, directory: Path | None = None, kind: str | None = None
+) -> list[Path]:
     """Append (or replace) the acceptance's section in each check's file
-    (under systems/references/ unless `directory` says otherwise)."""
+    (under systems/references/ unless `directory` says otherwise): one
+    section per kind of node, so that accepting the runs of one kind (a pair
+    of GPUs) keeps another's (one GPU); a section of no kind is replaced by
+    an acceptance of no kind."""
     directory = directory or REFERENCES
-    marker = "# --- written by ./suite accept"
+    own = f"{MARKER} for {kind} from " if kind else f"{MARKER} from "
     written = []
     for test, items in entries.items():
         path = directory / f"{test}.yaml"
         text = path.read_text() if path.exists() else f"# References of {test}.\n"
+        head, *sections = text.split(f"\n{MARKER}")
+        kept = [MARKER + s.rstrip() for s in sections if not (MARKER + s).startswith(own)]
         # An empty list written as '[]' cannot be followed by entries.
-        kept = [line for line in text.split(marker)[0].rstrip().splitlines() if line.strip() != "[]"]
+        lines = [line for line in head.rstrip().splitlines() if line.strip() != "[]"]
         body = yaml.safe_dump(items, sort_keys=False, default_flow_style=None, width=120)
-        text = "\n".join(kept) + f"\n\n{marker} from {note} (later entries refine earlier ones)\n{body}"
+        new = f"{own}{note} (later entries refine earlier ones)\n{body}"
+        text = "\n\n".join(["\n".join(lines), *kept, new])
         yaml.safe_load(text)  # never leave a file the checks cannot read
         path.write_text(text)
         written.append(path)
@@ -254,7 +266,7 @@ def accept(args) -> int:
         for line in warnings:
             print(f"accept: warning: {line}", file=sys.stderr)
         note = f"the runs {', '.join(args.stamps)}"
-        for path in write_references(entries, note):
+        for path in write_references(entries, note, kind=kind):
             print(f"accept: references written to {path.relative_to(REPO)}")
     return 0
 

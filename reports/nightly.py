@@ -60,6 +60,7 @@ from .runs import (
     REPO,
     RERUNS,
     accepted_masks,
+    kind_of_run,
     node_facts_of,
     now,
     read_accepted,
@@ -68,7 +69,6 @@ from .runs import (
     selected_system,
 )
 from .status import FAILED, MEANING, MOVED, UNJUDGED
-
 
 #: A rerun restores the night's build from its stage (--restore-session), which
 #: ReFrame removes once every test that uses it has passed: a night whose
@@ -551,11 +551,13 @@ def write_html(
     if records.frame.empty:
         print("nightly: warning: no HTML report: the run logged no performance values", file=sys.stderr)
         return
-    from .history import write_history
+    from .history import slug, write_history
     from .html import verdict_section, write_report
 
     try:
-        page = write_history(system, outdir.parent / "history", frame, drawn=history)
+        kind = kind_of_run(system, run)
+        folder = outdir.parent / (f"history-{slug(kind)}" if kind else "history")
+        page = write_history(system, folder, frame, drawn=history, kind=kind)
     except Exception as err:  # matplotlib and pandas raise many kinds
         print(f"nightly: warning: no history page: {err!r}", file=sys.stderr)
         page = None

@@ -14,6 +14,8 @@ from reports import accept, cli, nightly, runs, verdict
 from reports import history as history_page
 
 H100 = {"gpu_model": "NVIDIA H100 80GB HBM3", "host_link": "pcie gen5 x16", "gpu_count": "1"}
+#: The kind of node of the committed single-H100 nights and baseline.
+H100_KIND = "1 x NVIDIA H100 80GB HBM3"
 
 
 def _samples(test, case, figure, unit, runs: list[list[float]], **facts) -> list[dict]:
@@ -153,6 +155,19 @@ def test_written_references_keep_the_header_and_replace_the_last_acceptance(tmp_
     assert text.startswith("# hand-written header") and text.count("# --- written by ./suite accept") == 1
     values = matching_values(yaml.safe_load(text), {"gpu_model": "G"}, {"op": "read", "size": "1G"})
     assert values == {"bw": [1.0, -0.1, None, "GB/s"]}
+
+
+def test_references_of_one_kind_of_node_keep_anothers(tmp_path):
+    """Accepting a pair's runs keeps the single GPU's section, and replaces only its own."""
+    one = {"X": [{"where": {"gpu_model": "G", "gpu_count": 1}, "values": {"bw": [1.0, -0.1, None, "GB/s"]}}]}
+    two = {"X": [{"where": {"gpu_model": "G", "gpu_count": 2}, "values": {"bw": [2.0, -0.1, None, "GB/s"]}}]}
+    (tmp_path / "X.yaml").write_text("# header\n[]\n")
+    accept.write_references(one, "A, B, C", tmp_path, kind="1 x G")
+    for _ in range(2):
+        accept.write_references(two, "D, E, F", tmp_path, kind="2 x G")
+    text = (tmp_path / "X.yaml").read_text()
+    assert text.count("for 1 x G from A, B, C") == 1 and text.count("for 2 x G from D, E, F") == 1
+    assert [e["values"]["bw"][0] for e in yaml.safe_load(text)] == [1.0, 2.0]
 
 
 def test_an_empty_reference_list_takes_entries(tmp_path):
@@ -324,7 +339,7 @@ def test_a_nights_report_links_the_systems_history(tmp_path):
     drawn beside the nights."""
     from reports.load import Loaded, load
 
-    last = runs.finished_runs("hopper-vm")[-1]
+    last = runs.finished_runs("hopper-vm", kind=H100_KIND)[-1]
     frame = load(runs.PERFLOGS / "hopper-vm", warn=None).frame
     tonight = runs.run_rows(frame, "hopper-vm", [last]) & (frame["test"] == "host_bandwidth")
     records = Loaded(frame[tonight])
@@ -333,21 +348,22 @@ def test_a_nights_report_links_the_systems_history(tmp_path):
     paths = pd.read_csv(runs.NIGHTLY_DIR / "hopper-vm" / last["stamp"].replace(":", "") / "paths.csv")
     nightly.write_html("hopper-vm", last, records, outdir, frame, verdict.Verdict(pd.DataFrame(), paths))
     index = (outdir / "index.html").read_text()
-    assert "href='../history/history.html'" in index and "History of hopper-vm" in index
+    folder = "history-1xNVIDIA-H100-80GB-HBM3"
+    assert f"href='../{folder}/history.html'" in index and "History of hopper-vm" in index
     # The night's verdict opens its report, what moved first (22:49: the copy engines' host-to-GPU path).
     assert f"<h2>Verdict: exit {last['exit']} ({last['meaning']})</h2>" in index
     table = index[index.index("<caption>each path against") :].split("</table>")[0]
     rows = re.findall(r"<tr>\s*<td>([^<]+)</td>\s*<td>([^<]+)</td>", table)
     assert len(rows) == len(paths) and rows[0][1] == "MOVED" and rows[-1][1] == "pass"
-    history = (tmp_path / "history" / "history.html").read_text()
-    assert "History of hopper-vm: 22 paths over" in history and "history-host-link.png" in history
+    history = (tmp_path / folder / "history.html").read_text()
+    assert f"History of hopper-vm, {H100_KIND}: 22 paths over" in history and "history-host-link.png" in history
     assert "index.html" not in history  # one history serves every night: no way back to one of them
     # The nightly hands the history what it judged tonight over, rather than have it computed again: the same page.
-    accepted = runs.read_accepted("hopper-vm")
+    accepted = runs.read_accepted("hopper-vm", H100_KIND)
     levels = nightly.changepoints.night_levels(frame, "hopper-vm", accepted, tonight=last)
     spreads = dict(zip(paths["path"], paths["spread_pct"] / 100))
     drawn = (levels, spreads, nightly.changepoints.changes(levels, spreads))
-    again = history_page.write_history("hopper-vm", tmp_path / "again", drawn=drawn).read_text()
+    again = history_page.write_history("hopper-vm", tmp_path / "again", drawn=drawn, kind=H100_KIND).read_text()
     heading = re.compile(r"<h1>.*</h1>|<h2>Changes the nightly reports</h2><ul>.*?</ul>", re.S)
     assert heading.findall(again) == heading.findall(history)
 

@@ -21,7 +21,7 @@ HOST_LINK = "host link h2d of GPU 0, sm"
 @lru_cache(maxsize=1)
 def model() -> power.Model:
     """The committed baseline's spread between runs, per path and figure."""
-    return power.Model.fit(power.accepted_table("hopper-vm"))
+    return power.Model.fit(power.accepted_table("hopper-vm", "1 x NVIDIA H100 80GB HBM3"))
 
 
 def night_with(rng, moves: dict[str, float] | None = None, spread: dict[str, float] | None = None):
