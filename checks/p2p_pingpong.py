@@ -103,6 +103,18 @@ class p2p_pingpong(MultiGpuCheck):
         trip = self.ROUND_TRIP_S + budget.transfer_s(2 * size_bytes(self.size), 2 * peer if peer else None)
         return budget.START_S + len(self.variants()) * self.samples * self.iters * trip
 
+    #: The fewest samples a sized-down case keeps.
+    MIN_SAMPLES = 3
+
+    def size_down(self, budget_s: float) -> str:
+        # Fewer samples of the same round trips (iters and size make the case).
+        per_sample = (self.expected_seconds() - budget.START_S) / self.samples
+        fits = int((budget_s - budget.START_S) // per_sample) if per_sample > 0 else self.samples
+        if fits < self.MIN_SAMPLES or fits >= self.samples:
+            return ""
+        was, self.samples = self.samples, fits
+        return f"samples {was} -> {fits}"
+
     def variants(self) -> list:
         return ["baseline"] + ([] if self.variant == "baseline" else [self.variant])
 
@@ -143,8 +155,9 @@ class p2p_pingpong(MultiGpuCheck):
         peer = data.peer_bandwidth(node, 0, 1)
         return 2 * peer / GiB if peer and figure in ("bandwidth", "baseline_bandwidth") else None
 
-    @run_after("setup")
+    @run_before("performance")
     def set_perf_variables(self):
+        # At the performance stage, not setup: the samples are final once the budget has sized the case.
         times = pingpong_values(self.stdout, self.variant, "time")
         perf = {
             **self.headline("bandwidth", pingpong_values(self.stdout, self.variant, "bw"), "GiB/s", self.samples),

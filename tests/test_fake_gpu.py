@@ -64,7 +64,11 @@ CHECKS = ["-n", "host_bandwidth|um_bandwidth|daxpy|copy_latency|path_matrix|node
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fakegpu")
+    return make_repo(tmp_path_factory.mktemp("fakegpu"))
+
+
+def make_repo(root: Path) -> Path:
+    """A copy of the repository under `root` with the fake system, and the fake CUDA driver beside it."""
     copy = root / "repo"
     ignore = shutil.ignore_patterns(
         ".git", ".venv", "build", "stage", "output", "perflogs", "nightly", "h100", "__pycache__", "*.log"
@@ -136,7 +140,13 @@ def fake_node_env(repo: Path) -> dict[str, str]:
 
 
 def nightly(
-    repo: Path, seed: int, *options: str, until: str | None = None, checks: list[str] = CHECKS, **env
+    repo: Path,
+    seed: int,
+    *options: str,
+    until: str | None = None,
+    checks: list[str] = CHECKS,
+    system: str = "fakegpu",
+    **env,
 ) -> tuple[int, str, Path]:
     """One nightly run of the fake node (`options` its own, `env` the fake's);
     its exit status, output and results folder. With `until`, the file
@@ -149,7 +159,7 @@ def nightly(
         "GPU_MEMPATHS_FAKE_SEED": str(seed),
         **env,
     }
-    before = set((repo / "reports" / "nightly" / "fakegpu").glob("*"))
+    before = set((repo / "reports" / "nightly" / system).glob("*"))
     sources = repo / "tests" / "fakegpu" / "src"
     cmd = [
         sys.executable,
@@ -157,7 +167,7 @@ def nightly(
         "reports.nightly",
         "nightly",
         "--system",
-        "fakegpu",
+        system,
         "--no-report",
         *options,
         "--",
@@ -181,7 +191,7 @@ def nightly(
             status = process.wait()
         finally:
             deadline.cancel()
-    (outdir,) = set((repo / "reports" / "nightly" / "fakegpu").glob("*")) - before
+    (outdir,) = set((repo / "reports" / "nightly" / system).glob("*")) - before
     return status, "".join(output), outdir
 
 

@@ -1,5 +1,6 @@
 """A stand-in for nvidia-ml-py on a machine without a GPU (tests/test_fake_gpu.py):
-one H100 on PCIe Gen5 under a name of its own, from tests/fake_nvml.py. GPU_MEMPATHS_FAKE_GPU
+one H100 on PCIe Gen5 under a name of its own, from tests/fake_nvml.py, or
+GPU_MEMPATHS_FAKE_GPUS of them (two joined by 18 NVLinks, more through NVSwitch). GPU_MEMPATHS_FAKE_GPU
 ('field=value,...') changes the GPU's readings, to inject a fault; GPU_MEMPATHS_FAKE_GPU_RUNNING
 changes them only for the watch (systems/watch.py), as a GPU that misbehaves only while a
 check's program loads it, not at rest when health reads it. The link trains up while the
@@ -24,8 +25,10 @@ def _watching() -> bool:
     return getattr(spec, "name", None) == "systems.watch"
 
 
-def _gpu() -> FakeGpu:
-    gpu = FakeGpu(name=NAME)
+def _gpu(index: int = 0, count: int = 1) -> FakeGpu:
+    gpu = FakeGpu(name=NAME, uuid=f"GPU-{index}", bus_id=f"00000000:{index + 1:02x}:00.0")
+    if count > 1:  # NVLink4, 18 links: to the one peer, or to the NVSwitches
+        gpu.nvlinks, gpu.nvlink_remotes = [4] * 18, [0 if count == 2 else 2] * 18
     changes = os.environ.get("GPU_MEMPATHS_FAKE_GPU", "")
     if _watching():
         changes += "," + os.environ.get("GPU_MEMPATHS_FAKE_GPU_RUNNING", "")
@@ -53,7 +56,8 @@ class _Node(FakeNvml):
         return super().nvmlDeviceGetCurrPcieLinkWidth(g)
 
 
-_nvml = _Node([_gpu()])
+_count = int(os.environ.get("GPU_MEMPATHS_FAKE_GPUS", "1"))
+_nvml = _Node([_gpu(i, _count) for i in range(_count)])
 
 
 def __getattr__(name):

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The suite's programs as a node with one H100 would run them, minus the GPU.
+"""The suite's programs as a node with one H100 (or GPU_MEMPATHS_FAKE_GPUS of
+them, path_matrix alone) would run them, minus the GPU.
 
 Installed under each program's name by src/CMakeLists.txt here (the fake
 build of tests/test_fake_gpu.py); it prints what the real program prints,
@@ -119,40 +120,80 @@ def copy_latency(rng, opts, slow):
 
 #: One H100 on PCIe Gen5 x16, decimal GB/s (../shared yardsticks: nvbandwidth's figures on it).
 _H100_HOST = {("ce", "h2d"): 53.5, ("ce", "d2h"): 54.0, ("sm", "h2d"): 50.9, ("sm", "d2h"): 51.4}
+#: A peer link of NVLink4 x18, decimal GB/s, by engine (a pair of H100s: ../shared yardsticks).
+_H100_PEER = {"ce": 390.0, "sm": 371.0, "bulk": 372.0}
+
+
+def gpu_count() -> int:
+    return int(os.environ.get("GPU_MEMPATHS_FAKE_GPUS", "1"))
+
+
+def _samples(rng, level: float, samples: int, line) -> None:
+    for k in range(1, samples + 1):
+        print(line(k, noisy(rng, level)))
+
+
+def _copy_line(path, engine, op, direction, gpu, peer, numa, size):
+    def line(k, gbs):
+        return (
+            f"Cell: path={path} engine={engine} op={op} dir={direction} gpu={gpu} peer={peer} numa={numa} "
+            f"sample={k} bytes={size} seconds={size / gbs / 1e9:.6g} gbs={gbs:.6g}"
+        )
+
+    return line
 
 
 def path_matrix(rng, opts, slow):
-    """One GPU, the NUMA nodes the check names: host cells and latency (no pair,
-    nothing all at once); 'path_matrix.<cell>=factor' in the slowdown slows one cell."""
-    samples, size = int(opts.get("samples", 5)), 256 << 20
+    """The node's GPUs (GPU_MEMPATHS_FAKE_GPUS) and the NUMA nodes the check
+    names: host cells, all GPUs at once, every ordered pair, latency;
+    'path_matrix.<cell>=factor' in the slowdown slows one cell,
+    'path_matrix.gpu<g>=factor' every host-link cell of GPU g."""
+    samples, size, gpus = int(opts.get("samples", 5)), 256 << 20, range(gpu_count())
     nodes = [int(n) for n in str(opts.get("numa-nodes", "-1")).split(",")]
     paths = str(opts.get("paths", "host,latency")).split(",")
     engines = str(opts.get("engines", "ce,sm")).split(",")
     print("CUDA: runtime=13000 driver=13000")
-    print("GPU 0: NVIDIA H100 80GB HBM3, 132 SMs, NUMA node 0")
+    for g in gpus:
+        print(f"GPU {g}: NVIDIA H100 80GB HBM3, 132 SMs, NUMA node 0")
     cells = 0
-    for node in nodes:
-        where = f"numa{node}" if node >= 0 else "unbound"
+    for g, node in ((g, node) for g in gpus for node in nodes):
+        where, link = (f"numa{node}" if node >= 0 else "unbound"), slow * factor(f"path_matrix.gpu{g}")
         for engine in [e for e in ("ce", "sm") if e in engines] if "host" in paths else ():
             for direction in ("h2d", "d2h", "h2d-both", "d2h-both"):
                 base, both = direction.split("-")[0], direction.endswith("-both")
-                cell = f"gpu0_{base}_{where}{'_both' if both else ''}_{engine}"
-                level = _H100_HOST[(engine, base)] * (0.95 if both else 1.0) * slow * factor(f"path_matrix.{cell}")
-                for k in range(1, samples + 1):
-                    gbs = noisy(rng, level)
-                    print(
-                        f"Cell: path=host engine={engine} op=copy dir={direction} gpu=0 peer=-1 numa={node} "
-                        f"sample={k} bytes={size} seconds={size / gbs / 1e9:.6g} gbs={gbs:.6g}"
-                    )
+                cell = f"gpu{g}_{base}_{where}{'_both' if both else ''}_{engine}"
+                level = _H100_HOST[(engine, base)] * (0.95 if both else 1.0) * link * factor(f"path_matrix.{cell}")
+                _samples(rng, level, samples, _copy_line("host", engine, "copy", direction, g, -1, node, size))
                 cells += 1
-        for k in range(1, samples + 1) if "latency" in paths else ():
-            ns = noisy(rng, 1205.0 / slow / factor(f"path_matrix.gpu0_latency_{where}"))
-            print(
-                f"Cell: path=latency engine=sm op=chase dir=host gpu=0 peer=-1 numa={node} sample={k} "
-                f"steps=20000 stride=256 ns={ns:.6g}"
-            )
-        cells += "latency" in paths
+        if "latency" in paths:
+            ns = 1205.0 / link / factor(f"path_matrix.gpu{g}_latency_{where}")
+            _samples(rng, ns, samples, lambda k, v, g=g, node=node: _chase_line("host", g, -1, node, k, v))
+            cells += 1
+    for g in gpus if "host-all" in paths and len(gpus) > 1 else ():
+        link = slow * factor(f"path_matrix.gpu{g}")
+        for engine in [e for e in ("ce", "sm") if e in engines]:
+            for base in ("h2d", "d2h"):
+                level = _H100_HOST[(engine, base)] * 0.98 * link
+                _samples(rng, level, samples, _copy_line("host-all", engine, "copy", base, g, -1, -1, size))
+                cells += 1
+    for a, b in ((a, b) for a in gpus for b in gpus if a != b):
+        for engine in [e for e in ("ce", "sm", "bulk") if e in engines] if "peer" in paths else ():
+            for op in ("read", "write") if engine != "bulk" else ("read",):
+                for direction in ("one", "both"):
+                    level = _H100_PEER[engine] * (0.9 if direction == "both" else 1.0) * slow
+                    _samples(rng, level, samples, _copy_line("peer", engine, op, direction, a, b, -1, size))
+                    cells += 1
+        if "latency" in paths:
+            _samples(rng, 855.0 / slow, samples, lambda k, v, a=a, b=b: _chase_line("peer", a, b, -1, k, v))
+            cells += 1
     print(f"Verified: cells={cells} samples={samples}")
+
+
+def _chase_line(direction: str, gpu: int, peer: int, numa: int, k: int, ns: float) -> str:
+    return (
+        f"Cell: path=latency engine=sm op=chase dir={direction} gpu={gpu} peer={peer} numa={numa} sample={k} "
+        f"steps=20000 stride=256 ns={ns:.6g}"
+    )
 
 
 def skipped(rng, opts, slow):

@@ -1,0 +1,121 @@
+"""Each GPU against its siblings (reports/siblings.py): on tables made here,
+and replayed on the committed nights of the pair of H100s joined by NVLink."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from reports import runs, siblings, verdict
+from reports.load import load
+
+PAIR = "2 x NVIDIA H100 80GB HBM3"
+
+
+def table(values: dict[str, dict[str, float]], cv: float = 0.005, n: int = 5) -> pd.DataFrame:
+    """A per-run table with paths: {run: {figure: GB/s}} of path_matrix's host cells."""
+    rows = [
+        {
+            "test": "path_matrix",
+            "case": "paths=host-ce size=256M",
+            "environ": "gnu",
+            "figure": figure,
+            "unit": "GB/s",
+            "run": run,
+            "value": value,
+            "cv": cv,
+            "n": n,
+            "nan_samples": "",
+        }
+        for run, figures in values.items()
+        for figure, value in figures.items()
+    ]
+    return verdict.attach_paths(pd.DataFrame(rows))
+
+
+def found(values, **kwargs) -> pd.DataFrame:
+    return siblings.judge(table(values, **kwargs)).set_index("path")
+
+
+def test_a_gpu_behind_its_sibling_beyond_the_floor_lags_and_its_sibling_does_not():
+    result = found({"tonight": {"gpu0_h2d_numa0_ce": 54.5, "gpu1_h2d_numa0_ce": 45.0}})
+    assert result.loc["host link h2d of GPU 1, ce", "verdict"] == "lagging"
+    assert result.loc["host link h2d of GPU 1, ce", "vs_siblings_pct"] == pytest.approx(45.0 / 54.5 * 100 - 100)
+    assert result.loc["host link h2d of GPU 0, ce", "verdict"] == "pass"
+
+
+def test_within_the_floor_or_within_the_runs_noise_nothing_lags():
+    assert (found({"tonight": {"gpu0_h2d_numa0_ce": 54.5, "gpu1_h2d_numa0_ce": 53.2}})["verdict"] == "pass").all()
+    noisy = found({"tonight": {"gpu0_h2d_numa0_ce": 54.5, "gpu1_h2d_numa0_ce": 51.0}}, cv=0.08)
+    assert noisy.loc["host link h2d of GPU 1, ce", "reason"] == "within 3 standard errors"
+
+
+def test_an_asymmetry_the_accepted_runs_have_is_the_node_as_accepted():
+    """GPU 1 always 8% behind (a slower slot): tonight's 8% is as accepted, 20% is not."""
+    usual = {f"a{i}": {"gpu0_h2d_numa0_ce": 54.5, "gpu1_h2d_numa0_ce": 54.5 * 0.92} for i in range(3)}
+    same = found({**usual, "tonight": {"gpu0_h2d_numa0_ce": 54.0, "gpu1_h2d_numa0_ce": 54.0 * 0.92}})
+    assert same.loc["host link h2d of GPU 1, ce", "verdict"] == "pass"
+    assert same.loc["host link h2d of GPU 1, ce", "accepted_vs_siblings_pct"] == pytest.approx(-8.0)
+    worse = found({**usual, "tonight": {"gpu0_h2d_numa0_ce": 54.0, "gpu1_h2d_numa0_ce": 54.0 * 0.8}})
+    assert worse.loc["host link h2d of GPU 1, ce", "verdict"] == "lagging"
+
+
+def test_a_lag_the_rerun_does_not_show_is_transient_and_one_it_did_not_measure_stands():
+    first = siblings.judge(table({"tonight": {"gpu0_h2d_numa0_ce": 54.5, "gpu1_h2d_numa0_ce": 40.0}}))
+    again = siblings.judge(table({"tonight": {"gpu0_h2d_numa0_ce": 54.5, "gpu1_h2d_numa0_ce": 54.3}}))
+    confirmed = siblings.confirm(first, again).set_index("path")
+    assert confirmed.loc["host link h2d of GPU 1, ce", "verdict"] == "transient"
+    unmeasured = siblings.confirm(first, again.iloc[0:0]).set_index("path")
+    assert unmeasured.loc["host link h2d of GPU 1, ce", "verdict"] == "lagging"
+    assert "not measured by the rerun" in unmeasured.loc["host link h2d of GPU 1, ce", "reason"]
+
+
+def test_a_figure_of_no_gpu_or_without_siblings_is_not_compared():
+    assert siblings.sibling_group("read_bw_node0") is None
+    assert siblings.sibling_group("gpu1_read_gpu0_both_ce") == ("gpu*_read_gpu*_both_ce", (1, 0))
+    assert siblings.judge(table({"tonight": {"gpu0_h2d_numa0_ce": 54.5}})).empty
+
+
+# --- the committed nights of the pair ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pair_nights():
+    frame = load(runs.PERFLOGS / "hopper-vm", warn=None).frame
+    return frame, runs.finished_runs("hopper-vm", drills=True, kind=PAIR)
+
+
+@pytest.mark.slow
+def test_the_pairs_clean_nights_have_no_gpu_behind_its_sibling(pair_nights):
+    """Replayed through the nightly's own functions: each clean night of the
+    pair alone (as its first nights were judged, no baseline), and each
+    against the other two accepted nights (leaving itself out)."""
+    frame, nights = pair_nights
+    clean = [night for night in nights if not night.get("drill")]
+    assert len(clean) >= 3
+    for night in clean:
+        alone = siblings.judge(_table(frame, {}, night))
+        others = {r["stamp"]: r for r in clean if r["stamp"] != night["stamp"]}
+        against = siblings.judge(_table(frame, others, night))
+        assert len(alone) >= 36 and siblings.lagging(alone) == [] and siblings.lagging(against) == []
+
+
+@pytest.mark.slow
+def test_the_drill_names_gpu_1s_host_link_and_nothing_of_gpu_0(pair_nights):
+    frame, nights = pair_nights
+    accepted = {r["stamp"]: r for r in nights if not r.get("drill")}
+    for drill in [night for night in nights if night.get("drill")]:
+        lagging = siblings.lagging(siblings.judge(_table(frame, accepted, drill)))
+        assert "host link h2d of GPU 1, ce" in lagging and "host link d2h of GPU 1, ce" in lagging
+        assert not [path for path in lagging if "GPU 0" in path]
+
+
+def _table(frame, accepted: dict, night: dict) -> pd.DataFrame:
+    masks = {stamp: runs.run_rows(frame, "hopper-vm", [run]) for stamp, run in accepted.items()}
+    tonight = runs.run_rows(frame, "hopper-vm", [night])
+    return verdict.attach_paths(verdict.run_values(frame, {**masks, "tonight": tonight}))
+
+
+def test_change_pct_is_a_fall_for_rates_and_a_rise_for_times():
+    assert siblings._change_pct(math.log(2), rates=True) == pytest.approx(-50.0)
+    assert siblings._change_pct(math.log(2), rates=False) == pytest.approx(100.0)
