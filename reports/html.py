@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import html
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -181,20 +182,47 @@ VERDICT_COLUMNS = {
     "floor_pct": "floor %",
     "reason": "why",
 }
+#: The columns of each GPU against its siblings, as siblings.csv names them, and their headings.
+SIBLING_COLUMNS = {
+    "path": "path",
+    "verdict": "verdict",
+    "vs_siblings_pct": "against its siblings %",
+    "accepted_vs_siblings_pct": "as accepted %",
+    "rerun_vs_siblings_pct": "rerun %",
+    "later_vs_siblings_pct": "later %",
+    "floor_pct": "floor %",
+    "z": "standard errors beyond the floor",
+    "reason": "why",
+}
 #: A path's verdicts, the ones a centre must read first.
-VERDICT_ORDER = ["moved", "unstable", "broken", "transient", "improved", "unjudged", "pass", "yardstick"]
+VERDICT_ORDER = [
+    "moved",
+    "lagging",
+    "unstable",
+    "broken",
+    "transient",
+    "improved",
+    "unjudged",
+    "pass",
+    "yardstick",
+]
 #: Verdicts that are no finding, shown in lower case.
 QUIET = ("pass", "yardstick")
 
 
 def verdict_section(
-    run: dict, paths: pd.DataFrame | None, changes: list[str], reasons: dict[str, str] | None = None
+    run: dict,
+    paths: pd.DataFrame | None,
+    changes: list[str],
+    reasons: dict[str, str] | None = None,
+    lags: pd.DataFrame | None = None,
 ) -> list[str]:
     """A night's verdict at the top of its report: the exit status and its
     meaning, why it was not judged (each reason with its meaning from
-    `reasons`), a drill's fault, the changes over the nights, and one row per
+    `reasons`), a drill's fault, the changes over the nights, one row per
     path, what moved first and the largest moves first within a verdict, as
-    run.json and paths.csv have them."""
+    run.json and paths.csv have them, and each GPU against its siblings
+    (`lags`, siblings.csv), what lags first."""
     parts = [f"<h2>Verdict: exit {run.get('exit')} ({html.escape(str(run.get('meaning', '')))})</h2>"]
     if run.get("drill"):
         parts.append(f"<p>A drill: {html.escape(run['drill'])} (no night of later nights' history).</p>")
@@ -204,14 +232,21 @@ def verdict_section(
     if changes:
         parts += ["<p>Changes over the nights:</p><ul>", *(f"<li>{html.escape(c)}</li>" for c in changes), "</ul>"]
     if paths is not None and not paths.empty:
-        table = paths[[c for c in VERDICT_COLUMNS if c in paths.columns]].copy()
-        rank = {verdict: i for i, verdict in enumerate(VERDICT_ORDER)}
-        table["rank"] = table["verdict"].map(rank).fillna(len(rank))
-        table["size"] = -table["change_pct"].abs() if "change_pct" in table else 0
-        table = table.sort_values(["rank", "size"], kind="stable").drop(columns=["rank", "size"])
-        table["verdict"] = table["verdict"].where(table["verdict"].isin(QUIET), table["verdict"].str.upper())
+        table = paths[[c for c in VERDICT_COLUMNS if c in paths.columns]]
+        table = _ranked(table, table["change_pct"].abs() if "change_pct" in table else pd.Series(0, table.index))
         parts.append(_table(table.rename(columns=VERDICT_COLUMNS), "each path against the accepted runs (paths.csv)"))
+    if lags is not None and not lags.empty:
+        table = _ranked(lags[[c for c in SIBLING_COLUMNS if c in lags.columns]], lags["z"])
+        parts.append(_table(table.rename(columns=SIBLING_COLUMNS), "each GPU against its siblings (siblings.csv)"))
     return parts
+
+
+def _ranked(table: pd.DataFrame, sizes: pd.Series) -> pd.DataFrame:
+    """Findings first (VERDICT_ORDER), the largest of `sizes` first within a verdict, findings in capitals."""
+    rank = {verdict: i for i, verdict in enumerate(VERDICT_ORDER)}
+    table = table.assign(rank=table["verdict"].map(rank).fillna(len(rank)), size=-sizes.fillna(-math.inf))
+    table = table.sort_values(["rank", "size"], kind="stable").drop(columns=["rank", "size"])
+    return table.assign(verdict=table["verdict"].where(table["verdict"].isin(QUIET), table["verdict"].str.upper()))
 
 
 def _contents(pages: dict[str, Path], histories: dict[str, Path], outdir: Path) -> list[str]:

@@ -445,7 +445,7 @@ def nightly(args) -> int:
     write_verdict(outdir, run, result, status, reasons, found, lags)
     send_verdict(system, run, result, changes)
     if records is not None and not args.no_report:
-        write_html(system, run, records, outdir, frame, result, history)
+        write_html(system, run, records, outdir, frame, result, history, lags)
     report_outcome(found, result, reasons, status, outdir, changes, lags)
     return status
 
@@ -541,9 +541,11 @@ def write_html(
     frame: pd.DataFrame,
     result: verdict.Verdict | None = None,
     history: tuple | None = None,
+    lags: pd.DataFrame | None = None,
 ) -> None:
     """The run's HTML report, from the records the gate judged, opening with
-    the night's verdict (run.json's, each path's from `result`) and linking
+    the night's verdict (run.json's, each path's from `result`, each GPU
+    against its siblings from `lags`) and linking
     the system's history over every night, kept beside the nights (history/):
     `history`, the levels, spreads and changes tonight was judged over, or
     else drawn from `frame`, every record the verdict read. A report or
@@ -564,7 +566,7 @@ def write_html(
     try:
         title = f"Nightly run of {system}, {run['stamp']} UTC"
         paths = result.paths if result is not None else None
-        summary = verdict_section(run, paths, run.get("changes", []), UNJUDGED_REASONS)
+        summary = verdict_section(run, paths, run.get("changes", []), UNJUDGED_REASONS, lags)
         report = write_report(records, outdir, title, histories={system: page} if page else {}, verdict=summary)
         print(f"report written to {report.index}")
     except Exception as err:

@@ -440,3 +440,21 @@ def test_a_nights_verdict_names_its_reasons_and_puts_the_largest_alarms_first():
     rows = re.findall(r"<tr>\s*<td>([^<]+)</td>\s*<td>([^<]+)</td>", page)
     assert rows == [("d", "MOVED"), ("b", "MOVED"), ("e", "TRANSIENT"), ("a", "pass"), ("c", "yardstick")]
     assert "moved alone: &lt;x&gt; &amp; y" in page
+
+
+def test_a_nights_verdict_shows_each_gpu_against_its_siblings_what_lags_first():
+    from reports.html import verdict_section
+
+    lags = pd.DataFrame(
+        {
+            "path": ["host link h2d of GPU 0, ce", "host link h2d of GPU 1, ce", "host link d2h of GPU 1, sm"],
+            "verdict": ["pass", "lagging", "transient"],
+            "vs_siblings_pct": [1.0, -48.0, -12.0],
+            "z": [-3.0, 11.0, 5.0],
+            "reason": ["within the floor", "", "not behind its siblings in the rerun"],
+        }
+    )
+    page = "\n".join(verdict_section({"exit": 2, "meaning": "something moved"}, None, [], lags=lags))
+    table = page[page.index("each GPU against its siblings") :]
+    rows = re.findall(r"<tr>\s*<td>([^<]+)</td>\s*<td>([^<]+)</td>", table)
+    assert [verdict for _, verdict in rows] == ["LAGGING", "TRANSIENT", "pass"]
