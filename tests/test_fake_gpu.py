@@ -302,6 +302,8 @@ def test_a_night_of_a_few_checks_is_rerun_from_its_own_build(accepted):
         6,
         "--confirm-later",
         "0",
+        "--drill",
+        "host memory at half speed",  # no night of the later tests' history
         checks=["-n", "host_bandwidth|node_health"],
         GPU_MEMPATHS_FAKE_SLOWDOWN="host_bandwidth=0.5",
     )

@@ -304,10 +304,14 @@ def test_html_command_writes_the_report(tmp_path):
 
 
 def test_records_without_a_night_give_a_report_without_history(tmp_path):
-    """The H200's ping-pong ran in no nightly: its report has no history to link."""
-    assert main(["html", str(PERFLOGS / "hopper-vm" / "default" / "p2p_pingpong.log"), "-o", str(tmp_path)]) == 0
-    assert "History of" not in (tmp_path / "index.html").read_text()
-    assert not list(tmp_path.glob("history-*"))
+    """The H200's ping-pong ran in no nightly (the pair's records of 2026-11-25 left out): its report has no history."""
+    lines = (PERFLOGS / "hopper-vm" / "default" / "p2p_pingpong.log").read_text().splitlines()
+    h200 = tmp_path / "perflogs" / "p2p_pingpong.log"
+    h200.parent.mkdir()
+    h200.write_text("\n".join([lines[0], *(line for line in lines[1:] if line < "2026-11-25")]) + "\n")
+    assert main(["html", str(h200), "-o", str(tmp_path / "report")]) == 0
+    assert "History of" not in (tmp_path / "report" / "index.html").read_text()
+    assert not list((tmp_path / "report").glob("history-*"))
 
 
 def test_daxpy_figures_1_to_8_render_from_the_committed_perflog(rendered):
@@ -458,7 +462,8 @@ def browser_ready():
 def test_every_page_of_the_report_loads_in_chromium(report, browser_ready, tmp_path):
     looks = browser_ready.look_at_report(report.index.parent, tmp_path)
     names = {seen.screenshot.stem for seen in looks}
-    assert names == {"index", *report.pages, "history-hopper-vm-1xNVIDIA-H100-80GB-HBM3"}
+    kinds = ("1xNVIDIA-H100-80GB-HBM3", "2xNVIDIA-H100-80GB-HBM3")
+    assert names == {"index", *report.pages, *(f"history-hopper-vm-{kind}" for kind in kinds)}
     assert [problem for seen in looks for problem in seen.problems()] == []
     assert sum(seen.images for seen in looks) >= len(report.figures)  # every figure shown, the history's too
     for seen in looks:
