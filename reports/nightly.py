@@ -248,6 +248,8 @@ def rerun_flagged(night: Night, key: str, why: str, result: Judgement) -> Judgem
         "--restore-session",
         str(night.outdir / "run-report.json"),
         *KEEP_THE_BUILD,
+        "--mode",
+        "nightly",  # measured as the night was (its settings: the reprex's repeats)
         *selection,
         "-S",
         "reference_bounds=physical",

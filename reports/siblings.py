@@ -39,6 +39,10 @@ import re
 import numpy as np
 import pandas as pd
 
+from experiments.keys import CASE_KEY
+
+from .verdict import CV_FLOOR, qn_scale
+
 #: A lag must stand this many standard errors beyond the floor.
 Z = 3.0
 #: The standard error of a median of n samples, per standard deviation over sqrt(n).
@@ -80,12 +84,15 @@ def deviations(table: pd.DataFrame) -> pd.DataFrame:
         group=[g[0] for _, g in found if g], gpus=[g[1] for _, g in found if g]
     )
     parts = []
-    for _, group in keyed.groupby(["run", "test", "case", "group"], sort=False):
+    # Siblings are of one run, case, environment and node: never a GPU's own figure in another build.
+    for _, group in keyed.groupby(["run", *_case_key(keyed), "group"], sort=False):
         if len(group) < 2:
             continue
         sign = np.where(group["better"] == "higher", -1.0, 1.0)
         logs = sign * np.log(group["value"].to_numpy(float))
-        variance = (np.nan_to_num(group["cv"].to_numpy(float)) ** 2) / np.maximum(group["n"].to_numpy(float), 1)
+        # A run's spread counts as CV_FLOOR at least: one sample, or identical ones, are not a noiseless run.
+        cv = np.maximum(np.nan_to_num(group["cv"].to_numpy(float)), CV_FLOOR)
+        variance = cv**2 / np.maximum(group["n"].to_numpy(float), 1)
         for k, index in enumerate(group.index):
             others = np.delete(np.arange(len(group)), k)
             behind = logs[k] - float(np.median(logs[others]))
@@ -105,25 +112,29 @@ def judge(table: pd.DataFrame, tonight: str = "tonight", z: float = Z) -> pd.Dat
     if found.empty or not (found["run"] == tonight).any():
         return pd.DataFrame(columns=COLUMNS)
     night, accepted = found[found["run"] == tonight], found[found["run"] != tonight]
-    usual = accepted.groupby(["test", "case", "figure"])["behind"].agg(["median", _qn_or_zero, "size"])
+    key = [*_case_key(found), "figure"]
+    usual = accepted.groupby(key)["behind"].agg(["median", _qn_or_zero, "size"])
     rows = []
     for path, figures in night.groupby("path", sort=True):
         behind, se, before = [], [], []
-        for row in figures.itertuples():
-            key = (row.test, row.case, row.figure)
-            base = usual.loc[key] if key in usual.index else None
+        for row in figures.to_dict("records"):
+            index = tuple(row[k] for k in key)
+            base = usual.loc[index] if index in usual.index else None
             shift = float(base["median"]) if base is not None else 0.0
             spread = float(base["_qn_or_zero"]) ** 2 / base["size"] if base is not None else 0.0
-            behind.append(row.behind - shift)
-            se.append(math.sqrt(row.se**2 + spread))
+            behind.append(row["behind"] - shift)
+            se.append(math.sqrt(row["se"] ** 2 + spread))
             before.append(shift if base is not None else math.nan)
         rows.append(_path_row(path, figures, np.median(behind), np.median(se), before, z))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _qn_or_zero(values: pd.Series) -> float:
-    from .verdict import qn_scale
+def _case_key(table: pd.DataFrame) -> list[str]:
+    """The columns that make a case on a node (experiments/keys.py), of those the table has."""
+    return [k for k in CASE_KEY if k in table.columns]
 
+
+def _qn_or_zero(values: pd.Series) -> float:
     return float(qn_scale(values.to_numpy(float))) if len(values) > 1 else 0.0
 
 

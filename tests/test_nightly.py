@@ -213,6 +213,30 @@ def test_exit_statuses(failed, paths, reasons, allow, status):
     assert nightly.nightly_status({"failed": failed}, result, reasons, allow) == status
 
 
+@pytest.mark.parametrize(
+    "failed, paths, reasons, status",
+    [
+        ([], None, ["other-kind"], 2),  # a first night on a new kind of node: its siblings alone
+        ([], ["pass"], [], 2),
+        (["x"], ["pass"], [], 1),  # a failed check still outranks it
+    ],
+)
+def test_a_gpu_behind_its_siblings_exits_2_with_or_without_a_baseline(failed, paths, reasons, status):
+    result = _verdict(*paths) if paths is not None else None
+    lagging = ["host link h2d of GPU 1, ce"]
+    assert nightly.nightly_status({"failed": failed}, result, reasons, False, lagging=lagging) == status
+
+
+def test_a_baseline_of_no_kind_serves_every_kind_until_runs_with_node_facts_are_accepted(tmp_path, monkeypatch):
+    """An accepted.json from before kinds, whose runs recorded no node facts."""
+    monkeypatch.setattr(runs, "accepted_file", lambda system: tmp_path / "accepted.json")
+    (tmp_path / "accepted.json").write_text(json.dumps({"system": "s", "runs": [{"stamp": "a"}], "node": {}}))
+    assert runs.read_accepted("s", "2 x G")["runs"] == [{"stamp": "a"}]
+    runs.write_baseline("s", {"kind": "1 x G", "runs": [{"stamp": "b"}], "node": {"default": {"gpus": []}}})
+    assert runs.read_accepted("s", "2 x G") is None and runs.read_accepted("s", "1 x G")["runs"] == [{"stamp": "b"}]
+    assert set(runs.read_baselines("s")) == {"unknown", "1 x G"}
+
+
 def test_references_need_three_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(runs, "NIGHTLY_DIR", tmp_path)
     for stamp in ("2026-11-20T03:00:00", "2026-11-21T03:00:00"):

@@ -60,6 +60,27 @@ def test_an_asymmetry_the_accepted_runs_have_is_the_node_as_accepted():
     assert worse.loc["host link h2d of GPU 1, ce", "verdict"] == "lagging"
 
 
+def test_one_sample_is_not_a_noiseless_run():
+    """A figure of one sample (or identical ones) has no spread of its own: it
+    counts as CV_FLOOR, so a lag just past the floor is within the noise."""
+    one = found({"tonight": {"gpu0_h2d_numa0_ce": 54.5, "gpu1_h2d_numa0_ce": 54.5 / 1.032}}, cv=0.0, n=1)
+    assert one.loc["host link h2d of GPU 1, ce", "verdict"] == "pass"
+    assert math.isfinite(one.loc["host link h2d of GPU 1, ce", "z"])
+
+
+def test_a_gpus_figure_in_another_build_is_not_its_sibling():
+    """Two environments (Summit's cuda and spack): each GPU's siblings are of its own build."""
+    builds = pd.concat(
+        [
+            table({"tonight": {"gpu0_h2d_numa0_ce": 54.5, "gpu1_h2d_numa0_ce": 54.4}}).assign(environ="cuda"),
+            table({"tonight": {"gpu0_h2d_numa0_ce": 40.0, "gpu1_h2d_numa0_ce": 40.1}}).assign(environ="spack"),
+        ],
+        ignore_index=True,
+    )
+    result = siblings.judge(builds)
+    assert (result["siblings"] == 1).all() and (result["verdict"] == "pass").all()
+
+
 def test_a_lag_the_rerun_does_not_show_is_transient_and_one_it_did_not_measure_stands():
     first = siblings.judge(table({"tonight": {"gpu0_h2d_numa0_ce": 54.5, "gpu1_h2d_numa0_ce": 40.0}}))
     again = siblings.judge(table({"tonight": {"gpu0_h2d_numa0_ce": 54.5, "gpu1_h2d_numa0_ce": 54.3}}))
