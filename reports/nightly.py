@@ -116,28 +116,29 @@ def outcomes(report: Path) -> dict:
 
 
 def judge_night(system: str, run: dict, accepted: dict | None, alpha: float) -> tuple:
-    """The verdict on the run against the accepted runs (None without a
-    baseline), the run's records (what its report is drawn from) and every
-    record of the system (what the change points are found in)."""
+    """The run judged (the verdict against the accepted runs, None without a
+    baseline, and each GPU against its siblings), the run's records (what its
+    report is drawn from) and every record of the system (what the change
+    points are found in)."""
     loaded = load([PERFLOGS / system], warn=None)
     frame = loaded.frame
     tonight = run_rows(frame, system, [run])
     records = Loaded(frame[tonight], loaded.issues, loaded.files)
+    judged = judge_window(frame, system, accepted, run, alpha)
     if accepted is None:
         print(
             f"nightly: no accepted run of {system} on a node of this kind ({run.get('kind') or 'unknown'}): "
             f"nothing to judge against; accept runs with ./suite accept {run['stamp']} [more stamps] "
             "--write-references"
         )
-        return None, records, frame
-    result = verdict.judge(frame, accepted_masks(frame, system, accepted), tonight, alpha)
+        return judged, records, frame
     stamps = ", ".join(r["stamp"] for r in accepted["runs"])
     print(
         f"nightly: judged by path against the accepted runs of {accepted['kind']}: {stamps} (run medians, "
         "moderated robust spread, "
         f"Holm-corrected, alpha {alpha})"
     )
-    return result, records, frame
+    return judged, records, frame
 
 
 @dataclass
@@ -161,12 +162,13 @@ class Judgement:
         return pd.concat(parts, ignore_index=True).drop_duplicates()
 
 
-def judge_siblings(frame: pd.DataFrame, system: str, accepted: dict | None, window: dict) -> pd.DataFrame:
-    """Each GPU of the run in `window` against its siblings, the accepted
-    runs' deviations (where there is a baseline) the node's usual ones."""
+def judge_window(frame: pd.DataFrame, system: str, accepted: dict | None, window: dict, alpha: float) -> Judgement:
+    """The run in `window` judged both ways from one per-run table: against
+    the accepted runs (where there is a baseline), and each GPU against its
+    siblings, the accepted runs' deviations the node's usual ones."""
     masks = accepted_masks(frame, system, accepted) if accepted else {}
     table = verdict.attach_paths(verdict.run_values(frame, {**masks, "tonight": run_rows(frame, system, [window])}))
-    return siblings.judge(table)
+    return Judgement(verdict.judge_values(table, alpha) if accepted else None, siblings.judge(table))
 
 
 def rerun_selection(judged: Judgement, report: Path) -> list[str]:
@@ -266,16 +268,13 @@ def rerun_flagged(night: Night, key: str, why: str, result: Judgement) -> Judgem
 def judged_with_rerun(frame: pd.DataFrame, system: str, accepted: dict | None, run: dict, alpha: float) -> Judgement:
     """The run judged against the accepted runs (where there are any) and
     each GPU against its siblings, both confirmed by each of its reruns."""
-    masks = accepted_masks(frame, system, accepted) if accepted else {}
-    result = verdict.judge(frame, masks, run_rows(frame, system, [run]), alpha) if accepted else None
-    found = judge_siblings(frame, system, accepted, run)
+    judged = judge_window(frame, system, accepted, run, alpha)
     for key in RERUNS:
         if key in run:
-            if result is not None:
-                again = verdict.judge(frame, masks, run_rows(frame, system, [run[key]]), alpha)
-                result = verdict.confirm(result, again, by=key)
-            found = siblings.confirm(found, judge_siblings(frame, system, accepted, run[key]), by=key)
-    return Judgement(result, found)
+            again = judge_window(frame, system, accepted, run[key], alpha)
+            confirmed = verdict.confirm(judged.verdict, again.verdict, by=key) if judged.verdict is not None else None
+            judged = Judgement(confirmed, siblings.confirm(judged.siblings, again.siblings, by=key))
+    return judged
 
 
 def unjudged_reasons(
@@ -427,9 +426,8 @@ def nightly(args) -> int:
     lags = pd.DataFrame(columns=siblings.COLUMNS)
     changes: list[changepoints.Change] = []
     if health == 0:
-        result, records, frame = judge_night(system, run, accepted, args.alpha)
+        judged, records, frame = judge_night(system, run, accepted, args.alpha)
         night = Night(system, run, outdir, accepted, args.reframe, args.alpha, found, frame)
-        judged = Judgement(result, judge_siblings(frame, system, accepted, run))
         judged = confirm_by_rerun(night, judged)
         judged = confirm_later(night, judged, later_delay(system, args.confirm_later))
         result, lags = judged.verdict, judged.siblings

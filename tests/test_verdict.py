@@ -196,13 +196,13 @@ def test_on_a_shared_host_a_move_its_rerun_confirmed_must_last_until_it_is_measu
 
 def test_a_nights_later_rerun_is_judged_again_from_its_window(monkeypatch):
     """run.json's 'later' window is part of the night whenever it is judged again (./suite accept --rejudge)."""
-    seen = []
-    monkeypatch.setattr(nightly, "accepted_masks", lambda frame, system, accepted: {})
-    monkeypatch.setattr(nightly, "run_rows", lambda frame, system, runs: runs[0]["start"])
-    monkeypatch.setattr(nightly.verdict, "judge", lambda frame, masks, rows, alpha: rows)
+    seen, lags = [], []
+    monkeypatch.setattr(
+        nightly,
+        "judge_window",
+        lambda frame, system, accepted, window, alpha: nightly.Judgement(window["start"], window["start"]),
+    )
     monkeypatch.setattr(nightly.verdict, "confirm", lambda result, again, by: seen.append((result, again, by)) or by)
-    monkeypatch.setattr(nightly, "judge_siblings", lambda frame, system, accepted, window: window["start"])
-    lags = []
     monkeypatch.setattr(nightly.siblings, "confirm", lambda found, again, by: lags.append((found, again, by)) or by)
     run = {"start": "run", "rerun": {"start": "rerun"}, "later": {"start": "later"}}
     judged = nightly.judged_with_rerun(None, "s", {"runs": []}, run, 0.05)
