@@ -108,9 +108,9 @@ class p2p_pingpong(MultiGpuCheck):
 
     def size_down(self, budget_s: float) -> str:
         # Fewer samples of the same round trips (iters and size make the case).
-        per_sample = (self.expected_seconds() - budget.START_S) / self.samples
-        fits = int((budget_s - budget.START_S) // per_sample) if per_sample > 0 else self.samples
-        if fits < self.MIN_SAMPLES or fits >= self.samples:
+        each = (self.expected_seconds() - budget.START_S) / self.samples
+        fits = budget.fewer(self.samples, self.MIN_SAMPLES, budget.START_S, each, budget_s)
+        if fits is None:
             return ""
         was, self.samples = self.samples, fits
         return f"samples {was} -> {fits}"

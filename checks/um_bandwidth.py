@@ -171,19 +171,18 @@ class um_bandwidth(GpuCheck):
 
     def expected_seconds(self) -> float:
         copies = min(self.data_bytes(), GiB)
-        copy_engine = budget.first_touch_s(copies) + 12 * budget.transfer_s(copies, self.node_link())
+        link = data.speed_of_light(self.node)["host_link"]
+        copy_engine = budget.first_touch_s(copies) + 12 * budget.transfer_s(copies, link)
         return budget.START_S + copy_engine + self.repeats * self.repeat_seconds()
-
-    def node_link(self) -> float | None:
-        return data.speed_of_light(self.node)["host_link"]
 
     #: The fewest repeats a sized-down case keeps: three samples of each figure.
     MIN_REPEATS = 3
 
     def size_down(self, budget_s: float) -> str:
-        fixed = self.expected_seconds() - self.repeats * self.repeat_seconds()
-        fits = int((budget_s - fixed) // self.repeat_seconds())
-        if fits < self.MIN_REPEATS or fits >= self.repeats:
+        each = self.repeat_seconds()
+        fixed = self.expected_seconds() - self.repeats * each
+        fits = budget.fewer(self.repeats, self.MIN_REPEATS, fixed, each, budget_s)
+        if fits is None:
             return ""
         was, self.repeats = self.repeats, fits
         return f"repeats {was} -> {fits}"

@@ -4,9 +4,10 @@ Each check says how many bytes its program moves over which path
 (`expected_seconds`); the rates are the node's speeds of light from the
 system data (systems/data.py: the host link, HBM, a peer link), derated to
 what a program reaches, plus the fixed costs every program pays. The
-constants below are fitted to one H100 on PCIe Gen5 (the committed night of
-2026-11-24 22:42, tests/test_budget.py holds the model to it): they make a
-plan a centre can read, within a quarter, not a benchmark.
+constants below are fitted to the cases of one H100 on PCIe Gen5 (the
+committed night of 2026-11-24 22:42): they make a plan a centre can read,
+not a benchmark (on two H100s it came within 1-49% above what the nights
+took, docs/verdict.md).
 
 A case whose expected time is over its budget (`case_budget_s`) is sized
 down where the check knows how (fewer repeats), and otherwise left out with
@@ -48,6 +49,14 @@ def transfer_s(nbytes: float, speed_of_light: float | None, share: float = REACH
     if not speed_of_light:
         return 0.0
     return nbytes / (speed_of_light * share)
+
+
+def fewer(now: int, least: int, fixed_s: float, each_s: float, budget_s: float) -> int | None:
+    """How many repetitions of `each_s` seconds fit `budget_s` after
+    `fixed_s`: a count from `least` up to below `now`, or None where even
+    `least` do not fit, or all `now` do (nothing to size down)."""
+    fits = int((budget_s - fixed_s) // each_s) if each_s > 0 else now
+    return fits if least <= fits < now else None
 
 
 def first_touch_s(nbytes: float) -> float:

@@ -48,6 +48,12 @@ def test_a_dry_run_that_fails_is_a_plan_that_says_so():
     ]
 
 
+def test_a_case_is_sized_down_to_what_fits_and_never_below_its_least():
+    assert budget.fewer(5, 3, fixed_s=10.0, each_s=30.0, budget_s=120.0) == 3
+    assert budget.fewer(5, 3, fixed_s=10.0, each_s=50.0, budget_s=120.0) is None  # two fit: under the least
+    assert budget.fewer(5, 3, fixed_s=10.0, each_s=20.0, budget_s=120.0) is None  # all five fit
+
+
 def test_minutes_read_as_a_plan_prints_them():
     assert budget.minutes(38.4) == "38 s" and budget.minutes(245) == "4 min 05 s"
     assert plans._seconds("4 min 05 s") == 245 and plans._seconds("38 s") == 38

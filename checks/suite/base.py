@@ -108,7 +108,7 @@ class NodeFacts(Placement, SiteSettings):
     #: column would make ReFrame start every perflog anew.
     reference_bounds = variable(str, value="tolerance", loggable=False)
 
-    #: The seconds this case is expected to take on its node (checks/suite/budget.py),
+    #: The seconds this case is expected to take on its node (experiments/budget.py),
     #: and why it is left out ('' where it runs): what the run's plan
     #: (reports/plan.py) reads from ReFrame's report. Not in the perflogs.
     expected_s = variable(float, value=0.0, loggable=True)
