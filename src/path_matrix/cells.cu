@@ -21,12 +21,12 @@ struct Cell {
 
 int printed = 0;  // cells
 
-// One line per sample of one transfer of a cell.
-void print_cell(const Cell &c, const std::vector<std::vector<double>> &seconds, std::size_t transfer,
-                std::uint64_t bytes) {
-    for (std::size_t s = 0; s < seconds.size(); ++s)
-        suite::Record("Cell")
-            .add("path", c.path)
+// One line per sample of one transfer of a cell; the SMs' cells name their grid.
+void print_cell(const Config &config, const Cell &c, const std::vector<std::vector<double>> &seconds,
+                std::size_t transfer, std::uint64_t bytes) {
+    for (std::size_t s = 0; s < seconds.size(); ++s) {
+        suite::Record record("Cell");
+        record.add("path", c.path)
             .add("engine", engine_name(c.engine))
             .add("op", c.op)
             .add("dir", c.dir)
@@ -34,10 +34,12 @@ void print_cell(const Cell &c, const std::vector<std::vector<double>> &seconds, 
             .add("peer", c.peer)
             .add("numa", c.numa)
             .add("sample", s + 1)
-            .add("bytes", bytes)
-            .addf("seconds", "%.6g", seconds[s][transfer])
+            .add("bytes", bytes);
+        if (c.engine != Engine::ce) record.add("blocks", copy_grid(c.gpu, config.blocks));
+        record.addf("seconds", "%.6g", seconds[s][transfer])
             .addf("gbs", "%.6g", static_cast<double>(bytes) / seconds[s][transfer] / 1e9)
             .print();
+    }
     std::fflush(stdout);
     ++printed;
 }
@@ -60,15 +62,21 @@ bool has_bulk(int gpu) {
     return major >= 9;
 }
 
-// A random cycle through every slot of the buffer (Sattolo's algorithm): word
-// slot*stride/8 holds the next slot's word index, so a chase visits them all.
-std::vector<std::uint64_t> chase_chain(std::uint64_t bytes, std::uint64_t stride, std::uint64_t &expected_last,
-                                       long long steps) {
+// A cycle through every slot of the buffer: word slot*stride/8 holds the next
+// slot's word index, so a chase visits them all. Random (Sattolo's
+// algorithm), each step lands on another DRAM row; in order ("stride", as
+// nvbandwidth's), most steps land on the row the last one opened.
+std::vector<std::uint64_t> chase_chain(std::uint64_t bytes, std::uint64_t stride, bool random,
+                                       std::uint64_t &expected_last, long long steps) {
     const std::uint64_t slots = bytes / stride, per = stride / 8;
     std::vector<std::uint64_t> order(slots);
-    std::iota(order.begin(), order.end(), 0);
-    std::mt19937_64 rng(12345);
-    for (std::uint64_t i = slots - 1; i > 0; --i) std::swap(order[i], order[rng() % i]);
+    std::iota(order.begin(), order.end(), 1);
+    order.back() = 0;  // slot i -> i + 1, the last back to the first
+    if (random) {
+        std::mt19937_64 rng(12345);
+        std::iota(order.begin(), order.end(), 0);
+        for (std::uint64_t i = slots - 1; i > 0; --i) std::swap(order[i], order[rng() % i]);
+    }
     std::vector<std::uint64_t> chain(bytes / 8, 0);
     for (std::uint64_t i = 0; i < slots; ++i) chain[i * per] = order[i] * per;
     std::uint64_t at = 0;
@@ -104,6 +112,7 @@ void chase(const Config &c, int gpu, std::uint64_t *target, const Cell &cell, co
                 .add("sample", sample)
                 .add("steps", c.chase_steps)
                 .add("stride", c.chase_stride)
+                .add("order", c.chase_order)
                 .addf("ns", "%.6g", seconds * 1e9 / static_cast<double>(c.chase_steps))
                 .print();
     }
@@ -133,13 +142,13 @@ void host_cells(const Config &c, std::uint64_t &salt) {
             for (Engine e : {Engine::ce, Engine::sm}) {
                 if (!c.wants(e)) continue;
                 const Transfer h2d{gpu, e, h1.get(), d1.ptr}, d2h{gpu, e, d2.ptr, h2.get()};
-                print_cell({"host", "copy", "h2d", e, gpu, -1, node}, run_together({h2d}, c.size, c.samples, salt), 0,
-                           c.size);
-                print_cell({"host", "copy", "d2h", e, gpu, -1, node}, run_together({d2h}, c.size, c.samples, salt), 0,
-                           c.size);
-                const auto both = run_together({h2d, d2h}, c.size, c.samples, salt);
-                print_cell({"host", "copy", "h2d-both", e, gpu, -1, node}, both, 0, c.size);
-                print_cell({"host", "copy", "d2h-both", e, gpu, -1, node}, both, 1, c.size);
+                print_cell(c, {"host", "copy", "h2d", e, gpu, -1, node},
+                           run_together({h2d}, c.size, c.blocks, c.samples, salt), 0, c.size);
+                print_cell(c, {"host", "copy", "d2h", e, gpu, -1, node},
+                           run_together({d2h}, c.size, c.blocks, c.samples, salt), 0, c.size);
+                const auto both = run_together({h2d, d2h}, c.size, c.blocks, c.samples, salt);
+                print_cell(c, {"host", "copy", "h2d-both", e, gpu, -1, node}, both, 0, c.size);
+                print_cell(c, {"host", "copy", "d2h-both", e, gpu, -1, node}, both, 1, c.size);
             }
         }
     }
@@ -165,9 +174,9 @@ void host_all_cells(const Config &c, std::uint64_t &salt) {
             d2h.push_back({c.gpus[g], e, dev[2 * g + 1]->ptr, host[2 * g + 1]->get()});
         }
         for (const auto &[dir, ts] : {std::pair{"h2d", h2d}, std::pair{"d2h", d2h}}) {
-            const auto seconds = run_together(ts, c.size, c.samples, salt);
+            const auto seconds = run_together(ts, c.size, c.blocks, c.samples, salt);
             for (std::size_t g = 0; g < ts.size(); ++g)
-                print_cell({"host-all", "copy", dir, e, c.gpus[g], -1, gpu_numa_node(c, c.gpus[g])}, seconds, g,
+                print_cell(c, {"host-all", "copy", dir, e, c.gpus[g], -1, gpu_numa_node(c, c.gpus[g])}, seconds, g,
                            c.size);
         }
     }
@@ -195,13 +204,13 @@ void peer_cells(const Config &c, std::uint64_t &salt) {
                 if (e != Engine::bulk)  // writes: the GPU named first pushes its memory into the other's
                     ops.push_back({"write", {Transfer{a, e, a1.ptr, b1.ptr}, Transfer{b, e, b2.ptr, a2.ptr}}});
                 for (const auto &[op, pair] : ops) {
-                    print_cell({"peer", op, "one", e, a, b, -1}, run_together({pair.first}, c.size, c.samples, salt), 0,
-                               c.size);
-                    print_cell({"peer", op, "one", e, b, a, -1}, run_together({pair.second}, c.size, c.samples, salt),
-                               0, c.size);
-                    const auto both = run_together({pair.first, pair.second}, c.size, c.samples, salt);
-                    print_cell({"peer", op, "both", e, a, b, -1}, both, 0, c.size);
-                    print_cell({"peer", op, "both", e, b, a, -1}, both, 1, c.size);
+                    print_cell(c, {"peer", op, "one", e, a, b, -1},
+                               run_together({pair.first}, c.size, c.blocks, c.samples, salt), 0, c.size);
+                    print_cell(c, {"peer", op, "one", e, b, a, -1},
+                               run_together({pair.second}, c.size, c.blocks, c.samples, salt), 0, c.size);
+                    const auto both = run_together({pair.first, pair.second}, c.size, c.blocks, c.samples, salt);
+                    print_cell(c, {"peer", op, "both", e, a, b, -1}, both, 0, c.size);
+                    print_cell(c, {"peer", op, "both", e, b, a, -1}, both, 1, c.size);
                 }
             }
         }
@@ -209,7 +218,7 @@ void peer_cells(const Config &c, std::uint64_t &salt) {
 
 void latency_cells(const Config &c) {
     std::uint64_t expected = 0;
-    const auto chain = chase_chain(c.chase_bytes, c.chase_stride, expected, c.chase_steps);
+    const auto chain = chase_chain(c.chase_bytes, c.chase_stride, c.chase_order == "random", expected, c.chase_steps);
     for (int gpu : c.gpus) {
         for (int node : c.numa_nodes) {
             HostBuffer h(c.chase_bytes, node);

@@ -13,10 +13,12 @@ namespace path_matrix {
 
 struct Config {
     std::vector<std::string> paths, engines;
+    std::string chase_order;            // "random" or "stride"
     std::vector<int> gpus, numa_nodes;  // numa_nodes {-1}: no binding (no libnuma)
     std::uint64_t size = 0, chase_bytes = 0, chase_stride = 0;
     long long chase_steps = 0;
     int samples = 0;
+    int blocks = 0;  // of each SM copy and bulk read; 0: four per SM
     bool wants(const std::string &path) const { return std::count(paths.begin(), paths.end(), path) != 0; }
     bool wants(Engine e) const { return std::count(engines.begin(), engines.end(), engine_name(e)) != 0; }
 };

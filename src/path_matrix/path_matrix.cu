@@ -95,6 +95,12 @@ suite::Options declare_options() {
     opts.add("chase-bytes", "64M", "bytes the pointer chase runs through");
     opts.add("chase-stride", "256", "bytes between the chase's slots (a multiple of 8)");
     opts.add("chase-steps", "20000", "dependent loads per chase");
+    opts.add("chase-order", "random",
+             "random (a random cycle through the slots: each step a new DRAM row) or "
+             "stride (slot after slot, as nvbandwidth's chase)");
+    opts.add("blocks", "auto",
+             "blocks of each SM copy and bulk read: 'auto' (four per SM) or a number, to see "
+             "what the issuing SMs limit");
     return opts;
 }
 
@@ -116,6 +122,8 @@ Config parse_config(const suite::Options &opts) {
                          opts.str("chase-bytes").c_str());
     // A step is one round trip (about 1.2 us over PCIe Gen5): 10^8 is two minutes.
     c.chase_steps = opts.integer("chase-steps", 1, 100000000);
+    c.chase_order = opts.choice("chase-order", {"random", "stride"});
+    c.blocks = opts.str("blocks") == "auto" ? 0 : opts.integer32("blocks", 1, 1 << 20);
     opts.require_host_memory("size", 2 * c.size, 0.5);  // two host buffers at once at the least
     if (opts.str("gpus") != "all") index_list(opts, "gpus", kAnyGpu, "GPUs");
     const int nodes = numa_node_count();

@@ -53,6 +53,8 @@ int sm_count(int gpu) {
     return sms;
 }
 
+int copy_grid(int gpu, int blocks) { return blocks > 0 ? blocks : 4 * sm_count(gpu); }
+
 namespace {
 
 // A counter in the memory of the GPU whose kernel adds to it.
@@ -76,8 +78,8 @@ void fill(const Transfer &t, std::size_t words, std::uint64_t salt) {
     CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-void launch(const Transfer &t, std::uint64_t bytes, cudaStream_t stream, unsigned long long *sum) {
-    const int grid = 4 * sm_count(t.gpu);
+void launch(const Transfer &t, std::uint64_t bytes, int blocks, cudaStream_t stream, unsigned long long *sum) {
+    const int grid = copy_grid(t.gpu, blocks);
     if (t.engine == Engine::ce) CUDA_CHECK(cudaMemcpyAsync(t.dst, t.src, bytes, cudaMemcpyDefault, stream));
     else if (t.engine == Engine::sm) launch_copy(grid, stream, t.src, t.dst, bytes / 16);
     else launch_read_bulk(grid, stream, t.src, bytes / 16, sum);
@@ -88,8 +90,8 @@ bool one_kernel(const std::vector<Transfer> &ts) {
     return ts.size() == 2 && ts[0].engine == Engine::sm && ts[1].engine == Engine::sm && ts[0].gpu == ts[1].gpu;
 }
 
-void launch_both(const std::vector<Transfer> &ts, std::uint64_t bytes, cudaStream_t stream) {
-    launch_copy_both(4 * sm_count(ts[0].gpu), stream, ts[0].src, ts[0].dst, ts[1].src, ts[1].dst, bytes / 16);
+void launch_both(const std::vector<Transfer> &ts, std::uint64_t bytes, int blocks, cudaStream_t stream) {
+    launch_copy_both(copy_grid(ts[0].gpu, blocks), stream, ts[0].src, ts[0].dst, ts[1].src, ts[1].dst, bytes / 16);
 }
 
 // Whether a transfer delivered: the copy's destination holds i ^ salt, the
@@ -111,8 +113,8 @@ void verify(const Transfer &t, std::size_t words, std::uint64_t salt, unsigned l
 
 }  // namespace
 
-std::vector<std::vector<double>> run_together(const std::vector<Transfer> &ts, std::uint64_t bytes, int samples,
-                                              std::uint64_t &salt) {
+std::vector<std::vector<double>> run_together(const std::vector<Transfer> &ts, std::uint64_t bytes, int blocks,
+                                              int samples, std::uint64_t &salt) {
     const std::size_t n = ts.size(), words = bytes / 8;
     const bool fused = one_kernel(ts);
     const std::size_t launches = fused ? 1 : n;
@@ -140,8 +142,8 @@ std::vector<std::vector<double>> run_together(const std::vector<Transfer> &ts, s
             CUDA_CHECK(cudaSetDevice(ts[k].gpu));
             launch_latch(streams[k], release, 10'000'000'000LL, timed_out);
             CUDA_CHECK(cudaEventRecord(starts[k], streams[k]));
-            if (fused) launch_both(ts, bytes, streams[k]);
-            else launch(ts[k], bytes, streams[k], counters[k]);
+            if (fused) launch_both(ts, bytes, blocks, streams[k]);
+            else launch(ts[k], bytes, blocks, streams[k], counters[k]);
             CUDA_CHECK(cudaEventRecord(stops[k], streams[k]));
         }
         *reinterpret_cast<volatile int *>(release) = 1;

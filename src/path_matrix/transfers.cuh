@@ -49,9 +49,13 @@ struct Transfer {
 // The SMs of a GPU.
 int sm_count(int gpu);
 
+// The grid of a GPU's SM copies and bulk reads: `blocks`, or four per SM where 0.
+int copy_grid(int gpu, int blocks);
+
 // Runs transfers of `bytes` each at once (latched), `samples` times after one
 // untimed, each verified; returns each transfer's seconds ([sample][transfer]).
-std::vector<std::vector<double>> run_together(const std::vector<Transfer> &ts, std::uint64_t bytes, int samples,
-                                              std::uint64_t &salt);
+// blocks: the grid of SM copies and bulk reads (copy_grid).
+std::vector<std::vector<double>> run_together(const std::vector<Transfer> &ts, std::uint64_t bytes, int blocks,
+                                              int samples, std::uint64_t &salt);
 
 }  // namespace path_matrix
