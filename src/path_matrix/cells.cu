@@ -88,13 +88,22 @@ std::vector<std::uint64_t> chase_chain(std::uint64_t bytes, std::uint64_t stride
 void chase(const Config &c, int gpu, std::uint64_t *target, const Cell &cell, const std::vector<std::uint64_t> &chain,
            std::uint64_t expected) {
     CUDA_CHECK(cudaSetDevice(gpu));
-    CUDA_CHECK(cudaMemcpy(target, chain.data(), c.chase_bytes, cudaMemcpyDefault));
+    const bool address = c.chase_links == "address";
+    if (address) {  // each link the address of its word in `target`
+        const auto base = reinterpret_cast<std::uint64_t>(target);
+        std::vector<std::uint64_t> linked(chain.size());
+        for (std::size_t i = 0; i < chain.size(); ++i) linked[i] = base + chain[i] * sizeof(std::uint64_t);
+        CUDA_CHECK(cudaMemcpy(target, linked.data(), c.chase_bytes, cudaMemcpyDefault));
+        expected = base + expected * sizeof(std::uint64_t);
+    } else {
+        CUDA_CHECK(cudaMemcpy(target, chain.data(), c.chase_bytes, cudaMemcpyDefault));
+    }
     std::uint64_t *last = nullptr;
     CUDA_CHECK(cudaMalloc(&last, sizeof *last));
     suite::EventTimer timer;
     for (int sample = 0; sample <= c.samples; ++sample) {  // sample 0 warms the TLBs up, untimed
         timer.start();
-        launch_chase(target, c.chase_steps, last);
+        launch_chase(target, c.chase_steps, last, c.chase_load == "plain", address);
         const double seconds = timer.stop();
         std::uint64_t got = 0;
         CUDA_CHECK(cudaMemcpy(&got, last, sizeof got, cudaMemcpyDeviceToHost));
@@ -113,6 +122,8 @@ void chase(const Config &c, int gpu, std::uint64_t *target, const Cell &cell, co
                 .add("steps", c.chase_steps)
                 .add("stride", c.chase_stride)
                 .add("order", c.chase_order)
+                .add("load", c.chase_load)
+                .add("links", c.chase_links)
                 .addf("ns", "%.6g", seconds * 1e9 / static_cast<double>(c.chase_steps))
                 .print();
     }

@@ -70,12 +70,17 @@ __global__ void copy_both_kernel(const uint4 *__restrict__ src0, uint4 *__restri
 
 // One thread follows the chain: each load's address is the previous load's
 // value, so the time per step is the path's round trip. ld.global.cv skips
-// the caches, so every step crosses the link whatever the buffer's size.
+// the caches, so every step crosses the link whatever the buffer's size; a
+// plain load is nvbandwidth's. Links hold the next slot's word index (added
+// to the chain's base each step) or its address (nvbandwidth's p = p->next).
+template <bool plain, bool address>
 __global__ void chase_kernel(const std::uint64_t *chain, long long steps, std::uint64_t *last) {
-    std::uint64_t at = 0;
+    std::uint64_t at = address ? reinterpret_cast<std::uint64_t>(chain) : 0;
     for (long long s = 0; s < steps; ++s) {
+        const std::uint64_t *from = address ? reinterpret_cast<const std::uint64_t *>(at) : chain + at;
         std::uint64_t next;
-        asm volatile("ld.global.cv.u64 %0, [%1];" : "=l"(next) : "l"(chain + at) : "memory");
+        if (plain) asm volatile("ld.global.u64 %0, [%1];" : "=l"(next) : "l"(from) : "memory");
+        else asm volatile("ld.global.cv.u64 %0, [%1];" : "=l"(next) : "l"(from) : "memory");
         at = next;
     }
     *last = at;
@@ -115,8 +120,11 @@ void launch_read_bulk(int grid, cudaStream_t stream, const void *src, std::size_
     CUDA_CHECK_LAUNCH();
 }
 
-void launch_chase(const std::uint64_t *chain, long long steps, std::uint64_t *last) {
-    chase_kernel<<<1, 1>>>(chain, steps, last);
+void launch_chase(const std::uint64_t *chain, long long steps, std::uint64_t *last, bool plain, bool address) {
+    if (plain && address) chase_kernel<true, true><<<1, 1>>>(chain, steps, last);
+    else if (plain) chase_kernel<true, false><<<1, 1>>>(chain, steps, last);
+    else if (address) chase_kernel<false, true><<<1, 1>>>(chain, steps, last);
+    else chase_kernel<false, false><<<1, 1>>>(chain, steps, last);
     CUDA_CHECK_LAUNCH();
 }
 

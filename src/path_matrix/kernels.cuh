@@ -29,6 +29,6 @@ void launch_read_bulk(int grid, cudaStream_t stream, const void *src, std::size_
 
 // The pointer chase of `steps` dependent loads, one thread on the default
 // stream; the slot it ends on in *last.
-void launch_chase(const std::uint64_t *chain, long long steps, std::uint64_t *last);
+void launch_chase(const std::uint64_t *chain, long long steps, std::uint64_t *last, bool plain, bool address);
 
 }  // namespace path_matrix

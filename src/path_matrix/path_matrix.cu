@@ -98,6 +98,12 @@ suite::Options declare_options() {
     opts.add("chase-order", "random",
              "random (a random cycle through the slots: each step a new DRAM row) or "
              "stride (slot after slot, as nvbandwidth's chase)");
+    opts.add("chase-load", "cv",
+             "cv (ld.global.cv: every step crosses the link) or plain (a plain load, as "
+             "nvbandwidth's chase)");
+    opts.add("chase-links", "index",
+             "what each slot holds: index (the next slot's word index) or address (its "
+             "address, as nvbandwidth's chase)");
     opts.add("blocks", "auto",
              "blocks of each SM copy and bulk read: 'auto' (four per SM) or a number, to see "
              "what the issuing SMs limit");
@@ -123,6 +129,8 @@ Config parse_config(const suite::Options &opts) {
     // A step is one round trip (about 1.2 us over PCIe Gen5): 10^8 is two minutes.
     c.chase_steps = opts.integer("chase-steps", 1, 100000000);
     c.chase_order = opts.choice("chase-order", {"random", "stride"});
+    c.chase_load = opts.choice("chase-load", {"cv", "plain"});
+    c.chase_links = opts.choice("chase-links", {"index", "address"});
     c.blocks = opts.str("blocks") == "auto" ? 0 : opts.integer32("blocks", 1, 1 << 20);
     opts.require_host_memory("size", 2 * c.size, 0.5);  // two host buffers at once at the least
     if (opts.str("gpus") != "all") index_list(opts, "gpus", kAnyGpu, "GPUs");
