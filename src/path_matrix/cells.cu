@@ -99,33 +99,42 @@ void chase(const Config &c, int gpu, std::uint64_t *target, const Cell &cell, co
         CUDA_CHECK(cudaMemcpy(target, chain.data(), c.chase_bytes, cudaMemcpyDefault));
     }
     std::uint64_t *last = nullptr;
-    CUDA_CHECK(cudaMalloc(&last, sizeof *last));
+    CUDA_CHECK(cudaMalloc(&last, 2 * sizeof *last));
+    const int grid = c.chase_sms == "all" ? sm_count(gpu) : 1;
     suite::EventTimer timer;
     for (int sample = 0; sample <= c.samples; ++sample) {  // sample 0 warms the TLBs up, untimed
-        timer.start();
-        launch_chase(target, c.chase_steps, last, c.chase_load == "plain", address);
-        const double seconds = timer.stop();
-        std::uint64_t got = 0;
-        CUDA_CHECK(cudaMemcpy(&got, last, sizeof got, cudaMemcpyDeviceToHost));
-        if (got != expected)
-            suite::die("the chase from GPU %d ended on word %" PRIu64 ", expected %" PRIu64, gpu, got, expected);
-        if (sample > 0)
-            suite::Record("Cell")
-                .add("path", "latency")
-                .add("engine", "sm")
-                .add("op", "chase")
-                .add("dir", cell.dir)
-                .add("gpu", gpu)
-                .add("peer", cell.peer)
-                .add("numa", cell.numa)
-                .add("sample", sample)
-                .add("steps", c.chase_steps)
-                .add("stride", c.chase_stride)
-                .add("order", c.chase_order)
-                .add("load", c.chase_load)
-                .add("links", c.chase_links)
-                .addf("ns", "%.6g", seconds * 1e9 / static_cast<double>(c.chase_steps))
-                .print();
+        std::vector<double> ns;                            // per step, from each chasing SM
+        std::vector<std::uint64_t> sms;
+        for (int chaser = 0; chaser < grid; ++chaser) {
+            timer.start();
+            launch_chase(target, c.chase_steps, last, c.chase_load == "plain", address, grid, chaser);
+            ns.push_back(timer.stop() * 1e9 / static_cast<double>(c.chase_steps));
+            std::uint64_t got[2] = {};
+            CUDA_CHECK(cudaMemcpy(got, last, sizeof got, cudaMemcpyDeviceToHost));
+            if (got[0] != expected)
+                suite::die("the chase from GPU %d ended on word %" PRIu64 ", expected %" PRIu64, gpu, got[0], expected);
+            if (!std::count(sms.begin(), sms.end(), got[1])) sms.push_back(got[1]);
+        }
+        if (sample == 0) continue;
+        suite::Record record("Cell");
+        record.add("path", "latency")
+            .add("engine", "sm")
+            .add("op", "chase")
+            .add("dir", cell.dir)
+            .add("gpu", gpu)
+            .add("peer", cell.peer)
+            .add("numa", cell.numa)
+            .add("sample", sample)
+            .add("steps", c.chase_steps)
+            .add("stride", c.chase_stride)
+            .add("order", c.chase_order)
+            .add("load", c.chase_load)
+            .add("links", c.chase_links)
+            .add("sms", sms.size());
+        if (grid > 1)  // each SM's own distance to the link
+            record.addf("sm_min_ns", "%.6g", *std::min_element(ns.begin(), ns.end()))
+                .addf("sm_max_ns", "%.6g", *std::max_element(ns.begin(), ns.end()));
+        record.addf("ns", "%.6g", std::accumulate(ns.begin(), ns.end(), 0.0) / static_cast<double>(ns.size())).print();
     }
     std::fflush(stdout);
     ++printed;

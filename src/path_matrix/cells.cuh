@@ -13,8 +13,8 @@ namespace path_matrix {
 
 struct Config {
     std::vector<std::string> paths, engines;
-    std::string chase_order, chase_load, chase_links;  // random or stride, cv or plain, index or address
-    std::vector<int> gpus, numa_nodes;                 // numa_nodes {-1}: no binding (no libnuma)
+    std::string chase_order, chase_load, chase_links, chase_sms;  // random|stride, cv|plain, index|address, one|all
+    std::vector<int> gpus, numa_nodes;                            // numa_nodes {-1}: no binding (no libnuma)
     std::uint64_t size = 0, chase_bytes = 0, chase_stride = 0;
     long long chase_steps = 0;
     int samples = 0;

@@ -73,8 +73,11 @@ __global__ void copy_both_kernel(const uint4 *__restrict__ src0, uint4 *__restri
 // the caches, so every step crosses the link whatever the buffer's size; a
 // plain load is nvbandwidth's. Links hold the next slot's word index (added
 // to the chain's base each step) or its address (nvbandwidth's p = p->next).
+// Of a grid of one-thread blocks (one per SM) only block `chaser` chases, so
+// that each SM's distance to the link can be measured in turn.
 template <bool plain, bool address>
-__global__ void chase_kernel(const std::uint64_t *chain, long long steps, std::uint64_t *last) {
+__global__ void chase_kernel(const std::uint64_t *chain, long long steps, std::uint64_t *last, unsigned chaser) {
+    if (blockIdx.x != chaser) return;
     std::uint64_t at = address ? reinterpret_cast<std::uint64_t>(chain) : 0;
     for (long long s = 0; s < steps; ++s) {
         const std::uint64_t *from = address ? reinterpret_cast<const std::uint64_t *>(at) : chain + at;
@@ -83,7 +86,9 @@ __global__ void chase_kernel(const std::uint64_t *chain, long long steps, std::u
         else asm volatile("ld.global.cv.u64 %0, [%1];" : "=l"(next) : "l"(from) : "memory");
         at = next;
     }
-    *last = at;
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    last[0] = at, last[1] = sm;
 }
 
 }  // namespace
@@ -120,11 +125,12 @@ void launch_read_bulk(int grid, cudaStream_t stream, const void *src, std::size_
     CUDA_CHECK_LAUNCH();
 }
 
-void launch_chase(const std::uint64_t *chain, long long steps, std::uint64_t *last, bool plain, bool address) {
-    if (plain && address) chase_kernel<true, true><<<1, 1>>>(chain, steps, last);
-    else if (plain) chase_kernel<true, false><<<1, 1>>>(chain, steps, last);
-    else if (address) chase_kernel<false, true><<<1, 1>>>(chain, steps, last);
-    else chase_kernel<false, false><<<1, 1>>>(chain, steps, last);
+void launch_chase(const std::uint64_t *chain, long long steps, std::uint64_t *last, bool plain, bool address, int grid,
+                  unsigned chaser) {
+    if (plain && address) chase_kernel<true, true><<<grid, 1>>>(chain, steps, last, chaser);
+    else if (plain) chase_kernel<true, false><<<grid, 1>>>(chain, steps, last, chaser);
+    else if (address) chase_kernel<false, true><<<grid, 1>>>(chain, steps, last, chaser);
+    else chase_kernel<false, false><<<grid, 1>>>(chain, steps, last, chaser);
     CUDA_CHECK_LAUNCH();
 }
 

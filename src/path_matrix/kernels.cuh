@@ -27,8 +27,10 @@ void launch_copy_both(int grid, cudaStream_t stream, const void *src0, void *dst
                       std::size_t n);
 void launch_read_bulk(int grid, cudaStream_t stream, const void *src, std::size_t n, unsigned long long *sum);
 
-// The pointer chase of `steps` dependent loads, one thread on the default
-// stream; the slot it ends on in *last.
-void launch_chase(const std::uint64_t *chain, long long steps, std::uint64_t *last, bool plain, bool address);
+// The pointer chase of `steps` dependent loads, one thread (block `chaser`
+// of `grid` one-thread blocks) on the default stream; the slot it ends on in
+// last[0], the SM that ran it in last[1].
+void launch_chase(const std::uint64_t *chain, long long steps, std::uint64_t *last, bool plain, bool address, int grid,
+                  unsigned chaser);
 
 }  // namespace path_matrix

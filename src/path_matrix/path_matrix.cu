@@ -104,6 +104,9 @@ suite::Options declare_options() {
     opts.add("chase-links", "index",
              "what each slot holds: index (the next slot's word index) or address (its "
              "address, as nvbandwidth's chase)");
+    opts.add("chase-sms", "one",
+             "one (the first block's SM chases) or all (each SM in turn, averaged, as "
+             "nvbandwidth's chase)");
     opts.add("blocks", "auto",
              "blocks of each SM copy and bulk read: 'auto' (four per SM) or a number, to see "
              "what the issuing SMs limit");
@@ -131,6 +134,7 @@ Config parse_config(const suite::Options &opts) {
     c.chase_order = opts.choice("chase-order", {"random", "stride"});
     c.chase_load = opts.choice("chase-load", {"cv", "plain"});
     c.chase_links = opts.choice("chase-links", {"index", "address"});
+    c.chase_sms = opts.choice("chase-sms", {"one", "all"});
     c.blocks = opts.str("blocks") == "auto" ? 0 : opts.integer32("blocks", 1, 1 << 20);
     opts.require_host_memory("size", 2 * c.size, 0.5);  // two host buffers at once at the least
     if (opts.str("gpus") != "all") index_list(opts, "gpus", kAnyGpu, "GPUs");
