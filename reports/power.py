@@ -98,6 +98,7 @@ class Model:
     figures: pd.DataFrame  # one row per figure: key, path..., center, residual, cv
     path_spread: dict[str, float]
     runs: int
+    path_runs: dict[str, int]  # how many accepted runs measured each path (a newer path: fewer)
 
     @classmethod
     def fit(cls, table: pd.DataFrame) -> Model:
@@ -117,7 +118,8 @@ class Model:
             logs.groupby(key)["residual"].apply(lambda r: verdict.robust_spread(r.to_numpy())[1])
         )
         keep = [c for c in first.columns if c not in ("run", "value", "cv", "log", "dev", "residual")]
-        return cls(per_figure.merge(first[keep], on=key), path_spread, int(table["run"].nunique()))
+        path_runs = {p: int(n) for p, n in rows.groupby("path")["run"].nunique().items()}
+        return cls(per_figure.merge(first[keep], on=key), path_spread, int(table["run"].nunique()), path_runs)
 
     def night(self, rng: np.random.Generator, label: str) -> pd.DataFrame:
         """One simulated run of every figure."""
@@ -128,8 +130,11 @@ class Model:
         return self.figures.assign(run=label, value=values, n=5, nan_samples="")
 
     def baseline_and_night(self, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
-        base = pd.concat([self.night(rng, f"r{i}") for i in range(self.runs)], ignore_index=True)
-        return base, self.night(rng, "tonight")
+        """A simulated baseline, each path in as many runs as the accepted runs
+        measured it (no kinder than they are), and a simulated night."""
+        runs = [self.night(rng, f"r{i}") for i in range(self.runs)]
+        base = [run[run["path"].map(self.path_runs) > i] for i, run in enumerate(runs)]
+        return pd.concat(base, ignore_index=True), self.night(rng, "tonight")
 
 
 def flagged(base: pd.DataFrame, night: pd.DataFrame, alpha: float) -> set[str]:
@@ -152,6 +157,7 @@ def sweep(table: pd.DataFrame, moves: list[float], nights: int, alpha: float, se
             "replay_false": 0,
             "sim_nights": nights,
             "sim_false": 0,
+            **{f"{how}_power_{move * 100:g}": 0 for how in ("replay", "sim") for move in moves},
         }
         for p in paths
     }
@@ -159,12 +165,15 @@ def sweep(table: pd.DataFrame, moves: list[float], nights: int, alpha: float, se
     pairs += [("sim", *model.baseline_and_night(rng)) for _ in range(nights)]
     for how, base, night in pairs:
         clean = flagged(base, night, alpha)
+        measured = set(judged_rows(night)["path"])
         for p in paths:
+            if p not in measured:  # a replayed run from before the path existed says nothing of it
+                continue
             rows[p][f"{how}_nights"] += how == "replay"
             rows[p][f"{how}_false"] += p in clean
             for move in moves:
                 column = f"{how}_power_{move * 100:g}"
-                rows[p][column] = rows[p].get(column, 0) + (p in flagged(base, plant(night, p, move), alpha))
+                rows[p][column] += p in flagged(base, plant(night, p, move), alpha)
     table = pd.DataFrame(list(rows.values()))
     for how in ("replay", "sim"):
         for move in moves:

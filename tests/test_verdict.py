@@ -52,6 +52,26 @@ def test_a_seven_percent_drop_of_one_path_is_caught_in_95_percent_of_nights():
     assert caught >= 95 and wrong <= 1, (caught, wrong)
 
 
+def test_a_simulated_baseline_holds_each_path_in_as_many_runs_as_the_accepted_runs_do():
+    # A path newer than the baseline's first runs (path_matrix's) rests on
+    # fewer runs: simulating it on all of them would be kinder than the nights.
+    m = model()
+    assert min(m.path_runs.values()) < m.runs, "the committed baseline has a newer path to test this on"
+    base, night = m.baseline_and_night(np.random.default_rng(3))
+    assert base.groupby("path")["run"].nunique().to_dict() == m.path_runs
+    assert set(night["path"]) == set(m.path_runs)
+
+
+@pytest.mark.slow  # thirty judgements of the committed baseline
+def test_a_replayed_run_from_before_a_path_existed_counts_as_no_night_of_it():
+    table = power.accepted_table("hopper-vm", "1 x NVIDIA H100 80GB HBM3")
+    m = model()
+    newer = min(m.path_runs, key=m.path_runs.get)
+    older = max(m.path_runs, key=m.path_runs.get)
+    result = power.sweep(table[table["path"].isin([newer, older])], [0.5], nights=0, alpha=0.05).set_index("path")
+    assert result.loc[newer, "replay_nights"] == m.path_runs[newer] < result.loc[older, "replay_nights"]
+
+
 def test_the_path_says_how_many_figures_agree():
     result = night_with(np.random.default_rng(9), {HOST_LINK: 0.20})
     row = result.paths.set_index("path").loc[HOST_LINK]
