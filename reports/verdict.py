@@ -29,16 +29,18 @@ a figure), on the logarithm of the values (a change is a ratio):
   medians, each accepted run's from the medians of the others (left out as
   tonight is). What the figures agree on, not what one of them says; it is
   judged like one figure. Paths are the verdict's unit ("host link d2h of GPU 0, ce: -20%,
-  14 of 14 figures agree"); figures are judged too, for a move one figure
-  makes alone.
+  14 of 14 figures agree"); figures are judged too, and one that moves
+  alone is named, but flags its path only where it is the path's only
+  figure.
 - **Multiple testing.** Holm's correction over the paths, and over the
   figures, each at alpha / 2 (Bonferroni between the two families), so that
   a night of pure noise flags nothing with probability at least 1 - alpha.
 - **Stability.** The samples inside a run measure its stability, not the
   move. A path is unstable where its figures' robust coefficient of
   variation tonight is, in the median over its figures, STABILITY_FACTOR
-  times the largest any accepted run had (at least CV_FLOOR): an erratic
-  link is a fault too.
+  times the accepted runs' typical one (their median, at least CV_FLOOR):
+  an erratic link is a fault too. The typical, not the largest: one
+  accepted run caught in a transient would otherwise blind the path.
 - **Yardsticks.** A figure that only normalises its case (the copy engine
   inside the reprex) is not judged again: its path is judged once a night by
   the check the data names.
@@ -65,7 +67,7 @@ from experiments.paths import path_of
 
 #: Accepted runs, at least, that a figure is judged against.
 MIN_RUNS = 3
-#: A path is unstable when its samples spread this many times more than any accepted run's did...
+#: A path is unstable when its samples spread this many times more than the accepted runs' typically did...
 STABILITY_FACTOR = 5.0
 #: ... counting any accepted spread below this (a relative SD) as this.
 CV_FLOOR = 0.005
@@ -423,7 +425,7 @@ def _judge_figure(rows: list[dict], key: list[str]) -> dict:
     logs = sign * np.log(np.array([r["value"] for r in base], dtype=float))
     if base:
         row["accepted"] = math.exp(sign * float(np.median(logs)))
-        row["cv_accepted"] = max(r["cv"] for r in base)
+        row["cv_accepted"] = float(np.median([r["cv"] for r in base]))
         # Each accepted run's deviation from the median of the others (left out, as tonight is from all of
         # them: in-sample deviations would shrink the path's spread), whence the path's statistic per run.
         row["_moves"] = (
@@ -587,15 +589,23 @@ def _correct(table: pd.DataFrame, alpha: float) -> None:
 
 
 def _mark_paths_by_figures(figures: pd.DataFrame, paths: pd.DataFrame) -> None:
-    """A path whose figure moved on its own is flagged too (an unstable one
-    stays unstable), with the figure named, and 'figures' among what flagged it."""
+    """A path of one judged figure is that figure: its move alone flags the
+    path (an unstable one stays unstable), 'figures' among what flagged it.
+    Where the path has more figures, one that moved while the others did not
+    is named in the reason but flags nothing: a path alarms on its own
+    evidence, what its figures agree on, not on the one of fifteen that a
+    moment's noise pushed out."""
     moved = figures[figures["verdict"] == "moved"]
     for name, group in moved.groupby("path"):
         at = paths.index[paths["path"] == name]
         if not len(at):
             continue
         names = ", ".join(f"{t} {f}" for t, f in zip(group["test"], group["figure"]))
-        paths.loc[at[0], "reason"] = _join(paths.loc[at[0], "reason"], f"moved alone: {names}")
+        alone = paths.loc[at[0], "figures"] <= 1
+        said = f"moved alone: {names}" if alone else f"a figure moved, the path did not: {names}"
+        paths.loc[at[0], "reason"] = _join(paths.loc[at[0], "reason"], said)
+        if not alone:
+            continue
         paths.loc[at[0], "flagged_by"] = _join(paths.loc[at[0], "flagged_by"], "figures")
         if paths.loc[at[0], "verdict"] in ("pass", "improved", "unjudged"):
             paths.loc[at[0], "verdict"] = "moved"

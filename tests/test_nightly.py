@@ -358,12 +358,12 @@ def test_many_figures_unjudged_for_one_reason_are_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_a_nights_report_links_the_systems_history(tmp_path):
-    """The committed last night of hopper-vm, its report drawn again (its
-    host memory: few figures): its index links the history of every night,
-    drawn beside the nights."""
+    """A committed night of hopper-vm that moved (22:49), its report drawn
+    again (its host memory: few figures): its index links the history of
+    every night, drawn beside the nights."""
     from reports.load import Loaded, load
 
-    last = runs.finished_runs("hopper-vm", kind=H100_KIND)[-1]
+    last = next(r for r in runs.finished_runs("hopper-vm", kind=H100_KIND) if r["stamp"] == "2026-11-24T22:49:45")
     frame = load(runs.PERFLOGS / "hopper-vm", warn=None).frame
     tonight = runs.run_rows(frame, "hopper-vm", [last]) & (frame["test"] == "host_bandwidth")
     records = Loaded(frame[tonight])

@@ -86,6 +86,32 @@ def test_samples_spread_ten_times_wider_make_a_path_unstable_not_moved():
         assert result.paths.set_index("path").loc[HOST_LINK, "verdict"] == "unstable"
 
 
+def test_one_figure_moved_alone_flags_its_path_only_where_it_is_the_paths_only_figure():
+    base, night = model().baseline_and_night(np.random.default_rng(12))
+    on_path = night.index[night["path"] == HOST_LINK]
+    assert len(on_path) > 1
+    night.loc[on_path[0], "value"] *= 0.5  # one of the path's figures halves, the others hold
+    result = verdict.judge_values(pd.concat([base, night], ignore_index=True))
+    figure = result.figures.loc[result.figures["path"] == HOST_LINK]
+    assert (figure["verdict"] == "moved").sum() == 1
+    path = result.paths.set_index("path").loc[HOST_LINK]
+    assert path["verdict"] == "pass" and "a figure moved, the path did not" in path["reason"]
+    # A path of one figure is that figure.
+    alone = verdict.judge_values(
+        _one_path_table({**{f"r{i}": [55.0 * (1 + 0.002 * (i % 3 - 1))] for i in range(5)}, "tonight": [40.0]})
+    )
+    assert alone.paths["verdict"].tolist() == ["moved"]
+
+
+def test_one_accepted_run_caught_in_a_transient_does_not_blind_the_paths_stability():
+    base, night = model().baseline_and_night(np.random.default_rng(13))
+    first = base["run"] == base["run"].iloc[0]
+    base.loc[first & (base["path"] == HOST_LINK), "cv"] *= 30  # an accepted run whose samples spread 30 times wider
+    night = power.plant(night, HOST_LINK, 0.0, 10.0)
+    result = verdict.judge_values(pd.concat([base, night], ignore_index=True))
+    assert result.paths.set_index("path").loc[HOST_LINK, "verdict"] == "unstable"
+
+
 def test_a_clean_night_is_not_unstable():
     rng = np.random.default_rng(11)
     for _ in range(50):
