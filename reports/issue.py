@@ -1,4 +1,4 @@
-"""A line (or file) the loader could not use."""
+"""A line (or file) the loader could not use, or a value it names as broken."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 @dataclass
 class Issue:
-    """A line (or file) the loader could not use."""
+    """A line (or file) the loader could not use, or a value it names as broken."""
 
     path: str
     line: int  # 0: the file as a whole
-    kind: str  # 'malformed', 'truncated', 'unreadable'
+    kind: str  # 'malformed', 'truncated', 'unreadable'; 'not-a-number' (kept, judged broken)
     message: str
 
     def __str__(self) -> str:

@@ -260,6 +260,7 @@ def _tidy(records: list[dict], source: str, from_report: bool) -> pd.DataFrame:
             record = {k: v for k, v in record.items() if k in _REPORT_KEEP}
         line = record.pop("__line")
         row = {_column(k): (None if isinstance(v, str) and v in _MISSING else v) for k, v in record.items()}
+        row["__missing"] = row.get("value") is None  # no value (a build's line), where 'nan' is a program's
         row["line"] = line
         row["source"] = source
         display = row.get("display_name") or row.get("name") or ""
@@ -316,6 +317,7 @@ def load(paths, warn=sys.stderr) -> Loaded:
         table[column] = table[column].fillna("unknown").astype(str)
     table["line"] = table["line"].astype(int)
     _add_keys(table)
+    issues.extend(_not_numbers(table))
     loaded = Loaded(table, issues, files)
     if warn is not None:
         for issue in issues:
@@ -336,10 +338,21 @@ def _add_frame(frames: list, files: dict, frame: pd.DataFrame, path: Path) -> No
     """Keep a file's rows that have a performance value, and count them: a
     null value (a dry run's) is none; 'nan' (a program's) is one, and broken."""
     if not frame.empty:
-        frame = frame[frame["perf_var"].notna() & frame["value"].notna()]
+        frame = frame[frame["perf_var"].notna() & ~frame["__missing"].astype(bool)].drop(columns="__missing")
     files[str(path)] = len(frame)
     if not frame.empty:
         frames.append(frame)
+
+
+def _not_numbers(table: pd.DataFrame) -> list[Issue]:
+    """Each value a program gave as not a number, named: kept in the table,
+    where the verdict judges its figure broken, never dropped so that the
+    median of the rest passes."""
+    bad = table[table["value"].isna()]
+    return [
+        Issue(str(r.source), int(r.line), "not-a-number", f"{r.test} {r.perf_var} is not a number: broken")
+        for r in bad.itertuples()
+    ]
 
 
 def _add_keys(table: pd.DataFrame) -> None:

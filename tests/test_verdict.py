@@ -174,6 +174,41 @@ def test_a_broken_measurement_is_named_not_improved():
     assert nightly.nightly_status({"failed": []}, verdict.judge_values(table), [], False) == status.FAILED
 
 
+@pytest.mark.parametrize("bad", [["s2"], ["s1", "s2", "s3", "s4", "s5"]])
+def test_a_sample_that_is_not_a_number_is_named_at_load_and_its_figure_broken(tmp_path, bad):
+    # One 'nan' among five, or all five: kept and named by the loader, never
+    # dropped so that the median of the rest passes or the figure reads as vanished.
+    source = runs.PERFLOGS / "hopper-vm" / "default" / "path_matrix.log"
+    lines = source.read_text().splitlines()
+    samples = [line for line in lines if "|gpu0_h2d_numa0_ce.s" in line][-5:]
+    fields = lines[0].split("|")
+    at = fields.index("perf_value")
+    written = [lines[0]]
+    for line in samples:
+        parts = line.split("|")
+        if parts[fields.index("perf_var")].rsplit(".", 1)[1] in bad:
+            parts[at] = "nan"
+        written.append("|".join(parts))
+    (tmp_path / "path_matrix.log").write_text("\n".join(written) + "\n")
+    loaded = load(tmp_path, warn=None)
+    assert [i.kind for i in loaded.issues] == ["not-a-number"] * len(bad)
+    values = verdict.run_values(loaded.frame, {"tonight": pd.Series(True, index=loaded.frame.index)})
+    assert values["nan_samples"].tolist() == [" ".join(bad)]
+    base = pd.concat([values.assign(run=f"r{i}", value=55.0, nan_samples="", cv=0.002) for i in range(4)])
+    [row] = verdict.judge_values(verdict.attach_paths(pd.concat([base, values]))).figures.itertuples()
+    assert row.verdict == "broken" and " ".join(bad) in row.reason
+
+
+def test_a_check_fails_on_a_sample_that_is_not_a_number():
+    import reframe.utility.sanity as sn
+
+    from checks.suite.base import numbers
+
+    assert sn.evaluate(numbers([1.0, 2.0], "x")) == [1.0, 2.0]
+    with pytest.raises(sn.SanityError, match="x: samples s2 are not numbers"):
+        sn.evaluate(numbers([1.0, math.nan, 3.0], "x"))
+
+
 def test_a_vanished_figure_is_its_own_reason_and_is_never_allowed():
     table = _one_path_table({f"r{i}": [55.0] for i in range(4)})
     result = verdict.judge_values(table)

@@ -5,6 +5,7 @@ placement from the system's data (placement.py), and the GPU skip rule."""
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import sys
@@ -51,6 +52,18 @@ def runtime_loaded(stdout: str, expected: str) -> bool:
     if loaded != expected:
         raise sn.SanityError(f"the program loaded CUDA runtime {loaded}, its environment's is {expected}")
     return True
+
+
+@sn.deferrable
+def numbers(values, figure: str) -> list:
+    """A figure's samples, each a number: a program's 'nan' or 'inf' fails
+    the check naming the figure and its samples, where a median of the rest
+    would pass (reports/load.py names the same in a perflog)."""
+    values = list(values)
+    bad = [f"s{k}" for k, v in enumerate(values, start=1) if not math.isfinite(float(v))]
+    if bad:
+        raise sn.SanityError(f"{figure}: samples {' '.join(bad)} are not numbers (a broken measurement)")
+    return values
 
 
 @sn.deferrable
@@ -177,9 +190,10 @@ class NodeFacts(Placement, SiteSettings):
     def headline(self, name: str, samples, unit: str, count: int) -> dict:
         """The performance variables of a headline figure: the median of its
         `count` samples (a deferred list) under `name`, and each sample."""
-        perf = {name: sn.make_performance_function(median(samples), unit)}
+        checked = numbers(samples, name)
+        perf = {name: sn.make_performance_function(median(checked), unit)}
         for k in range(1, count + 1):
-            perf[sample_name(name, k)] = sn.make_performance_function(sn.getitem(samples, k - 1), unit)
+            perf[sample_name(name, k)] = sn.make_performance_function(sn.getitem(checked, k - 1), unit)
         return perf
 
     #: The record tags of the program's output whose lines are the points of
