@@ -230,11 +230,15 @@ def accept(args) -> int:
     if drills:
         print(f"accept: a drill is no baseline: {', '.join(drills)} had a fault planted", file=sys.stderr)
         return UNJUDGED
-    for run in runs:
-        if run.get("checks") != "pass" or run.get("health") != "pass":
-            print(
-                f"accept: warning: run {run['stamp']} did not pass all its checks; accepting it anyway", file=sys.stderr
-            )
+    failed = [run["stamp"] for run in runs if run.get("checks") != "pass" or run.get("health") != "pass"]
+    if failed and not args.despite:
+        print(
+            f"accept: {', '.join(failed)} did not pass all its health checks and checks: a baseline is of runs that "
+            "did; accept one anyway only with --despite WHY (kept in the baseline beside the run)",
+            file=sys.stderr,
+        )
+        return UNJUDGED
+    runs = [{**run, "accepted_despite": args.despite} if run["stamp"] in failed else run for run in runs]
     if args.write_references and len(runs) < MIN_RUNS and args.min_tolerance is None:
         print(
             f"accept: references need the spread of at least {MIN_RUNS} runs on separately started nodes, "
@@ -254,7 +258,8 @@ def accept(args) -> int:
     record = {"system": system, "kind": kind, "accepted": now(), "runs": runs}
     record["node"] = node_facts_of([o for o, _ in found])
     target = write_baseline(system, record)
-    print(f"accept: {', '.join(args.stamps)} now the baseline of {system} on {kind} ({target.relative_to(REPO)})")
+    shown = target.relative_to(REPO) if target.is_relative_to(REPO) else target
+    print(f"accept: {', '.join(args.stamps)} now the baseline of {system} on {kind} ({shown})")
     if not record["node"]:
         print("accept: warning: the runs recorded no node facts: health on this system judges nothing", file=sys.stderr)
     if args.write_references:
@@ -315,6 +320,11 @@ def add_parsers(sub) -> None:
     p.add_argument("stamps", nargs="+", metavar="STAMP", help="the runs' stamps (reports/nightly/<system>/<stamp>)")
     p.add_argument("--system")
     p.add_argument("--write-references", action="store_true", help="write references from the runs")
+    p.add_argument(
+        "--despite",
+        metavar="WHY",
+        help="accept runs whose checks or health checks failed, saying why: kept in the baseline beside each",
+    )
     p.add_argument(
         "--min-tolerance",
         type=float,

@@ -250,6 +250,33 @@ def test_references_need_three_runs(tmp_path, monkeypatch, capsys):
     assert "at least 3 runs on separately started nodes, 2 given" in capsys.readouterr().err
 
 
+def test_a_run_whose_checks_failed_is_accepted_only_saying_why(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(runs, "NIGHTLY_DIR", tmp_path)
+    monkeypatch.setattr(runs, "accepted_file", lambda system: tmp_path / "accepted.json")
+    stamps = ("2026-11-20T03:00:00", "2026-11-21T03:00:00", "2026-11-22T03:00:00")
+    for stamp, checks in zip(stamps, ("pass", "fail", "pass")):
+        run = tmp_path / "local" / stamp.replace(":", "")
+        run.mkdir(parents=True)
+        record = {"stamp": stamp, "start": stamp, "end": stamp, "checks": checks, "health": "pass"}
+        (run / "run.json").write_text(json.dumps(record))
+    args = cli.parser().parse_args(["accept", *stamps, "--system", "local"])
+    assert accept.accept(args) == 3
+    assert "2026-11-21T03:00:00 did not pass all its health checks and checks" in capsys.readouterr().err
+    assert not (tmp_path / "accepted.json").exists()
+    why = "a reference of another machine failed; every case measured"
+    assert accept.accept(cli.parser().parse_args(["accept", *stamps, "--system", "local", "--despite", why])) == 0
+    baseline = runs.read_accepted("local", "unknown")
+    assert [r.get("accepted_despite") for r in baseline["runs"]] == [None, why, None]
+
+
+def test_every_committed_accepted_run_passed_its_checks_or_its_baseline_says_why():
+    for accepted_file in sorted(runs.PERFLOGS.glob("*/accepted.json")):
+        for kind, baseline in runs.baselines_in(json.loads(accepted_file.read_text())).items():
+            for run in baseline["runs"]:
+                passed = run.get("checks") == "pass" and run.get("health") == "pass"
+                assert passed or run.get("accepted_despite"), f"{accepted_file} {kind}: {run['stamp']} says not why"
+
+
 def test_a_drill_is_never_accepted_as_the_baseline(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(runs, "NIGHTLY_DIR", tmp_path)
     monkeypatch.setattr(runs, "accepted_file", lambda system: tmp_path / "accepted.json")
