@@ -370,6 +370,12 @@ def test_the_paths_of_checks_that_need_several_gpus_or_gdrdrv(test, case, figure
     assert path_of(test, case, figure).name == path
 
 
+def test_every_kinds_floor_lets_a_ten_percent_move_be_seen():
+    # A move is tested beyond the floor: a floor of 10% or more passes any 10% move, however steady the path.
+    kinds, _ = load_rules()
+    assert {kind: spec["floor"] for kind, spec in kinds.items() if spec["floor"] >= 0.10} == {}
+
+
 def test_every_rule_names_a_known_kind_and_a_valid_pattern():
     kinds, rules = load_rules()
     assert {"host-link", "gpu-memory", "latency"} <= set(kinds)
