@@ -602,10 +602,13 @@ def _mark_paths_by_figures(figures: pd.DataFrame, paths: pd.DataFrame) -> None:
             continue
         names = ", ".join(f"{t} {f}" for t, f in zip(group["test"], group["figure"]))
         alone = paths.loc[at[0], "figures"] <= 1
-        said = f"moved alone: {names}" if alone else f"a figure moved, the path did not: {names}"
-        paths.loc[at[0], "reason"] = _join(paths.loc[at[0], "reason"], said)
         if not alone:
+            if paths.loc[at[0], "verdict"] in ("pass", "improved"):
+                paths.loc[at[0], "reason"] = _join(
+                    paths.loc[at[0], "reason"], f"a figure moved, the path did not: {names}"
+                )
             continue
+        paths.loc[at[0], "reason"] = _join(paths.loc[at[0], "reason"], f"moved alone: {names}")
         paths.loc[at[0], "flagged_by"] = _join(paths.loc[at[0], "flagged_by"], "figures")
         if paths.loc[at[0], "verdict"] in ("pass", "improved", "unjudged"):
             paths.loc[at[0], "verdict"] = "moved"

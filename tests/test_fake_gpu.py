@@ -385,18 +385,32 @@ def test_the_two_gpu_checks_never_run_on_one_gpu(repo):
 
 def test_one_slow_path_is_flagged_under_its_own_name_and_nothing_else(accepted):
     """The path matrix's cells are figures of their own: one cell at 60% (the
-    SMs' device-to-host copies to the GPU's NUMA node) is the one figure
-    flagged, and its path with it, naming it; every other cell passes."""
+    copy engines' device-to-host copies to the GPU's NUMA node, a path the
+    path matrix alone measures) is the one figure flagged, and its path with
+    it; every other cell passes."""
 
     logged = (accepted / "perflogs" / "fakegpu" / "default" / "path_matrix.log").read_text()
-    (cell,) = sorted(set(re.findall(r"\|(gpu0_d2h_numa0_sm|gpu0_d2h_unbound_sm)\|", logged)))
+    (cell,) = sorted(set(re.findall(r"\|(gpu0_d2h_numa0_ce|gpu0_d2h_unbound_ce)\|", logged)))
     status, output, outdir = nightly(accepted, 6, GPU_MEMPATHS_FAKE_SLOWDOWN=f"path_matrix.{cell}=0.6")
     assert status == 2, output[-4000:]
     table = pd.read_csv(outdir / "compare.csv")
     flagged = table[table["verdict"] == "moved"]
     assert list(flagged["figure"]) == [cell], flagged.to_string()
     assert (table[table["test"] == "path_matrix"]["verdict"] != "unjudged").all()
-    assert re.search(rf"MOVED host link d2h of GPU 0, sm: .*moved alone: path_matrix {cell}", output), output[-4000:]
+    assert re.search(r"MOVED host link d2h of GPU 0, ce: ", output), output[-4000:]
+
+
+def test_one_figure_of_a_path_many_figures_measure_names_it_but_does_not_flag_the_path(accepted):
+    """The SMs' device-to-host cell at 60%, where the reprex's figures of the
+    same path hold: the path alarms on what its figures agree on, so the
+    night passes, the cell named in the path's reason."""
+    logged = (accepted / "perflogs" / "fakegpu" / "default" / "path_matrix.log").read_text()
+    (cell,) = sorted(set(re.findall(r"\|(gpu0_d2h_numa0_sm|gpu0_d2h_unbound_sm)\|", logged)))
+    status, output, outdir = nightly(accepted, 7, GPU_MEMPATHS_FAKE_SLOWDOWN=f"path_matrix.{cell}=0.6")
+    assert status == 0, output[-4000:]
+    paths = pd.read_csv(outdir / "paths.csv").set_index("path")
+    assert paths.loc["host link d2h of GPU 0, sm", "verdict"] == "pass"
+    assert f"a figure moved, the path did not: path_matrix {cell}" in paths.loc["host link d2h of GPU 0, sm", "reason"]
 
 
 # --- records to VictoriaMetrics (experiments/metrics.py) ---------------------
