@@ -214,10 +214,13 @@ def write_references(
 
 
 def accepted_samples(frame: pd.DataFrame, system: str, runs: list[dict]) -> pd.DataFrame:
-    """The sample rows of the runs, each with the index of its run."""
+    """The sample rows of the runs, each with the index of its run: only
+    numbers above zero (a broken sample, kept by the loader for the verdict
+    to name, gives no reference)."""
     parts = []
+    numbers = frame["sample"].notna() & np.isfinite(frame["value"]) & (frame["value"] > 0)
     for i, run in enumerate(runs):
-        rows = frame[run_rows(frame, system, [run]) & frame["sample"].notna()]
+        rows = frame[run_rows(frame, system, [run]) & numbers]
         parts.append(rows.assign(run=i))
     return pd.concat(parts, ignore_index=True) if parts else frame.iloc[0:0]
 

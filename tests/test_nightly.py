@@ -277,6 +277,19 @@ def test_every_committed_accepted_run_passed_its_checks_or_its_baseline_says_why
                 assert passed or run.get("accepted_despite"), f"{accepted_file} {kind}: {run['stamp']} says not why"
 
 
+def test_a_broken_sample_of_an_accepted_run_gives_no_reference():
+    frame = pd.DataFrame(
+        {
+            "time": pd.to_datetime(["2026-11-20T03:00:10Z"] * 3, utc=True),
+            "system": "local",
+            "sample": pd.array([1, 2, 3], dtype="Int64"),
+            "value": [50.0, float("nan"), 52.0],
+        }
+    )
+    run = {"start": "2026-11-20T03:00:00", "end": "2026-11-20T03:01:00"}
+    assert accept.accepted_samples(frame, "local", [run])["value"].tolist() == [50.0, 52.0]
+
+
 def test_a_drill_is_never_accepted_as_the_baseline(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(runs, "NIGHTLY_DIR", tmp_path)
     monkeypatch.setattr(runs, "accepted_file", lambda system: tmp_path / "accepted.json")
