@@ -79,6 +79,10 @@ bool numa_node_has_memory(int node) {
 #endif
 }
 
+// The most dependent loads one chase may take: a step is one round trip
+// (about 1.2 us over PCIe Gen5), so 10^8 is two minutes.
+constexpr long long kMaxChaseSteps = 100000000;
+
 // The GPUs' numbers are checked against the visible ones once CUDA runs; their form before.
 constexpr int kAnyGpu = 1 << 16;
 
@@ -129,8 +133,7 @@ Config parse_config(const suite::Options &opts) {
     if (c.chase_bytes % c.chase_stride)
         opts.usage_error("option '--chase-bytes' expects a multiple of --chase-stride, got '%s'",
                          opts.str("chase-bytes").c_str());
-    // A step is one round trip (about 1.2 us over PCIe Gen5): 10^8 is two minutes.
-    c.chase_steps = opts.integer("chase-steps", 1, 100000000);
+    c.chase_steps = opts.integer("chase-steps", 1, kMaxChaseSteps);
     c.chase_order = opts.choice("chase-order", {"random", "stride"});
     c.chase_load = opts.choice("chase-load", {"cv", "plain"});
     c.chase_links = opts.choice("chase-links", {"index", "address"});
@@ -174,6 +177,12 @@ void describe_node(const suite::Options &opts, const Config &c) {
                              opts.str("size").c_str(), gpu, static_cast<double>(free) / suite::kGiB);
         cudaDeviceProp prop{};
         CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu));
+        // Each SM chases in turn: the steps' bound (two minutes a chase) holds for all of them together.
+        if (c.wants("latency") && c.chase_sms == "all" && c.chase_steps * prop.multiProcessorCount > kMaxChaseSteps)
+            opts.usage_error("option '--chase-steps' %lld with --chase-sms all: GPU %d's %d SMs chase %lld steps, "
+                             "over %lld",
+                             c.chase_steps, gpu, prop.multiProcessorCount, c.chase_steps * prop.multiProcessorCount,
+                             kMaxChaseSteps);
         std::printf("GPU %d: %s, %d SMs, NUMA node %d\n", gpu, prop.name, prop.multiProcessorCount,
                     gpu_numa_node(c, gpu));
     }
