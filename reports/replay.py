@@ -1,0 +1,248 @@
+"""The judge's test bench: committed nights replayed through the nightly's own code.
+
+A replayed night is perflog text. Each path's lines are those one committed
+clean night of the kind logged (a path-wise bootstrap over the nights: a
+path keeps its night's transients and its figures their correlation), with
+a fault planted on one path where asked. The text is written to perflog
+files, read back by reports/load.py and judged by the nightly's
+`judge_window` against the accepted runs; a flagged path is confirmed by
+`verdict.confirm` against its rerun, as the nightly confirms: the path's own
+committed rerun where its night had one, else the path drawn again from
+another night, the fault planted again (a fault lasts, noise need not). The
+exit status is the nightly's `nightly_status` of what that leaves. No model
+stands between the nights and the verdict; the later measure a shared host
+adds (`confirm_later_s`) is not replayed, so the bench is harsher than the
+nightly there.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from experiments.keys import direction, parse_case
+from experiments.paths import path_of
+from reports import nightly, verdict
+from reports.load import load
+from reports.runs import PERFLOGS, finished_runs, read_accepted, run_rows
+
+#: Where replayed nights are stamped: after any committed one.
+REPLAY_EPOCH = pd.Timestamp("2099-01-01T00:00:00", tz="UTC")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What is planted on one path of a replayed night (nothing without a path)."""
+
+    path: str | None = None
+    move: float = 0.0  # worse by this fraction: a rate falls, a time rises
+    spread: float = 1.0  # each sample's log deviation from its figure's median, times this
+    nan: bool = False  # each of the path's figures has its first sample 'nan'
+
+
+@dataclass
+class Replayed:
+    """A replayed night: its first judgement, the rerun's (None where nothing
+    was flagged), the confirmed verdict and the exit status."""
+
+    first: nightly.Judgement
+    rerun: nightly.Judgement | None
+    final: verdict.Verdict
+    exit: int
+
+    def flagged(self) -> list[str]:
+        """The paths the night exits 2 on: moved or unstable, confirmed."""
+        return self.final.flagged_paths()
+
+
+class Bench:
+    """The committed nights of one kind of node (but those left out), ready to be replayed."""
+
+    def __init__(self, system: str, kind: str, alpha: float = 0.05, leave_out: tuple[str, ...] = ()):
+        self.system, self.kind, self.alpha = system, kind, alpha
+        self.accepted = read_accepted(system, kind)
+        if self.accepted is None:
+            raise ValueError(f"no accepted runs of {system} on {kind}")
+        frame = load([PERFLOGS / system], warn=None).frame
+        frame = frame[frame["source"].str.endswith(".log")]
+        accepted = {r["stamp"] for r in self.accepted["runs"]}
+        self.base = frame[run_rows(frame, system, self.accepted["runs"])]
+        self.nights, self.reruns = {}, {}
+        for run in finished_runs(system, kind=kind):
+            if run["stamp"] in accepted or run["stamp"] in leave_out:
+                continue
+            self.nights[run["stamp"]] = _with_paths(frame[run_rows(frame, system, [run])])
+            if run.get("rerun"):
+                self.reruns[run["stamp"]] = _with_paths(frame[run_rows(frame, system, [run["rerun"]])])
+        if not self.nights:
+            raise ValueError(f"no committed night of {system} on {kind} outside its accepted runs")
+        self.paths = sorted(set().union(*(set(n["path"]) for n in self.nights.values())) - {""})
+        self._lines: dict[str, list[str]] = {}
+        self._count = 0
+
+    def night(self, rng: np.random.Generator, fault: Fault = Fault()) -> Replayed:
+        """One replayed night, its rerun where something is flagged, judged as the nightly judges."""
+        drawn = self._draw(rng)
+        first = self._judge(self._rows(drawn), fault)
+        flagged = first.flagged_paths()
+        if not flagged:
+            return Replayed(first, None, first.verdict, self._status(first.verdict))
+        rerun = self._judge(self._rerun_rows(rng, drawn, flagged), fault)
+        final = verdict.confirm(first.verdict, rerun.verdict)
+        return Replayed(first, rerun, final, self._status(final))
+
+    def committed(self, stamp: str, fault: Fault = Fault()) -> Replayed:
+        """A committed night replayed whole (every path from it), confirmed by
+        its own committed rerun where it had one and by nothing where it had
+        none (a flag then stands, unconfirmed, as a night without a rerun)."""
+        drawn = dict.fromkeys(["", *self.paths], stamp)
+        first = self._judge(self._rows(drawn), fault)
+        flagged = first.flagged_paths()
+        rerun_rows = self.reruns.get(stamp)
+        if not flagged or rerun_rows is None:
+            return Replayed(first, None, first.verdict, self._status(first.verdict))
+        rerun = self._judge(rerun_rows[rerun_rows["path"].isin(flagged)], fault)
+        final = verdict.confirm(first.verdict, rerun.verdict)
+        return Replayed(first, rerun, final, self._status(final))
+
+    # --- drawing a night ---------------------------------------------------
+
+    def _draw(self, rng: np.random.Generator) -> dict[str, str]:
+        """The night each path's lines come from ('' : the lines no path judges)."""
+        stamps = list(self.nights)
+        drawn = {"": stamps[rng.integers(len(stamps))]}
+        for path in self.paths:
+            having = [s for s in stamps if (self.nights[s]["path"] == path).any()]
+            drawn[path] = having[rng.integers(len(having))]
+        return drawn
+
+    def _rows(self, drawn: dict[str, str]) -> pd.DataFrame:
+        parts = [self.nights[stamp][self.nights[stamp]["path"] == path] for path, stamp in drawn.items()]
+        return pd.concat(parts, ignore_index=True)
+
+    def _rerun_rows(self, rng: np.random.Generator, drawn: dict[str, str], flagged: list[str]) -> pd.DataFrame:
+        """The flagged paths' lines again: their night's committed rerun, else another night's."""
+        parts = []
+        for path in flagged:
+            own = self.reruns.get(drawn[path])
+            if own is not None and (own["path"] == path).any():
+                parts.append(own[own["path"] == path])
+                continue
+            others = [s for s in self.nights if s != drawn[path] and (self.nights[s]["path"] == path).any()]
+            stamp = others[rng.integers(len(others))] if others else drawn[path]
+            parts.append(self.nights[stamp][self.nights[stamp]["path"] == path])
+        return pd.concat(parts, ignore_index=True)
+
+    # --- writing, reading back, judging ---------------------------------------
+
+    def _judge(self, rows: pd.DataFrame, fault: Fault) -> nightly.Judgement:
+        self._count += 1
+        start = REPLAY_EPOCH + pd.Timedelta(hours=self._count)
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, text in self._perflogs(rows, fault, start).items():
+                (Path(tmp) / name).write_text(text)
+            tonight = load(tmp, warn=None).frame
+        frame = pd.concat([self.base, tonight], ignore_index=True)
+        window = {"start": start.isoformat(), "end": (start + pd.Timedelta(seconds=1)).isoformat()}
+        return nightly.judge_window(frame, self.system, self.accepted, window, self.alpha)
+
+    def _perflogs(self, rows: pd.DataFrame, fault: Fault, start: pd.Timestamp) -> dict[str, str]:
+        """{file name: perflog text}: each row's committed line, stamped `start`, the fault planted."""
+        values = _planted(rows, fault)
+        texts = {}
+        for source, group in rows.groupby("source"):
+            header, *_ = lines = self._file_lines(source)
+            fields = header.split("|")
+            at = fields.index("perf_value")
+            out = [header]
+            for index, line in zip(group.index, group["line"]):
+                parts = lines[int(line) - 1].split("|")
+                parts[0] = start.isoformat()
+                parts[at] = "nan" if pd.isna(values[index]) else f"{values[index]:.9g}"
+                out.append("|".join(parts))
+            texts[Path(source).name] = "\n".join(out) + "\n"
+        return texts
+
+    def _file_lines(self, source: str) -> list[str]:
+        if source not in self._lines:
+            self._lines[source] = Path(source).read_text().splitlines()
+        return self._lines[source]
+
+    def _status(self, result: verdict.Verdict) -> int:
+        return nightly.nightly_status({"failed": []}, result, [], False)
+
+
+def _with_paths(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows with the path each figure is judged on ('' for none, and for a yardstick)."""
+    rows = rows.copy()
+    found: dict[tuple, str] = {}
+    for key in rows[["test", "case", "figure"]].drop_duplicates().itertuples(index=False):
+        path = path_of(key.test, parse_case(key.case), key.figure)
+        found[tuple(key)] = path.name if path and not path.yardstick else ""
+    rows["path"] = [found[k] for k in zip(rows["test"], rows["case"], rows["figure"])]
+    return rows
+
+
+def _planted(rows: pd.DataFrame, fault: Fault) -> pd.Series:
+    """Each row's value with the fault planted on its path."""
+    values = rows["value"].astype(float).copy()
+    if fault.path is None:
+        return values
+    on = rows["path"] == fault.path
+    higher = rows["unit"].map(lambda u: direction(str(u)) == "higher")
+    values[on] *= np.where(higher[on], 1 - fault.move, 1 + fault.move)
+    samples = on & rows["sample"].notna()
+    if fault.spread != 1.0:
+        figures = [rows.loc[samples, k] for k in ("test", "case", "figure")]
+        center = values[samples].groupby(figures).transform("median")
+        values[samples] = center * (values[samples] / center) ** fault.spread
+    if fault.nan:
+        first = samples & (rows["sample"] == 1)
+        values[first] = np.nan
+    return values
+
+
+def measure(bench: Bench, nights: int, per_path: int, seed: int, out=print) -> None:
+    """What README and docs/verdict.md say of the verdict, replayed: each
+    committed night whole, `nights` clean nights drawn, and per path
+    `per_path` nights with a 7% move and as many with samples spread x10."""
+    for stamp in bench.nights:
+        night = bench.committed(stamp)
+        out(f"{stamp} exit {night.exit}: first {night.first.flagged_paths()}, confirmed {night.flagged()}")
+    rng = np.random.default_rng(seed)
+    clean = [bench.night(rng) for _ in range(nights)]
+    moved = [night.flagged() for night in clean if night.exit == 2]
+    first = sum(bool(night.first.flagged_paths()) for night in clean)
+    out(f"clean: {nights} nights, flagged on the first run {first}, exit 2 {len(moved)}: {moved}")
+    for path in bench.paths:
+        caught = sum(path in bench.night(rng, Fault(path, move=0.07)).flagged() for _ in range(per_path))
+        unstable = sum(
+            bench.night(rng, Fault(path, spread=10.0)).final.paths.set_index("path").loc[path, "verdict"] == "unstable"
+            for _ in range(per_path)
+        )
+        out(f"{path}: 7% caught {caught}/{per_path}, x10 spread unstable {unstable}/{per_path}")
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m reports.replay", description=measure.__doc__)
+    parser.add_argument("--system", default="hopper-vm")
+    parser.add_argument("--kind", default="1 x NVIDIA H100 80GB HBM3")
+    parser.add_argument("--nights", type=int, default=200, help="clean nights drawn (default 200)")
+    parser.add_argument("--per-path", type=int, default=20, help="nights per path and fault (default 20)")
+    parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--leave-out", nargs="*", default=[], metavar="STAMP", help="committed nights not drawn")
+    args = parser.parse_args(argv)
+    bench = Bench(args.system, args.kind, leave_out=tuple(args.leave_out))
+    print(f"# {args.system}, {args.kind}: {len(bench.nights)} committed clean nights, {len(bench.paths)} paths")
+    measure(bench, args.nights, args.per_path, args.seed, out=lambda line: print(line, flush=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
