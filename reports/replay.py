@@ -24,8 +24,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments.keys import direction, parse_case
-from experiments.paths import path_of
 from reports import nightly, verdict
 from reports.load import load
 from reports.runs import PERFLOGS, finished_runs, read_accepted, run_rows
@@ -87,25 +85,23 @@ class Bench:
     def night(self, rng: np.random.Generator, fault: Fault = Fault()) -> Replayed:
         """One replayed night, its rerun where something is flagged, judged as the nightly judges."""
         drawn = self._draw(rng)
-        first = self._judge(self._rows(drawn), fault)
-        flagged = first.flagged_paths()
-        if not flagged:
-            return Replayed(first, None, first.verdict, self._status(first.verdict))
-        rerun = self._judge(self._rerun_rows(rng, drawn, flagged), fault)
-        final = verdict.confirm(first.verdict, rerun.verdict)
-        return Replayed(first, rerun, final, self._status(final))
+        return self._replayed(self._rows(drawn), fault, lambda flagged: self._rerun_rows(rng, drawn, flagged))
 
     def committed(self, stamp: str, fault: Fault = Fault()) -> Replayed:
         """A committed night replayed whole (every path from it), confirmed by
         its own committed rerun where it had one and by nothing where it had
         none (a flag then stands, unconfirmed, as a night without a rerun)."""
-        drawn = dict.fromkeys(["", *self.paths], stamp)
-        first = self._judge(self._rows(drawn), fault)
+        own = self.reruns.get(stamp)
+        rerun = None if own is None else (lambda flagged: own[own["path"].isin(flagged)])
+        return self._replayed(self._rows(dict.fromkeys(["", *self.paths], stamp)), fault, rerun)
+
+    def _replayed(self, rows: pd.DataFrame, fault: Fault, rerun_rows) -> Replayed:
+        """`rows` judged, then what it flags confirmed against `rerun_rows(flagged)` (None: no rerun)."""
+        first = self._judge(rows, fault)
         flagged = first.flagged_paths()
-        rerun_rows = self.reruns.get(stamp)
         if not flagged or rerun_rows is None:
             return Replayed(first, None, first.verdict, self._status(first.verdict))
-        rerun = self._judge(rerun_rows[rerun_rows["path"].isin(flagged)], fault)
+        rerun = self._judge(rerun_rows(flagged), fault)
         final = verdict.confirm(first.verdict, rerun.verdict)
         return Replayed(first, rerun, final, self._status(final))
 
@@ -177,14 +173,10 @@ class Bench:
 
 
 def _with_paths(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows with the path each figure is judged on ('' for none, and for a yardstick)."""
-    rows = rows.copy()
-    found: dict[tuple, str] = {}
-    for key in rows[["test", "case", "figure"]].drop_duplicates().itertuples(index=False):
-        path = path_of(key.test, parse_case(key.case), key.figure)
-        found[tuple(key)] = path.name if path and not path.yardstick else ""
-    rows["path"] = [found[k] for k in zip(rows["test"], rows["case"], rows["figure"])]
-    return rows
+    """The rows with the verdict's path of each figure (verdict.attach_paths):
+    '' for none, and for a yardstick, which goes with the lines no path judges."""
+    rows = verdict.attach_paths(rows)
+    return rows.assign(path=rows["path"].where(rows["yardstick"] == "", ""))
 
 
 def _planted(rows: pd.DataFrame, fault: Fault) -> pd.Series:
@@ -193,8 +185,7 @@ def _planted(rows: pd.DataFrame, fault: Fault) -> pd.Series:
     if fault.path is None:
         return values
     on = rows["path"] == fault.path
-    higher = rows["unit"].map(lambda u: direction(str(u)) == "higher")
-    values[on] *= np.where(higher[on], 1 - fault.move, 1 + fault.move)
+    values[on] *= np.where(rows.loc[on, "better"] == "higher", 1 - fault.move, 1 + fault.move)
     samples = on & rows["sample"].notna()
     if fault.spread != 1.0:
         figures = [rows.loc[samples, k] for k in ("test", "case", "figure")]

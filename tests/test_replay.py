@@ -26,8 +26,7 @@ def test_a_night_replayed_whole_is_judged_as_the_nightly_judges_it():
     # nightly's on that night's own records, path by path.
     b = bench()
     stamp = "2026-11-24T22:49:45"  # a night that moved: the comparison is not of empty tables
-    drawn = dict.fromkeys(["", *b.paths], stamp)
-    replayed = b._judge(b._rows(drawn), replay.Fault()).verdict.paths.set_index("path")
+    replayed = b.committed(stamp).first.verdict.paths.set_index("path")
     frame = load(runs.PERFLOGS / "hopper-vm", warn=None).frame
     run = next(r for r in runs.finished_runs("hopper-vm", kind=H100) if r["stamp"] == stamp)
     committed = nightly.judge_window(frame, "hopper-vm", b.accepted, run, 0.05).verdict.paths.set_index("path")
