@@ -1,45 +1,56 @@
-"""A CUDA upgrade, run and judged in one command.
+"""A CUDA upgrade as a designed experiment: the sides interleaved, paired, judged by the verdict.
 
-    ./suite upgrade VERSION [--system NAME] [--threshold PCT] [-- reframe options]
+    ./suite upgrade VERSION [--system NAME] [--runs N] [-- reframe options]
 
 A VERSION newer than the environments' nvcc is a runtime upgrade; an older
 one (12.9 beside nvcc 13.0) is the toolkit the centre upgrades from.
 
-installs NVIDIA's runtime wheel of VERSION (e.g. 13.5.37) under
-build/cuda-runtimes/ unless it is there, runs every check in every
-environment with that runtime beside the others (systems/toolkits.py: each
-environment whose nvcc has that major version gets a twin, <env>-rt<X>_<Y>),
-and compares the run's records by ``cuda_runtime_version``: the environments'
-own runtime (their nvcc's release) against VERSION. The table goes to
-reports/upgrades/<system>-cuda-runtime-<base>-to-<new>-<stamp>.csv, and the
-exit status is the comparison's: 0 nothing moved, 2 something moved, 3 not
-judged (nothing ran in both, a figure could not be judged, a usage error or
-a runtime that could not be installed), 1 a check failed (did not measure; a
-figure outside its reference is the comparison's to judge, not a failure).
+The sides run interleaved, N rounds (3 by default, the verdict's MIN_RUNS):
+old, new, old, new, ... each its own ReFrame run of the nightly's cases and
+settings, so that whatever drifts with time on the node (other tenants, the
+host's clocks, a link's temperature) falls on both sides alike. Each path is
+then judged old against new with the verdict's paired design
+(`verdict.judge_pairs`): per pair of runs that ran side by side, the change
+of every figure, its median over the pairs against the path's floor, with
+the nightly's vocabulary, floors, priors and correction. A flagged path's
+cases run once more on both sides, and the flag stands only where the new
+side's rerun is still off the old side's runs (`verdict.confirm`, as the
+nightly confirms). The report per path: old, new, the change with its 95%
+interval, the verdict; reports/upgrades/<name>-paths.csv and <name>.csv (the
+figures), the rounds' windows in <name>.json.
 
-An older release is made a toolkit from NVIDIA's wheels under
+A runtime upgrade installs NVIDIA's runtime wheel of VERSION (e.g. 13.5.37)
+under build/cuda-runtimes/ unless it is there; each environment whose nvcc
+has that major version gets a twin, <env>-rt<X>_<Y> (systems/toolkits.py),
+the new side. An older release is made a toolkit from NVIDIA's wheels under
 build/cuda-toolkits/ (systems/cuda-wheels-toolkit) and, with the node's own
-CUDA, compiled by clang (systems/toolkits.py: clang-cuda<X>_<Y>); every check
-runs in those two environments and in the nvcc ones, and three comparisons
-by environment say which change did what: the toolkit alone (clang 12.9 to
-clang 13.0), the compiler alone (clang 13.0 to nvcc 13.0), and both, the
-upgrade as a centre makes it (clang 12.9 to nvcc 13.0), whose verdict is
-the exit status. Tables: reports/upgrades/<system>-cuda-<old>-to-<new>-<what>-<stamp>.csv,
-<what> one of toolkit-only, compiler-only and toolkit-and-compiler.
+CUDA, compiled by clang (clang-cuda<X>_<Y>): each round runs clang <old>,
+clang <new> and the nvcc environment in turn, and three comparisons say
+which change did what: the toolkit alone, the compiler alone, and both (the
+upgrade as a centre makes it, whose verdict is the exit status).
+
+Exit status: 0 nothing moved, 1 a check failed (did not measure) or a
+measurement is broken, 2 a path moved or is unstable, 3 not judged (a usage
+error, nothing to run the new side in, too few rounds).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from systems import detect, toolkits
 
-from . import cli
+from . import cli, verdict
+from .load import load
 from .nightly import outcomes, reframe
-from .runs import now, selected_system
+from .runs import now, run_rows, selected_system
 from .status import FAILED, MOVED, UNJUDGED
 
 REPO = Path(__file__).resolve().parent.parent
@@ -119,11 +130,21 @@ def add_parsers(sub) -> None:
         "or an older release (12.9) to compare the environments' nvcc with",
     )
     p.add_argument("--system", help="the system to run (default: the one ReFrame picks here)")
-    p.add_argument("--threshold", type=float, help="practical threshold in percent (default: each figure's own)")
+    p.add_argument(
+        "--runs",
+        type=int,
+        default=verdict.MIN_RUNS,
+        help=f"rounds, each side once (default and least {verdict.MIN_RUNS})",
+    )
     p.set_defaults(func=run, reframe=[])  # ReFrame's options: what follows '--' (reports/cli.py)
 
 
 def run(args) -> int:
+    if args.runs < verdict.MIN_RUNS:
+        print(
+            f"upgrade: --runs {args.runs}: the verdict needs {verdict.MIN_RUNS} pairs of runs or more", file=sys.stderr
+        )
+        return UNJUDGED
     try:
         return upgrade(args, args.reframe)
     except (OSError, RuntimeError, subprocess.CalledProcessError) as err:
@@ -149,51 +170,18 @@ def upgrade(args, reframe_options: list[str]) -> int:
     os.environ[toolkits.RUNTIMES_VARIABLE] = os.pathsep.join(
         filter(None, [str(folder), os.environ.get(toolkits.RUNTIMES_VARIABLE, "")])
     )
-    system, stamp = selected_system(args.system), now()
-    if not twins_of(system):
+    system = selected_system(args.system)
+    twins = twins_of(system)
+    if not twins:
         print(
             f"upgrade: {system} has no environment to run runtime {new} in: its environments are declared, "
             f"or none has an nvcc of CUDA {new.split('.')[0]} (systems/toolkits.py)",
             file=sys.stderr,
         )
         return UNJUDGED
-    name = f"{system}-cuda-runtime-{base}-to-{new}-{stamp.replace(':', '')}"
-    failed = run_checks(system, name, reframe_options)
-    return verdict(judge(system, ("cuda_runtime_version", base, new), stamp, name, args.threshold), failed)
-
-
-def run_checks(system: str, name: str, reframe_options: list[str]) -> list[str]:
-    """Every check, its run report reports/upgrades/<name>.json; the cases that did not measure."""
-    UPGRADES.mkdir(parents=True, exist_ok=True)
-    reframe(system, UPGRADES / f"{name}.json", *reframe_options)
-    return outcomes(UPGRADES / f"{name}.json")["failed"]
-
-
-def judge(system: str, sides: tuple[str, str, str], since: str, name: str, threshold: float | None) -> int:
-    """The comparison of the run's records (by, base, new) into reports/upgrades/<name>.csv; its exit status."""
-    by, base, new = sides
-    compare = [
-        "compare",
-        str(PERFLOGS / system),
-        "--by",
-        by,
-        "--base",
-        base,
-        "--new",
-        new,
-        "--since",
-        since,
-        "--csv",
-        str(UPGRADES / f"{name}.csv"),
-    ]
-    return cli.main(compare + (["--threshold", str(threshold)] if threshold is not None else []))
-
-
-def verdict(status: int, failed: list[str]) -> int:
-    for why in failed:
-        print(f"upgrade: FAILED {why}")
-    # A check that did not measure hides its figures from both sides: that fails the upgrade.
-    return FAILED if failed and status != MOVED else status
+    sides = {base: sorted({toolkits.base_environment(t) for t in twins}), new: twins}
+    experiment = Experiment(system, f"{system}-cuda-runtime-{base}-to-{new}", sides, args.runs, reframe_options)
+    return experiment.run([(f"runtime {base} to {new}", base, new)])
 
 
 def toolkit_upgrade(args, old: str, new: str, reframe_options: list[str]) -> int:
@@ -201,7 +189,7 @@ def toolkit_upgrade(args, old: str, new: str, reframe_options: list[str]) -> int
     folder = install_toolkit(old, TOOLKITS)
     own = os.path.dirname(os.path.dirname(os.path.realpath(detect.find_nvcc("nvcc") or "")))
     os.environ[toolkits.TOOLKITS_VARIABLE] = os.pathsep.join([str(folder), own])
-    system, stamp = selected_system(args.system), now()
+    system = selected_system(args.system)
     nvcc_env = nvcc_environment(system)
     names = {e["name"] for e in environments_of(system)}
     comparisons = toolkit_comparisons(old, new, nvcc_env or "")
@@ -213,13 +201,139 @@ def toolkit_upgrade(args, old: str, new: str, reframe_options: list[str]) -> int
             file=sys.stderr,
         )
         return UNJUDGED
-    name, when = f"{system}-cuda-{old}-to-{new}", stamp.replace(":", "")
-    failed = run_checks(system, f"{name}-{when}", reframe_options)
-    for what, before, after in comparisons:
-        print(f"upgrade: {what}: {before} against {after}", flush=True)
-        # The last, both changes together, is the upgrade's verdict.
-        status = judge(system, ("environ", before, after), stamp, f"{name}-{what}-{when}", args.threshold)
-    return verdict(status, failed)
+    sides = {env: [env] for env in dict.fromkeys(env for _, *envs in comparisons for env in envs)}
+    experiment = Experiment(system, f"{system}-cuda-{old}-to-{new}", sides, args.runs, reframe_options)
+    # The last, both changes together, is the upgrade's verdict.
+    return experiment.run(comparisons)
+
+
+class Experiment:
+    """The sides (name -> ReFrame environments) run in interleaved rounds, then compared in pairs."""
+
+    def __init__(self, system: str, name: str, sides: dict[str, list[str]], rounds: int, options: list[str]):
+        self.system, self.sides, self.rounds, self.options = system, sides, rounds, options
+        self.name = f"{name}-{now().replace(':', '')}"
+        self.folder = UPGRADES / self.name
+        self.record: dict = {"system": system, "sides": sides, "rounds": [], "reruns": []}
+        self.failed: list[str] = []
+
+    def run(self, comparisons: list[tuple[str, str, str]]) -> int:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for i in range(1, self.rounds + 1):
+            print(f"upgrade: round {i} of {self.rounds}: {', '.join(self.sides)}", flush=True)
+            self.record["rounds"].append({side: self._side_run(side, f"round{i}") for side in self.sides})
+        status = UNJUDGED
+        for what, old, new in comparisons:
+            status = self._compare(what, old, new)
+        return FAILED if self.failed else status
+
+    def _side_run(self, side: str, label: str, *selection: str) -> dict:
+        """One ReFrame run of a side's environments; its window and report."""
+        report = self.folder / f"{label}-{side}-report.json"
+        window = {"start": now()}
+        pattern = "|".join(f"^{re.escape(env)}$" for env in self.sides[side])
+        reframe(
+            self.system,
+            report,
+            "--mode",
+            "nightly",
+            "-S",
+            "reference_bounds=physical",
+            "-p",
+            pattern,
+            *selection,
+            *self.options,
+        )
+        window.update(end=now(), report=report.name)  # in the upgrade's folder
+        self.failed += [f"{label} {side}: {why}" for why in outcomes(report)["failed"]]
+        (self.folder / "rounds.json").write_text(json.dumps(self.record, indent=1) + "\n")
+        return window
+
+    def _frame(self, old: str, new: str) -> pd.DataFrame:
+        """The system's records, the two sides' environments under one name so
+        that old and new pair up (`ran_in` keeps which side ran each)."""
+        frame = load([PERFLOGS / self.system], warn=None).frame
+        compared = set(self.sides[old]) | set(self.sides[new])
+        return frame.assign(
+            ran_in=frame["environ"], environ=frame["environ"].where(~frame["environ"].isin(compared), "upgrade")
+        )
+
+    def _mask(self, frame: pd.DataFrame, side: str, window: dict) -> pd.Series:
+        return run_rows(frame, self.system, [window]) & frame["ran_in"].isin(self.sides[side])
+
+    def _compare(self, what: str, old: str, new: str) -> int:
+        frame = self._frame(old, new)
+        pairs = [(self._mask(frame, old, r[old]), self._mask(frame, new, r[new])) for r in self.record["rounds"]]
+        result = verdict.judge_pairs(frame, pairs)
+        if result.flagged_paths():
+            result = self._confirm(what, old, new, result)
+        return self._report(what, old, new, result)
+
+    def _confirm(self, what: str, old: str, new: str, result: verdict.Verdict) -> verdict.Verdict:
+        """The flagged paths' cases once more on both sides; the new side's
+        rerun judged against every old run, as a night against its accepted runs."""
+        flagged = result.flagged_paths()
+        print(f"upgrade: {what}: {', '.join(flagged)} flagged: rerunning their cases on both sides", flush=True)
+        wanted = verdict.cases_of_paths(result, flagged)
+        label = f"rerun{len(self.record['reruns']) + 1}"
+        rerun = {side: self._side_run(side, label, *self._selection(wanted, side)) for side in (old, new)}
+        self.record["reruns"].append(rerun)
+        frame = self._frame(old, new)
+        olds = [r[old] for r in self.record["rounds"]] + [rerun[old]]
+        accepted = {f"old{i}": self._mask(frame, old, w) for i, w in enumerate(olds, start=1)}
+        return verdict.confirm(result, verdict.judge(frame, accepted, self._mask(frame, new, rerun[new])))
+
+    def _selection(self, wanted: pd.DataFrame, side: str) -> list[str]:
+        """ReFrame's options that select, by hash, the wanted cases as the side's first round ran them."""
+        keys = {(t, c) for t, c, _ in wanted.itertuples(index=False, name=None)}
+        report = self.folder / self.record["rounds"][0][side]["report"]
+        hashes = set()
+        for run in json.loads(report.read_text()).get("runs", []):
+            for case in run["testcases"]:
+                if (case["display_name"].split()[0], case.get("case", "")) in keys and case.get("hashcode"):
+                    hashes.add(case["hashcode"])
+        return [option for h in sorted(hashes) for option in ("-n", f"/{h}")]
+
+    def _report(self, what: str, old: str, new: str, result: verdict.Verdict) -> int:
+        stem = f"{self.name}-{what.replace(' ', '-')}" if len(self.sides) > 2 else self.name
+        UPGRADES.mkdir(parents=True, exist_ok=True)
+        result.paths.to_csv(UPGRADES / f"{stem}-paths.csv", index=False)
+        result.figures.to_csv(UPGRADES / f"{stem}.csv", index=False)
+        print(
+            f"upgrade: {what} ({old} -> {new}), {self.rounds} pairs of runs interleaved: {verdict.summary_line(result)}"
+        )
+        for line in path_lines(result.paths):
+            print(f"upgrade:   {line}")
+        print(f"upgrade: tables in {UPGRADES / stem}-paths.csv and .csv", flush=True)
+        for why in self.failed:
+            print(f"upgrade: FAILED {why}")
+        return status_of(result)
+
+
+def path_lines(paths: pd.DataFrame) -> list[str]:
+    """Per path: its verdict, old and new, the change and its interval, the reason."""
+    lines = []
+    for row in paths.sort_values(["verdict", "path"]).itertuples(index=False):
+        if row.verdict in ("yardstick",):
+            continue
+        change = (
+            f"{row.change_pct:+.1f}% [{row.low_pct:+.1f}, {row.high_pct:+.1f}]" if pd.notna(row.change_pct) else "-"
+        )
+        lines.append(
+            f"{row.verdict.upper():10} {row.path}: {change} (floor {row.floor_pct:g}%) {row.reason or ''}".rstrip()
+        )
+    return lines
+
+
+def status_of(result: verdict.Verdict) -> int:
+    """The comparison's exit status, with the nightly's meanings."""
+    if (result.figures["verdict"] == "broken").any():
+        return FAILED
+    if result.paths["verdict"].isin(["moved", "unstable"]).any():
+        return MOVED
+    if (result.paths["verdict"] == "unjudged").any():
+        return UNJUDGED
+    return 0
 
 
 if __name__ == "__main__":

@@ -100,6 +100,20 @@ def null_distribution(n: int, prior_df: int) -> np.ndarray:
     return np.sort((y - center) / np.sqrt(np.maximum(moderated(own, Prior(1.0, prior_df), n), 1e-24)))
 
 
+@lru_cache(maxsize=512)
+def paired_null_distribution(n: int, prior_df: int) -> np.ndarray:
+    """The sorted null distribution of the paired statistic for n pairs of
+    runs (old, new) whose worse-oriented log differences d are normal,
+    independent and centred on zero, with the kind's prior as above:
+    median(d) / moderated spread of d. Computed as `locate_pairs` computes
+    it, so that its p-values mean what they say for three pairs as for ten."""
+    rng = np.random.default_rng(20261126 + 1000 * n + prior_df)
+    sigma = np.sqrt(prior_df / rng.chisquare(prior_df, NULL_DRAWS)) if prior_df else np.ones(NULL_DRAWS)
+    d = rng.standard_normal((NULL_DRAWS, n)) * sigma[:, None]
+    own = qn_scale(d) ** 2
+    return np.sort(np.median(d, axis=1) / np.sqrt(np.maximum(moderated(own, Prior(1.0, prior_df), n), 1e-24)))
+
+
 @dataclass(frozen=True)
 class Prior:
     """A kind's typical variance between runs and its weight in degrees of freedom (0: none)."""
@@ -158,11 +172,12 @@ def _trigamma_inverse(y: float) -> float:
     return float(x)
 
 
-def p_beyond(statistic: float, n: int, prior_df: int) -> float:
-    """P(null >= statistic) for n accepted runs, never below one draw's worth (NaN for no statistic)."""
+def p_beyond(statistic: float, n: int, prior_df: int, null=null_distribution) -> float:
+    """P(null >= statistic) for n accepted runs (or pairs, with the paired
+    null), never below one draw's worth (NaN for no statistic)."""
     if not math.isfinite(statistic):
         return math.nan
-    null = null_distribution(n, prior_df)
+    null = null(n, prior_df)
     above = null.size - np.searchsorted(null, statistic, side="left")
     return max(above, 1) / null.size
 
@@ -228,6 +243,40 @@ def locate(accepted: np.ndarray, tonight: float, floor: float, prior: Prior) -> 
     margin = math.log1p(floor)
     return Location(
         move, scale, p_beyond((move - margin) / scale, n, prior.df), p_beyond((-move - margin) / scale, n, prior.df)
+    )
+
+
+#: The interval of a paired change: its central 95%.
+INTERVAL = 0.95
+
+
+@dataclass(frozen=True)
+class PairedLocation(Location):
+    """A paired change with its interval (worse-oriented logs, as `move`)."""
+
+    low: float
+    high: float
+
+
+def locate_pairs(differences: np.ndarray, floor: float, prior: Prior) -> PairedLocation:
+    """Paired runs' worse-oriented log differences (new - old): their median
+    change, the moderated spread of the differences, how unlikely a change
+    beyond log(1 + floor) either way is if nothing changed, and the change's
+    interval. Pairs that ran side by side share what drifts with time, so
+    their differences hold only what changed between the sides."""
+    center, own = robust_spread(differences)
+    n = differences.size
+    scale = max(math.sqrt(moderated(own**2, prior, n)), MIN_SPREAD)
+    margin = math.log1p(floor)
+    null = paired_null_distribution(n, prior.df)
+    half = float(np.quantile(null, 0.5 + INTERVAL / 2)) * scale
+    return PairedLocation(
+        center,
+        scale,
+        p_beyond((center - margin) / scale, n, prior.df, paired_null_distribution),
+        p_beyond((-center - margin) / scale, n, prior.df, paired_null_distribution),
+        center - half,
+        center + half,
     )
 
 
@@ -392,17 +441,14 @@ def judge_values(table: pd.DataFrame, alpha: float = 0.05) -> Verdict:
     return Verdict(figures.drop(columns=_PRIVATE), paths.drop(columns=_PRIVATE, errors="ignore"))
 
 
-def _judge_figure(rows: list[dict], key: list[str]) -> dict:
-    first = rows[0]
-    base = [r for r in rows if r["run"] != "tonight" and np.isfinite(r["value"])]
-    night = [r for r in rows if r["run"] == "tonight"]
+def _blank_figure_row(first: dict, key: list[str], runs: int) -> dict:
     row = {k: first[k] for k in key}
     row.update(
         path=first["path"],
         kind=first["kind"],
         verdict="unjudged",
         reason="",
-        runs=len(base),
+        runs=0,
         accepted=math.nan,
         tonight=math.nan,
         change_pct=math.nan,
@@ -420,6 +466,15 @@ def _judge_figure(rows: list[dict], key: list[str]) -> dict:
         _logs=None,
         _night=math.nan,
     )
+    row["runs"] = runs
+    return row
+
+
+def _judge_figure(rows: list[dict], key: list[str]) -> dict:
+    first = rows[0]
+    base = [r for r in rows if r["run"] != "tonight" and np.isfinite(r["value"])]
+    night = [r for r in rows if r["run"] == "tonight"]
+    row = _blank_figure_row(first, key, len(base))
     sign = worse_sign(first["better"])
     # Worse-oriented logs of the accepted runs' values: positive is worse.
     logs = sign * np.log(np.array([r["value"] for r in base], dtype=float))
@@ -469,13 +524,18 @@ def _locate_rows(table: pd.DataFrame) -> None:
     table.loc[judged, "p_better"] = [x.p_better for x in located]
 
 
-def _why_not_judged(row: dict, first: dict, night: list, base: list) -> str:
+#: How a reason names the two sides: the nightly's, and an upgrade's pairs.
+NIGHT_WORDS = {"vanished": "the accepted runs have it, tonight's run did not measure it", "runs": "accepted run(s)"}
+PAIR_WORDS = {"vanished": "the old side has it, the new side did not measure it", "runs": "pair(s) of runs"}
+
+
+def _why_not_judged(row: dict, first: dict, night: list, base: list, words: dict = NIGHT_WORDS) -> str:
     if not first["path"]:
         return "no path: systems/paths/paths.yaml names none for this figure"
     if not first["better"]:
         return f"unit {first['unit']!r} says neither 'higher is better' nor 'lower is better'"
     if not night:
-        return "vanished: the accepted runs have it, tonight's run did not measure it"
+        return f"vanished: {words['vanished']}"
     if row["nan_samples"]:
         return f"broken measurement: samples {row['nan_samples']} are not positive numbers"
     floor_us = first["min_us"] / _US_PER.get(first["unit"], math.nan)
@@ -486,13 +546,13 @@ def _why_not_judged(row: dict, first: dict, night: list, base: list) -> str:
             f"{first['path']} ({floor_us:.4g} {first['unit']})"
         )
     if not base:
-        return "no baseline: no accepted run measured this figure"
+        return f"no baseline: no {words['runs']} measured this figure"
     if len(base) < MIN_RUNS:
-        return f"in {len(base)} accepted run(s), {MIN_RUNS} needed"
+        return f"in {len(base)} {words['runs']}, {MIN_RUNS} needed"
     return ""
 
 
-def _judge_paths(figures: pd.DataFrame) -> pd.DataFrame:
+def _judge_paths(figures: pd.DataFrame, statistic=None) -> pd.DataFrame:
     rows = []
     for name, group in figures[figures["path"] != ""].groupby("path", sort=True):
         judged = group[group["verdict"] == "pass"]
@@ -520,7 +580,7 @@ def _judge_paths(figures: pd.DataFrame) -> pd.DataFrame:
         elif judged.empty:
             row["reason"] = "none of its figures could be judged"
         else:
-            row.update(_path_statistic(judged))
+            row.update((statistic or _path_statistic)(judged))
         rows.append(row)
     return pd.DataFrame(rows, columns=[*PATH_COLUMNS, "_logs", "_night"])
 
@@ -612,6 +672,137 @@ def _mark_paths_by_figures(figures: pd.DataFrame, paths: pd.DataFrame) -> None:
         paths.loc[at[0], "flagged_by"] = _join(paths.loc[at[0], "flagged_by"], "figures")
         if paths.loc[at[0], "verdict"] in ("pass", "improved", "unjudged"):
             paths.loc[at[0], "verdict"] = "moved"
+
+
+# --- an upgrade: runs in pairs, old beside new -----------------------------
+
+#: A paired verdict's further columns: the change's interval, in percent.
+INTERVAL_COLUMNS = ["low_pct", "high_pct"]
+
+
+def judge_pairs(frame: pd.DataFrame, pairs: list[tuple[pd.Series, pd.Series]], alpha: float = 0.05) -> Verdict:
+    """Two sides run in pairs, side by side (old, new, old, new, ...): each
+    pair a (mask of the old run, mask of the new run) of `frame`."""
+    runs, labels = {}, []
+    for i, (old, new) in enumerate(pairs, start=1):
+        runs[f"old{i}"], runs[f"new{i}"] = old, new
+        labels.append((f"old{i}", f"new{i}"))
+    return judge_pair_values(attach_paths(run_values(frame, runs)), labels, alpha)
+
+
+def judge_pair_values(table: pd.DataFrame, pairs: list[tuple[str, str]], alpha: float = 0.05) -> Verdict:
+    """The paired verdict from the per-run table (labels as `pairs` name
+    them): per figure and per path, the median of the pairs' worse-oriented
+    log differences against the path's floor, in units of their moderated
+    spread (`locate_pairs`), with the nightly's vocabulary, floors, priors,
+    stability rule and correction. One pair caught in a transient moves a
+    median of three no more than the other two allow."""
+    key = [k for k in FIGURE_KEY if k in table.columns]
+    groups: dict[tuple, list[dict]] = {}
+    for record in table.to_dict("records"):
+        groups.setdefault(tuple(record[k] for k in key), []).append(record)
+    figures = pd.DataFrame(
+        [_judge_figure_paired(rows, key, pairs) for rows in groups.values()],
+        columns=[*key, *FIGURE_COLUMNS, *INTERVAL_COLUMNS, *_PRIVATE],
+    )
+    for row in figures.index[figures["verdict"] == "pass"]:  # the kind's prior weighs the pairs' spreads
+        figures.at[row, "spread_pct"] = robust_spread(figures.at[row, "_logs"])[1] * 100
+    paths = _judge_paths(figures, _paired_path_statistic)
+    for table_ in (figures, paths):
+        _locate_pair_rows(table_)
+        _correct(table_, alpha / 2)
+    _mark_paths_by_figures(figures, paths)
+    return Verdict(figures.drop(columns=_PRIVATE), paths.drop(columns=_PRIVATE, errors="ignore"))
+
+
+def _judge_figure_paired(rows: list[dict], key: list[str], pairs: list[tuple[str, str]]) -> dict:
+    first = rows[0]
+    by_run = {r["run"]: r for r in rows}
+    old = [by_run[o] for o, _ in pairs if o in by_run]
+    new = [by_run[n] for _, n in pairs if n in by_run]
+    usable = [
+        (by_run[o], by_run[n])
+        for o, n in pairs
+        if o in by_run and n in by_run and np.isfinite(by_run[o]["value"]) and np.isfinite(by_run[n]["value"])
+    ]
+    row = _blank_figure_row(first, key, len(usable))
+    row.update(low_pct=math.nan, high_pct=math.nan)
+    finite = [r["value"] for r in old if np.isfinite(r["value"])]
+    row["accepted"] = float(np.median(finite)) if finite else math.nan
+    night = [r for r in new if np.isfinite(r["value"])]
+    if night:
+        row["tonight"] = float(np.median([r["value"] for r in night]))
+    row["nan_samples"] = _join(*(f"{r['run']}: {r['nan_samples']}" for r in rows if r["nan_samples"]))
+    if first["yardstick"] and not row["nan_samples"]:
+        row.update(verdict="yardstick", reason=f"normalises its case; its path is judged by {first['yardstick']}")
+        return row
+    reason = _why_not_judged(row, first, new, usable, PAIR_WORDS)
+    if reason:
+        row.update(verdict="broken" if row["nan_samples"] else "unjudged", reason=reason)
+        return row
+    sign = worse_sign(first["better"])
+    differences = {n["run"]: sign * math.log(n["value"] / o["value"]) for o, n in usable}
+    logs = np.array(list(differences.values()))
+    row.update(
+        verdict="pass",
+        _logs=logs,
+        _moves=differences,
+        _worse=float(np.median(logs)),
+        # The pairs' median change, not the change between the sides' medians.
+        change_pct=(math.exp(sign * float(np.median(logs))) - 1) * 100,
+        _cvs=(float(np.median([n["cv"] for _, n in usable])), float(np.median([o["cv"] for o, _ in usable]))),
+        cv_tonight=float(np.median([n["cv"] for _, n in usable])),
+        cv_accepted=float(np.median([o["cv"] for o, _ in usable])),
+    )
+    return row
+
+
+def _paired_path_statistic(judged: pd.DataFrame) -> dict:
+    """The path as one pair of measurements: per pair, the median of its figures' worse-oriented differences."""
+    per_pair = pd.DataFrame(list(judged["_moves"])).median(axis=0, skipna=True).dropna()
+    if len(per_pair) < MIN_RUNS:
+        return {"reason": f"in {len(per_pair)} {PAIR_WORDS['runs']}, {MIN_RUNS} needed"}
+    logs = per_pair.to_numpy(float)
+    move = float(np.median(logs))
+    agree = int((np.sign(judged["_worse"]) == np.sign(move)).sum()) if move else 0
+    ratios = [night / max(base, CV_FLOOR) for night, base in judged["_cvs"]]
+    return {
+        "verdict": "pass",
+        "agree": agree,
+        "change_pct": _change_pct(judged, move),
+        "spread_pct": robust_spread(logs)[1] * 100,
+        "runs": int(len(per_pair)),
+        "instability": float(np.median(ratios)),
+        "_logs": logs,
+        "_night": move,
+    }
+
+
+def _locate_pair_rows(table: pd.DataFrame) -> None:
+    """Each judged row's pairs located (`locate_pairs`), with its kind's prior variance (in place)."""
+    judged = table["verdict"] == "pass"
+    if "low_pct" not in table.columns:
+        table["low_pct"] = table["high_pct"] = math.nan
+    priors = kind_priors(table[judged])
+    located = [
+        locate_pairs(logs, floor / 100, priors[kind])
+        for logs, floor, kind in table.loc[judged, ["_logs", "floor_pct", "kind"]].itertuples(index=False)
+    ]
+    if "better" in table.columns:  # paths
+        rates = table.loc[judged, "better"] == "higher"
+    else:  # figures
+        rates = table.loc[judged, "unit"].map(lambda u: direction(u) == "higher")
+    # A worse-oriented log change as a percent change of the values: a rate's worse is a fall.
+    pct = [
+        sorted(((math.exp(-x) if rate else math.exp(x)) - 1) * 100 for x in (loc.low, loc.high))
+        for loc, rate in zip(located, rates)
+    ]
+    table.loc[judged, "spread_pct"] = [x.scale * 100 for x in located]
+    table.loc[judged, "prior_df"] = [priors[kind].df for kind in table.loc[judged, "kind"]]
+    table.loc[judged, "p_worse"] = [x.p_worse for x in located]
+    table.loc[judged, "p_better"] = [x.p_better for x in located]
+    table.loc[judged, "low_pct"] = [lo for lo, _ in pct]
+    table.loc[judged, "high_pct"] = [hi for _, hi in pct]
 
 
 def summary_line(verdict: Verdict) -> str:

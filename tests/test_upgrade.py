@@ -39,50 +39,111 @@ def site(tmp_path, monkeypatch):
     return tmp_path
 
 
-def fake_reframe(site, planted: str | None, failed=()):
-    """What ReFrame would log: one case in gnu (13.0) and gnu-rt13_5 (13.5), five samples
-    of two figures each; `planted` 20% down in 13.5."""
+CASE = "memory=managed op=read size_class=small small_size=1G touch_on_host=notouch"
+#: The two figures of the fake runs, on two paths: GPU memory (3% floor) and the migration (5%).
+LEVELS = {"steady_bw": 1900.0, "first_run_bw": 20.0}
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The runs' clock: a minute passes at every reading, so that each side's run has a window of its own."""
+    times = iter(dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(minutes=m) for m in range(10_000))
+    state = {"now": None}
+
+    def now():
+        state["now"] = next(times)
+        return state["now"].strftime("%Y-%m-%dT%H:%M:%S")
+
+    monkeypatch.setattr(upgrade, "now", now)
+    return state
+
+
+def fake_reframe(site, clock, planted: dict[str, dict[str, float]], failed=(), calls=None):
+    """What ReFrame would log for each side's run: the um_bandwidth case in
+    the environments the run selects, five samples of two figures; a run's
+    level drifts by up to 1% round to round, alike on both sides (what the
+    interleaving is for); `planted` maps an environment to {figure: factor},
+    or {figure: factor} under (environment, run number) for one run only."""
 
     failed = [
         {"display_name": name, "result": "fail", "fail_phase": "sanity", "fail_reason": "no output"} for name in failed
     ]
+    runs = {}
 
     def run(system, report, *options):
-        assert str(site / "runtimes" / "13.5.37") in os.environ[toolkits.RUNTIMES_VARIABLE].split(os.pathsep)
-        assert options == ("-n", "um_bandwidth")
-        when = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+        pattern = options[options.index("-p") + 1]
+        environs = [e.strip("^$").replace("\\", "") for e in pattern.split("|")]
+        if calls is not None:
+            calls.append((environs, options))
+        when = (clock["now"] + dt.timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%S+00:00")
         header = "job_completion_time|display_name|system|partition|environ|case|gpu_model|host_link|"
-        lines = [
-            header + "cuda_runtime_version|perf_var|perf_value|perf_unit|perf_ref|perf_lower_thres|perf_upper_thres"
-        ]
-        for environ, runtime in (("gnu", "13.0"), ("gnu-rt13_5", "13.5")):
-            for figure, level in (("steady_bw", 47.0), ("copy_engine_bw", 51.0)):
-                level *= 0.8 if runtime == "13.5" and figure == planted else 1.0
-                common = f"{when}|um_bandwidth|{system}|default|{environ}|op=read|H100|pcie gen5 x16|{runtime}"
-                lines += [f"{common}|{figure}.s{k}|{level * (1 + k / 1000)}|GiB/s|0|null|null" for k in range(1, 6)]
-        (site / "perflogs" / system / "default").mkdir(parents=True, exist_ok=True)
-        (site / "perflogs" / system / "default" / "um_bandwidth.log").write_text("\n".join(lines) + "\n")
-        (site / "upgrades" / report.name).write_text(json.dumps({"runs": [{"testcases": failed}]}))
+        lines = [header + "perf_var|perf_value|perf_unit|perf_ref|perf_lower_thres|perf_upper_thres"]
+        for environ in environs:
+            runs[environ] = n = runs.get(environ, 0) + 1
+            drift = 1 + 0.01 * ((n * 7) % 3 - 1)  # the same on both sides of a round
+            for figure, level in LEVELS.items():
+                level *= drift * planted.get(environ, {}).get(figure, 1.0)
+                level *= planted.get((environ, n), {}).get(figure, 1.0)
+                common = f"{when}|um_bandwidth %op=read|{system}|default|{environ}|{CASE}|H100|pcie gen5 x16"
+                lines += [f"{common}|{figure}.s{k}|{level * (1 + k / 1000)}|GB/s|0|null|null" for k in range(1, 6)]
+        log = site / "perflogs" / system / "default" / "um_bandwidth.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        new_file = not log.exists()
+        with log.open("a") as out:
+            out.write("\n".join(lines if new_file else lines[1:]) + "\n")
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps({"runs": [{"testcases": failed}]}))
         return 1 if failed else 0
 
     return run
 
 
-@pytest.mark.parametrize("planted, status", [(None, 0), ("steady_bw", 2)])
-def test_an_upgrade_runs_beside_the_new_runtime_and_judges_by_runtime(site, monkeypatch, planted, status):
-    monkeypatch.setattr(upgrade, "reframe", fake_reframe(site, planted))
-    assert upgrade.main(["13.5.37", "--system", "local", "--threshold", "5", "--", "-n", "um_bandwidth"]) == status
-    (table,) = (site / "upgrades").glob("local-cuda-runtime-13.0-to-13.5-*.csv")
-    verdicts = pd.read_csv(table).set_index("figure")["verdict"].to_dict()
-    assert verdicts == {"copy_engine_bw": "pass", "steady_bw": "regression" if planted else "pass"}
+def path_verdicts(site, pattern: str) -> dict[str, str]:
+    (table,) = (site / "upgrades").glob(pattern)
+    return pd.read_csv(table).set_index("path")["verdict"].to_dict()
 
 
-def test_a_check_that_did_not_measure_fails_the_upgrade_unless_something_moved(site, monkeypatch):
-    monkeypatch.setattr(upgrade, "reframe", fake_reframe(site, None, failed=["daxpy %allocator=managed"]))
-    options = ["13.5.37", "--system", "local", "--threshold", "5", "--", "-n", "um_bandwidth"]
-    assert upgrade.main(options) == 1
-    monkeypatch.setattr(upgrade, "reframe", fake_reframe(site, "steady_bw", failed=["daxpy %allocator=managed"]))
-    assert upgrade.main(options) == 2
+GPU_MEMORY, MIGRATION = "GPU memory of GPU 0", "Unified Memory migration, GPU 0"
+
+
+@pytest.mark.parametrize("planted, status", [({}, 0), ({"gnu-rt13_5": {"steady_bw": 0.93}}, 2)])
+def test_an_upgrade_runs_the_sides_interleaved_and_judges_each_path_in_pairs(site, clock, monkeypatch, planted, status):
+    calls = []
+    monkeypatch.setattr(upgrade, "reframe", fake_reframe(site, clock, planted, calls=calls))
+    assert upgrade.main(["13.5.37", "--system", "local", "--", "-n", "um_bandwidth"]) == status
+    sides = [environs for environs, _ in calls]
+    assert sides[:6] == [["gnu"], ["gnu-rt13_5"]] * 3  # old, new, old, new, old, new
+    assert all(options[-2:] == ("-n", "um_bandwidth") for _, options in calls)
+    assert all(("--mode", "nightly") == options[:2] for _, options in calls)  # measured as nights are
+    verdicts = path_verdicts(site, "local-cuda-runtime-13.0-to-13.5-*-paths.csv")
+    assert verdicts == {GPU_MEMORY: "moved" if planted else "pass", MIGRATION: "pass"}
+    if planted:  # the flagged path's case ran once more on both sides before it was called moved
+        assert sides[6:] == [["gnu"], ["gnu-rt13_5"]]
+
+
+def test_a_transient_in_one_run_of_the_new_side_is_not_called_moved(site, clock, monkeypatch):
+    planted = {("gnu-rt13_5", 2): {"steady_bw": 0.6}}
+    monkeypatch.setattr(upgrade, "reframe", fake_reframe(site, clock, planted))
+    assert upgrade.main(["13.5.37", "--system", "local"]) == 0
+    assert path_verdicts(site, "local-cuda-runtime-13.0-to-13.5-*-paths.csv")[GPU_MEMORY] == "pass"
+
+
+def test_a_move_the_rerun_does_not_show_is_transient(site, clock, monkeypatch):
+    # Every new run of the rounds 7% slower, the rerun (the fourth) not: no move that lasts.
+    planted = {("gnu-rt13_5", n): {"steady_bw": 0.93} for n in (1, 2, 3)}
+    monkeypatch.setattr(upgrade, "reframe", fake_reframe(site, clock, planted))
+    assert upgrade.main(["13.5.37", "--system", "local"]) == 0
+    assert path_verdicts(site, "local-cuda-runtime-13.0-to-13.5-*-paths.csv")[GPU_MEMORY] == "transient"
+
+
+def test_a_check_that_did_not_measure_fails_the_upgrade(site, clock, monkeypatch):
+    monkeypatch.setattr(upgrade, "reframe", fake_reframe(site, clock, {}, failed=["daxpy %allocator=managed"]))
+    assert upgrade.main(["13.5.37", "--system", "local"]) == 1
+
+
+def test_fewer_rounds_than_the_verdict_needs_are_refused(site, capsys):
+    assert upgrade.main(["13.5.37", "--runs", "2"]) == 3
+    assert "needs 3 pairs of runs" in capsys.readouterr().err
 
 
 def test_no_upgrade_without_an_nvcc_twins_or_sense(site, monkeypatch, capsys):
@@ -93,31 +154,6 @@ def test_no_upgrade_without_an_nvcc_twins_or_sense(site, monkeypatch, capsys):
     assert "summit has no environment to run runtime 13.5 in" in capsys.readouterr().err
     monkeypatch.setattr(upgrade, "base_release", lambda: None)
     assert upgrade.main(["13.5.37"]) == 3
-
-
-def fake_toolkit_run(site, planted: dict[str, str]):
-    """What ReFrame would log for an upgrade from 12.9: one case in each of
-    clang-cuda12_9, clang-cuda13_0 and gnu (nvcc 13.0), five samples of two
-    figures; `planted` maps an environment to the figure 20% down in it."""
-
-    def run(system, report, *options):
-        assert os.environ[toolkits.TOOLKITS_VARIABLE].split(os.pathsep)[0] == str(site / "toolkits" / "12.9")
-        when = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S+00:00")
-        lines = [
-            "job_completion_time|display_name|system|partition|environ|case|gpu_model|host_link|"
-            "perf_var|perf_value|perf_unit|perf_ref|perf_lower_thres|perf_upper_thres"
-        ]
-        for environ in ("clang-cuda12_9", "clang-cuda13_0", "gnu"):
-            for figure, level in (("steady_bw", 47.0), ("copy_engine_bw", 51.0)):
-                level *= 0.8 if planted.get(environ) == figure else 1.0
-                common = f"{when}|um_bandwidth|{system}|default|{environ}|op=read|H100|pcie gen5 x16"
-                lines += [f"{common}|{figure}.s{k}|{level * (1 + k / 1000)}|GiB/s|0|null|null" for k in range(1, 6)]
-        (site / "perflogs" / system / "default").mkdir(parents=True, exist_ok=True)
-        (site / "perflogs" / system / "default" / "um_bandwidth.log").write_text("\n".join(lines) + "\n")
-        (site / "upgrades" / report.name).write_text(json.dumps({"runs": [{"testcases": []}]}))
-        return 0
-
-    return run
 
 
 @pytest.fixture
@@ -136,26 +172,27 @@ def toolkit_site(site, monkeypatch):
     "planted, status, moved",
     [
         ({}, 0, {}),
-        # The toolkit moved steady_bw: seen in the toolkit's comparison and in the upgrade, not the compiler's.
+        # The toolkit moved GPU memory: seen in the toolkit's comparison and in the upgrade, not the compiler's.
         (
-            {"clang-cuda13_0": "steady_bw", "gnu": "steady_bw"},
+            {"clang-cuda13_0": {"steady_bw": 0.8}, "gnu": {"steady_bw": 0.8}},
             2,
-            {"toolkit-only": "steady_bw", "toolkit-and-compiler": "steady_bw"},
+            {"toolkit-only": GPU_MEMORY, "toolkit-and-compiler": GPU_MEMORY},
         ),
-        # nvcc moved copy_engine_bw: the compiler's comparison and the upgrade's.
-        ({"gnu": "copy_engine_bw"}, 2, {"compiler-only": "copy_engine_bw", "toolkit-and-compiler": "copy_engine_bw"}),
+        # nvcc moved the migration: the compiler's comparison and the upgrade's.
+        ({"gnu": {"first_run_bw": 0.8}}, 2, {"compiler-only": MIGRATION, "toolkit-and-compiler": MIGRATION}),
     ],
 )
 def test_an_upgrade_from_an_older_toolkit_tells_toolkit_and_compiler_apart(
-    toolkit_site, monkeypatch, planted, status, moved
+    toolkit_site, clock, monkeypatch, planted, status, moved
 ):
-    monkeypatch.setattr(upgrade, "reframe", fake_toolkit_run(toolkit_site, planted))
-    assert upgrade.main(["12.9", "--system", "local", "--threshold", "5"]) == status
+    calls = []
+    monkeypatch.setattr(upgrade, "reframe", fake_reframe(toolkit_site, clock, planted, calls=calls))
+    assert upgrade.main(["12.9", "--system", "local"]) == status
     assert os.environ[toolkits.TOOLKITS_VARIABLE].endswith(os.pathsep + "/usr/local/cuda-13.0")
+    assert [e for e, _ in calls[:9]] == [["clang-cuda12_9"], ["clang-cuda13_0"], ["gnu"]] * 3  # interleaved
     for what in ("toolkit-only", "compiler-only", "toolkit-and-compiler"):
-        (table,) = (toolkit_site / "upgrades").glob(f"local-cuda-12.9-to-13.0-{what}-*.csv")
-        verdicts = pd.read_csv(table).set_index("figure")["verdict"].to_dict()
-        expected = {f: "regression" if moved.get(what) == f else "pass" for f in ("steady_bw", "copy_engine_bw")}
+        verdicts = path_verdicts(toolkit_site, f"local-cuda-12.9-to-13.0-*-{what}-paths.csv")
+        expected = {p: "moved" if moved.get(what) == p else "pass" for p in (GPU_MEMORY, MIGRATION)}
         assert verdicts == expected, what
 
 
