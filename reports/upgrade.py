@@ -41,6 +41,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -49,7 +50,7 @@ from systems import detect, toolkits
 
 from . import cli, verdict
 from .load import load
-from .nightly import outcomes, reframe
+from .nightly import health_options, outcomes, reframe
 from .runs import now, run_rows, selected_system
 from .status import FAILED, MOVED, UNJUDGED
 
@@ -219,8 +220,11 @@ class Experiment:
 
     def run(self, comparisons: list[tuple[str, str, str]]) -> int:
         self.folder.mkdir(parents=True, exist_ok=True)
+        began = time.monotonic()
         for i in range(1, self.rounds + 1):
-            print(f"upgrade: round {i} of {self.rounds}: {', '.join(self.sides)}", flush=True)
+            left = (time.monotonic() - began) / (i - 1) * (self.rounds - i + 1) if i > 1 else None
+            expect = f", about {left / 60:.0f} min to go" if left else ""
+            print(f"upgrade: round {i} of {self.rounds}: {', '.join(self.sides)}{expect}", flush=True)
             self.record["rounds"].append({side: self._side_run(side, f"round{i}") for side in self.sides})
         status = UNJUDGED
         for what, old, new in comparisons:
@@ -228,22 +232,14 @@ class Experiment:
         return FAILED if self.failed else status
 
     def _side_run(self, side: str, label: str, *selection: str) -> dict:
-        """One ReFrame run of a side's environments; its window and report."""
+        """One ReFrame run of a side's environments, measured as nights are (a
+        rerun's `selection` in place of the command line's); its window and report."""
         report = self.folder / f"{label}-{side}-report.json"
         window = {"start": now()}
-        pattern = "|".join(f"^{re.escape(env)}$" for env in self.sides[side])
-        reframe(
-            self.system,
-            report,
-            "--mode",
-            "nightly",
-            "-S",
-            "reference_bounds=physical",
-            "-p",
-            pattern,
-            *selection,
-            *self.options,
-        )
+        environments = "|".join(f"^{re.escape(env)}$" for env in self.sides[side])
+        given = health_options(self.options) if selection else self.options
+        options = ("--mode", "nightly", "-S", "reference_bounds=physical", "-p", environments, *selection, *given)
+        reframe(self.system, report, *options)
         window.update(end=now(), report=report.name)  # in the upgrade's folder
         self.failed += [f"{label} {side}: {why}" for why in outcomes(report)["failed"]]
         (self.folder / "rounds.json").write_text(json.dumps(self.record, indent=1) + "\n")
@@ -275,8 +271,11 @@ class Experiment:
         flagged = result.flagged_paths()
         print(f"upgrade: {what}: {', '.join(flagged)} flagged: rerunning their cases on both sides", flush=True)
         wanted = verdict.cases_of_paths(result, flagged)
+        selections = {side: self._selection(wanted, side) for side in (old, new)}
+        if not all(selections.values()):
+            return result  # nothing to rerun by: the flags stand, unconfirmed
         label = f"rerun{len(self.record['reruns']) + 1}"
-        rerun = {side: self._side_run(side, label, *self._selection(wanted, side)) for side in (old, new)}
+        rerun = {side: self._side_run(side, label, *selections[side]) for side in (old, new)}
         self.record["reruns"].append(rerun)
         frame = self._frame(old, new)
         olds = [r[old] for r in self.record["rounds"]] + [rerun[old]]

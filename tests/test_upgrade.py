@@ -92,7 +92,8 @@ def fake_reframe(site, clock, planted: dict[str, dict[str, float]], failed=(), c
         with log.open("a") as out:
             out.write("\n".join(lines if new_file else lines[1:]) + "\n")
         report.parent.mkdir(parents=True, exist_ok=True)
-        report.write_text(json.dumps({"runs": [{"testcases": failed}]}))
+        ran = [{"display_name": "um_bandwidth %op=read", "case": CASE, "hashcode": "c0ffee", "result": "pass"}]
+        report.write_text(json.dumps({"runs": [{"testcases": ran + failed}]}))
         return 1 if failed else 0
 
     return run
@@ -113,12 +114,13 @@ def test_an_upgrade_runs_the_sides_interleaved_and_judges_each_path_in_pairs(sit
     assert upgrade.main(["13.5.37", "--system", "local", "--", "-n", "um_bandwidth"]) == status
     sides = [environs for environs, _ in calls]
     assert sides[:6] == [["gnu"], ["gnu-rt13_5"]] * 3  # old, new, old, new, old, new
-    assert all(options[-2:] == ("-n", "um_bandwidth") for _, options in calls)
+    assert all(options[-2:] == ("-n", "um_bandwidth") for _, options in calls[:6])
     assert all(("--mode", "nightly") == options[:2] for _, options in calls)  # measured as nights are
     verdicts = path_verdicts(site, "local-cuda-runtime-13.0-to-13.5-*-paths.csv")
     assert verdicts == {GPU_MEMORY: "moved" if planted else "pass", MIGRATION: "pass"}
     if planted:  # the flagged path's case ran once more on both sides before it was called moved
         assert sides[6:] == [["gnu"], ["gnu-rt13_5"]]
+        assert all(options[-2:] == ("-n", "/c0ffee") for _, options in calls[6:])  # its cases alone
 
 
 def test_a_transient_in_one_run_of_the_new_side_is_not_called_moved(site, clock, monkeypatch):
