@@ -137,6 +137,7 @@ def add_parsers(sub) -> None:
         default=verdict.MIN_RUNS,
         help=f"rounds, each side once (default and least {verdict.MIN_RUNS})",
     )
+    p.add_argument("--resume", metavar="NAME", help="go on with the upgrade reports/upgrades/NAME/ left unfinished")
     p.set_defaults(func=run, reframe=[])  # ReFrame's options: what follows '--' (reports/cli.py)
 
 
@@ -182,6 +183,8 @@ def upgrade(args, reframe_options: list[str]) -> int:
         return UNJUDGED
     sides = {base: sorted({toolkits.base_environment(t) for t in twins}), new: twins}
     experiment = Experiment(system, f"{system}-cuda-runtime-{base}-to-{new}", sides, args.runs, reframe_options)
+    if args.resume:
+        experiment.resume(args.resume)
     return experiment.run([(f"runtime {base} to {new}", base, new)])
 
 
@@ -204,6 +207,8 @@ def toolkit_upgrade(args, old: str, new: str, reframe_options: list[str]) -> int
         return UNJUDGED
     sides = {env: [env] for env in dict.fromkeys(env for _, *envs in comparisons for env in envs)}
     experiment = Experiment(system, f"{system}-cuda-{old}-to-{new}", sides, args.runs, reframe_options)
+    if args.resume:
+        experiment.resume(args.resume)
     # The last, both changes together, is the upgrade's verdict.
     return experiment.run(comparisons)
 
@@ -214,22 +219,41 @@ class Experiment:
     def __init__(self, system: str, name: str, sides: dict[str, list[str]], rounds: int, options: list[str]):
         self.system, self.sides, self.rounds, self.options = system, sides, rounds, options
         self.name = f"{name}-{now().replace(':', '')}"
-        self.folder = UPGRADES / self.name
-        self.record: dict = {"system": system, "sides": sides, "rounds": [], "reruns": []}
+        self.record: dict = {"system": system, "sides": sides, "options": options, "rounds": [], "reruns": []}
         self.failed: list[str] = []
+
+    @property
+    def folder(self) -> Path:
+        return UPGRADES / self.name
+
+    def resume(self, name: str) -> None:
+        """Go on with an earlier upgrade of the same sides (its rounds kept, a
+        round it did not finish run again, its ReFrame options used), as when
+        a job's time limit ended it: each round's sides ran on one node, so its
+        pair stays a pair whichever node the next round runs on."""
+        record = json.loads((UPGRADES / name / "rounds.json").read_text())
+        if record["system"] != self.system or record["sides"] != self.sides:
+            raise RuntimeError(f"{name} compared {', '.join(record['sides'])} on {record['system']}, not these sides")
+        if self.options and self.options != record.get("options"):
+            raise RuntimeError(f"{name} ran with its own ReFrame options ({' '.join(record.get('options', []))})")
+        self.name, self.record, self.options = name, record, record.get("options", [])
 
     def run(self, comparisons: list[tuple[str, str, str]]) -> int:
         self.folder.mkdir(parents=True, exist_ok=True)
-        began = time.monotonic()
-        for i in range(1, self.rounds + 1):
-            left = (time.monotonic() - began) / (i - 1) * (self.rounds - i + 1) if i > 1 else None
+        began, done = time.monotonic(), len(self.record["rounds"])
+        for i in range(done + 1, self.rounds + 1):
+            left = (time.monotonic() - began) / (i - 1 - done) * (self.rounds - i + 1) if i > done + 1 else None
             expect = f", about {left / 60:.0f} min to go" if left else ""
             print(f"upgrade: round {i} of {self.rounds}: {', '.join(self.sides)}{expect}", flush=True)
             self.record["rounds"].append({side: self._side_run(side, f"round{i}") for side in self.sides})
+            self._save()
         status = UNJUDGED
         for what, old, new in comparisons:
             status = self._compare(what, old, new)
         return FAILED if self.failed else status
+
+    def _save(self) -> None:
+        (self.folder / "rounds.json").write_text(json.dumps(self.record, indent=1) + "\n")
 
     def _side_run(self, side: str, label: str, *selection: str) -> dict:
         """One ReFrame run of a side's environments, measured as nights are (a
@@ -242,7 +266,6 @@ class Experiment:
         reframe(self.system, report, *options)
         window.update(end=now(), report=report.name)  # in the upgrade's folder
         self.failed += [f"{label} {side}: {why}" for why in outcomes(report)["failed"]]
-        (self.folder / "rounds.json").write_text(json.dumps(self.record, indent=1) + "\n")
         return window
 
     def _frame(self, old: str, new: str) -> pd.DataFrame:
@@ -277,6 +300,7 @@ class Experiment:
         label = f"rerun{len(self.record['reruns']) + 1}"
         rerun = {side: self._side_run(side, label, *selections[side]) for side in (old, new)}
         self.record["reruns"].append(rerun)
+        self._save()
         frame = self._frame(old, new)
         olds = [r[old] for r in self.record["rounds"]] + [rerun[old]]
         accepted = {f"old{i}": self._mask(frame, old, w) for i, w in enumerate(olds, start=1)}

@@ -202,3 +202,25 @@ def test_no_toolkit_upgrade_without_its_environments(toolkit_site, monkeypatch, 
     monkeypatch.setattr(upgrade, "environments_of", lambda system: [{"name": "gnu", "nvcc": "nvcc"}])
     assert upgrade.main(["12.9", "--system", "local"]) == 3
     assert "local has no environment clang-cuda12_9, clang-cuda13_0" in capsys.readouterr().err
+
+
+def test_an_upgrade_a_time_limit_ended_goes_on_where_it_stopped(site, clock, monkeypatch, capsys):
+    calls = []
+    run = fake_reframe(site, clock, {}, calls=calls)
+
+    def limited(system, report, *options):
+        if len(calls) == 4:  # round 3's old side: the job's time is up
+            raise RuntimeError("the job's time limit")
+        return run(system, report, *options)
+
+    monkeypatch.setattr(upgrade, "reframe", limited)
+    assert upgrade.main(["13.5.37", "--system", "local", "--", "-n", "um_bandwidth"]) == 3
+    (folder,) = (site / "upgrades").glob("local-cuda-runtime-13.0-to-13.5-*")
+    assert len(json.loads((folder / "rounds.json").read_text())["rounds"]) == 2
+    assert upgrade.main(["13.5.37", "--system", "local", "--resume", folder.name, "--", "-n", "daxpy"]) == 3
+    assert "ran with its own ReFrame options (-n um_bandwidth)" in capsys.readouterr().err
+    monkeypatch.setattr(upgrade, "reframe", run)
+    assert upgrade.main(["13.5.37", "--system", "local", "--resume", folder.name]) == 0
+    assert [e for e, _ in calls[4:]] == [["gnu"], ["gnu-rt13_5"]]  # round 3 alone
+    assert all(options[-2:] == ("-n", "um_bandwidth") for _, options in calls[4:])  # with the first run's options
+    assert path_verdicts(site, f"{folder.name}-paths.csv") == {GPU_MEMORY: "pass", MIGRATION: "pass"}
