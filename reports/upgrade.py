@@ -36,6 +36,7 @@ error, nothing to run the new side in, too few rounds).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -250,6 +251,10 @@ class Experiment:
         status = UNJUDGED
         for what, old, new in comparisons:
             status = self._compare(what, old, new)
+        for report in self.folder.glob("*-report.json"):  # kept as results, a tenth of the size
+            with report.open("rb") as plain, gzip.open(report.with_name(report.name + ".gz"), "wb") as packed:
+                packed.writelines(plain)
+            report.unlink()
         return FAILED if self.failed else status
 
     def _save(self) -> None:
@@ -311,7 +316,7 @@ class Experiment:
         keys = {(t, c) for t, c, _ in wanted.itertuples(index=False, name=None)}
         report = self.folder / self.record["rounds"][0][side]["report"]
         hashes = set()
-        for run in json.loads(report.read_text()).get("runs", []):
+        for run in read_report(report).get("runs", []):
             for case in run["testcases"]:
                 if (case["display_name"].split()[0], case.get("case", "")) in keys and case.get("hashcode"):
                     hashes.add(case["hashcode"])
@@ -331,6 +336,14 @@ class Experiment:
         for why in self.failed:
             print(f"upgrade: FAILED {why}")
         return status_of(result)
+
+
+def read_report(path: Path) -> dict:
+    """A ReFrame run report, or the same gzipped (as a finished upgrade keeps it)."""
+    if path.exists():
+        return json.loads(path.read_text())
+    with gzip.open(path.with_name(path.name + ".gz"), "rt") as text:
+        return json.load(text)
 
 
 def path_lines(paths: pd.DataFrame) -> list[str]:
