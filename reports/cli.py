@@ -5,9 +5,11 @@ screenshots looks at a report in a browser (reports/browser.py); nightly,
 accept and rejudge (reports/nightly.py, reports/accept.py), power and
 upgrade judge them. Every command exits as reports/status.py says.
 
-compare exits 0 when every headline figure was judged and none regressed,
-2 on a regression, 3 when a figure could not be judged (or nothing could be
-compared: no data, an unknown field, a usage error).
+compare judges two sets of runs by the verdict by path, as the nightly and
+upgrade do (reports/compare.py): it exits 0 when every path was judged and
+none moved, 1 on a broken measurement, 2 when a path moved or is unstable,
+3 when a path could not be judged (or nothing could be compared: no data,
+an unknown field, runs that cannot be paired, a usage error).
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ from pathlib import Path
 import pandas as pd
 
 from . import compare as cmp
-from . import gate
+from . import verdict
 from .load import load
 from .runs import PERFLOGS
-from .status import AS_ACCEPTED, MOVED, UNJUDGED
+from .status import AS_ACCEPTED, UNJUDGED
 
 
 def _paths(args) -> list[Path]:
@@ -59,43 +61,6 @@ def cmd_load(args) -> int:
     return 1 if args.strict and loaded.issues else 0
 
 
-def verdict_status(result: pd.DataFrame | None, allow_unjudged: bool) -> int:
-    """2 on any regression; else 3 when a figure could not be judged or there
-    was none to judge (no result, or an empty one), unless allowed; else 0."""
-    if result is not None and (result["verdict"] == "regression").any():
-        return MOVED
-    unjudged = result is None or result.empty or (result["verdict"] == "unjudged").any()
-    return UNJUDGED if unjudged and not allow_unjudged else AS_ACCEPTED
-
-
-def print_verdicts(result: pd.DataFrame, csv: str | Path, out=None) -> None:
-    """The table of every figure, the CSV, and the figures that need a look."""
-    out = out or sys.stdout
-    shown = result.drop(columns=["p_improved"], errors="ignore").copy()
-    shown["change_pct"] = shown["change_pct"].map(lambda v: f"{v:+.1f}%" if v == v else "")
-    shown["threshold_pct"] = shown["threshold_pct"].map(lambda v: f"{v:.1f}%" if v == v else "")
-    for column in ("p_value", "p_adjusted"):
-        shown[column] = shown[column].map(lambda v: f"{v:.3g}" if v == v else "")
-    for column in ("median_base", "median_new"):
-        shown[column] = shown[column].map(lambda v: f"{v:.4g}" if v == v else "")
-    with pd.option_context("display.max_colwidth", 60, "display.width", 250):
-        print(shown.drop(columns=["reason"]).to_string(index=False), file=out)
-    result.to_csv(csv, index=False)
-    print(f"\ntable written to {csv}", file=out)
-    print(gate.summary_line(result), file=out)
-    for _, row in result[result["verdict"].isin(["regression", "unjudged"])].iterrows():
-        what = f"{row.get('test', '')} {row.get('case', '')} {row['figure']}".replace("  ", " ")
-        if row["verdict"] == "regression":
-            print(
-                f"  REGRESSION {what}: {row['median_base']:.4g} -> {row['median_new']:.4g} {row['unit']} "
-                f"({row['change_pct']:+.1f}%, threshold {row['threshold_pct']:.1f}%, "
-                f"p = {row['p_adjusted']:.2g} after Holm)",
-                file=out,
-            )
-        else:
-            print(f"  UNJUDGED {what}: {row['reason']}", file=out)
-
-
 def cmd_compare(args) -> int:
     loaded = load(_paths(args))
     frame = _filter(loaded.frame, args)
@@ -105,22 +70,26 @@ def cmd_compare(args) -> int:
     try:
         for spec in args.pool:
             frame = cmp.pool(frame, spec)
-        result = cmp.compare(frame, args.by, args.base, args.new, alpha=args.alpha, threshold=args.threshold)
+        found = cmp.compare(frame, args.by, args.base, args.new, alpha=args.alpha)
     except (KeyError, ValueError) as err:
         print(f"error: {err.args[0]}", file=sys.stderr)
         return UNJUDGED
-    if result.empty:
+    result = found.result
+    if result.figures.empty:
         print(
             f"nothing to compare: no headline figure (with samples) has {args.by} {args.base!r} or {args.new!r}",
             file=sys.stderr,
         )
         return UNJUDGED
-    print(
-        f"{args.by}: base {args.base!r} vs new {args.new!r} (Student's t on log values beyond each figure's "
-        f"threshold, one-sided, Holm-corrected, alpha {args.alpha})"
-    )
-    print_verdicts(result, args.csv)
-    return verdict_status(result, args.allow_unjudged)
+    print(f"{args.by}: base {args.base!r} against new {args.new!r}, {found.design}, by the verdict by path")
+    print(verdict.summary_line(result))
+    for line in cmp.path_lines(result.paths):
+        print(f"  {line}")
+    result.figures.to_csv(args.csv, index=False)
+    result.paths.to_csv(Path(args.csv).with_suffix(".paths.csv"), index=False)
+    print(f"tables written to {args.csv} (figures) and {Path(args.csv).with_suffix('.paths.csv')} (paths)")
+    status = cmp.status_of(result)
+    return 0 if status == UNJUDGED and args.allow_unjudged else status
 
 
 def cmd_html(args) -> int:
@@ -166,12 +135,6 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--base", required=True, help="value, glob or version prefix (570, 570.x); for time FROM..TO")
     p.add_argument("--new", required=True, help="as --base")
-    p.add_argument(
-        "--threshold",
-        type=float,
-        metavar="PCT",
-        help="practical threshold in percent for every figure (default: each figure's reference tolerance)",
-    )
     p.add_argument("--alpha", type=float, default=0.05, help="family-wise significance level (default 0.05)")
     p.add_argument(
         "--pool",

@@ -1,22 +1,36 @@
-"""Two sets of runs, chosen by one field of the table, judged figure by figure.
+"""Two sets of runs, chosen by one field of the table, judged by the verdict by path.
 
 The sets are chosen by one field (driver_version, cuda_runtime_version,
-node, time...); each headline figure's samples on either side go through
-the gate (reports/gate.py): a one-sided test for a change beyond the
-figure's practical threshold, with Holm's correction for the number of
-figures. A figure that cannot be judged says why and is never passed.
+environ, node, time...). Each set's records are cut into runs where its
+record times leave a gap of RUN_GAP_S or more (a ReFrame session logs its
+cases back to back), and the runs are judged by the verdict
+(reports/verdict.py), the one judge of the suite:
+
+- as many runs a side as the verdict needs, or more, and the same number:
+  paired in time order (`verdict.judge_pairs`), the design `./suite
+  upgrade` runs (old, new, old, new, ...);
+- one run on the new side: judged as a night against the base side's runs
+  (`verdict.judge`), as the nightly judges against its accepted runs;
+- anything else cannot be judged, and says why.
+
+A figure or path the verdict cannot judge says why and is never passed.
 """
 
 from __future__ import annotations
 
 import fnmatch
+from dataclasses import dataclass
 
 import pandas as pd
 
 from experiments.keys import FIGURE_KEY
 from systems.toolkits import base_environment
 
-from . import gate
+from . import verdict
+from .status import FAILED, MOVED, UNJUDGED
+
+#: A gap this long between one side's records starts a new run of that side.
+RUN_GAP_S = 60
 
 
 def _version_pattern(pattern: str) -> str:
@@ -75,19 +89,75 @@ def comparison_key(by: str, key: tuple = FIGURE_KEY) -> tuple:
     return tuple(k for k in key if k not in dropped)
 
 
-def compare(
-    frame: pd.DataFrame, by: str, base: str, new: str, alpha: float = 0.05, threshold: float | None = None
-) -> pd.DataFrame:
-    """The gate's verdict per headline figure; `threshold` in percent replaces every figure's own."""
+@dataclass
+class Comparison:
+    """The verdict of two sets of runs, and the design that judged them."""
+
+    design: str
+    result: verdict.Verdict
+
+
+def runs_of(frame: pd.DataFrame, mask: pd.Series) -> list[pd.Series]:
+    """The runs among the masked rows, oldest first: cut where their times leave a gap of RUN_GAP_S or more."""
+    times = frame.loc[mask, "time"].sort_values()
+    if times.empty:
+        return []
+    starts = times[times.diff().dt.total_seconds().fillna(RUN_GAP_S) >= RUN_GAP_S]
+    bounds = [*starts, times.iloc[-1] + pd.Timedelta(seconds=1)]
+    return [mask & (frame["time"] >= lo) & (frame["time"] < hi) for lo, hi in zip(bounds, bounds[1:])]
+
+
+def compare(frame: pd.DataFrame, by: str, base: str, new: str, alpha: float = 0.05) -> Comparison:
+    """The verdict by path of the `new` set against the `base` set (see the module's design)."""
     base_mask, new_mask = select_mask(frame, by, base), select_mask(frame, by, new)
     overlap = base_mask & new_mask
     if overlap.any():
         raise ValueError(f"{int(overlap.sum())} values are on both sides ({by} {base!r} and {new!r})")
-    fraction = threshold / 100 if threshold is not None else None
     if by == "cuda_runtime_version":
         # A runtime's twin of an environment (gnu-rt13_5) is compared with the environment (gnu).
         frame = frame.assign(environ=frame["environ"].map(lambda e: base_environment(e) if isinstance(e, str) else e))
-    return gate.judge(frame, base_mask, new_mask, alpha, fraction, comparison_key(by))
+    kept = comparison_key(by)
+    # What the sets differ in by choice leaves the figure's key: the two sides' figures then meet.
+    frame = frame.assign(**{k: "" for k in FIGURE_KEY if k not in kept and k in frame.columns})
+    olds, news = runs_of(frame, base_mask), runs_of(frame, new_mask)
+    if len(olds) == len(news) >= verdict.MIN_RUNS:
+        design = f"{len(olds)} pairs of runs, paired in time order"
+        return Comparison(design, verdict.judge_pairs(frame, list(zip(olds, news)), alpha))
+    if len(news) == 1:
+        design = f"one new run against {len(olds)} base run(s), as a night against its accepted runs"
+        return Comparison(design, verdict.judge(frame, {f"base{i}": m for i, m in enumerate(olds, 1)}, news[0], alpha))
+    raise ValueError(
+        f"{len(olds)} base and {len(news)} new run(s) (runs cut at gaps of {RUN_GAP_S} s): give one new run, "
+        f"or as many as the base's, {verdict.MIN_RUNS} or more, run side by side"
+    )
+
+
+def status_of(result: verdict.Verdict) -> int:
+    """A comparison's exit status, with the nightly's meanings: 1 a broken
+    measurement, 2 a path moved or unstable, 3 a path not judged, else 0."""
+    if (result.figures["verdict"] == "broken").any():
+        return FAILED
+    if result.paths["verdict"].isin(["moved", "unstable"]).any():
+        return MOVED
+    if result.paths.empty or (result.paths["verdict"] == "unjudged").any():
+        return UNJUDGED
+    return 0
+
+
+def path_lines(paths: pd.DataFrame) -> list[str]:
+    """Per path: its verdict, the change and its interval where it has one, the floor, the reason."""
+    lines = []
+    for row in paths.sort_values(["verdict", "path"]).to_dict("records"):
+        if row["verdict"] == "yardstick":
+            continue
+        change = f"{row['change_pct']:+.1f}%" if pd.notna(row["change_pct"]) else "-"
+        if pd.notna(row.get("low_pct")):
+            change += f" [{row['low_pct']:+.1f}, {row['high_pct']:+.1f}]"
+        reason = row["reason"] if isinstance(row["reason"], str) else ""
+        lines.append(
+            f"{row['verdict'].upper():10} {row['path']}: {change} (floor {row['floor_pct']:g}%) {reason}".rstrip()
+        )
+    return lines
 
 
 def pool(frame: pd.DataFrame, spec: str) -> pd.DataFrame:

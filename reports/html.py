@@ -289,7 +289,7 @@ def write_report(
     accepted runs and nights the records hold."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    # The samples of headline figures are for the gate; the report shows their medians.
+    # The samples of headline figures are for the verdict; the report shows their medians.
     headline = headline_figures(loaded.frame)
     frame = loaded.frame[loaded.frame["sample"].isna()]
     # The versions' overlay reads the samples: the spread is what tells a move from noise.

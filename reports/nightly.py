@@ -543,7 +543,7 @@ def write_html(
     history: tuple | None = None,
     lags: pd.DataFrame | None = None,
 ) -> None:
-    """The run's HTML report, from the records the gate judged, opening with
+    """The run's HTML report, from the records the verdict judged, opening with
     the night's verdict (run.json's, each path's from `result`, each GPU
     against its siblings from `lags`) and linking
     the system's history over every night, kept beside the nights (history/):
@@ -656,7 +656,7 @@ def add_parsers(sub) -> None:
         epilog="Options after '--' go to ReFrame.",
     )
     p.add_argument("--system", help="the system to run (default: the one ReFrame picks on this machine)")
-    p.add_argument("--alpha", type=float, default=0.05, help="family-wise significance level of the gate")
+    p.add_argument("--alpha", type=float, default=0.05, help="family-wise significance level of the verdict")
     p.add_argument("--allow-unjudged", action="store_true", help="exit 0, not 3, when something could not be judged")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
     p.add_argument(

@@ -50,10 +50,11 @@ import pandas as pd
 from systems import detect, toolkits
 
 from . import cli, verdict
+from .compare import path_lines, status_of
 from .load import load
 from .nightly import health_options, outcomes, reframe
 from .runs import now, run_rows, selected_system
-from .status import FAILED, MOVED, UNJUDGED
+from .status import FAILED, UNJUDGED
 
 REPO = Path(__file__).resolve().parent.parent
 RUNTIMES = REPO / "build" / "cuda-runtimes"
@@ -344,32 +345,6 @@ def read_report(path: Path) -> dict:
         return json.loads(path.read_text())
     with gzip.open(path.with_name(path.name + ".gz"), "rt") as text:
         return json.load(text)
-
-
-def path_lines(paths: pd.DataFrame) -> list[str]:
-    """Per path: its verdict, old and new, the change and its interval, the reason."""
-    lines = []
-    for row in paths.sort_values(["verdict", "path"]).itertuples(index=False):
-        if row.verdict in ("yardstick",):
-            continue
-        change = (
-            f"{row.change_pct:+.1f}% [{row.low_pct:+.1f}, {row.high_pct:+.1f}]" if pd.notna(row.change_pct) else "-"
-        )
-        lines.append(
-            f"{row.verdict.upper():10} {row.path}: {change} (floor {row.floor_pct:g}%) {row.reason or ''}".rstrip()
-        )
-    return lines
-
-
-def status_of(result: verdict.Verdict) -> int:
-    """The comparison's exit status, with the nightly's meanings."""
-    if (result.figures["verdict"] == "broken").any():
-        return FAILED
-    if result.paths["verdict"].isin(["moved", "unstable"]).any():
-        return MOVED
-    if (result.paths["verdict"] == "unjudged").any():
-        return UNJUDGED
-    return 0
 
 
 if __name__ == "__main__":

@@ -201,7 +201,7 @@ def test_each_check_logs_the_columns_of_its_committed_perflog(check):
     assert header[2:-7] == names
 
 
-# --- comparison (the gate's own tests are tests/test_gate.py) -------------------
+# --- comparison (the verdict's designs: tests/test_compare.py) -------------------
 
 
 def synthetic(tmp_path, base_values, new_values, var="steady_bw"):
@@ -231,15 +231,15 @@ def test_runs_chosen_by_version_prefix_glob_and_wildcard(tmp_path):
 
 def test_figures_logged_before_samples_pool_into_samples_of_one_figure(tmp_path):
     lines = [HEADER]
-    for driver, level in (("570.1", 50), ("580.1", 40)):
+    for hour, driver, level in ((10, "570.1", 50), (11, "580.1", 40)):
         for i in range(1, 6):
-            lines.append(line("2026-11-01T10:00:00", f"run{i}_bw", f"{level + i * 0.1}", driver=driver))
+            lines.append(line(f"2026-11-01T{hour}:00:00", f"run{i}_bw", f"{level + i * 0.1}", driver=driver))
     (tmp_path / "Fake.log").write_text("\n".join(lines) + "\n")
     frame = cmp.pool(load(tmp_path, warn=None).frame, "run([2-9]|[1-9][0-9]+)_bw=steady_runs")
-    result = cmp.compare(frame, "driver_version", "570", "580", threshold=5).set_index("figure")
-    assert result.loc["steady_runs", "n_base"] == 4
-    assert result.loc["steady_runs", "verdict"] == "regression"
-    assert list(result.index) == ["steady_runs"]  # only figures with samples are judged
+    pooled = frame[frame["figure"] == "steady_runs"]
+    assert sorted(pooled.groupby("driver_version")["sample"].max()) == [4, 4]
+    result = cmp.compare(frame, "driver_version", "570", "580").result
+    assert list(result.figures["figure"]) == ["steady_runs"]  # only figures with samples are judged
 
 
 # --- figures -------------------------------------------------------------------

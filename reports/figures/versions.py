@@ -96,7 +96,7 @@ def versions_figures(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
         caption = (
             f"Every headline figure's samples under each CUDA runtime and compiler, as a percentage of "
             f"the median under {shifts['base'].iloc[0]}: a figure whose dots sit apart from 100% moved; "
-            f"the gate's verdict is ./suite report compare --by cuda_runtime_version or --by environ. "
+            f"the verdict is ./suite report compare --by cuda_runtime_version or --by environ. "
             f"{coverage_text(group)}."
         )
         figures.append(Figure(test, outdir / name, title, caption))
