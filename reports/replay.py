@@ -17,6 +17,7 @@ nightly there.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ import pandas as pd
 from reports import nightly, verdict
 from reports.load import load
 from reports.runs import PERFLOGS, finished_runs, read_accepted, run_rows
+from reports.upgrade import UPGRADES
 
 #: Where replayed nights are stamped: after any committed one.
 REPLAY_EPOCH = pd.Timestamp("2099-01-01T00:00:00", tz="UTC")
@@ -148,20 +150,7 @@ class Bench:
 
     def _perflogs(self, rows: pd.DataFrame, fault: Fault, start: pd.Timestamp) -> dict[str, str]:
         """{file name: perflog text}: each row's committed line, stamped `start`, the fault planted."""
-        values = _planted(rows, fault)
-        texts = {}
-        for source, group in rows.groupby("source"):
-            header, *_ = lines = self._file_lines(source)
-            fields = header.split("|")
-            at = fields.index("perf_value")
-            out = [header]
-            for index, line in zip(group.index, group["line"]):
-                parts = lines[int(line) - 1].split("|")
-                parts[0] = start.isoformat()
-                parts[at] = "nan" if pd.isna(values[index]) else f"{values[index]:.9g}"
-                out.append("|".join(parts))
-            texts[Path(source).name] = "\n".join(out) + "\n"
-        return texts
+        return perflog_texts(rows, _planted(rows, fault), pd.Series(start, index=rows.index), self._file_lines)
 
     def _file_lines(self, source: str) -> list[str]:
         if source not in self._lines:
@@ -170,6 +159,26 @@ class Bench:
 
     def _status(self, result: verdict.Verdict) -> int:
         return nightly.nightly_status({"failed": []}, result, [], False)
+
+
+def perflog_texts(rows: pd.DataFrame, values: pd.Series, stamps: pd.Series, file_lines, environ=None) -> dict[str, str]:
+    """{file name: perflog text}: each row's committed line (`file_lines(source)`)
+    with its time, value and, where given, environment replaced."""
+    texts = {}
+    for source, group in rows.groupby("source"):
+        header, *_ = lines = file_lines(source)
+        fields = header.split("|")
+        at, env_at = fields.index("perf_value"), fields.index("environ")
+        out = [header]
+        for index, line in zip(group.index, group["line"]):
+            parts = lines[int(line) - 1].split("|")
+            parts[0] = stamps[index].isoformat()
+            parts[at] = "nan" if pd.isna(values[index]) else f"{values[index]:.9g}"
+            if environ is not None:
+                parts[env_at] = environ
+            out.append("|".join(parts))
+        texts[Path(source).name] = "\n".join(out) + "\n"
+    return texts
 
 
 def _with_paths(rows: pd.DataFrame) -> pd.DataFrame:
@@ -197,6 +206,109 @@ def _planted(rows: pd.DataFrame, fault: Fault) -> pd.Series:
     return values
 
 
+# --- an upgrade's runs, replayed ---------------------------------------------
+
+
+@dataclass
+class ReplayedUpgrade:
+    """A replayed upgrade: its paired verdict, confirmed by a rerun where something was flagged."""
+
+    first: verdict.Verdict
+    final: verdict.Verdict
+
+    def flagged(self) -> list[str]:
+        return self.final.flagged_paths()
+
+
+class UpgradeBench:
+    """A committed upgrade's runs on one node (reports/upgrades/NAME), both
+    sides, replayed through the loader and the verdict's paired design as
+    `./suite upgrade` judges them. The committed upgrade found nothing moved,
+    so its 2N runs are taken as exchangeable: each replay deals them into N
+    pairs at random (the old side of each pair first), a permutation of the
+    real runs, their real run-to-run noise on that node and its transients;
+    a fault is planted on the new side. A flagged path is confirmed as the
+    upgrade confirms it: two more runs drawn, the new one judged against
+    every old one. The noise is one node's, one day's; an upgrade on a node
+    whose runs spread more than these is judged on its own spread."""
+
+    def __init__(self, name: str, alpha: float = 0.05):
+        record = json.loads((UPGRADES / name / "rounds.json").read_text())
+        self.system, self.alpha = record["system"], alpha
+        frame = load([PERFLOGS / self.system], warn=None).frame
+        frame = frame[frame["source"].str.endswith(".log") & frame["sample"].notna()]
+        self.runs = []
+        for round_ in record["rounds"]:
+            for side, window in round_.items():
+                rows = frame[run_rows(frame, self.system, [window]) & frame["environ"].isin(record["sides"][side])]
+                self.runs.append(_with_paths(rows))
+        self.paths = sorted(set().union(*(set(r["path"]) for r in self.runs)) - {""})
+        self._lines: dict[str, list[str]] = {}
+        self._cache: dict[tuple, pd.DataFrame] = {}
+
+    def upgrade(
+        self, rng: np.random.Generator, fault: Fault = Fault(), transient: Fault | None = None
+    ) -> ReplayedUpgrade:
+        """One replayed upgrade: `fault` on every new run (and its rerun), `transient` on the first new run only."""
+        order = rng.permutation(len(self.runs))
+        runs = []
+        for i in range(0, len(order) - 1, 2):
+            runs += [(order[i], Fault()), (order[i + 1], transient if transient is not None and i == 0 else fault)]
+        first = self._judge_pairs(runs)
+        if not first.flagged_paths():
+            return ReplayedUpgrade(first, first)
+        again = rng.choice(len(self.runs), 2, replace=False)
+        frame, masks = self._read_back([*runs[::2], (again[0], Fault()), (again[1], fault)])
+        olds = {f"old{i}": m for i, m in enumerate(masks[:-1], start=1)}
+        return ReplayedUpgrade(first, verdict.confirm(first, verdict.judge(frame, olds, masks[-1], self.alpha)))
+
+    def _judge_pairs(self, runs: list[tuple[int, Fault]]) -> verdict.Verdict:
+        """As `verdict.judge_pairs` judges them, each run's table of values made once (a replay only deals them)."""
+        tables, labels = [], []
+        for k, (index, fault) in enumerate(runs):
+            label = f"{'old' if k % 2 == 0 else 'new'}{k // 2 + 1}"
+            tables.append(self._values(index, fault).assign(run=label))
+            labels.append(label)
+        return verdict.judge_pair_values(
+            pd.concat(tables, ignore_index=True), list(zip(labels[::2], labels[1::2])), self.alpha
+        )
+
+    def _values(self, index: int, fault: Fault) -> pd.DataFrame:
+        if (index, fault, "values") not in self._cache:
+            frame = self._loaded(index, fault)
+            self._cache[(index, fault, "values")] = verdict.attach_paths(
+                verdict.run_values(frame, {"run": frame["time"].notna()})
+            )
+        return self._cache[(index, fault, "values")]
+
+    def _read_back(self, runs: list[tuple[int, Fault]]) -> tuple[pd.DataFrame, list[pd.Series]]:
+        """The runs (by index, each with its fault) as read back from perflog
+        text, a minute apart in one environment; each run's mask."""
+        parts = [
+            self._loaded(index, fault).assign(time=REPLAY_EPOCH + pd.Timedelta(minutes=k))
+            for k, (index, fault) in enumerate(runs)
+        ]
+        frame = pd.concat(parts, ignore_index=True)
+        return frame, [frame["time"] == REPLAY_EPOCH + pd.Timedelta(minutes=k) for k in range(len(runs))]
+
+    def _loaded(self, index: int, fault: Fault) -> pd.DataFrame:
+        """One run with its fault planted, written as perflog text and read back
+        by the loader (once per run and fault: a replay only deals them out)."""
+        if (index, fault) not in self._cache:
+            rows = self.runs[index]
+            stamps = pd.Series(REPLAY_EPOCH, index=rows.index)
+            with tempfile.TemporaryDirectory() as tmp:
+                for name, text in perflog_texts(rows, _planted(rows, fault), stamps, self._file, "gnu").items():
+                    (Path(tmp) / name).write_text(text)
+                self._cache[(index, fault)] = load(tmp, warn=None).frame
+        return self._cache[(index, fault)]
+
+    def _file(self, source: str) -> list[str]:
+        if source not in self._lines:
+            self._lines[source] = Path(source).read_text().splitlines()
+        return self._lines[source]
+
+
 def measure(bench: Bench, nights: int, per_path: int, seed: int, out=print) -> None:
     """What README and docs/verdict.md say of the verdict, replayed: each
     committed night whole, `nights` clean nights drawn, and per path
@@ -218,6 +330,34 @@ def measure(bench: Bench, nights: int, per_path: int, seed: int, out=print) -> N
         out(f"{path}: 7% caught {caught}/{per_path}, x10 spread unstable {unstable}/{per_path}")
 
 
+#: The fault of one run caught in a transient: far beyond any floor, in one run alone.
+TRANSIENT = 0.4
+
+
+def measure_upgrade(bench: UpgradeBench, upgrades: int, per_path: int, seed: int, out=print) -> None:
+    """What docs/upgrade.md says of an upgrade's verdict, replayed: `upgrades`
+    that change nothing, and per path `per_path` with a 7% drop on the new
+    side (caught, and on how many of the path's figures) and as many with a
+    40% drop in one new run alone (called moved)."""
+    rng = np.random.default_rng(seed)
+    null = [bench.upgrade(rng).flagged() for _ in range(upgrades)]
+    out(f"nothing changed: {upgrades} upgrades, flagged {sum(map(bool, null))}: {[f for f in null if f]}")
+    for path in bench.paths:
+        caught, keys, moved = 0, [], 0
+        for _ in range(per_path):
+            replayed = bench.upgrade(rng, Fault(path, move=0.07))
+            if path in replayed.flagged():
+                caught += 1
+                figures = replayed.first.figures[replayed.first.figures["path"] == path]
+                keys.append(f"{(figures['verdict'] == 'moved').sum()}/{len(figures)}")
+            transient = bench.upgrade(rng, transient=Fault(path, move=TRANSIENT))
+            moved += path in transient.flagged()
+        out(
+            f"{path}: 7% caught {caught}/{per_path} (figures moved: {' '.join(sorted(set(keys))) or '-'}), "
+            f"40% in one new run called moved {moved}/{per_path}"
+        )
+
+
 def main(argv=None) -> int:
     import argparse
 
@@ -228,7 +368,13 @@ def main(argv=None) -> int:
     parser.add_argument("--per-path", type=int, default=20, help="nights per path and fault (default 20)")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--leave-out", nargs="*", default=[], metavar="STAMP", help="committed nights not drawn")
+    parser.add_argument("--upgrade", metavar="NAME", help="replay the committed upgrade reports/upgrades/NAME instead")
     args = parser.parse_args(argv)
+    if args.upgrade:
+        upgrade = UpgradeBench(args.upgrade)
+        print(f"# {args.upgrade}: {len(upgrade.runs)} runs on one node, {len(upgrade.paths)} paths")
+        measure_upgrade(upgrade, args.nights, args.per_path, args.seed, out=lambda line: print(line, flush=True))
+        return 0
     bench = Bench(args.system, args.kind, leave_out=tuple(args.leave_out))
     print(f"# {args.system}, {args.kind}: {len(bench.nights)} committed clean nights, {len(bench.paths)} paths")
     measure(bench, args.nights, args.per_path, args.seed, out=lambda line: print(line, flush=True))

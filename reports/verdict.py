@@ -105,12 +105,12 @@ def paired_null_distribution(n: int, prior_df: int) -> np.ndarray:
     """The sorted null distribution of the paired statistic for n pairs of
     runs (old, new) whose worse-oriented log differences d are normal,
     independent and centred on zero, with the kind's prior as above:
-    median(d) / moderated spread of d. Computed as `locate_pairs` computes
+    median(d) / moderated SD of d. Computed as `locate_pairs` computes
     it, so that its p-values mean what they say for three pairs as for ten."""
     rng = np.random.default_rng(20261126 + 1000 * n + prior_df)
     sigma = np.sqrt(prior_df / rng.chisquare(prior_df, NULL_DRAWS)) if prior_df else np.ones(NULL_DRAWS)
     d = rng.standard_normal((NULL_DRAWS, n)) * sigma[:, None]
-    own = qn_scale(d) ** 2
+    own = d.var(axis=1, ddof=1)
     return np.sort(np.median(d, axis=1) / np.sqrt(np.maximum(moderated(own, Prior(1.0, prior_df), n), 1e-24)))
 
 
@@ -258,18 +258,29 @@ class PairedLocation(Location):
     high: float
 
 
+@lru_cache(maxsize=512)
+def _paired_quantile(n: int, prior_df: int, q: float) -> float:
+    return float(np.quantile(paired_null_distribution(n, prior_df), q))
+
+
 def locate_pairs(differences: np.ndarray, floor: float, prior: Prior) -> PairedLocation:
     """Paired runs' worse-oriented log differences (new - old): their median
     change, the moderated spread of the differences, how unlikely a change
     beyond log(1 + floor) either way is if nothing changed, and the change's
     interval. Pairs that ran side by side share what drifts with time, so
-    their differences hold only what changed between the sides."""
-    center, own = robust_spread(differences)
+    their differences hold only what changed between the sides. The median
+    for the center, so that one pair caught in a transient does not move it;
+    the SD for the spread, not Qn: of three to six pairs Qn is the smallest
+    distance or two, whose null tail is ten times the SD's (the 99.9%
+    point of three pairs' statistic: 128 against 11), and a transient pair
+    widens the SD, which errs toward not calling a move, as a transient
+    should."""
+    center = float(np.median(differences))
+    own = float(np.std(differences, ddof=1)) if differences.size > 1 else 0.0
     n = differences.size
     scale = max(math.sqrt(moderated(own**2, prior, n)), MIN_SPREAD)
     margin = math.log1p(floor)
-    null = paired_null_distribution(n, prior.df)
-    half = float(np.quantile(null, 0.5 + INTERVAL / 2)) * scale
+    half = _paired_quantile(n, prior.df, 0.5 + INTERVAL / 2) * scale
     return PairedLocation(
         center,
         scale,
@@ -706,7 +717,7 @@ def judge_pair_values(table: pd.DataFrame, pairs: list[tuple[str, str]], alpha: 
         columns=[*key, *FIGURE_COLUMNS, *INTERVAL_COLUMNS, *_PRIVATE],
     )
     for row in figures.index[figures["verdict"] == "pass"]:  # the kind's prior weighs the pairs' spreads
-        figures.at[row, "spread_pct"] = robust_spread(figures.at[row, "_logs"])[1] * 100
+        figures.at[row, "spread_pct"] = float(np.std(figures.at[row, "_logs"], ddof=1)) * 100
     paths = _judge_paths(figures, _paired_path_statistic)
     for table_ in (figures, paths):
         _locate_pair_rows(table_)
@@ -750,7 +761,9 @@ def _judge_figure_paired(rows: list[dict], key: list[str], pairs: list[tuple[str
         _worse=float(np.median(logs)),
         # The pairs' median change, not the change between the sides' medians.
         change_pct=(math.exp(sign * float(np.median(logs))) - 1) * 100,
-        _cvs=(float(np.median([n["cv"] for _, n in usable])), float(np.median([o["cv"] for o, _ in usable]))),
+        # Erratic only if the new side's calmest run spread more than the old side's most erratic one:
+        # three runs a side on a shared host otherwise swap their transients into 'unstable'.
+        _cvs=(float(np.min([n["cv"] for _, n in usable])), float(np.max([o["cv"] for o, _ in usable]))),
         cv_tonight=float(np.median([n["cv"] for _, n in usable])),
         cv_accepted=float(np.median([o["cv"] for o, _ in usable])),
     )
@@ -770,7 +783,7 @@ def _paired_path_statistic(judged: pd.DataFrame) -> dict:
         "verdict": "pass",
         "agree": agree,
         "change_pct": _change_pct(judged, move),
-        "spread_pct": robust_spread(logs)[1] * 100,
+        "spread_pct": float(np.std(logs, ddof=1)) * 100,
         "runs": int(len(per_pair)),
         "instability": float(np.median(ratios)),
         "_logs": logs,

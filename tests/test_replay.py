@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports import nightly, replay, runs, status
+from reports import nightly, replay, runs, status, verdict
 from reports.load import load
 
 pytestmark = pytest.mark.slow  # every replayed night is written, read back and judged
@@ -91,3 +91,52 @@ def test_replayed_clean_nights_exit_2_only_on_the_slow_hosts():
     rng = np.random.default_rng(5)
     exits = [quiet.night(rng).exit for _ in range(20)]
     assert exits.count(status.MOVED) <= 1, exits
+
+
+# --- an upgrade's runs, replayed (replay.UpgradeBench) --------------------------
+
+UPGRADES = {
+    "reprex": "hopper-vm-cuda-runtime-13.0-to-13.5-2026-11-26T024617",
+    "copies": "hopper-vm-cuda-runtime-13.0-to-13.5-2026-11-26T025359",
+}
+
+
+@lru_cache(maxsize=2)
+def upgrade_bench(which: str) -> replay.UpgradeBench:
+    return replay.UpgradeBench(UPGRADES[which])
+
+
+def test_a_replayed_upgrade_is_judged_as_the_upgrade_judges_it():
+    # The bench's tables of values, made once a run, give the verdict that
+    # judge_pairs gives on the same runs read back whole.
+    b = upgrade_bench("copies")
+    runs = [(0, replay.Fault()), (1, replay.Fault(HOST_LINK, move=0.07)), (2, replay.Fault()), (3, replay.Fault())]
+    runs += [(4, replay.Fault()), (5, replay.Fault())]
+    frame, masks = b._read_back(runs)
+    whole = verdict.judge_pairs(frame, list(zip(masks[::2], masks[1::2]))).paths.set_index("path")
+    dealt = b._judge_pairs(runs).paths.set_index("path")
+    assert (whole["verdict"] == dealt["verdict"]).all()
+    pd.testing.assert_series_equal(whole["change_pct"], dealt["change_pct"], rtol=1e-9)
+
+
+@pytest.mark.parametrize("which", sorted(UPGRADES))
+def test_two_hundred_upgrades_that_change_nothing_flag_at_most_one_percent(which):
+    rng = np.random.default_rng(11)
+    flagged = [upgrade_bench(which).upgrade(rng).flagged() for _ in range(200)]
+    assert sum(map(bool, flagged)) <= 2, [f for f in flagged if f]
+
+
+@pytest.mark.parametrize("which, path", [("copies", "host link d2h of GPU 0, ce"), ("copies", HOST_LINK)])
+def test_a_seven_percent_drop_is_caught_on_the_paths_three_pairs_can_see_it(which, path):
+    # The paths the replay's power says can see 7% with three pairs on that node (reports/replays/).
+    rng = np.random.default_rng(12)
+    caught = sum(path in upgrade_bench(which).upgrade(rng, replay.Fault(path, move=0.07)).flagged() for _ in range(20))
+    assert caught >= 19, caught
+
+
+@pytest.mark.parametrize("which", sorted(UPGRADES))
+def test_a_transient_in_one_run_of_the_new_side_is_not_called_moved(which):
+    b, rng = upgrade_bench(which), np.random.default_rng(13)
+    for path in b.paths:
+        for _ in range(2):
+            assert path not in b.upgrade(rng, transient=replay.Fault(path, move=replay.TRANSIENT)).flagged(), path
