@@ -563,7 +563,7 @@ def _why_not_judged(row: dict, first: dict, night: list, base: list, words: dict
     return ""
 
 
-def _judge_paths(figures: pd.DataFrame, statistic=None) -> pd.DataFrame:
+def _judge_paths(figures: pd.DataFrame, paired: bool = False) -> pd.DataFrame:
     rows = []
     for name, group in figures[figures["path"] != ""].groupby("path", sort=True):
         judged = group[group["verdict"] == "pass"]
@@ -591,26 +591,28 @@ def _judge_paths(figures: pd.DataFrame, statistic=None) -> pd.DataFrame:
         elif judged.empty:
             row["reason"] = "none of its figures could be judged"
         else:
-            row.update((statistic or _path_statistic)(judged))
+            row.update(_path_statistic(judged, paired))
         rows.append(row)
     return pd.DataFrame(rows, columns=[*PATH_COLUMNS, "_logs", "_night"])
 
 
-def _path_statistic(judged: pd.DataFrame) -> dict:
-    """The path as one measurement: per run, the median of its figures' worse-oriented log moves."""
+def _path_statistic(judged: pd.DataFrame, paired: bool = False) -> dict:
+    """The path as one measurement: per run, the median of its figures'
+    worse-oriented log moves; or, `paired`, per pair of runs the median of
+    its figures' differences, the path's change their median."""
     per_run = pd.DataFrame(list(judged["_moves"])).median(axis=0, skipna=True).dropna()
-    tonight = float(np.median(judged["_worse"]))
     if len(per_run) < MIN_RUNS:
-        return {"reason": f"in {len(per_run)} accepted run(s), {MIN_RUNS} needed"}
+        return {"reason": f"in {len(per_run)} {(PAIR_WORDS if paired else NIGHT_WORDS)['runs']}, {MIN_RUNS} needed"}
     logs = per_run.to_numpy(float)
-    move = tonight - float(np.median(logs))
+    tonight = float(np.median(logs if paired else judged["_worse"]))
+    move = tonight if paired else tonight - float(np.median(logs))
     agree = int((np.sign(judged["_worse"]) == np.sign(move)).sum()) if move else 0
     ratios = [night / max(base, CV_FLOOR) for night, base in judged["_cvs"]]
     return {
         "verdict": "pass",
         "agree": agree,
         "change_pct": _change_pct(judged, tonight),
-        "spread_pct": robust_spread(logs)[1] * 100,
+        "spread_pct": (float(np.std(logs, ddof=1)) if paired else robust_spread(logs)[1]) * 100,
         "runs": int(len(per_run)),
         "instability": float(np.median(ratios)),
         "_logs": logs,
@@ -718,7 +720,7 @@ def judge_pair_values(table: pd.DataFrame, pairs: list[tuple[str, str]], alpha: 
     )
     for row in figures.index[figures["verdict"] == "pass"]:  # the kind's prior weighs the pairs' spreads
         figures.at[row, "spread_pct"] = float(np.std(figures.at[row, "_logs"], ddof=1)) * 100
-    paths = _judge_paths(figures, _paired_path_statistic)
+    paths = _judge_paths(figures, paired=True)
     for table_ in (figures, paths):
         _locate_pair_rows(table_)
         _correct(table_, alpha / 2)
@@ -768,27 +770,6 @@ def _judge_figure_paired(rows: list[dict], key: list[str], pairs: list[tuple[str
         cv_accepted=float(np.median([o["cv"] for o, _ in usable])),
     )
     return row
-
-
-def _paired_path_statistic(judged: pd.DataFrame) -> dict:
-    """The path as one pair of measurements: per pair, the median of its figures' worse-oriented differences."""
-    per_pair = pd.DataFrame(list(judged["_moves"])).median(axis=0, skipna=True).dropna()
-    if len(per_pair) < MIN_RUNS:
-        return {"reason": f"in {len(per_pair)} {PAIR_WORDS['runs']}, {MIN_RUNS} needed"}
-    logs = per_pair.to_numpy(float)
-    move = float(np.median(logs))
-    agree = int((np.sign(judged["_worse"]) == np.sign(move)).sum()) if move else 0
-    ratios = [night / max(base, CV_FLOOR) for night, base in judged["_cvs"]]
-    return {
-        "verdict": "pass",
-        "agree": agree,
-        "change_pct": _change_pct(judged, move),
-        "spread_pct": float(np.std(logs, ddof=1)) * 100,
-        "runs": int(len(per_pair)),
-        "instability": float(np.median(ratios)),
-        "_logs": logs,
-        "_night": move,
-    }
 
 
 def _locate_pair_rows(table: pd.DataFrame) -> None:
