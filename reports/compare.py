@@ -9,9 +9,11 @@ cases back to back), and the runs are judged by the verdict
 - as many runs a side as the verdict needs, or more, and the same number:
   paired in time order (`verdict.judge_pairs`), the design `./suite
   upgrade` runs (old, new, old, new, ...);
-- one run on the new side: judged as a night against the base side's runs
-  (`verdict.judge`), as the nightly judges against its accepted runs;
-- anything else cannot be judged, and says why.
+- otherwise the new side's runs, one or more, judged as one (their median)
+  against the base side's, as the nightly judges a night against its
+  accepted runs (`verdict.judge`): the nights since a driver upgrade against
+  the runs accepted before it. Fewer than MIN_RUNS base runs leave every
+  figure unjudged, saying so.
 
 A figure or path the verdict cannot judge says why and is never passed.
 """
@@ -123,13 +125,11 @@ def compare(frame: pd.DataFrame, by: str, base: str, new: str, alpha: float = 0.
     if len(olds) == len(news) >= verdict.MIN_RUNS:
         design = f"{len(olds)} pairs of runs, paired in time order"
         return Comparison(design, verdict.judge_pairs(frame, list(zip(olds, news)), alpha))
-    if len(news) == 1:
-        design = f"one new run against {len(olds)} base run(s), as a night against its accepted runs"
-        return Comparison(design, verdict.judge(frame, {f"base{i}": m for i, m in enumerate(olds, 1)}, news[0], alpha))
-    raise ValueError(
-        f"{len(olds)} base and {len(news)} new run(s) (runs cut at gaps of {RUN_GAP_S} s): give one new run, "
-        f"or as many as the base's, {verdict.MIN_RUNS} or more, run side by side"
-    )
+    if not news:
+        raise ValueError(f"no run has {by} {new!r}")
+    what = "one new run" if len(news) == 1 else f"{len(news)} new runs judged as one (their median)"
+    design = f"{what} against {len(olds)} base run(s), as a night against its accepted runs"
+    return Comparison(design, verdict.judge(frame, {f"base{i}": m for i, m in enumerate(olds, 1)}, news, alpha))
 
 
 def status_of(result: verdict.Verdict) -> int:

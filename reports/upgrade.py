@@ -45,6 +45,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from systems import detect, toolkits
@@ -53,7 +54,7 @@ from . import cli, verdict
 from .compare import path_lines, status_of
 from .load import load
 from .nightly import health_options, outcomes, reframe
-from .runs import now, run_rows, selected_system
+from .runs import accepted_masks, finished_runs, now, read_accepted, run_rows, selected_system
 from .status import FAILED, UNJUDGED
 
 REPO = Path(__file__).resolve().parent.parent
@@ -130,7 +131,8 @@ def add_parsers(sub) -> None:
     p.add_argument(
         "version",
         help="a newer CUDA runtime as NVIDIA's wheel numbers it (13.5.37), "
-        "or an older release (12.9) to compare the environments' nvcc with",
+        "an older release (12.9) to compare the environments' nvcc with, "
+        "or 'driver': the nights since the accepted runs under another driver, against them",
     )
     p.add_argument("--system", help="the system to run (default: the one ReFrame picks here)")
     p.add_argument(
@@ -138,6 +140,9 @@ def add_parsers(sub) -> None:
         type=int,
         default=verdict.MIN_RUNS,
         help=f"rounds, each side once (default and least {verdict.MIN_RUNS})",
+    )
+    p.add_argument(
+        "--kind", help="driver: the kind of node whose accepted runs to compare with (default: the only one)"
     )
     p.add_argument("--resume", metavar="NAME", help="go on with the upgrade reports/upgrades/NAME/ left unfinished")
     p.set_defaults(func=run, reframe=[])  # ReFrame's options: what follows '--' (reports/cli.py)
@@ -161,6 +166,8 @@ def main(argv=None) -> int:
 
 
 def upgrade(args, reframe_options: list[str]) -> int:
+    if args.version == "driver":
+        return driver_upgrade(selected_system(args.system), args.kind)
     base, new = base_release(), ".".join(args.version.split(".")[:2])
     if base is None:
         print("upgrade: no nvcc here, so no environment to run the new runtime beside", file=sys.stderr)
@@ -213,6 +220,65 @@ def toolkit_upgrade(args, old: str, new: str, reframe_options: list[str]) -> int
         experiment.resume(args.resume)
     # The last, both changes together, is the upgrade's verdict.
     return experiment.run(comparisons)
+
+
+def driver_upgrade(system: str, kind: str | None) -> int:
+    """A driver upgrade: the nights since the accepted runs that ran under
+    another driver (the newest one, if several), judged as one against the
+    accepted runs (`verdict.judge`, their median against the runs' band),
+    each path's change from the old driver to the new. Nothing runs: the
+    nightly measured both sides. Both drivers are named; the tables go to
+    reports/upgrades/<system>-driver-<old>-to-<new>.csv and -paths.csv."""
+    accepted = read_accepted(system, kind)
+    if accepted is None:
+        print(
+            f"upgrade: no accepted runs of {system}{f' on {kind}' if kind else ''} (name the --kind)", file=sys.stderr
+        )
+        return UNJUDGED
+    frame = load([PERFLOGS / system], warn=None).frame
+    frame = frame[frame["source"].str.endswith(".log")]
+    masks = accepted_masks(frame, system, accepted)
+    old = _drivers(frame, masks.values())
+    if len(old) != 1:
+        print(
+            f"upgrade: the accepted runs ran under {len(old)} drivers ({', '.join(old) or 'none'}), not one",
+            file=sys.stderr,
+        )
+        return UNJUDGED
+    since = max(run["end"] for run in accepted["runs"])
+    nights = {}
+    for run in finished_runs(system, kind=accepted.get("kind", kind)):
+        mask = run_rows(frame, system, [run])
+        drivers = _drivers(frame, [mask])
+        if run["start"] > since and drivers and drivers != old:
+            nights[run["stamp"]] = (drivers[-1], mask)
+    if not nights:
+        print(
+            f"upgrade: no night since the accepted runs ({since}) ran under another driver than {old[0]}",
+            file=sys.stderr,
+        )
+        return UNJUDGED
+    new = max((d for d, _ in nights.values()), key=lambda d: tuple(int(x) for x in d.split(".") if x.isdigit()))
+    stamps = [stamp for stamp, (driver, _) in nights.items() if driver == new]
+    result = verdict.judge(frame, masks, [nights[s][1] for s in stamps])
+    name = f"{system}-driver-{old[0]}-to-{new}"
+    UPGRADES.mkdir(parents=True, exist_ok=True)
+    result.paths.to_csv(UPGRADES / f"{name}-paths.csv", index=False)
+    result.figures.to_csv(UPGRADES / f"{name}.csv", index=False)
+    print(
+        f"upgrade: driver {old[0]} ({len(masks)} accepted runs) -> {new} ({len(stamps)} night(s): "
+        f"{', '.join(stamps)}), judged as one against the accepted runs: {verdict.summary_line(result)}"
+    )
+    for line in path_lines(result.paths):
+        print(f"upgrade:   {line}")
+    print(f"upgrade: tables in {UPGRADES / name}-paths.csv and .csv", flush=True)
+    return status_of(result)
+
+
+def _drivers(frame: pd.DataFrame, masks) -> list[str]:
+    """The driver versions the masked rows name, sorted."""
+    rows = frame[np.logical_or.reduce([m.to_numpy() for m in masks])] if masks else frame.iloc[:0]
+    return sorted({str(d) for d in rows["driver_version"].dropna() if str(d) not in ("", "unknown", "None")})
 
 
 class Experiment:

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 import pandas as pd
@@ -84,17 +84,18 @@ VERDICTS = ("pass", "moved", "improved", "unstable", "transient", "broken", "unj
 
 
 @lru_cache(maxsize=512)
-def null_distribution(n: int, prior_df: int) -> np.ndarray:
+def null_distribution(n: int, prior_df: int, k: int = 1) -> np.ndarray:
     """The sorted null distribution of the location statistic for n accepted
-    runs x and tonight's y, all normal and independent, with the kind's prior
+    runs x and tonight's y (the median of k runs: nights after a driver
+    upgrade, say), all normal and independent, with the kind's prior
     (prior_df degrees of freedom, variance 1): (y - median(x)) / moderated
     spread. Each draw's true variance is drawn from the prior, as the model
     that estimated it says (limma's: scaled inverse chi-squared). Seeded:
     the same p-values every time."""
-    rng = np.random.default_rng(20261124 + 1000 * n + prior_df)
+    rng = np.random.default_rng(20261124 + 1000 * n + prior_df + 100_000 * (k - 1))
     sigma = np.sqrt(prior_df / rng.chisquare(prior_df, NULL_DRAWS)) if prior_df else np.ones(NULL_DRAWS)
     x = rng.standard_normal((NULL_DRAWS, n)) * sigma[:, None]
-    y = rng.standard_normal(NULL_DRAWS) * sigma
+    y = (rng.standard_normal(NULL_DRAWS) if k == 1 else np.median(rng.standard_normal((NULL_DRAWS, k)), axis=1)) * sigma
     center = np.median(x, axis=1)
     own = qn_scale(x) ** 2
     return np.sort((y - center) / np.sqrt(np.maximum(moderated(own, Prior(1.0, prior_df), n), 1e-24)))
@@ -232,17 +233,22 @@ class Location:
     p_better: float
 
 
-def locate(accepted: np.ndarray, tonight: float, floor: float, prior: Prior) -> Location:
-    """Tonight against the accepted values (worse-oriented logs): the move
-    from their median, the moderated spread, and how unlikely a move beyond
-    log(1 + floor) either way is if nothing changed."""
+def locate(accepted: np.ndarray, tonight: float, floor: float, prior: Prior, k: int = 1) -> Location:
+    """Tonight (the median of k runs) against the accepted values
+    (worse-oriented logs): the move from their median, the moderated spread,
+    and how unlikely a move beyond log(1 + floor) either way is if nothing
+    changed."""
     center, own = robust_spread(accepted)
     n = accepted.size
     scale = max(math.sqrt(moderated(own**2, prior, n)), MIN_SPREAD)
     move = tonight - center
     margin = math.log1p(floor)
+    null = partial(null_distribution, k=k)
     return Location(
-        move, scale, p_beyond((move - margin) / scale, n, prior.df), p_beyond((-move - margin) / scale, n, prior.df)
+        move,
+        scale,
+        p_beyond((move - margin) / scale, n, prior.df, null),
+        p_beyond((-move - margin) / scale, n, prior.df, null),
     )
 
 
@@ -384,7 +390,7 @@ FIGURE_COLUMNS = [
     "cv_accepted",
     "nan_samples",
 ]
-_PRIVATE = ["_worse", "_moves", "_cvs", "_logs", "_night"]
+_PRIVATE = ["_worse", "_moves", "_cvs", "_logs", "_night", "_k"]
 PATH_COLUMNS = [
     "path",
     "kind",
@@ -428,9 +434,15 @@ class Verdict:
         }
 
 
-def judge(frame: pd.DataFrame, accepted: dict[str, pd.Series], tonight: pd.Series, alpha: float = 0.05) -> Verdict:
-    """Tonight's run (a mask of `frame`) against the accepted runs (label -> mask)."""
-    return judge_values(attach_paths(run_values(frame, {**accepted, "tonight": tonight})), alpha)
+def judge(
+    frame: pd.DataFrame, accepted: dict[str, pd.Series], tonight: pd.Series | list[pd.Series], alpha: float = 0.05
+) -> Verdict:
+    """Tonight's run (a mask of `frame`), or several runs judged as one (their
+    median: the nights since an upgrade), against the accepted runs (label -> mask)."""
+    nights = (
+        {"tonight": tonight} if isinstance(tonight, pd.Series) else {f"tonight{i}": m for i, m in enumerate(tonight, 1)}
+    )
+    return judge_values(attach_paths(run_values(frame, {**accepted, **nights})), alpha)
 
 
 def judge_values(table: pd.DataFrame, alpha: float = 0.05) -> Verdict:
@@ -476,6 +488,7 @@ def _blank_figure_row(first: dict, key: list[str], runs: int) -> dict:
         _cvs=None,
         _logs=None,
         _night=math.nan,
+        _k=1,
     )
     row["runs"] = runs
     return row
@@ -483,8 +496,8 @@ def _blank_figure_row(first: dict, key: list[str], runs: int) -> dict:
 
 def _judge_figure(rows: list[dict], key: list[str]) -> dict:
     first = rows[0]
-    base = [r for r in rows if r["run"] != "tonight" and np.isfinite(r["value"])]
-    night = [r for r in rows if r["run"] == "tonight"]
+    base = [r for r in rows if not r["run"].startswith("tonight") and np.isfinite(r["value"])]
+    night = [r for r in rows if r["run"].startswith("tonight")]
     row = _blank_figure_row(first, key, len(base))
     sign = worse_sign(first["better"])
     # Worse-oriented logs of the accepted runs' values: positive is worse.
@@ -497,8 +510,16 @@ def _judge_figure(rows: list[dict], key: list[str]) -> dict:
         row["_moves"] = (
             {r["run"]: logs[i] - np.median(np.delete(logs, i)) for i, r in enumerate(base)} if len(base) > 1 else {}
         )
-    if night:
+    if len(night) == 1:
         row.update(tonight=night[0]["value"], cv_tonight=night[0]["cv"], nan_samples=night[0]["nan_samples"])
+    elif night:  # several runs judged as one: their median
+        finite = [r for r in night if np.isfinite(r["value"])]
+        row.update(
+            tonight=float(np.median([r["value"] for r in finite])) if finite else math.nan,
+            cv_tonight=float(np.median([r["cv"] for r in finite])) if finite else math.nan,
+            nan_samples=_join(*(f"{r['run']}: {r['nan_samples']}" for r in night if r["nan_samples"])),
+        )
+    row["_k"] = max(1, sum(np.isfinite(r["value"]) for r in night))
     if first["yardstick"] and not row["nan_samples"]:
         row.update(verdict="yardstick", reason=f"normalises its case; its path is judged by {first['yardstick']}")
         return row
@@ -524,8 +545,8 @@ def _locate_rows(table: pd.DataFrame) -> None:
     judged = table["verdict"] == "pass"
     priors = kind_priors(table[judged])
     located = [
-        locate(logs, night, floor / 100, priors[kind])
-        for logs, night, floor, kind in table.loc[judged, ["_logs", "_night", "floor_pct", "kind"]].itertuples(
+        locate(logs, night, floor / 100, priors[kind], int(k))
+        for logs, night, floor, kind, k in table.loc[judged, ["_logs", "_night", "floor_pct", "kind", "_k"]].itertuples(
             index=False
         )
     ]
@@ -593,7 +614,7 @@ def _judge_paths(figures: pd.DataFrame, paired: bool = False) -> pd.DataFrame:
         else:
             row.update(_path_statistic(judged, paired))
         rows.append(row)
-    return pd.DataFrame(rows, columns=[*PATH_COLUMNS, "_logs", "_night"])
+    return pd.DataFrame(rows, columns=[*PATH_COLUMNS, "_logs", "_night", "_k"])
 
 
 def _path_statistic(judged: pd.DataFrame, paired: bool = False) -> dict:
@@ -617,6 +638,7 @@ def _path_statistic(judged: pd.DataFrame, paired: bool = False) -> dict:
         "instability": float(np.median(ratios)),
         "_logs": logs,
         "_night": tonight,
+        "_k": int(judged["_k"].max()),
     }
 
 

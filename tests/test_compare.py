@@ -54,10 +54,17 @@ def test_one_new_run_is_judged_as_a_night_against_the_base_runs(tmp_path):
     assert found.result.paths.set_index("path").loc[GPU_MEMORY, "verdict"] == "moved"
 
 
-def test_runs_that_cannot_be_paired_are_not_judged(tmp_path):
-    runs = interleaved(3, 0.0)[:-1]  # three base runs, two new
-    with pytest.raises(ValueError, match="3 base and 2 new run"):
-        cmp.compare(perflog(tmp_path, runs), "driver_version", "570", "580")
+def test_new_runs_that_cannot_be_paired_are_judged_as_one_against_the_base_runs(tmp_path):
+    runs = [r for r in interleaved(3, 0.07) if r[1] == "570.1"]  # three base runs, then two nights under 580
+    runs += [("2026-11-02T10:00:00", "580.1", 0.93), ("2026-11-03T10:00:00", "580.1", 0.935)]
+    found = cmp.compare(perflog(tmp_path, runs), "driver_version", "570", "580")
+    assert found.design.startswith("2 new runs judged as one (their median) against 3 base run(s)")
+    assert found.result.paths.set_index("path").loc[GPU_MEMORY, "verdict"] == "moved"
+
+
+def test_a_new_side_without_runs_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="no run has driver_version '590'"):
+        cmp.compare(perflog(tmp_path, interleaved(3, 0.0)), "driver_version", "570", "590")
 
 
 def test_a_run_is_cut_where_its_sides_records_leave_a_gap(tmp_path):
@@ -68,17 +75,19 @@ def test_a_run_is_cut_where_its_sides_records_leave_a_gap(tmp_path):
 def test_the_command_line_says_the_design_and_exits_as_the_verdict(tmp_path, capsys):
     from reports.cli import main
 
-    perflog(tmp_path, interleaved(3, 0.07))
+    logs = tmp_path / "perflogs"
+    logs.mkdir()
+    perflog(logs, interleaved(3, 0.07))
     csv = tmp_path / "out.csv"
     assert (
-        main(["compare", str(tmp_path), "--by", "driver_version", "--base", "570", "--new", "580", "--csv", str(csv)])
+        main(["compare", str(logs), "--by", "driver_version", "--base", "570", "--new", "580", "--csv", str(csv)])
         == MOVED
     )
     out = capsys.readouterr().out
     assert "3 pairs of runs, paired in time order" in out and f"MOVED      {GPU_MEMORY}" in out
     assert csv.exists() and csv.with_suffix(".paths.csv").exists()
-    perflog(tmp_path, interleaved(3, 0.0)[:-1])
+    perflog(logs, interleaved(2, 0.0))  # two runs a side: too few to judge by
     assert (
-        main(["compare", str(tmp_path), "--by", "driver_version", "--base", "570", "--new", "580", "--csv", str(csv)])
+        main(["compare", str(logs), "--by", "driver_version", "--base", "570", "--new", "580", "--csv", str(csv)])
         == UNJUDGED
     )

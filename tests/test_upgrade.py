@@ -224,3 +224,49 @@ def test_an_upgrade_a_time_limit_ended_goes_on_where_it_stopped(site, clock, mon
     assert [e for e, _ in calls[4:]] == [["gnu"], ["gnu-rt13_5"]]  # round 3 alone
     assert all(options[-2:] == ("-n", "um_bandwidth") for _, options in calls[4:])  # with the first run's options
     assert path_verdicts(site, f"{folder.name}-paths.csv") == {GPU_MEMORY: "pass", MIGRATION: "pass"}
+
+
+def driver_site(site, monkeypatch, new_driver: str, drop: float):
+    """Three accepted runs under driver 580.1, then two nights under `new_driver`, GPU memory `drop` lower in them."""
+    runs = [(f"2030-01-01T0{h}:00:00", "580.1", 1.0 + 0.003 * h) for h in (1, 2, 3)]
+    runs += [("2030-01-02T01:00:00", new_driver, 1 - drop), ("2030-01-03T01:00:00", new_driver, 1 - drop * 1.01)]
+    header = "job_completion_time|display_name|system|partition|environ|case|gpu_model|host_link|driver_version|"
+    lines = [header + "perf_var|perf_value|perf_unit|perf_ref|perf_lower_thres|perf_upper_thres"]
+    stamps = []
+    for when, driver, factor in runs:
+        common = f"{when}|um_bandwidth %op=read|local|default|gnu|{CASE}|H100|pcie gen5 x16|{driver}"
+        for figure, level in LEVELS.items():
+            level *= factor if figure == "steady_bw" else 1.0
+            lines += [f"{common}|{figure}.s{k}|{level * (1 + k / 1000)}|GB/s|0|null|null" for k in range(1, 6)]
+        start = dt.datetime.fromisoformat(when) - dt.timedelta(minutes=1)
+        stamps.append(
+            {
+                "stamp": start.strftime("%Y-%m-%dT%H:%M:%S"),
+                "start": start.strftime("%Y-%m-%dT%H:%M:%S"),
+                "end": (start + dt.timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%S"),
+            }
+        )
+    log = site / "perflogs" / "local" / "default" / "um_bandwidth.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("\n".join(lines) + "\n")
+    accepted = {"kind": "1 x H100", "runs": stamps[:3]}
+    monkeypatch.setattr(upgrade, "read_accepted", lambda system, kind: accepted)
+    monkeypatch.setattr(upgrade, "finished_runs", lambda system, kind=None: stamps)
+
+
+@pytest.mark.parametrize("drop, status", [(0.0, 0), (0.2, 2)])
+def test_a_driver_upgrade_judges_the_nights_under_the_new_driver_against_the_accepted_runs(
+    site, monkeypatch, capsys, drop, status
+):
+    driver_site(site, monkeypatch, "590.2", drop)
+    assert upgrade.main(["driver", "--system", "local"]) == status
+    out = capsys.readouterr().out
+    assert "driver 580.1 (3 accepted runs) -> 590.2 (2 night(s)" in out  # both drivers named
+    verdicts = path_verdicts(site, "local-driver-580.1-to-590.2-paths.csv")
+    assert verdicts == {GPU_MEMORY: "moved" if drop else "pass", MIGRATION: "pass"}
+
+
+def test_no_driver_upgrade_without_a_night_under_another_driver(site, monkeypatch, capsys):
+    driver_site(site, monkeypatch, "580.1", 0.0)
+    assert upgrade.main(["driver", "--system", "local"]) == 3
+    assert "ran under another driver than 580.1" in capsys.readouterr().err
