@@ -16,6 +16,13 @@ simulated nights each. Two kinds of night:
   the log scale with the robust spread the accepted runs show), judged
   against as many simulated accepted runs as the baseline has.
 
+and, third, the judge's test bench (reports/replay.py): the kind's
+committed clean nights outside the accepted runs, replayed through the
+perflog files, the loader and the nightly's own functions, reruns included,
+with the move planted on the path (--bench-nights each): the figure to
+trust where it and the simulation disagree (README and docs/verdict.md
+quote the bench's).
+
 A path whose power is under 90% at a 10% move cannot tell a 10% move from
 the spread between separately started nodes; the power at larger moves
 says what move it can see, which is the honest answer where the spread is
@@ -25,6 +32,7 @@ the nodes', not the measurement's.
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -182,6 +190,34 @@ def sweep(table: pd.DataFrame, moves: list[float], nights: int, alpha: float, se
     return table
 
 
+def bench_sweep(
+    system: str, kind: str, moves: list[float], nights: int, alpha: float = 0.05, seed: int = 1, paths=None
+) -> pd.DataFrame:
+    """Per path, from the test bench: exit-2 flags in `nights` replayed clean
+    nights, and the share of `nights` replayed nights that flag it with its
+    figures moved worse by each of `moves` (an empty table where the kind has
+    no committed night outside its accepted runs); of the given `paths` only, if any."""
+    from .replay import Bench, Fault  # the bench drives the nightly's functions: only this command needs it
+
+    try:
+        bench = Bench(system, kind, alpha)
+    except ValueError:
+        return pd.DataFrame(columns=["path"])
+    rng = np.random.default_rng(seed)
+    clean = [bench.night(rng).flagged() for _ in range(nights)]
+    rows, chosen, began = [], list(paths or bench.paths), time.monotonic()
+    for i, path in enumerate(chosen):
+        if i:  # minutes of replays: say how far, and how long is left
+            left = (time.monotonic() - began) / i * (len(chosen) - i)
+            print(f"power: the bench, path {i + 1} of {len(chosen)}, about {left / 60:.0f} min left", flush=True)
+        row = {"path": path, "bench_nights": nights, "bench_false": sum(path in f for f in clean)}
+        for move in moves:
+            caught = sum(path in bench.night(rng, Fault(path, move=move)).flagged() for _ in range(nights))
+            row[f"bench_power_{move * 100:g}"] = caught / nights
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def add_parsers(sub) -> None:
     """power in the suite's one parser (reports/cli.py)."""
     parser = sub.add_parser("power", help=__doc__.splitlines()[0])
@@ -191,6 +227,12 @@ def add_parsers(sub) -> None:
         "--move", type=float, nargs="+", default=[10.0], help="the planted moves, percent worse (default 10)"
     )
     parser.add_argument("--nights", type=int, default=30, help="simulated nights per path (default 30)")
+    parser.add_argument(
+        "--bench-nights",
+        type=int,
+        default=20,
+        help="replayed nights per path and move on the bench (default 20; 0: none)",
+    )
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--csv", help="write the table here")
     parser.add_argument(
@@ -203,8 +245,14 @@ def power(args) -> int:
     if args.spreads:
         print(spreads_by_statistic(selected_system(args.system), args.kind).round(2).to_string(index=False))
         return 0
-    table = accepted_table(selected_system(args.system), args.kind)
+    system = selected_system(args.system)
+    table = accepted_table(system, args.kind)
     result = sweep(table, [m / 100 for m in args.move], args.nights, args.alpha)
+    bench = pd.DataFrame(columns=["path"])
+    if args.bench_nights > 0:
+        kind = read_accepted(system, args.kind)["kind"]
+        bench = bench_sweep(system, kind, [m / 100 for m in args.move], args.bench_nights, args.alpha)
+        result = result.merge(bench, on="path", how="left")
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         print(result.round(3).to_string(index=False))
     for move in args.move:
@@ -215,6 +263,13 @@ def power(args) -> int:
         f"{int(result['replay_false'].sum())} in {int(result['replay_nights'].max())} replayed ones, "
         f"over {len(result)} paths"
     )
+    for move in args.move if not bench.empty else []:
+        seen = int((result[f"bench_power_{move:g}"] >= 0.9).sum())
+        print(f"{seen} of {len(result)} paths flag a {move:g}% move in 90% of {args.bench_nights} nights on the bench")
+    if not bench.empty:
+        print(f"false alarms on the bench: {int(result['bench_false'].sum())} in {args.bench_nights} clean nights")
+    elif args.bench_nights > 0:
+        print("the bench: no committed night of this kind outside its accepted runs to replay")
     if args.csv:
         result.to_csv(args.csv, index=False)
     return 0

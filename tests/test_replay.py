@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports import nightly, replay, runs, status, verdict
+from reports import nightly, power, replay, runs, status, verdict
 from reports.load import load
 
 pytestmark = pytest.mark.slow  # every replayed night is written, read back and judged
@@ -140,3 +140,9 @@ def test_a_transient_in_one_run_of_the_new_side_is_not_called_moved(which):
     for path in b.paths:
         for _ in range(2):
             assert path not in b.upgrade(rng, transient=replay.Fault(path, move=replay.TRANSIENT)).flagged(), path
+
+
+def test_power_reads_the_bench_where_the_kind_has_nights_to_replay():
+    table = power.bench_sweep("hopper-vm", H100, [0.25], nights=2, paths=["GPU memory of GPU 0", HOST_LINK])
+    assert set(table.columns) == {"path", "bench_nights", "bench_false", "bench_power_25"}
+    assert list(table["bench_power_25"]) == [1.0, 1.0]
