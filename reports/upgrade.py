@@ -1,6 +1,7 @@
 """A CUDA upgrade as a designed experiment: the sides interleaved, paired, judged by the verdict.
 
-    ./suite upgrade VERSION [--system NAME] [--runs N] [-- reframe options]
+    ./suite upgrade VERSION [--system NAME] [--runs N] [--resume NAME] [-- reframe options]
+    ./suite upgrade driver [--system NAME] [--kind KIND]
 
 A VERSION newer than the environments' nvcc is a runtime upgrade; an older
 one (12.9 beside nvcc 13.0) is the toolkit the centre upgrades from.
@@ -28,6 +29,9 @@ CUDA, compiled by clang (clang-cuda<X>_<Y>): each round runs clang <old>,
 clang <new> and the nvcc environment in turn, and three comparisons say
 which change did what: the toolkit alone, the compiler alone, and both (the
 upgrade as a centre makes it, whose verdict is the exit status).
+
+`driver` runs nothing: the nights since the accepted runs under another
+driver are judged as one against them (`driver_upgrade`).
 
 Exit status: 0 nothing moved, 1 a check failed (did not measure) or a
 measurement is broken, 2 a path moved or is unstable, 3 not judged (a usage
