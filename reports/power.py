@@ -191,16 +191,24 @@ def sweep(table: pd.DataFrame, moves: list[float], nights: int, alpha: float, se
 
 
 def bench_sweep(
-    system: str, kind: str, moves: list[float], nights: int, alpha: float = 0.05, seed: int = 1, paths=None
+    system: str,
+    kind: str,
+    moves: list[float],
+    nights: int,
+    alpha: float = 0.05,
+    seed: int = 1,
+    paths=None,
+    bench=None,
 ) -> pd.DataFrame:
     """Per path, from the test bench: exit-2 flags in `nights` replayed clean
     nights, and the share of `nights` replayed nights that flag it with its
     figures moved worse by each of `moves` (an empty table where the kind has
-    no committed night outside its accepted runs); of the given `paths` only, if any."""
+    no committed night outside its accepted runs); of the given `paths` only,
+    if any, on the given `bench` (one already read) if any."""
     from .replay import Bench, Fault  # the bench drives the nightly's functions: only this command needs it
 
     try:
-        bench = Bench(system, kind, alpha)
+        bench = bench or Bench(system, kind, alpha)
     except ValueError:
         return pd.DataFrame(columns=["path"])
     rng = np.random.default_rng(seed)

@@ -143,6 +143,7 @@ def test_a_transient_in_one_run_of_the_new_side_is_not_called_moved(which):
 
 
 def test_power_reads_the_bench_where_the_kind_has_nights_to_replay():
-    table = power.bench_sweep("hopper-vm", H100, [0.25], nights=2, paths=["GPU memory of GPU 0", HOST_LINK])
+    paths = ["GPU memory of GPU 0", HOST_LINK]
+    table = power.bench_sweep("hopper-vm", H100, [0.25], nights=2, paths=paths, bench=bench())
     assert set(table.columns) == {"path", "bench_nights", "bench_false", "bench_power_25"}
     assert list(table["bench_power_25"]) == [1.0, 1.0]
