@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import tempfile
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -81,7 +82,7 @@ class Bench:
         if not self.nights:
             raise ValueError(f"no committed night of {system} on {kind} outside its accepted runs")
         self.paths = sorted(set().union(*(set(n["path"]) for n in self.nights.values())) - {""})
-        self._lines: dict[str, list[str]] = {}
+        self._file_lines = _line_reader()
         self._count = 0
 
     def night(self, rng: np.random.Generator, fault: Fault = Fault()) -> Replayed:
@@ -140,11 +141,7 @@ class Bench:
     def _judge(self, rows: pd.DataFrame, fault: Fault) -> nightly.Judgement:
         self._count += 1
         start = REPLAY_EPOCH + pd.Timedelta(hours=self._count)
-        with tempfile.TemporaryDirectory() as tmp:
-            for name, text in self._perflogs(rows, fault, start).items():
-                (Path(tmp) / name).write_text(text)
-            tonight = load(tmp, warn=None).frame
-        frame = pd.concat([self.base, tonight], ignore_index=True)
+        frame = pd.concat([self.base, read_back(self._perflogs(rows, fault, start))], ignore_index=True)
         window = {"start": start.isoformat(), "end": (start + pd.Timedelta(seconds=1)).isoformat()}
         return nightly.judge_window(frame, self.system, self.accepted, window, self.alpha)
 
@@ -152,13 +149,26 @@ class Bench:
         """{file name: perflog text}: each row's committed line, stamped `start`, the fault planted."""
         return perflog_texts(rows, _planted(rows, fault), pd.Series(start, index=rows.index), self._file_lines)
 
-    def _file_lines(self, source: str) -> list[str]:
-        if source not in self._lines:
-            self._lines[source] = Path(source).read_text().splitlines()
-        return self._lines[source]
-
     def _status(self, result: verdict.Verdict) -> int:
         return nightly.nightly_status({"failed": []}, result, [], False)
+
+
+def _line_reader():
+    """A reader of committed perflog files' lines, each file read once (per bench)."""
+
+    @cache
+    def lines(source: str) -> list[str]:
+        return Path(source).read_text().splitlines()
+
+    return lines
+
+
+def read_back(texts: dict[str, str]) -> pd.DataFrame:
+    """Perflog texts ({file name: text}) written to files and read back by the loader."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in texts.items():
+            (Path(tmp) / name).write_text(text)
+        return load(tmp, warn=None).frame
 
 
 def perflog_texts(rows: pd.DataFrame, values: pd.Series, stamps: pd.Series, file_lines, environ=None) -> dict[str, str]:
@@ -243,7 +253,7 @@ class UpgradeBench:
                 rows = frame[run_rows(frame, self.system, [window]) & frame["environ"].isin(record["sides"][side])]
                 self.runs.append(_with_paths(rows))
         self.paths = sorted(set().union(*(set(r["path"]) for r in self.runs)) - {""})
-        self._lines: dict[str, list[str]] = {}
+        self._file_lines = _line_reader()
         self._cache: dict[tuple, pd.DataFrame] = {}
 
     def upgrade(
@@ -297,16 +307,9 @@ class UpgradeBench:
         if (index, fault) not in self._cache:
             rows = self.runs[index]
             stamps = pd.Series(REPLAY_EPOCH, index=rows.index)
-            with tempfile.TemporaryDirectory() as tmp:
-                for name, text in perflog_texts(rows, _planted(rows, fault), stamps, self._file, "gnu").items():
-                    (Path(tmp) / name).write_text(text)
-                self._cache[(index, fault)] = load(tmp, warn=None).frame
+            texts = perflog_texts(rows, _planted(rows, fault), stamps, self._file_lines, "gnu")
+            self._cache[(index, fault)] = read_back(texts)
         return self._cache[(index, fault)]
-
-    def _file(self, source: str) -> list[str]:
-        if source not in self._lines:
-            self._lines[source] = Path(source).read_text().splitlines()
-        return self._lines[source]
 
 
 def measure(bench: Bench, nights: int, per_path: int, seed: int, out=print) -> None:
