@@ -177,11 +177,17 @@ def rerun_selection(judged: Judgement, report: Path) -> list[str]:
     if wanted.empty or not report.exists():
         return []
     keys = set(wanted.itertuples(index=False, name=None))
+    return hash_selection(json.loads(report.read_text()), keys, ("case", "environ"))
+
+
+def hash_selection(report: dict, keys: set[tuple], fields: tuple[str, ...]) -> list[str]:
+    """ReFrame's options that select, by hash, the cases of a run report whose
+    (test, *fields) is among `keys`."""
     hashes = set()
-    for run in json.loads(report.read_text()).get("runs", []):
+    for run in report.get("runs", []):
         for case in run["testcases"]:
-            test = case["display_name"].split()[0]
-            if (test, case.get("case", ""), case.get("environ", "")) in keys and case.get("hashcode"):
+            key = (case["display_name"].split()[0], *(case.get(f, "") for f in fields))
+            if key in keys and case.get("hashcode"):
                 hashes.add(case["hashcode"])
     return [option for h in sorted(hashes) for option in ("-n", f"/{h}")]
 

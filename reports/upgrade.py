@@ -57,7 +57,7 @@ from systems import detect, toolkits
 from . import cli, verdict
 from .compare import path_lines, status_of
 from .load import load
-from .nightly import health_options, outcomes, reframe
+from .nightly import hash_selection, health_options, outcomes, reframe
 from .runs import accepted_masks, finished_runs, now, read_accepted, run_rows, selected_system
 from .status import FAILED, UNJUDGED
 
@@ -265,17 +265,23 @@ def driver_upgrade(system: str, kind: str | None) -> int:
     new = max((d for d, _ in nights.values()), key=lambda d: tuple(int(x) for x in d.split(".") if x.isdigit()))
     stamps = [stamp for stamp, (driver, _) in nights.items() if driver == new]
     result = verdict.judge(frame, masks, [nights[s][1] for s in stamps])
-    name = f"{system}-driver-{old[0]}-to-{new}"
-    UPGRADES.mkdir(parents=True, exist_ok=True)
-    result.paths.to_csv(UPGRADES / f"{name}-paths.csv", index=False)
-    result.figures.to_csv(UPGRADES / f"{name}.csv", index=False)
-    print(
-        f"upgrade: driver {old[0]} ({len(masks)} accepted runs) -> {new} ({len(stamps)} night(s): "
-        f"{', '.join(stamps)}), judged as one against the accepted runs: {verdict.summary_line(result)}"
+    what = (
+        f"driver {old[0]} ({len(masks)} accepted runs) -> {new} ({len(stamps)} night(s): {', '.join(stamps)}), "
+        "judged as one against the accepted runs"
     )
+    return publish(f"{system}-driver-{old[0]}-to-{new}", what, result)
+
+
+def publish(stem: str, what: str, result: verdict.Verdict) -> int:
+    """The verdict's tables, reports/upgrades/<stem>-paths.csv and <stem>.csv
+    (the figures), and its lines per path; its exit status."""
+    UPGRADES.mkdir(parents=True, exist_ok=True)
+    result.paths.to_csv(UPGRADES / f"{stem}-paths.csv", index=False)
+    result.figures.to_csv(UPGRADES / f"{stem}.csv", index=False)
+    print(f"upgrade: {what}: {verdict.summary_line(result)}")
     for line in path_lines(result.paths):
         print(f"upgrade:   {line}")
-    print(f"upgrade: tables in {UPGRADES / name}-paths.csv and .csv", flush=True)
+    print(f"upgrade: tables in {UPGRADES / stem}-paths.csv and .csv", flush=True)
     return status_of(result)
 
 
@@ -384,29 +390,16 @@ class Experiment:
 
     def _selection(self, wanted: pd.DataFrame, side: str) -> list[str]:
         """ReFrame's options that select, by hash, the wanted cases as the side's first round ran them."""
+        # By test and case: the sides' environments differ by name, and the verdict named them alike.
         keys = {(t, c) for t, c, _ in wanted.itertuples(index=False, name=None)}
-        report = self.folder / self.record["rounds"][0][side]["report"]
-        hashes = set()
-        for run in read_report(report).get("runs", []):
-            for case in run["testcases"]:
-                if (case["display_name"].split()[0], case.get("case", "")) in keys and case.get("hashcode"):
-                    hashes.add(case["hashcode"])
-        return [option for h in sorted(hashes) for option in ("-n", f"/{h}")]
+        return hash_selection(read_report(self.folder / self.record["rounds"][0][side]["report"]), keys, ("case",))
 
     def _report(self, what: str, old: str, new: str, result: verdict.Verdict) -> int:
         stem = f"{self.name}-{what.replace(' ', '-')}" if len(self.sides) > 2 else self.name
-        UPGRADES.mkdir(parents=True, exist_ok=True)
-        result.paths.to_csv(UPGRADES / f"{stem}-paths.csv", index=False)
-        result.figures.to_csv(UPGRADES / f"{stem}.csv", index=False)
-        print(
-            f"upgrade: {what} ({old} -> {new}), {self.rounds} pairs of runs interleaved: {verdict.summary_line(result)}"
-        )
-        for line in path_lines(result.paths):
-            print(f"upgrade:   {line}")
-        print(f"upgrade: tables in {UPGRADES / stem}-paths.csv and .csv", flush=True)
+        status = publish(stem, f"{what} ({old} -> {new}), {self.rounds} pairs of runs interleaved", result)
         for why in self.failed:
             print(f"upgrade: FAILED {why}")
-        return status_of(result)
+        return status
 
 
 def read_report(path: Path) -> dict:
