@@ -20,6 +20,7 @@ from experiments.host_bandwidth import (
     OPS,
 )
 from experiments.records import read_output, records, require
+from systems import data
 
 
 @sn.deferrable
@@ -55,6 +56,15 @@ class host_bandwidth(SuiteCheck):
     #: What each may be: at most 50 passes over 64 GiB per node and
     #: operation, minutes at the tens of GB/s of one socket's memory.
     settings = {"buffer_size": Size(1 << 20, 64 << 30), "runs": Count(1, 50)}
+
+    #: The unit of the figures :meth:`limit_of` bounds.
+    limit_unit = "GiB/s"
+
+    @classmethod
+    def limit_of(cls, figure: str, case: dict, node: dict) -> float | None:
+        # One socket's memory channels at their peak: a NUMA node is within a socket.
+        limit = data.speed_of_light(node)["host_memory"]
+        return limit / 2**30 if limit else None
 
     @run_after("setup")
     def set_resources(self):

@@ -143,6 +143,29 @@ def parse_perf_var(name: str):
     return (match["metric"], int(match["inner"]), int(match["outer"])) if match else None
 
 
+#: The metrics made of every kernel of a point (each reads x and y and writes
+#: y), and of one kernel (their mean): what bounds a point's time from below.
+_KERNEL_COUNTS = {"kernel_us": "all", "gpu_kernel_us": "all", "total_us": "all", "per_kernel_us": "one"}
+
+
+def point_floor_us(
+    figure: str, rows: int, data_size: int, hbm_bps: float | None, kernel_floor_us: float
+) -> float | None:
+    """The physical floor of a point's time in microseconds: its kernels, each
+    at least a kernel's launch and completion (`kernel_floor_us`, the kernel
+    kind's) and at least its three passes over rows x data_size bytes at HBM's
+    bandwidth. The host's touch has none known; None for other names.
+
+    A DAXPY time a hundred times too short (1.5 us for 16 kernels) is above
+    the kind's 1 us, but far below 16 kernels' 16 us: only the point knows."""
+    parsed = parse_perf_var(figure)
+    if not parsed or parsed[0] not in _KERNEL_COUNTS:
+        return None
+    metric, inner, outer = parsed
+    per_kernel = max(kernel_floor_us, 3 * rows * data_size / hbm_bps * 1e6 if hbm_bps else 0.0)
+    return per_kernel * (1 if _KERNEL_COUNTS[metric] == "one" else inner * outer)
+
+
 def _case(label: str) -> tuple:
     alloc, _, rest = label.partition("+")
     return alloc, "on" if rest == "prefetch" else "off"

@@ -82,6 +82,12 @@ def path_of(test: str, case: dict, figure: str, path: str = PATHS_FILE) -> Path 
     return None
 
 
+def kind_min_us(kind: str, path: str = PATHS_FILE) -> float | None:
+    """A kind's physical floor of a time in microseconds, None where it has none."""
+    kinds, _ = load_rules(path)
+    return kinds[kind].get("min_us")
+
+
 def min_time_us(test: str, case: dict, figure: str) -> float | None:
     """The physical floor of a time figure in microseconds, None where none is known."""
     found = path_of(test, case, figure)

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import os
 
 import yaml
 
 from experiments import REPO
 from experiments.keys import direction
-from experiments.paths import US_PER, min_time_us
+from experiments.paths import US_PER
 
 REFERENCES_DIR = os.path.join(REPO, "systems", "references")
 
@@ -110,6 +111,21 @@ def physical_bounds(value: list, limit: float | None, floor_us: float | None) ->
     return (ref, None, None, unit)
 
 
+def bound_of(unit: str, ref, lower, upper) -> float:
+    """The physical bound a reference of :func:`physical_bounds` carries, in
+    the figure's unit: a rate's limit (its upper bound), a time's floor (its
+    lower bound); NaN where it has none. Its inverse: what a run made with
+    ``reference_bounds=physical`` logged, read back (reports/verdict.py)."""
+    side = upper if direction(unit) == "higher" else lower
+    try:
+        ref, side = float(ref), float(side)
+    except (TypeError, ValueError):
+        return math.nan
+    if not ref or math.isnan(side):
+        return math.nan
+    return ref * (1 + side)
+
+
 def references_for(check) -> dict:
     """ReFrame's `reference` for this test case on its current partition."""
     name = type(check).__name__
@@ -118,7 +134,7 @@ def references_for(check) -> dict:
     values = matching_values(entries, check.node_facts(), case)
     if check.reference_bounds == "physical":
         bounded = {
-            figure: physical_bounds(value, check.figure_limit(figure), min_time_us(name, case, figure))
+            figure: physical_bounds(value, check.figure_limit(figure), check.figure_floor_us(figure))
             for figure, value in values.items()
         }
     elif check.reference_bounds == "tolerance":

@@ -167,7 +167,8 @@ def judge_window(frame: pd.DataFrame, system: str, accepted: dict | None, window
     the accepted runs (where there is a baseline), and each GPU against its
     siblings, the accepted runs' deviations the node's usual ones."""
     masks = accepted_masks(frame, system, accepted) if accepted else {}
-    table = verdict.attach_paths(verdict.run_values(frame, {**masks, "tonight": run_rows(frame, system, [window])}))
+    tonight = run_rows(frame, system, [window])
+    table = verdict.attach_paths(verdict.run_values(frame, {**masks, "tonight": tonight}, physical=True))
     return Judgement(verdict.judge_values(table, alpha) if accepted else None, siblings.judge(table))
 
 

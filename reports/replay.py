@@ -270,7 +270,8 @@ class UpgradeBench:
         again = rng.choice(len(self.runs), 2, replace=False)
         frame, masks = self._read_back([*runs[::2], (again[0], Fault()), (again[1], fault)])
         olds = {f"old{i}": m for i, m in enumerate(masks[:-1], start=1)}
-        return ReplayedUpgrade(first, verdict.confirm(first, verdict.judge(frame, olds, masks[-1], self.alpha)))
+        rerun = verdict.judge(frame, olds, masks[-1], self.alpha, physical=True)
+        return ReplayedUpgrade(first, verdict.confirm(first, rerun))
 
     def _judge_pairs(self, runs: list[tuple[int, Fault]]) -> verdict.Verdict:
         """As `verdict.judge_pairs` judges them, each run's table of values made once (a replay only deals them)."""
@@ -287,7 +288,7 @@ class UpgradeBench:
         if (index, fault, "values") not in self._cache:
             frame = self._loaded(index, fault)
             self._cache[(index, fault, "values")] = verdict.attach_paths(
-                verdict.run_values(frame, {"run": frame["time"].notna()})
+                verdict.run_values(frame, {"run": frame["time"].notna()}, physical=True)
             )
         return self._cache[(index, fault, "values")]
 

@@ -264,7 +264,7 @@ def driver_upgrade(system: str, kind: str | None) -> int:
         return UNJUDGED
     new = max((d for d, _ in nights.values()), key=lambda d: tuple(int(x) for x in d.split(".") if x.isdigit()))
     stamps = [stamp for stamp, (driver, _) in nights.items() if driver == new]
-    result = verdict.judge(frame, masks, [nights[s][1] for s in stamps])
+    result = verdict.judge(frame, masks, [nights[s][1] for s in stamps], physical=True)
     what = (
         f"driver {old[0]} ({len(masks)} accepted runs) -> {new} ({len(stamps)} night(s): {', '.join(stamps)}), "
         "judged as one against the accepted runs"
@@ -365,7 +365,7 @@ class Experiment:
     def _compare(self, what: str, old: str, new: str) -> int:
         frame = self._frame(old, new)
         pairs = [(self._mask(frame, old, r[old]), self._mask(frame, new, r[new])) for r in self.record["rounds"]]
-        result = verdict.judge_pairs(frame, pairs)
+        result = verdict.judge_pairs(frame, pairs, physical=True)
         if result.flagged_paths():
             result = self._confirm(what, old, new, result)
         return self._report(what, old, new, result)
@@ -386,7 +386,9 @@ class Experiment:
         frame = self._frame(old, new)
         olds = [r[old] for r in self.record["rounds"]] + [rerun[old]]
         accepted = {f"old{i}": self._mask(frame, old, w) for i, w in enumerate(olds, start=1)}
-        return verdict.confirm(result, verdict.judge(frame, accepted, self._mask(frame, new, rerun[new])))
+        return verdict.confirm(
+            result, verdict.judge(frame, accepted, self._mask(frame, new, rerun[new]), physical=True)
+        )
 
     def _selection(self, wanted: pd.DataFrame, side: str) -> list[str]:
         """ReFrame's options that select, by hash, the wanted cases as the side's first round ran them."""

@@ -64,6 +64,7 @@ from scipy import special
 from experiments.keys import FIGURE_KEY, direction, parse_case
 from experiments.paths import US_PER as _US_PER
 from experiments.paths import path_of
+from experiments.references import bound_of
 
 #: Accepted runs, at least, that a figure is judged against.
 MIN_RUNS = 3
@@ -314,9 +315,17 @@ def worse_sign(better: str | None) -> float:
 # --- the per-run table -----------------------------------------------------
 
 
-def run_values(frame: pd.DataFrame, runs: dict[str, pd.Series], statistic: str = "median") -> pd.DataFrame:
+def run_values(
+    frame: pd.DataFrame, runs: dict[str, pd.Series], statistic: str = "median", physical: bool = False
+) -> pd.DataFrame:
     """One row per headline figure and run: the median of its samples, its
     robust CV, how many samples it had and which were not numbers.
+
+    With `physical`, the runs were made with ``reference_bounds=physical``
+    (the nightly's, an upgrade's): each row also has the physical bound its
+    line carries (a rate's limit, a time's floor; `bound`), which the verdict
+    holds tonight's value to. Without it (perflogs of any run, whose
+    references may hold tolerances) `bound` is NaN.
 
     `runs` maps a run's label to a mask of `frame` (load.py's table).
     `statistic` 'best' takes each run's best sample instead (the largest rate,
@@ -327,10 +336,14 @@ def run_values(frame: pd.DataFrame, runs: dict[str, pd.Series], statistic: str =
         samples = frame[mask & frame["sample"].notna()]
         if samples.empty:
             continue
+        bounds = _bounds(frame[mask & frame["sample"].isna()], key) if physical else {}
         grouped = samples.groupby([samples[k].fillna("").astype(str) for k in key], sort=False)
-        rows = [_run_row(dict(zip(key, name)), group, label, statistic) for name, group in grouped]
+        rows = [
+            {**_run_row(dict(zip(key, name)), group, label, statistic), "bound": bounds.get(name, math.nan)}
+            for name, group in grouped
+        ]
         parts.append(pd.DataFrame(rows))
-    columns = [*key, "run", "value", "cv", "n", "nan_samples"]
+    columns = [*key, "run", "value", "cv", "n", "nan_samples", "bound"]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
 
 
@@ -352,6 +365,17 @@ def _run_row(info: dict, group: pd.DataFrame, label: str, statistic: str = "medi
         "n": int(good.size),
         "nan_samples": " ".join(bad),
     }
+
+
+def _bounds(headlines: pd.DataFrame, key: list[str]) -> dict[tuple, float]:
+    """Per figure (its key's values as text), the physical bound its headline
+    line carries: the line of the figure's median, whose reference ReFrame
+    held it to (the samples' lines carry none)."""
+    if headlines.empty or "ref" not in headlines.columns:
+        return {}
+    names = zip(*(headlines[k].fillna("").astype(str) for k in key))
+    values = zip(headlines["unit"], headlines["ref"], headlines["lower_thres"], headlines["upper_thres"])
+    return {name: bound_of(*value) for name, value in zip(names, values)}
 
 
 def attach_paths(values: pd.DataFrame) -> pd.DataFrame:
@@ -389,6 +413,7 @@ FIGURE_COLUMNS = [
     "cv_tonight",
     "cv_accepted",
     "nan_samples",
+    "bound",
 ]
 _PRIVATE = ["_worse", "_moves", "_cvs", "_logs", "_night", "_k"]
 PATH_COLUMNS = [
@@ -435,14 +460,20 @@ class Verdict:
 
 
 def judge(
-    frame: pd.DataFrame, accepted: dict[str, pd.Series], tonight: pd.Series | list[pd.Series], alpha: float = 0.05
+    frame: pd.DataFrame,
+    accepted: dict[str, pd.Series],
+    tonight: pd.Series | list[pd.Series],
+    alpha: float = 0.05,
+    physical: bool = False,
 ) -> Verdict:
     """Tonight's run (a mask of `frame`), or several runs judged as one (their
-    median: the nights since an upgrade), against the accepted runs (label -> mask)."""
+    median: the nights since an upgrade), against the accepted runs (label ->
+    mask); with `physical`, tonight's values held to the physical bounds their
+    lines carry (`run_values`)."""
     nights = (
         {"tonight": tonight} if isinstance(tonight, pd.Series) else {f"tonight{i}": m for i, m in enumerate(tonight, 1)}
     )
-    return judge_values(attach_paths(run_values(frame, {**accepted, **nights})), alpha)
+    return judge_values(attach_paths(run_values(frame, {**accepted, **nights}, physical=physical)), alpha)
 
 
 def judge_values(table: pd.DataFrame, alpha: float = 0.05) -> Verdict:
@@ -483,6 +514,7 @@ def _blank_figure_row(first: dict, key: list[str], runs: int) -> dict:
         cv_tonight=math.nan,
         cv_accepted=math.nan,
         nan_samples="",
+        bound=math.nan,
         _worse=math.nan,
         _moves=None,
         _cvs=None,
@@ -520,6 +552,7 @@ def _judge_figure(rows: list[dict], key: list[str]) -> dict:
             nan_samples=_join(*(f"{r['run']}: {r['nan_samples']}" for r in night if r["nan_samples"])),
         )
     row["_k"] = max(1, sum(np.isfinite(r["value"]) for r in night))
+    row["bound"] = _night_bound(night)
     if first["yardstick"] and not row["nan_samples"]:
         row.update(verdict="yardstick", reason=f"normalises its case; its path is judged by {first['yardstick']}")
         return row
@@ -570,17 +603,33 @@ def _why_not_judged(row: dict, first: dict, night: list, base: list, words: dict
         return f"vanished: {words['vanished']}"
     if row["nan_samples"]:
         return f"broken measurement: samples {row['nan_samples']} are not positive numbers"
-    floor_us = first["min_us"] / _US_PER.get(first["unit"], math.nan)
-    if row["tonight"] < floor_us:
+    beyond = _beyond_physics(row["tonight"], first, row["bound"])
+    if beyond:
         row["nan_samples"] = "median"
-        return (
-            f"broken measurement: {row['tonight']:.4g} {first['unit']} is below the physical floor of "
-            f"{first['path']} ({floor_us:.4g} {first['unit']})"
-        )
+        return f"broken measurement: {beyond}"
     if not base:
         return f"no baseline: no {words['runs']} measured this figure"
     if len(base) < MIN_RUNS:
         return f"in {len(base)} {words['runs']}, {MIN_RUNS} needed"
+    return ""
+
+
+def _night_bound(night: list[dict]) -> float:
+    """The physical bound tonight's runs were held to (the first that carries one)."""
+    return next((r["bound"] for r in night if pd.notna(r.get("bound"))), math.nan)
+
+
+def _beyond_physics(value: float, first: dict, bound: float) -> str:
+    """Why `value` cannot be a correct measurement of its figure ('' where it can):
+    a rate above its limit, a time below its floor (its line's, else its path's kind's)."""
+    unit, path = first["unit"], first["path"]
+    if first["better"] == "higher":
+        if pd.notna(bound) and value > bound:
+            return f"{value:.4g} {unit} is above the physical limit of {path} ({bound:.4g} {unit})"
+        return ""
+    floors = [f for f in (first["min_us"] / _US_PER.get(unit, math.nan), bound) if pd.notna(f)]
+    if floors and value < max(floors):
+        return f"{value:.4g} {unit} is below the physical floor of {path} ({max(floors):.4g} {unit})"
     return ""
 
 
@@ -715,14 +764,17 @@ def _mark_paths_by_figures(figures: pd.DataFrame, paths: pd.DataFrame) -> None:
 INTERVAL_COLUMNS = ["low_pct", "high_pct"]
 
 
-def judge_pairs(frame: pd.DataFrame, pairs: list[tuple[pd.Series, pd.Series]], alpha: float = 0.05) -> Verdict:
+def judge_pairs(
+    frame: pd.DataFrame, pairs: list[tuple[pd.Series, pd.Series]], alpha: float = 0.05, physical: bool = False
+) -> Verdict:
     """Two sides run in pairs, side by side (old, new, old, new, ...): each
-    pair a (mask of the old run, mask of the new run) of `frame`."""
+    pair a (mask of the old run, mask of the new run) of `frame`; with
+    `physical`, the new side held to its lines' physical bounds."""
     runs, labels = {}, []
     for i, (old, new) in enumerate(pairs, start=1):
         runs[f"old{i}"], runs[f"new{i}"] = old, new
         labels.append((f"old{i}", f"new{i}"))
-    return judge_pair_values(attach_paths(run_values(frame, runs)), labels, alpha)
+    return judge_pair_values(attach_paths(run_values(frame, runs, physical=physical)), labels, alpha)
 
 
 def judge_pair_values(table: pd.DataFrame, pairs: list[tuple[str, str]], alpha: float = 0.05) -> Verdict:
@@ -768,6 +820,7 @@ def _judge_figure_paired(rows: list[dict], key: list[str], pairs: list[tuple[str
     if night:
         row["tonight"] = float(np.median([r["value"] for r in night]))
     row["nan_samples"] = _join(*(f"{r['run']}: {r['nan_samples']}" for r in rows if r["nan_samples"]))
+    row["bound"] = _night_bound(new)
     if first["yardstick"] and not row["nan_samples"]:
         row.update(verdict="yardstick", reason=f"normalises its case; its path is judged by {first['yardstick']}")
         return row

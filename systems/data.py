@@ -387,14 +387,17 @@ def host_all_gpus_bandwidth(node: dict[str, Any]) -> float | None:
 def speed_of_light(node: dict[str, Any]) -> dict[str, float | None]:
     """Physical limits per direction, bytes per second, None where unknown:
     one GPU's host link, all GPUs' host links at once, one joined pair of
-    GPUs (GPUs 0 and 1), one GPU to all its peers at once, HBM."""
+    GPUs (GPUs 0 and 1), one GPU to all its peers at once, HBM, and one
+    socket's memory (what bounds any NUMA node's: each is within a socket)."""
     hbm = node["gpus"].get("hbm_bandwidth")
+    host_memory = node.get("cpu", {}).get("memory_bandwidth")
     return {
         "host_link": host_link_bandwidth(node),
         "host_all_gpus": host_all_gpus_bandwidth(node),
         "gpu_peer": peer_bandwidth(node, 0, 1),
         "gpu_fabric": fabric_bandwidth(node),
         "hbm": parse_quantity(hbm) if hbm else None,
+        "host_memory": parse_quantity(host_memory) if host_memory else None,
     }
 
 

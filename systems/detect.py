@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from .gpu_readings import as_str, gpu_readings, hbm_bandwidth, or_default, visible_gpus
 
 # cuda.h: CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS and ..._USES_HOST_PAGE_TABLES
@@ -45,7 +47,7 @@ def _gib(nbytes: float) -> str:
     return f"{nbytes / 2**30:.2f} GiB"
 
 
-def _cpu(sysfs: Path) -> dict[str, Any]:
+def _cpu(sysfs: Path, cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
     cpus = sorted(sysfs.glob("devices/system/cpu/cpu[0-9]*/topology"))
     packages, cores = set(), set()
     for topo in cpus:
@@ -59,22 +61,58 @@ def _cpu(sysfs: Path) -> dict[str, Any]:
     logical = len(cpus) or os.cpu_count() or 1
     sockets = max(1, len(packages))
     physical = max(1, len(cores))
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in ("model name", "cpu"):  # x86 and POWER spellings
-                model = value.strip()
-                break
-    except OSError:
-        pass
-    return {
+    info = _first_cpu(cpuinfo)
+    described = {
         "arch": os.uname().machine,
-        "model": model or "unknown",
+        "model": info.get("model name") or info.get("cpu") or "unknown",  # x86 and POWER spellings
         "sockets": sockets,
         "cores_per_socket": max(1, physical // sockets),
         "threads_per_core": max(1, logical // physical),
     }
+    bandwidth = memory_bandwidth_of(info)
+    if bandwidth:
+        described["memory_bandwidth"] = bandwidth
+    return described
+
+
+def _first_cpu(cpuinfo: Path) -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo (empty where unreadable)."""
+    fields: dict[str, str] = {}
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return fields
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+CPUS_FILE = Path(__file__).parent / "cpus" / "memory.yaml"
+
+
+def memory_bandwidth_of(info: dict[str, str], table: Path = CPUS_FILE) -> str | None:
+    """One socket's memory peak for the CPU /proc/cpuinfo describes, as a
+    rate ('358.4 GB/s'), from systems/cpus/memory.yaml; None where it is not
+    listed. By family and model (x86) or implementer and part (Arm), which a
+    hypervisor leaves as they are."""
+
+    facts = {
+        "vendor": info.get("vendor_id", ""),
+        "family": info.get("cpu family", ""),
+        "model": info.get("model", ""),
+        "implementer": info.get("CPU implementer", ""),
+        "part": info.get("CPU part", ""),
+    }
+    for entry in (yaml.safe_load(table.read_text()) or {}).get("cpus", []):
+        keys = [k for k in ("vendor", "family", "model", "implementer", "part") if k in entry]
+        if keys and all(str(entry[k]).lower() == facts[k].lower() for k in keys):
+            return f"{entry['channels'] * entry['mts'] * 8 / 1000:.1f} GB/s"
+    return None
 
 
 def _numa_nodes(sysfs: Path) -> list[int]:

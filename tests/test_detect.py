@@ -116,7 +116,14 @@ def test_configuration_builds_on_this_machine():
     assert names[-1] == "local"  # the catch-all comes last
     local = config["systems"][-1]["partitions"][0]
     assert "detected" in local["features"]
-    assert local["extras"]["speed_of_light"].keys() == {"host_link", "host_all_gpus", "gpu_peer", "gpu_fabric", "hbm"}
+    assert local["extras"]["speed_of_light"].keys() == {
+        "host_link",
+        "host_all_gpus",
+        "gpu_peer",
+        "gpu_fabric",
+        "hbm",
+        "host_memory",
+    }
 
 
 def test_a_power9_node_whose_driver_gives_no_nvlink_version_still_configures():
@@ -139,3 +146,33 @@ def test_links_whose_far_end_nvml_cannot_name_are_taken_as_peers_with_a_note():
     gpus = [FakeGpu(name="NVIDIA H200", nvlinks=[6] * 18, uuid=f"GPU-{i}") for i in range(2)]
     found = _detect(FakeNvml(gpus))
     assert any("does not say what each NVLink link leads to" in n for n in found.notes)
+
+
+#: /proc/cpuinfo's first processor on the H100 machines: the hypervisor hides the model name.
+_EMERALD_RAPIDS_VM = """processor\t: 0
+vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 207
+model name\t: Intel(R) Xeon(R) Processor
+stepping\t: 2
+
+processor\t: 1
+vendor_id\t: GenuineIntel
+"""
+
+
+def test_host_memorys_bound_comes_from_the_cpus_family_and_model_whatever_its_name(tmp_path):
+    from systems.detect import _cpu
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(_EMERALD_RAPIDS_VM)
+    cpu = _cpu(tmp_path, cpuinfo)
+    # Emerald Rapids: 8 channels of DDR5-5600 a socket.
+    assert cpu["model"] == "Intel(R) Xeon(R) Processor" and cpu["memory_bandwidth"] == "358.4 GB/s"
+    assert data.speed_of_light({"cpu": cpu, "gpus": {"count": 0}, "host_link": {"type": "none"}})[
+        "host_memory"
+    ] == pytest.approx(358.4e9)
+    cpuinfo.write_text(_EMERALD_RAPIDS_VM.replace("207", "999"))
+    assert "memory_bandwidth" not in _cpu(tmp_path, cpuinfo)  # an unlisted CPU: no bound, not a guess
+    cpuinfo.unlink()
+    assert _cpu(tmp_path, cpuinfo)["model"] == "unknown"

@@ -1,5 +1,6 @@
 """Reference selection from systems/references/*.yaml."""
 
+import math
 import re
 from pathlib import Path
 
@@ -256,3 +257,40 @@ def test_the_nightly_holds_references_to_physical_bounds_only():
     # A time: its path's floor below (0.5 us of a 1229 ns latency), nothing above.
     assert physical_bounds([1229.0, None, 0.2, "ns"], None, 0.5) == (1229.0, pytest.approx(500 / 1229 - 1), None, "ns")
     assert physical_bounds([10.0, None, 0.2, "us"], None, None) == (10.0, None, None, "us")
+
+
+def test_a_physical_reference_gives_its_bound_back():
+    from experiments.references import bound_of, physical_bounds
+
+    ref, lower, upper, unit = physical_bounds([50.0, -0.06, None, "GB/s"], 63.0, None)
+    assert bound_of(unit, ref, lower, upper) == pytest.approx(63.0)
+    ref, lower, upper, unit = physical_bounds([1229.0, None, 0.2, "ns"], None, 0.5)
+    assert bound_of(unit, ref, lower, upper) == pytest.approx(500.0)
+    assert math.isnan(bound_of("GB/s", *physical_bounds([50.0, -0.06, None, "GB/s"], None, None)[:3]))
+    assert math.isnan(bound_of("GB/s", 0.0, None, None))  # no reference, nothing known
+
+
+def _dgx_node() -> dict:
+    return next(p["node"] for p in data.load_all()["dgx-a100"]["partitions"] if "node" in p)
+
+
+def test_host_memory_is_bounded_by_its_sockets_channels():
+    from checks.host_bandwidth import host_bandwidth
+
+    # EPYC 7742: 8 channels of DDR4-3200 a socket.
+    assert host_bandwidth.limit_of("read_bw_node3", {}, _dgx_node()) == pytest.approx(204.8e9 / 2**30)
+    unknown = {"cpu": {"model": "unknown"}, "gpus": {"count": 0}, "host_link": {"type": "none"}}
+    assert host_bandwidth.limit_of("read_bw_node0", {}, unknown) is None
+
+
+def test_a_daxpy_points_floor_counts_its_kernels_and_bytes():
+    from checks.daxpy import daxpy
+
+    case = {"allocator": "managed", "prefetch": "off", "data_size": "800", "rows": "100"}
+    # 16 kernels of at least a microsecond each, far above the path's own kind (migration has none).
+    assert daxpy.floor_us_of("kernel_us_i4_o4", case, _dgx_node()) == pytest.approx(16.0)
+    assert daxpy.floor_us_of("per_kernel_us_i4_o4", case, _dgx_node()) == pytest.approx(1.0)
+    # 800 KB a row: three passes over 80 MB at 2039 GB/s, 117.7 us a kernel.
+    big = {**case, "data_size": "800000"}
+    assert daxpy.floor_us_of("total_us_i7_o4", big, _dgx_node()) == pytest.approx(28 * 3 * 80e6 / 2039e9 * 1e6)
+    assert daxpy.floor_us_of("touch_us_i4_o4", case, _dgx_node()) is None

@@ -49,6 +49,28 @@ def test_a_sample_that_is_not_a_number_is_named_broken_and_fails_the_night():
     assert broken["reason"].str.contains("samples s1 are not positive numbers").all()
 
 
+#: The first committed night whose lines carry host memory's limit and DAXPY's point floors.
+BOUNDED_NIGHT = "2026-11-26T05:09:22"
+
+
+@pytest.mark.parametrize(
+    ("path", "move", "words"),
+    [
+        # Five times what it read (80 GiB/s): above one socket's 8 channels of DDR5-5600 (333.8 GiB/s). Three
+        # times (240) is within them: this machine's share of its socket is a quarter of the socket's peak.
+        ("host memory read, NUMA node 0", -4.0, "above the physical limit"),
+        # A hundred times shorter: 16 kernels in 1.2 us, over the kernel's 1 us but below 16 of them.
+        ("DAXPY with explicit copies, GPU 0", -0.99, "below the physical floor"),
+    ],
+)
+def test_a_value_beyond_its_hardware_is_named_broken_and_fails_the_night(path, move, words):
+    night = bench().committed(BOUNDED_NIGHT, replay.Fault(path, move=move))
+    broken = night.final.figures[night.final.figures["verdict"] == "broken"]
+    assert night.exit == status.FAILED and set(broken["path"]) == {path}
+    assert broken["reason"].str.contains(words).all()
+    assert bench().committed(BOUNDED_NIGHT).exit == 0
+
+
 def test_a_path_drawn_from_another_night_keeps_that_nights_lines():
     b = bench()
     rng = np.random.default_rng(3)

@@ -174,6 +174,47 @@ def test_a_broken_measurement_is_named_not_improved():
     assert nightly.nightly_status({"failed": []}, verdict.judge_values(table), [], False) == status.FAILED
 
 
+def test_a_value_beyond_the_physical_bound_its_line_carries_is_named_broken_and_fails():
+    # A rate above its link's limit and a time below its point's floor: what a
+    # run made with reference_bounds=physical logged (run_values' `bound`).
+    rate = _one_path_table({**{f"r{i}": [52.0 + 0.1 * i] for i in range(5)}, "tonight": [70.0]})
+    rate["bound"] = 63.0
+    [row] = verdict.judge_values(rate).figures.itertuples()
+    assert row.verdict == "broken" and "above the physical limit of host link h2d of GPU 0, ce (63 GB/s)" in row.reason
+    assert nightly.nightly_status({"failed": []}, verdict.judge_values(rate), [], False) == status.FAILED
+    time = _one_path_table(
+        {**{f"r{i}": [121.0 + i] for i in range(5)}, "tonight": [1.21]},
+        unit="us",
+        test="daxpy",
+        figure="kernel_us_i4_o4",
+        case="allocator=explicit data_size=800 prefetch=off rows=100",
+    )
+    assert verdict.judge_values(time).figures["verdict"].tolist() == ["improved"]  # above the kernel's 1 us
+    time["bound"] = 16.0  # 16 kernels
+    [row] = verdict.judge_values(time).figures.itertuples()
+    assert row.verdict == "broken" and "below the physical floor of DAXPY with explicit copies" in row.reason
+
+
+def test_only_runs_held_to_physical_bounds_carry_one():
+    # A run by hand holds its figures to the references' tolerances, which say nothing physical.
+    frame = pd.DataFrame(
+        {
+            "test": "path_matrix",
+            "case": "paths=host-ce size=256M",
+            "figure": "gpu0_h2d_numa0_ce",
+            "unit": "GB/s",
+            "sample": [1.0, 2.0, math.nan],  # the samples, then the headline ReFrame held to the reference
+            "value": [50.0, 51.0, 50.5],
+            "ref": [0.0, 0.0, 50.0],
+            "lower_thres": [None, None, -0.05],
+            "upper_thres": [None, None, 0.26],
+        }
+    )
+    runs = {"tonight": frame["value"].notna()}
+    assert verdict.run_values(frame, runs, physical=True)["bound"].tolist() == [pytest.approx(63.0)]
+    assert verdict.run_values(frame, runs)["bound"].isna().all()
+
+
 @pytest.mark.parametrize("bad", [["s2"], ["s1", "s2", "s3", "s4", "s5"]])
 def test_a_sample_that_is_not_a_number_is_named_at_load_and_its_figure_broken(tmp_path, bad):
     # One 'nan' among five, or all five: kept and named by the loader, never

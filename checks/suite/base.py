@@ -16,6 +16,7 @@ from reframe.core.builtins import fixture, run_after, run_before, sanity_functio
 
 from experiments.budget import CASE_BUDGET_S, EXPECTED, START_S, minutes
 from experiments.keys import NODE_FACTS, format_case, format_value, sample_name
+from experiments.paths import min_time_us
 from experiments.records import read_output, records
 from experiments.references import references_for
 
@@ -152,6 +153,17 @@ class NodeFacts(Placement, SiteSettings):
 
     def figure_limit(self, figure: str) -> float | None:
         return self.limit_of(figure, self.case_items(), self.node)
+
+    @classmethod
+    def floor_us_of(cls, figure: str, case: dict, node: dict) -> float | None:
+        """The physical floor of a time figure in microseconds, on a node of
+        the system data's form, for a case's items; None where none is known.
+        Its path's kind's (systems/paths/paths.yaml) unless the check knows
+        better from what the case moves."""
+        return min_time_us(cls.__name__, case, figure)
+
+    def figure_floor_us(self, figure: str) -> float | None:
+        return self.floor_us_of(figure, self.case_items(), self.node)
 
     def gpu_numa_node(self, device: int = 0) -> int:
         """The NUMA node of a GPU (the first NUMA node where affinity is unknown)."""
