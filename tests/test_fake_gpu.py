@@ -413,6 +413,31 @@ def test_one_figure_of_a_path_many_figures_measure_names_it_but_does_not_flag_th
     assert f"a figure moved, the path did not: path_matrix {cell}" in paths.loc["host link d2h of GPU 0, sm", "reason"]
 
 
+def test_a_driver_upgrade_judges_the_nights_under_the_new_driver_and_names_both(accepted):
+    """The fake NVML reports another driver, under which host memory runs at
+    70%: the nightly's records carry the new driver, and `./suite upgrade
+    driver` judges that night against the accepted runs of the old one."""
+    status, output, _ = nightly(
+        accepted, 8, GPU_MEMPATHS_FAKE_DRIVER="590.48.01", GPU_MEMPATHS_FAKE_SLOWDOWN="host_bandwidth=0.7"
+    )
+    assert status == 2, output[-4000:]
+    environ = {**os.environ, **fake_node_env(accepted)}
+    cmd = [sys.executable, "-m", "reports.upgrade", "driver", "--system", "fakegpu"]
+    upgrade = subprocess.run(cmd, cwd=accepted, env=environ, capture_output=True, text=True, timeout=120)
+    assert upgrade.returncode == 2, upgrade.stdout + upgrade.stderr
+    assert re.search(r"driver 580\.159\.04 \(5 accepted runs\) -> 590\.48\.01 \(1 night\(s\)", upgrade.stdout)
+    [paths] = (accepted / "reports" / "upgrades").glob("fakegpu-driver-580.159.04-to-590.48.01-paths.csv")
+    moved = pd.read_csv(paths).set_index("path").query("verdict == 'moved'")
+    assert {"host memory read, NUMA node 0", "host memory write, NUMA node 0"} <= set(moved.index)
+    assert set(moved.index) <= {
+        "host memory read, NUMA node 0",
+        "host memory write, NUMA node 0",
+        "host link d2h of GPU 0, ce",
+        "host link h2d of GPU 0, ce",
+    }
+    assert (moved.loc[moved.index.str.startswith("host memory"), "change_pct"] < -25).all()
+
+
 # --- records to VictoriaMetrics (experiments/metrics.py) ---------------------
 
 

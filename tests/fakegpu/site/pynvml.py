@@ -3,7 +3,8 @@ one H100 on PCIe Gen5 under a name of its own, from tests/fake_nvml.py, or
 GPU_MEMPATHS_FAKE_GPUS of them (two joined by 18 NVLinks, more through NVSwitch). GPU_MEMPATHS_FAKE_GPU
 ('field=value,...') changes the GPU's readings, to inject a fault; GPU_MEMPATHS_FAKE_GPU_RUNNING
 changes them only for the watch (systems/watch.py), as a GPU that misbehaves only while a
-check's program loads it, not at rest when health reads it. The link trains up while the
+check's program loads it, not at rest when health reads it; GPU_MEMPATHS_FAKE_DRIVER, the
+driver it reports. The link trains up while the
 fake CUDA driver (tests/fakegpu/libcuda) copies to the GPU, as health's load makes it."""
 
 import ctypes
@@ -57,7 +58,11 @@ class _Node(FakeNvml):
 
 
 _count = int(os.environ.get("GPU_MEMPATHS_FAKE_GPUS", "1"))
-_nvml = _Node([_gpu(i, _count) for i in range(_count)])
+#: GPU_MEMPATHS_FAKE_DRIVER: the driver the node reports (a driver upgrade), else fake_nvml's.
+_nvml = _Node(
+    [_gpu(i, _count) for i in range(_count)],
+    **({"driver": os.environ["GPU_MEMPATHS_FAKE_DRIVER"]} if os.environ.get("GPU_MEMPATHS_FAKE_DRIVER") else {}),
+)
 
 
 def __getattr__(name):
