@@ -18,8 +18,8 @@ import pandas as pd
 
 from . import changepoints, verdict
 from .figures import common  # noqa: F401  (the figures' backend and style)
-from .html import page_html
 from .load import load
+from .page import page_html
 from .runs import PERFLOGS, accepted_masks, finished_runs, read_accepted, read_baselines, run_rows, selected_system
 
 COLUMNS = 4
