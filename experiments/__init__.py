@@ -9,11 +9,12 @@ where ReFrame is not installed.
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable
 from types import ModuleType
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from experiments.roots import REPO as _REPO
+
+REPO = str(_REPO)
 
 
 #: The experiments, in the order README lists them.

@@ -3,8 +3,8 @@ nightly's verdict, through one command line (reports/cli.py):
 
     python -m reports load [PERFLOGS...]                        the table, and what could not be read
     python -m reports compare --by driver_version --base 570 --new 580
-    python -m reports html [PERFLOGS...] -o reports/NAME        index.html, a page per check, each system's history
-    python -m reports screenshots reports/NAME -o DIR           its pages in headless Chromium, a PNG of each
+    python -m reports html [PERFLOGS...] -o results/NAME        index.html, a page per check, each system's history
+    python -m reports screenshots results/NAME -o DIR           its pages in headless Chromium, a PNG of each
     python -m reports history|grafana ...                       a system's nights; a dashboard over them
     python -m reports nightly|accept|rejudge|power|upgrade ...  what ./suite runs of the same names
 

@@ -23,14 +23,13 @@ import pandas as pd
 import yaml
 
 from experiments.keys import CASE_KEY, NODE_FACTS, direction, format_case, parse_case
+from experiments.roots import REFERENCES, REPO
 from systems import data
 
 from . import nightly, siblings, verdict
 from .load import load
 from .runs import (
     PERFLOGS,
-    REFERENCES,
-    REPO,
     RERUNS,
     find_run,
     finished_runs,
@@ -320,7 +319,7 @@ def rejudge(args) -> int:
 def add_parsers(sub) -> None:
     """accept and rejudge in the suite's one parser (reports/cli.py)."""
     p = sub.add_parser("accept", help="make nightly runs the baseline")
-    p.add_argument("stamps", nargs="+", metavar="STAMP", help="the runs' stamps (reports/nightly/<system>/<stamp>)")
+    p.add_argument("stamps", nargs="+", metavar="STAMP", help="the runs' stamps (results/nightly/<system>/<stamp>)")
     p.add_argument("--system")
     p.add_argument("--write-references", action="store_true", help="write references from the runs")
     p.add_argument(

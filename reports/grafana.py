@@ -10,7 +10,7 @@ night named by its stamp, and the change points the nightly reported as
 annotations. Each point carries the night's verdict as a label, and the
 verdicts are a metric of their own (experiments/metrics.py's VERDICT), for
 panels a site adds; these panels do not colour by them. The paths are the system's accepted ones
-(reports/nightly/<system>/<stamp>/paths.csv of its last night).
+(results/nightly/<system>/<stamp>/paths.csv of its last night).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def last_paths(system: str) -> pd.DataFrame:
         table = pd.read_csv(path)
         if not table.empty:
             return table[["path", "kind"]].drop_duplicates().sort_values(["kind", "path"])
-    raise SystemExit(f"grafana: no judged night of {system} (reports/nightly/{system}/*/paths.csv)")
+    raise SystemExit(f"grafana: no judged night of {system} (results/nightly/{system}/*/paths.csv)")
 
 
 def panel_query(path: str) -> str:

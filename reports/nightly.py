@@ -11,7 +11,7 @@ figure and every path of the run against the accepted runs
 (reports/verdict.py); reruns once the cases of any path it flags, and
 reports a move only where the rerun confirms it; writes the verdict
 (compare.csv per figure, paths.csv per path, run.json with the exit status
-and the counts) and the HTML report under reports/nightly/<system>/<stamp>/;
+and the counts) and the HTML report under results/nightly/<system>/<stamp>/;
 and exits with
 
     0  as accepted: every check passed, every headline figure was judged, no
@@ -47,6 +47,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import metrics
+from experiments.roots import REPO
 from systems import data, toolkits
 from systems.health import kind_of, same_kind
 
@@ -57,7 +58,6 @@ from .rfm import RUN_REFRAME, reframe_command  # noqa: F401  (the tests' way to 
 from .runs import (
     NIGHTLY_DIR,
     PERFLOGS,
-    REPO,
     RERUNS,
     accepted_masks,
     kind_of_run,

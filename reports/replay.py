@@ -231,7 +231,7 @@ class ReplayedUpgrade:
 
 
 class UpgradeBench:
-    """A committed upgrade's runs on one node (reports/upgrades/NAME), both
+    """A committed upgrade's runs on one node (results/upgrades/NAME), both
     sides, replayed through the loader and the verdict's paired design as
     `./suite upgrade` judges them. The committed upgrade found nothing moved,
     so its 2N runs are taken as exchangeable: each replay deals them into N
@@ -372,7 +372,7 @@ def main(argv=None) -> int:
     parser.add_argument("--per-path", type=int, default=20, help="nights per path and fault (default 20)")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--leave-out", nargs="*", default=[], metavar="STAMP", help="committed nights not drawn")
-    parser.add_argument("--upgrade", metavar="NAME", help="replay the committed upgrade reports/upgrades/NAME instead")
+    parser.add_argument("--upgrade", metavar="NAME", help="replay the committed upgrade results/upgrades/NAME instead")
     args = parser.parse_args(argv)
     if args.upgrade:
         upgrade = UpgradeBench(args.upgrade)

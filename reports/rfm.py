@@ -4,9 +4,8 @@ running them, with the suite's settings and checks."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from experiments.roots import REPO
 
 #: ReFrame's command line, run by this Python.
 RUN_REFRAME = "import sys; from reframe.frontend.cli import main; sys.exit(main())"

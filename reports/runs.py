@@ -10,18 +10,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.roots import NIGHTLY as NIGHTLY_DIR
+from experiments.roots import PERFLOGS
 from systems import data
 from systems.health import baselines_in, kind_of
 
 from .compare import select_mask
 
-REPO = Path(__file__).resolve().parent.parent
-NIGHTLY_DIR = REPO / "reports" / "nightly"
 #: The reruns a night may have (run.json's windows), in the order they run:
 #: the rerun minutes after the run, and on a shared host one later still.
 RERUNS = ("rerun", "later")
-PERFLOGS = REPO / "perflogs"
-REFERENCES = REPO / "systems" / "references"
 
 
 def now() -> str:

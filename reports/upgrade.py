@@ -17,7 +17,7 @@ the nightly's vocabulary, floors, priors and correction. A flagged path's
 cases run once more on both sides, and the flag stands only where the new
 side's rerun is still off the old side's runs (`verdict.confirm`, as the
 nightly confirms). The report per path: old, new, the change with its 95%
-interval, the verdict; reports/upgrades/<name>-paths.csv and <name>.csv (the
+interval, the verdict; results/upgrades/<name>-paths.csv and <name>.csv (the
 figures), the rounds' windows in <name>.json.
 
 A runtime upgrade installs NVIDIA's runtime wheel of VERSION (e.g. 13.5.37)
@@ -52,6 +52,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from experiments.roots import PERFLOGS, REPO, UPGRADES
 from systems import detect, toolkits
 
 from . import cli, verdict
@@ -61,11 +62,8 @@ from .nightly import hash_selection, health_options, outcomes, reframe
 from .runs import accepted_masks, finished_runs, now, read_accepted, run_rows, selected_system
 from .status import FAILED, UNJUDGED
 
-REPO = Path(__file__).resolve().parent.parent
 RUNTIMES = REPO / "build" / "cuda-runtimes"
 TOOLKITS = REPO / "build" / "cuda-toolkits"
-UPGRADES = REPO / "reports" / "upgrades"
-PERFLOGS = REPO / "perflogs"
 
 
 def wheel_of(version: str) -> str:
@@ -148,7 +146,7 @@ def add_parsers(sub) -> None:
     p.add_argument(
         "--kind", help="driver: the kind of node whose accepted runs to compare with (default: the only one)"
     )
-    p.add_argument("--resume", metavar="NAME", help="go on with the upgrade reports/upgrades/NAME/ left unfinished")
+    p.add_argument("--resume", metavar="NAME", help="go on with the upgrade results/upgrades/NAME/ left unfinished")
     p.set_defaults(func=run, reframe=[])  # ReFrame's options: what follows '--' (reports/cli.py)
 
 
@@ -232,7 +230,7 @@ def driver_upgrade(system: str, kind: str | None) -> int:
     accepted runs (`verdict.judge`, their median against the runs' band),
     each path's change from the old driver to the new. Nothing runs: the
     nightly measured both sides. Both drivers are named; the tables go to
-    reports/upgrades/<system>-driver-<old>-to-<new>.csv and -paths.csv."""
+    results/upgrades/<system>-driver-<old>-to-<new>.csv and -paths.csv."""
     accepted = read_accepted(system, kind)
     if accepted is None:
         print(
@@ -273,7 +271,7 @@ def driver_upgrade(system: str, kind: str | None) -> int:
 
 
 def publish(stem: str, what: str, result: verdict.Verdict) -> int:
-    """The verdict's tables, reports/upgrades/<stem>-paths.csv and <stem>.csv
+    """The verdict's tables, results/upgrades/<stem>-paths.csv and <stem>.csv
     (the figures), and its lines per path; its exit status."""
     UPGRADES.mkdir(parents=True, exist_ok=True)
     result.paths.to_csv(UPGRADES / f"{stem}-paths.csv", index=False)

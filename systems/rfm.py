@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments import metrics
+from experiments.roots import REPO
 
 from . import (
     data,
@@ -24,8 +25,6 @@ from . import (
     launchers,  # noqa: F401  (registers the jsrun launcher)
     toolkits,
 )
-
-REPO = Path(__file__).resolve().parent.parent
 
 # Architectures a build covers when the partition names none (no GPU seen).
 DEFAULT_CUDA_ARCHS = [70, 80, 90]

@@ -159,7 +159,7 @@ def nightly(
         "GPU_MEMPATHS_FAKE_SEED": str(seed),
         **env,
     }
-    before = set((repo / "reports" / "nightly" / system).glob("*"))
+    before = set((repo / "results" / "nightly" / system).glob("*"))
     sources = repo / "tests" / "fakegpu" / "src"
     cmd = [
         sys.executable,
@@ -191,7 +191,7 @@ def nightly(
             status = process.wait()
         finally:
             deadline.cancel()
-    (outdir,) = set((repo / "reports" / "nightly" / system).glob("*")) - before
+    (outdir,) = set((repo / "results" / "nightly" / system).glob("*")) - before
     return status, "".join(output), outdir
 
 
@@ -426,7 +426,7 @@ def test_a_driver_upgrade_judges_the_nights_under_the_new_driver_and_names_both(
     upgrade = subprocess.run(cmd, cwd=accepted, env=environ, capture_output=True, text=True, timeout=120)
     assert upgrade.returncode == 2, upgrade.stdout + upgrade.stderr
     assert re.search(r"driver 580\.159\.04 \(5 accepted runs\) -> 590\.48\.01 \(1 night\(s\)", upgrade.stdout)
-    [paths] = (accepted / "reports" / "upgrades").glob("fakegpu-driver-580.159.04-to-590.48.01-paths.csv")
+    [paths] = (accepted / "results" / "upgrades").glob("fakegpu-driver-580.159.04-to-590.48.01-paths.csv")
     moved = pd.read_csv(paths).set_index("path").query("verdict == 'moved'")
     assert {"host memory read, NUMA node 0", "host memory write, NUMA node 0"} <= set(moved.index)
     assert set(moved.index) <= {

@@ -66,3 +66,11 @@ def test_the_report_is_made_without_reframe(tmp_path):
     for name in ("um_bandwidth", "copy_latency", "path_matrix", "mem_scan", "daxpy"):
         assert f"href='{name}.html'" in index
         assert f"id='{name}'" in (tmp_path / "report" / f"{name}.html").read_text()
+
+
+def test_no_committed_data_under_a_code_package():
+    # Results live under results/ and perflogs/ (experiments/roots.py), beside the code that made them.
+    tracked = subprocess.run(
+        ["git", "ls-files", "reports", "checks", "experiments"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert tracked and not [path for path in tracked if not path.endswith(".py")]

@@ -95,7 +95,7 @@ def test_the_committed_clean_nights_replayed_whole_exit_2_only_where_the_host_wa
     assert {stamp for stamp, code in exits.items() if code == status.MOVED} <= EXIT_2
 
 
-#: The paths the power table says see a 7% move in 90% of nights (reports/power/hopper-vm-h100.txt).
+#: The paths the power table says see a 7% move in 90% of nights (results/power/hopper-vm-h100.txt).
 SEES_SEVEN = ["GPU memory of GPU 0", "host link d2h of GPU 0, ce", "host link d2h of GPU 0, sm", HOST_LINK]
 
 
@@ -103,7 +103,7 @@ SEES_SEVEN = ["GPU memory of GPU 0", "host link d2h of GPU 0, ce", "host link d2
 def test_a_seven_percent_move_is_caught_where_the_power_table_says_it_is_seen(path):
     rng = np.random.default_rng(SEES_SEVEN.index(path))
     caught = sum(path in bench().night(rng, replay.Fault(path, move=0.07)).flagged() for _ in range(6))
-    assert caught == 6, caught  # 20 of 20 each when measured (reports/replays/hopper-vm-h100.txt)
+    assert caught == 6, caught  # 20 of 20 each when measured (results/replays/hopper-vm-h100.txt)
 
 
 def test_replayed_clean_nights_exit_2_only_on_the_slow_hosts():
@@ -150,7 +150,7 @@ def test_two_hundred_upgrades_that_change_nothing_flag_at_most_one_percent(which
 
 @pytest.mark.parametrize("which, path", [("copies", "host link d2h of GPU 0, ce"), ("copies", HOST_LINK)])
 def test_a_seven_percent_drop_is_caught_on_the_paths_three_pairs_can_see_it(which, path):
-    # The paths the replay's power says can see 7% with three pairs on that node (reports/replays/).
+    # The paths the replay's power says can see 7% with three pairs on that node (results/replays/).
     rng = np.random.default_rng(12)
     caught = sum(path in upgrade_bench(which).upgrade(rng, replay.Fault(path, move=0.07)).flagged() for _ in range(20))
     assert caught >= 19, caught

@@ -16,7 +16,9 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_before, sanity_function, variable
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from experiments import roots
+
+REPO = str(roots.REPO)
 
 #: Programs every build has, and those that need a CUDA compiler.
 HOST_PROGRAMS = ["host_bandwidth"]

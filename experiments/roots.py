@@ -1,0 +1,27 @@
+"""Where the suite keeps what it measured and what it concluded, said once.
+
+Data lives beside the code, never inside a code package: ``perflogs/`` holds
+what the runs measured (ReFrame's perflogs, the accepted baselines), and
+``results/`` what was concluded from them (the nightly's folders, upgrades,
+the verdict's power tables and replays, the dashboards). Each is committed
+only for the suite's own machines (.gitignore).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PERFLOGS = REPO / "perflogs"
+REFERENCES = REPO / "systems" / "references"
+RESULTS = REPO / "results"
+#: <system>/<stamp>/: a night's run.json, tables and report.
+NIGHTLY = RESULTS / "nightly"
+#: <system>-<what>-<old>-to-<new>[-<stamp>]: an upgrade's rounds, tables and runs.
+UPGRADES = RESULTS / "upgrades"
+#: <system>-<kind>.txt and .csv: each path's power against its accepted runs.
+POWER = RESULTS / "power"
+#: The judge's test bench's results (reports/replay.py).
+REPLAYS = RESULTS / "replays"
+#: Grafana dashboards (reports/grafana.py).
+DASHBOARDS = RESULTS / "grafana"
