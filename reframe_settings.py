@@ -13,6 +13,6 @@ from pathlib import Path
 # The system data and the checks' shared code live beside this file.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from systems.rfm import site_configuration  # noqa: E402
+from rfmconfig.settings import site_configuration  # noqa: E402
 
 site_configuration = site_configuration()

@@ -11,7 +11,7 @@ took, docs/verdict.md).
 
 A case whose expected time is over its budget (`case_budget_s`) is sized
 down where the check knows how (fewer repeats), and otherwise left out with
-the reason; `reports/plan.py` prints the run's plan before it starts.
+the reason; `runner/plan.py` prints the run's plan before it starts.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ CASE_BUDGET_S = 120
 
 
 #: What ends a left-out case's reason before its expected time: the plan
-#: (reports/plan.py) says each reason once, with the range of those times.
+#: (runner/plan.py) says each reason once, with the range of those times.
 EXPECTED = ": expected "
 
 

@@ -112,7 +112,7 @@ def verdict_lines(system: str, night: str, paths, when_ms: int) -> str:
 
 
 def change_lines(system: str, night: str, changes, when_ms: int) -> str:
-    """The change points the nightly reported (reports/changepoints.py), one
+    """The change points the nightly reported (judge/changepoints.py), one
     line each: the move in percent, worse positive, with the report's line."""
     lines = []
     for change in changes:

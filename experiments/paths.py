@@ -1,7 +1,7 @@
 """The physical path of each headline figure, as data: systems/paths/paths.yaml.
 
 The checks read it for a time's physical floor (a reference's lower bound in
-the nightly); the nightly's verdict (reports/verdict.py) to roll figures up
+the nightly); the nightly's verdict (judge/verdict.py) to roll figures up
 by path. Free of ReFrame, so that both can import it.
 """
 

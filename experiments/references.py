@@ -115,7 +115,7 @@ def bound_of(unit: str, ref, lower, upper) -> float:
     """The physical bound a reference of :func:`physical_bounds` carries, in
     the figure's unit: a rate's limit (its upper bound), a time's floor (its
     lower bound); NaN where it has none. Its inverse: what a run made with
-    ``reference_bounds=physical`` logged, read back (reports/verdict.py)."""
+    ``reference_bounds=physical`` logged, read back (judge/verdict.py)."""
     side = upper if direction(unit) == "higher" else lower
     try:
         ref, side = float(ref), float(side)

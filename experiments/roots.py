@@ -21,7 +21,7 @@ NIGHTLY = RESULTS / "nightly"
 UPGRADES = RESULTS / "upgrades"
 #: <system>-<kind>.txt and .csv: each path's power against its accepted runs.
 POWER = RESULTS / "power"
-#: The judge's test bench's results (reports/replay.py).
+#: The judge's test bench's results (runner/replay.py).
 REPLAYS = RESULTS / "replays"
 #: Grafana dashboards (reports/grafana.py).
 DASHBOARDS = RESULTS / "grafana"

@@ -3,7 +3,7 @@ opened in headless Chromium (Debian's chromium and chromium-driver, driven
 through Selenium), its images and links checked, its console read and a
 screenshot taken.
 
-    python -m reports screenshots REPORT_DIR -o DIR    a PNG per page; exit 1 on a broken image or link,
+    python -m commands screenshots REPORT_DIR -o DIR    a PNG per page; exit 1 on a broken image or link,
                                                        or a console error
 """
 
@@ -113,7 +113,7 @@ def look_at_report(report: Path, outdir: Path) -> list[Look]:
     report = Path(report).resolve()
     index = report / "index.html"
     if not index.exists():
-        raise SystemExit(f"screenshots: {index} is missing: make the report with `python -m reports html`")
+        raise SystemExit(f"screenshots: {index} is missing: make the report with `python -m commands html`")
     looks, queue, seen = [], [index], {index}
     with chromium() as session:
         while queue:
@@ -127,9 +127,9 @@ def look_at_report(report: Path, outdir: Path) -> list[Look]:
 
 
 def add_parsers(sub) -> None:
-    """screenshots in the suite's one parser (reports/cli.py)."""
+    """screenshots in the suite's one parser (commands/cli.py)."""
     p = sub.add_parser("screenshots", help="open a report's pages in headless Chromium; a screenshot of each")
-    p.add_argument("report", type=Path, help="the directory `python -m reports html` wrote")
+    p.add_argument("report", type=Path, help="the directory `python -m commands html` wrote")
     p.add_argument("-o", "--output", type=Path, required=True, help="directory for one PNG per page")
     p.set_defaults(func=screenshots)
 

@@ -1,7 +1,7 @@
 """A Grafana dashboard of a system's paths over the nights, on VictoriaMetrics
 (its Prometheus-compatible query API) fed by the suite (experiments/metrics.py):
 
-    python -m reports grafana [--system NAME] -o FILE.json
+    python -m commands grafana [--system NAME] -o FILE.json
 
 One row per kind of path (host memory, the host link, GPU memory, ...), one
 panel per path: each night's move from the accepted runs in percent (worse
@@ -21,8 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import metrics
-
-from .runs import NIGHTLY_DIR, selected_system
+from reports.runs import NIGHTLY_DIR, selected_system
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
@@ -110,7 +109,7 @@ def write_dashboard(system: str, output: Path) -> Path:
 
 
 def add_parsers(sub) -> None:
-    """grafana in the suite's one parser (reports/cli.py)."""
+    """grafana in the suite's one parser (commands/cli.py)."""
     p = sub.add_parser("grafana", help="a Grafana dashboard of the system's paths over the nights")
     p.add_argument("--system", help="default: the one ReFrame picks here")
     p.add_argument("-o", "--output", required=True, help="the dashboard's JSON file")

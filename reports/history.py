@@ -1,8 +1,8 @@
 """The history page of a system: each path over the nights, how far each
 night was from the accepted runs (worse up), the band the accepted runs
-spread over, and the change points (reports/changepoints.py).
+spread over, and the change points (judge/changepoints.py).
 
-    python -m reports history [--system NAME] -o DIR    DIR/history.html and a figure per kind of path
+    python -m commands history [--system NAME] -o DIR    DIR/history.html and a figure per kind of path
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from . import changepoints, verdict
-from .figures import common  # noqa: F401  (the figures' backend and style)
-from .load import load
-from .page import page_html
-from .runs import PERFLOGS, accepted_masks, finished_runs, read_accepted, read_baselines, run_rows, selected_system
+from judge import changepoints, verdict
+from judge.select import accepted_masks, run_rows
+from reports.figures import common  # noqa: F401  (the figures' backend and style)
+from reports.load import load
+from reports.page import page_html
+from reports.runs import PERFLOGS, finished_runs, read_accepted, read_baselines, selected_system
 
 COLUMNS = 4
 
@@ -139,7 +140,7 @@ def slug(kind: str) -> str:
 
 
 def add_parsers(sub) -> None:
-    """history in the suite's one parser (reports/cli.py)."""
+    """history in the suite's one parser (commands/cli.py)."""
     p = sub.add_parser("history", help="each path over the nights, with its change points")
     p.add_argument("--system", help="default: the one ReFrame picks here")
     p.add_argument("--kind", help="the kind of node ('2 x NVIDIA H100 80GB HBM3'; default: each, a folder each)")

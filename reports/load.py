@@ -1,7 +1,7 @@
 """Perflogs (and ReFrame's JSON run reports) into one tidy table.
 
 A perflog of this suite is a '|'-separated table with a header line and one
-line per performance variable (systems/rfm.py): the fields are every
+line per performance variable (rfmconfig/settings.py): the fields are every
 loggable attribute of the check (``%(check_#ALL)s``), so each check's
 perflog has its own columns, and a file is read by its header.
 

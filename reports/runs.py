@@ -12,14 +12,9 @@ import pandas as pd
 
 from experiments.roots import NIGHTLY as NIGHTLY_DIR
 from experiments.roots import PERFLOGS
+from judge import changepoints
 from systems import data
 from systems.health import baselines_in, kind_of
-
-from .compare import select_mask
-
-#: The reruns a night may have (run.json's windows), in the order they run:
-#: the rerun minutes after the run, and on a shared host one later still.
-RERUNS = ("rerun", "later")
 
 
 def now() -> str:
@@ -87,19 +82,6 @@ def kind_of_run(system: str, run: dict) -> str | None:
     return kind_of(facts[0]) if facts else None
 
 
-def run_rows(frame: pd.DataFrame, system: str, runs: list[dict]) -> pd.Series:
-    """Which rows of `frame` the given runs of `system` logged."""
-    mask = pd.Series(False, index=frame.index)
-    for run in runs:
-        mask |= select_mask(frame, "time", f"{run['start']}..{run['end']}")
-    return mask & (frame["system"] == system)
-
-
-def accepted_masks(frame: pd.DataFrame, system: str, accepted: dict) -> dict[str, pd.Series]:
-    """Each accepted run's rows of `frame`, by its stamp."""
-    return {r["stamp"]: run_rows(frame, system, [r]) for r in accepted["runs"]}
-
-
 def find_run(system: str, stamp: str) -> tuple[Path, dict]:
     outdir = NIGHTLY_DIR / system / stamp.replace(":", "")
     path = outdir / "run.json"
@@ -120,3 +102,15 @@ def finished_runs(system: str, drills: bool = False, kind: str | None = None) ->
     if kind is not None:
         found = [run for run in found if kind_of_run(system, run) == kind]
     return sorted(found, key=lambda r: r["start"])
+
+
+def night_levels(frame: pd.DataFrame, system: str, accepted: dict, tonight: dict | None = None) -> pd.DataFrame:
+    """Each path's level over every night of the system (changepoints.path_levels), tonight's
+    included (`tonight`, its reruns' windows and path verdicts as they are
+    now, over its run.json on disk): what tonight's changes are found in and
+    its history page is drawn from."""
+    runs = finished_runs(system, kind=accepted.get("kind"))
+    if tonight is not None:  # a drill too: judged over the history as any night is
+        runs = [r for r in runs if r["stamp"] != tonight["stamp"]] + [tonight]
+    stamps = [r["stamp"] for r in accepted["runs"]]
+    return changepoints.path_levels(frame, system, runs, stamps)

@@ -6,11 +6,16 @@ judges them, systems/watch.py reads the counters."""
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .detect import CudaDriver
+
+class LinkLoader(Protocol):
+    """What the readings need of the CUDA driver (systems/detect.py's CudaDriver):
+    a copy that loads a GPU's link while it is read."""
+
+    def load_link(self, bus_id: str, nbytes: int = ..., settle_s: float = ...) -> AbstractContextManager: ...
 
 
 def or_default(call, default=None):
@@ -105,7 +110,7 @@ def _replays(nvml, handle) -> int | None:
     return or_default(lambda: nvml.nvmlDeviceGetPcieReplayCounter(handle))
 
 
-def _under_load(nvml, cuda: CudaDriver | None, handle) -> dict[str, Any]:
+def _under_load(nvml, cuda: LinkLoader | None, handle) -> dict[str, Any]:
     """The link's generation and width while a copy loads it (None and why
     not), and how many PCIe replays that load counted. A replay count at rest
     may be old and harmless; one that grows while the link is loaded is a
@@ -147,7 +152,7 @@ def read_counters(nvml, handle) -> dict[str, Any]:
     }
 
 
-def gpu_readings(nvml, cuda: CudaDriver | None, index: int, handle, sysfs: Path) -> dict[str, Any]:
+def gpu_readings(nvml, cuda: LinkLoader | None, index: int, handle, sysfs: Path) -> dict[str, Any]:
     """What the node health checks compare with a system's data or an accepted node, per GPU."""
     links, version, remotes = _nvlinks(nvml, handle)
     enabled = getattr(nvml, "NVML_FEATURE_ENABLED", 1)

@@ -1,4 +1,4 @@
-"""Change points over the nights (reports/changepoints.py): a step is found
+"""Change points over the nights (judge/changepoints.py): a step is found
 within two nights, a slow drift by night 30, and pure noise at the spreads
 measured between separately started nodes flags nothing."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports import changepoints as cp
+from judge import changepoints as cp
 
 PATH = "host link h2d of GPU 0, ce"
 #: Spreads between accepted runs on separately started nodes (./suite power

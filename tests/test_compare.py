@@ -1,12 +1,12 @@
-"""./suite report compare (reports/compare.py): two sets of runs chosen by a
+"""./suite report compare (judge/compare.py): two sets of runs chosen by a
 field, cut into runs, judged by the verdict by path in the design the runs
 allow."""
 
 import pytest
 
-from reports import compare as cmp
+from judge import compare as cmp
+from judge.status import MOVED, UNJUDGED
 from reports.load import load
-from reports.status import MOVED, UNJUDGED
 
 CASE = "memory=managed op=read size_class=small small_size=1G touch_on_host=notouch"
 HEADER = (
@@ -73,7 +73,7 @@ def test_a_run_is_cut_where_its_sides_records_leave_a_gap(tmp_path):
 
 
 def test_the_command_line_says_the_design_and_exits_as_the_verdict(tmp_path, capsys):
-    from reports.cli import main
+    from commands.cli import main
 
     logs = tmp_path / "perflogs"
     logs.mkdir()

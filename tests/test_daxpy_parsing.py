@@ -257,7 +257,7 @@ def test_crossover_from_a_perflog(tmp_path):
 
 
 def test_points_from_a_perflog_with_every_loggable_field(tmp_path):
-    # systems/rfm.py's %(check_#ALL)s: every loggable attribute, sorted by
+    # rfmconfig/settings.py's %(check_#ALL)s: every loggable attribute, sorted by
     # name, the check's parameters and variables among them.
     fields = ["allocator", "data_size", "display_name", "fixed_outer", "gpu_model", "name", "prefetch", "system"]
     header = "|".join(["job_completion_time", "reframe version", *fields, "result", "perf_var", "perf_value"])

@@ -3,9 +3,9 @@
 import pytest
 from fake_nvml import FakeCuda, FakeGpu, FakeNvml
 
+from rfmconfig.settings import site_configuration
 from systems import data, features
 from systems.detect import detect_node
-from systems.rfm import site_configuration
 
 
 def _detect(nvml, cuda=None):

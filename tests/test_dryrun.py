@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from reports.nightly import RUN_REFRAME, reframe_command
-from systems import data, rfm
+from rfmconfig import settings as rfm
+from runner.nightly import RUN_REFRAME, reframe_command
+from systems import data
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reports.nightly import reframe_command
+from runner.nightly import reframe_command
 
 pytestmark = pytest.mark.slow
 
@@ -95,7 +95,7 @@ def dryrun(tmp_path_factory):
         "import sys\n"
         "from pathlib import Path\n"
         f"sys.path.insert(0, {str(REPO)!r})\n"
-        "from systems.rfm import site_configuration as _site\n"
+        "from rfmconfig.settings import site_configuration as _site\n"
         f"site_configuration = _site(Path({str(systems)!r}))\n"
     )
     cmd = reframe_command(

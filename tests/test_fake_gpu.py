@@ -32,7 +32,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from reports.nightly import reframe_command
+from runner.nightly import reframe_command
 
 pytestmark = pytest.mark.slow
 
@@ -164,7 +164,7 @@ def nightly(
     cmd = [
         sys.executable,
         "-m",
-        "reports.nightly",
+        "commands",
         "nightly",
         "--system",
         system,
@@ -197,7 +197,7 @@ def nightly(
 
 def accept(repo: Path, *stamps: str) -> subprocess.CompletedProcess:
     environ = {**os.environ, **fake_node_env(repo)}
-    cmd = [sys.executable, "-m", "reports.nightly", "accept", *stamps, "--system", "fakegpu", "--write-references"]
+    cmd = [sys.executable, "-m", "commands", "accept", *stamps, "--system", "fakegpu", "--write-references"]
     return subprocess.run(cmd, cwd=repo, env=environ, capture_output=True, text=True, timeout=120)
 
 
@@ -209,7 +209,7 @@ def stamp(outdir: Path) -> str:
 def accepted(repo):
     """Five runs, not judged (nothing accepted), then accepted with references.
     Five: host memory is a kind of two paths, too few to lend each other a
-    prior, and three runs alone cannot bound a fourth (reports/verdict.py)."""
+    prior, and three runs alone cannot bound a fourth (judge/verdict.py)."""
     runs = [nightly(repo, seed) for seed in (1, 2, 3, 11, 12)]
     for status, output, _ in runs:
         assert status == 3, output[-4000:]
@@ -422,7 +422,7 @@ def test_a_driver_upgrade_judges_the_nights_under_the_new_driver_and_names_both(
     )
     assert status == 2, output[-4000:]
     environ = {**os.environ, **fake_node_env(accepted)}
-    cmd = [sys.executable, "-m", "reports.upgrade", "driver", "--system", "fakegpu"]
+    cmd = [sys.executable, "-m", "commands", "upgrade", "driver", "--system", "fakegpu"]
     upgrade = subprocess.run(cmd, cwd=accepted, env=environ, capture_output=True, text=True, timeout=120)
     assert upgrade.returncode == 2, upgrade.stdout + upgrade.stderr
     assert re.search(r"driver 580\.159\.04 \(5 accepted runs\) -> 590\.48\.01 \(1 night\(s\)", upgrade.stdout)
@@ -488,8 +488,8 @@ def _exported(url: str, match: str, least: int = 1) -> list[dict]:
 
 def _night_records(repo: Path, outdir: Path) -> pd.DataFrame:
     """The night's perflog lines (not the figures the reports read back from its curves)."""
+    from judge.select import run_rows
     from reports.load import load
-    from reports.runs import run_rows
 
     frame = load([repo / "perflogs" / "fakegpu"], warn=None).frame
     night = frame[run_rows(frame, "fakegpu", [json.loads((outdir / "run.json").read_text())])]

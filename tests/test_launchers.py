@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from systems.launchers import JsrunLauncher
+from rfmconfig.launchers import JsrunLauncher
 
 
 def _job(num_tasks=1, num_cpus_per_task=None):
@@ -56,7 +56,7 @@ def test_registered_under_its_name():
 def test_whole_node_lsf_leaves_placement_to_jsrun():
     from reframe.core.backends import getscheduler
 
-    from systems.launchers import LsfNodesScheduler
+    from rfmconfig.launchers import LsfNodesScheduler
 
     assert getscheduler("lsf-nnodes") is LsfNodesScheduler
     scheduler = LsfNodesScheduler.__new__(LsfNodesScheduler)

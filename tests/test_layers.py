@@ -1,10 +1,17 @@
-"""The layers: experiments/ (each experiment's one home) and reports/ need no
-ReFrame, so the reports run where it is not installed; checks/ run the
-experiments through ReFrame; nothing below imports what is above it."""
+"""The layers, lowest first: systems/ (what a system is, as data),
+experiments/ (each experiment's one home, the data roots), judge/ (pure
+functions from tables to verdicts), reports/ (perflogs and results read,
+figures and pages drawn), runner/ (ReFrame driven, results written), and at
+the top commands/, the one command line, which nothing imports. ReFrame is
+imported by its glue (rfmconfig/) and the checks (checks/) alone, so the
+reports run where it is not installed. Nothing imports what is above it, and
+no modules import each other in a circle, lazy imports included; there are
+no exemptions."""
 
 import ast
 import subprocess
 import sys
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import pytest
@@ -13,25 +20,68 @@ import experiments
 
 REPO = Path(__file__).resolve().parent.parent
 
+#: Each package's floor: it may import its own and lower floors' packages only.
+FLOORS = {"systems": 0, "experiments": 1, "judge": 2, "reports": 3, "rfmconfig": 3, "runner": 4, "commands": 5}
+#: ReFrame's own layer: the checks and the glue may import ReFrame; the checks sit beside the runner.
+REFRAME_LAYER = {"rfmconfig", "checks"}
+FLOORS_WITH_CHECKS = {**FLOORS, "checks": 4}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
 
 def _imports(path: Path) -> set[str]:
-    """Every module a file imports, lazy imports included."""
+    """Every module a file imports, lazy imports included, relative ones made absolute."""
     found = set()
+    package = _module_name(path).split(".") if path.name == "__init__.py" else _module_name(path).split(".")[:-1]
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found |= {f"{module}.{alias.name}" for alias in node.names} | {module}
     return found
 
 
-@pytest.mark.parametrize("layer", ["experiments", "reports", "systems"])
-def test_no_layer_below_checks_imports_reframe_or_a_check(layer):
-    for path in sorted((REPO / layer).rglob("*.py")):
-        if path.name in ("rfm.py", "launchers.py"):  # ReFrame's configuration and its jsrun launcher
-            continue
-        bad = sorted(m for m in _imports(path) if m.split(".")[0] in ("reframe", "checks"))
-        assert not bad, f"{path.relative_to(REPO)} imports {bad}"
+def _sources() -> dict[str, Path]:
+    return {_module_name(p): p for package in FLOORS_WITH_CHECKS for p in sorted((REPO / package).rglob("*.py"))}
+
+
+def test_no_package_imports_one_above_it_and_only_reframes_layer_imports_reframe():
+    bad = []
+    for name, path in _sources().items():
+        own = name.split(".")[0]
+        for module in _imports(path):
+            top = module.split(".")[0]
+            if top == "reframe" and own not in REFRAME_LAYER:
+                bad.append(f"{name} imports {module}: ReFrame, outside its layer")
+            elif top in FLOORS_WITH_CHECKS and top != own and FLOORS_WITH_CHECKS[top] >= FLOORS_WITH_CHECKS[own]:
+                bad.append(f"{name} imports {module}, which is not below it")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    sources = _sources()
+    graph = {
+        name: {m for m in _imports(path) if m in sources and m != name and not name.startswith(f"{m}.")}
+        for name, path in sources.items()
+    }
+    try:
+        tuple(TopologicalSorter(graph).static_order())
+    except CycleError as err:
+        pytest.fail(f"an import circle: {' -> '.join(err.args[1])}")
+
+
+def test_nothing_imports_the_command_line():
+    users = [
+        name
+        for name, path in _sources().items()
+        if not name.startswith("commands") and any(m.split(".")[0] == "commands" for m in _imports(path))
+    ]
+    assert not users
 
 
 def test_every_experiment_has_one_home_named_after_it():
@@ -58,7 +108,7 @@ def test_the_report_is_made_without_reframe(tmp_path):
     code = (
         "import runpy, sys; sys.modules['reframe'] = None; "
         f"sys.argv = ['reports', 'html', {str(tmp_path / 'perflogs')!r}, '-o', {str(tmp_path / 'report')!r}]; "
-        "runpy.run_module('reports', run_name='__main__')"
+        "runpy.run_module('commands', run_name='__main__')"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

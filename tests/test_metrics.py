@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from experiments import metrics
-from systems import rfm
+from rfmconfig import settings as rfm
 
 
 def _record(**extra):

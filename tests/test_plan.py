@@ -1,11 +1,11 @@
-"""The run's plan (reports/plan.py) and the cases' expected times (experiments/budget.py)."""
+"""The run's plan (runner/plan.py) and the cases' expected times (experiments/budget.py)."""
 
 import json
 
 import pytest
 
 from experiments import budget
-from reports import plan as plans
+from runner import plan as plans
 
 
 def _case(name, result="pass", expected=0.0, **more):

@@ -192,8 +192,8 @@ def test_every_case_an_accepted_run_ran_has_a_reference_for_each_headline_figure
     import json
 
     from experiments.keys import parse_case
+    from judge.select import run_rows
     from reports.load import load
-    from reports.runs import run_rows
     from systems.health import baselines_in
 
     perflogs = Path(REFERENCES_DIR).parent.parent / "perflogs"

@@ -1,4 +1,4 @@
-"""The judge's test bench (reports/replay.py): committed nights replayed
+"""The judge's test bench (runner/replay.py): committed nights replayed
 through perflog files, the loader and the nightly's own functions."""
 
 from functools import lru_cache
@@ -7,8 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports import nightly, power, replay, runs, status, verdict
+from judge import status, verdict
+from reports import runs
 from reports.load import load
+from runner import nightly, power, replay
 
 pytestmark = pytest.mark.slow  # every replayed night is written, read back and judged
 

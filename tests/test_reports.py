@@ -11,15 +11,15 @@ import pandas as pd
 import pytest
 
 import experiments
-from reports import compare as cmp
-from reports.cli import main
+from commands.cli import main
+from judge import compare as cmp
 from reports.figures import render_all
 from reports.figures.copy_latency import latency_crossovers, latency_curves
 from reports.figures.daxpy import daxpy_crossover_table
 from reports.figures.mem_scan import scan_speed_of_light
 from reports.html import write_report
 from reports.load import load, split_display_name
-from systems.rfm import PERFLOG_FORMAT, perflog_ignore_keys
+from rfmconfig.settings import PERFLOG_FORMAT, perflog_ignore_keys
 
 pytestmark = pytest.mark.slow
 

@@ -24,7 +24,7 @@ from checks.suite.settings import (
     Whole,
     size_bytes,
 )
-from reports.nightly import reframe_command
+from runner.nightly import reframe_command
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""Each GPU against its siblings (reports/siblings.py): on tables made here,
+"""Each GPU against its siblings (judge/siblings.py): on tables made here,
 and replayed on the committed nights of the pair of H100s joined by NVLink."""
 
 import math
@@ -6,7 +6,8 @@ import math
 import pandas as pd
 import pytest
 
-from reports import runs, siblings, verdict
+from judge import siblings, verdict
+from reports import runs
 from reports.load import load
 
 PAIR = "2 x NVIDIA H100 80GB HBM3"

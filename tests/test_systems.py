@@ -184,7 +184,7 @@ def test_a_declared_system_needs_its_node(tmp_path, systems):
 
 
 def test_spack_data_requires_each_systems_cuda_archs(systems):
-    from systems.rfm import DEFAULT_CUDA_ARCHS
+    from rfmconfig.settings import DEFAULT_CUDA_ARCHS
 
     """`spack -e "$GPU_MEMPATHS_ROOT" install` concretizes as written: the
     GPU architectures come from the system's Spack data, and they are the

@@ -5,7 +5,7 @@ import pytest
 import reframe.utility.sanity as sn
 
 from checks.suite.base import cuda_build_facts, runtime_loaded
-from reports.nightly import reframe_command
+from runner.nightly import reframe_command
 from systems import toolkits
 
 pytestmark = pytest.mark.slow
@@ -61,7 +61,7 @@ def test_partitions_run_every_twin_of_their_environments(monkeypatch):
 
 
 def test_the_site_configuration_has_the_twins_of_a_detected_machine(tmp_path, monkeypatch):
-    from systems import rfm
+    from rfmconfig import settings as rfm
 
     wheel(tmp_path, "13.5.37")
     monkeypatch.setenv(toolkits.RUNTIMES_VARIABLE, str(tmp_path))

@@ -1,4 +1,4 @@
-"""./suite upgrade (reports/upgrade.py): the runtime installed beside the
+"""./suite upgrade (runner/upgrade.py): the runtime installed beside the
 environments, every check run, and the run's records compared by runtime."""
 
 import datetime as dt
@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 from test_toolkits import wheel
 
-from reports import upgrade
+from commands import cli
+from runner import upgrade
 from systems import toolkits
 
 
@@ -111,7 +112,7 @@ GPU_MEMORY, MIGRATION = "GPU memory of GPU 0", "Unified Memory migration, GPU 0"
 def test_an_upgrade_runs_the_sides_interleaved_and_judges_each_path_in_pairs(site, clock, monkeypatch, planted, status):
     calls = []
     monkeypatch.setattr(upgrade, "reframe", fake_reframe(site, clock, planted, calls=calls))
-    assert upgrade.main(["13.5.37", "--system", "local", "--", "-n", "um_bandwidth"]) == status
+    assert cli.main(["upgrade", "13.5.37", "--system", "local", "--", "-n", "um_bandwidth"]) == status
     sides = [environs for environs, _ in calls]
     assert sides[:6] == [["gnu"], ["gnu-rt13_5"]] * 3  # old, new, old, new, old, new
     assert all(options[-2:] == ("-n", "um_bandwidth") for _, options in calls[:6])
@@ -126,7 +127,7 @@ def test_an_upgrade_runs_the_sides_interleaved_and_judges_each_path_in_pairs(sit
 def test_a_transient_in_one_run_of_the_new_side_is_not_called_moved(site, clock, monkeypatch):
     planted = {("gnu-rt13_5", 2): {"steady_bw": 0.6}}
     monkeypatch.setattr(upgrade, "reframe", fake_reframe(site, clock, planted))
-    assert upgrade.main(["13.5.37", "--system", "local"]) == 0
+    assert cli.main(["upgrade", "13.5.37", "--system", "local"]) == 0
     assert path_verdicts(site, "local-cuda-runtime-13.0-to-13.5-*-paths.csv")[GPU_MEMORY] == "pass"
 
 
@@ -134,28 +135,28 @@ def test_a_move_the_rerun_does_not_show_is_transient(site, clock, monkeypatch):
     # Every new run of the rounds 7% slower, the rerun (the fourth) not: no move that lasts.
     planted = {("gnu-rt13_5", n): {"steady_bw": 0.93} for n in (1, 2, 3)}
     monkeypatch.setattr(upgrade, "reframe", fake_reframe(site, clock, planted))
-    assert upgrade.main(["13.5.37", "--system", "local"]) == 0
+    assert cli.main(["upgrade", "13.5.37", "--system", "local"]) == 0
     assert path_verdicts(site, "local-cuda-runtime-13.0-to-13.5-*-paths.csv")[GPU_MEMORY] == "transient"
 
 
 def test_a_check_that_did_not_measure_fails_the_upgrade(site, clock, monkeypatch):
     monkeypatch.setattr(upgrade, "reframe", fake_reframe(site, clock, {}, failed=["daxpy %allocator=managed"]))
-    assert upgrade.main(["13.5.37", "--system", "local"]) == 1
+    assert cli.main(["upgrade", "13.5.37", "--system", "local"]) == 1
 
 
 def test_fewer_rounds_than_the_verdict_needs_are_refused(site, capsys):
-    assert upgrade.main(["13.5.37", "--runs", "2"]) == 3
+    assert cli.main(["upgrade", "13.5.37", "--runs", "2"]) == 3
     assert "needs 3 pairs of runs" in capsys.readouterr().err
 
 
 def test_no_upgrade_without_an_nvcc_twins_or_sense(site, monkeypatch, capsys):
-    assert upgrade.main(["13.0.96"]) == 3  # the release the environments have already
-    assert upgrade.main(["--bogus"]) == 3  # a usage error is never the 2 of a move
+    assert cli.main(["upgrade", "13.0.96"]) == 3  # the release the environments have already
+    assert cli.main(["upgrade", "--bogus"]) == 3  # a usage error is never the 2 of a move
     monkeypatch.setattr(upgrade, "twins_of", lambda system: [])
-    assert upgrade.main(["13.5.37", "--system", "summit"]) == 3
+    assert cli.main(["upgrade", "13.5.37", "--system", "summit"]) == 3
     assert "summit has no environment to run runtime 13.5 in" in capsys.readouterr().err
     monkeypatch.setattr(upgrade, "base_release", lambda: None)
-    assert upgrade.main(["13.5.37"]) == 3
+    assert cli.main(["upgrade", "13.5.37"]) == 3
 
 
 @pytest.fixture
@@ -189,7 +190,7 @@ def test_an_upgrade_from_an_older_toolkit_tells_toolkit_and_compiler_apart(
 ):
     calls = []
     monkeypatch.setattr(upgrade, "reframe", fake_reframe(toolkit_site, clock, planted, calls=calls))
-    assert upgrade.main(["12.9", "--system", "local"]) == status
+    assert cli.main(["upgrade", "12.9", "--system", "local"]) == status
     assert os.environ[toolkits.TOOLKITS_VARIABLE].endswith(os.pathsep + "/usr/local/cuda-13.0")
     assert [e for e, _ in calls[:9]] == [["clang-cuda12_9"], ["clang-cuda13_0"], ["gnu"]] * 3  # interleaved
     for what in ("toolkit-only", "compiler-only", "toolkit-and-compiler"):
@@ -200,7 +201,7 @@ def test_an_upgrade_from_an_older_toolkit_tells_toolkit_and_compiler_apart(
 
 def test_no_toolkit_upgrade_without_its_environments(toolkit_site, monkeypatch, capsys):
     monkeypatch.setattr(upgrade, "environments_of", lambda system: [{"name": "gnu", "nvcc": "nvcc"}])
-    assert upgrade.main(["12.9", "--system", "local"]) == 3
+    assert cli.main(["upgrade", "12.9", "--system", "local"]) == 3
     assert "local has no environment clang-cuda12_9, clang-cuda13_0" in capsys.readouterr().err
 
 
@@ -214,13 +215,13 @@ def test_an_upgrade_a_time_limit_ended_goes_on_where_it_stopped(site, clock, mon
         return run(system, report, *options)
 
     monkeypatch.setattr(upgrade, "reframe", limited)
-    assert upgrade.main(["13.5.37", "--system", "local", "--", "-n", "um_bandwidth"]) == 3
+    assert cli.main(["upgrade", "13.5.37", "--system", "local", "--", "-n", "um_bandwidth"]) == 3
     (folder,) = (site / "upgrades").glob("local-cuda-runtime-13.0-to-13.5-*")
     assert len(json.loads((folder / "rounds.json").read_text())["rounds"]) == 2
-    assert upgrade.main(["13.5.37", "--system", "local", "--resume", folder.name, "--", "-n", "daxpy"]) == 3
+    assert cli.main(["upgrade", "13.5.37", "--system", "local", "--resume", folder.name, "--", "-n", "daxpy"]) == 3
     assert "ran with its own ReFrame options (-n um_bandwidth)" in capsys.readouterr().err
     monkeypatch.setattr(upgrade, "reframe", run)
-    assert upgrade.main(["13.5.37", "--system", "local", "--resume", folder.name]) == 0
+    assert cli.main(["upgrade", "13.5.37", "--system", "local", "--resume", folder.name]) == 0
     assert [e for e, _ in calls[4:]] == [["gnu"], ["gnu-rt13_5"]]  # round 3 alone
     assert all(options[-2:] == ("-n", "um_bandwidth") for _, options in calls[4:])  # with the first run's options
     assert path_verdicts(site, f"{folder.name}-paths.csv") == {GPU_MEMORY: "pass", MIGRATION: "pass"}
@@ -259,7 +260,7 @@ def test_a_driver_upgrade_judges_the_nights_under_the_new_driver_against_the_acc
     site, monkeypatch, capsys, drop, status
 ):
     driver_site(site, monkeypatch, "590.2", drop)
-    assert upgrade.main(["driver", "--system", "local"]) == status
+    assert cli.main(["upgrade", "driver", "--system", "local"]) == status
     out = capsys.readouterr().out
     assert "driver 580.1 (3 accepted runs) -> 590.2 (2 night(s)" in out  # both drivers named
     verdicts = path_verdicts(site, "local-driver-580.1-to-590.2-paths.csv")
@@ -268,5 +269,5 @@ def test_a_driver_upgrade_judges_the_nights_under_the_new_driver_against_the_acc
 
 def test_no_driver_upgrade_without_a_night_under_another_driver(site, monkeypatch, capsys):
     driver_site(site, monkeypatch, "580.1", 0.0)
-    assert upgrade.main(["driver", "--system", "local"]) == 3
+    assert cli.main(["upgrade", "driver", "--system", "local"]) == 3
     assert "ran under another driver than 580.1" in capsys.readouterr().err

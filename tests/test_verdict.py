@@ -1,4 +1,4 @@
-"""The nightly's verdict by path (reports/verdict.py): on simulated nights drawn
+"""The nightly's verdict by path (judge/verdict.py): on simulated nights drawn
 from the committed accepted runs' between-run spread, and on planted faults.
 Each test runs in seconds."""
 
@@ -12,8 +12,10 @@ import pytest
 
 from experiments.keys import parse_case
 from experiments.paths import load_rules, path_of
-from reports import nightly, power, runs, status, verdict
+from judge import status, verdict
+from reports import runs
 from reports.load import load
+from runner import nightly, power
 
 HOST_LINK = "host link h2d of GPU 0, sm"
 

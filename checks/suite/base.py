@@ -77,7 +77,7 @@ _WATCHED = r"^Watch: [1-9]\d* GPU\(s\) watched for \S+ s, 0 fault\(s\)$"
 
 class KeptSkipReason(rfm.RegressionTestPlugin):
     """Why a case was skipped, kept where ReFrame's report keeps none: the
-    run's plan (reports/plan.py) groups the cases left out by it. First
+    run's plan (runner/plan.py) groups the cases left out by it. First
     among a test's bases, before ReFrame's own skip_if."""
 
     left_out_because = variable(str, value="", loggable=True)
@@ -111,14 +111,14 @@ class NodeFacts(Placement, SiteSettings):
     #: references' bounds, for a run by hand), or 'physical' (only what no
     #: correct measurement can cross: a rate above its link's limit, a time
     #: below its path's floor), which the nightly sets: there its verdict
-    #: (reports/verdict.py) judges every move, one verdict per figure. Not
+    #: (judge/verdict.py) judges every move, one verdict per figure. Not
     #: logged: how a run was held is no fact of the case, and a new perflog
     #: column would make ReFrame start every perflog anew.
     reference_bounds = variable(str, value="tolerance", loggable=False)
 
     #: The seconds this case is expected to take on its node (experiments/budget.py),
     #: and why it is left out ('' where it runs): what the run's plan
-    #: (reports/plan.py) reads from ReFrame's report. Not in the perflogs.
+    #: (runner/plan.py) reads from ReFrame's report. Not in the perflogs.
     expected_s = variable(float, value=0.0, loggable=True)
     sized_down = variable(str, value="", loggable=True)
 

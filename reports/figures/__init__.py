@@ -22,9 +22,9 @@ from types import ModuleType
 
 import pandas as pd
 
-from . import copy_latency, daxpy, host_bandwidth, mem_scan, p2p_pingpong, path_matrix, um_bandwidth
-from .common import Figure, coverage, coverage_text, finite
-from .generic import generic
+from reports.figures import copy_latency, daxpy, host_bandwidth, mem_scan, p2p_pingpong, path_matrix, um_bandwidth
+from reports.figures.common import Figure, coverage, coverage_text, finite
+from reports.figures.generic import generic
 
 __all__ = ["Figure", "coverage", "coverage_text", "drawing_of", "render_all"]
 

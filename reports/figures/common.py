@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .. import sol  # noqa: E402
+from reports import sol  # noqa: E402
 
 GiB = 2**30
 DPI = 90

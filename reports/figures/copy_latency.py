@@ -10,8 +10,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from experiments.copy_latency import NAME, TABLE_SIZES, crossovers
-
-from .common import (
+from reports.figures.common import (
     Figure,
     bytes_label,
     coverage_text,

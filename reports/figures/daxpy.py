@@ -19,16 +19,7 @@ from experiments.daxpy import (
     crossovers,
     parse_perf_var,
 )
-
-from .common import (
-    Figure,
-    coverage_text,
-    finish,
-    group_keys,
-    key_name,
-    log_limits,
-    plain_log_ticks,
-)
+from reports.figures.common import Figure, coverage_text, finish, group_keys, key_name, log_limits, plain_log_ticks
 
 # --- DAXPY inner/outer-loop study ------------------------------------------------
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .common import (
+from reports.figures.common import (
     SERIES_FIELDS,
     Figure,
     coverage_text,

@@ -8,15 +8,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from experiments.host_bandwidth import NAME
-
-from .common import (
-    SERIES_FIELDS,
-    Figure,
-    coverage_text,
-    finish,
-    series_labels,
-    varying_fields,
-)
+from reports.figures.common import SERIES_FIELDS, Figure, coverage_text, finish, series_labels, varying_fields
 
 # --- Host bandwidth per NUMA node --------------------------------------------
 

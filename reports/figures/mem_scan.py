@@ -11,8 +11,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from experiments.mem_scan import NAME, PLATEAU_FROM
-
-from .common import (
+from reports.figures.common import (
     Figure,
     bytes_label,
     coverage_text,

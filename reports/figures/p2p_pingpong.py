@@ -5,8 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.p2p_pingpong import NAME
-
-from .common import group_keys, medians, runs_label
+from reports.figures.common import group_keys, medians, runs_label
 
 #: Figures of its own: none; the generic bars would say no more than the table.
 FIGURES: list = []

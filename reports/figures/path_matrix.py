@@ -13,8 +13,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from experiments.path_matrix import NAME, cell_parts
-
-from .common import Figure, coverage_text, finish, group_keys, key_name
+from reports.figures.common import Figure, coverage_text, finish, group_keys, key_name
 
 
 def cell_table(group: pd.DataFrame) -> pd.DataFrame:

@@ -12,7 +12,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .common import Figure, coverage_text, finish, key_name
+from reports.figures.common import Figure, coverage_text, finish, key_name
 
 #: What a version is: the runtime the programs loaded and the compiler that built them.
 VERSION_FIELDS = ["cuda_runtime_version", "cuda_compiler"]

@@ -41,9 +41,8 @@ import pandas as pd
 import ruptures
 
 from experiments.keys import FIGURE_KEY, direction
-
-from . import verdict
-from .runs import RERUNS, finished_runs, run_rows
+from judge import verdict
+from judge.select import RERUNS, run_rows
 
 #: The penalty of one change, in units of the series' variance: pure noise
 #: flags nothing (the tests). A step of d spreads with n1 nights before and n2
@@ -185,15 +184,3 @@ def changes(table: pd.DataFrame, spreads: dict[str, float]) -> list[Change]:
             move = (math.exp(level) - 1) * 100
             found.append(Change(path, rows["run"].iloc[starts[-1]], len(levels) - starts[-1], move, floor))
     return found
-
-
-def night_levels(frame: pd.DataFrame, system: str, accepted: dict, tonight: dict | None = None) -> pd.DataFrame:
-    """Each path's level over every night of the system (path_levels), tonight's
-    included (`tonight`, its reruns' windows and path verdicts as they are
-    now, over its run.json on disk): what tonight's changes are found in and
-    its history page is drawn from."""
-    runs = finished_runs(system, kind=accepted.get("kind"))
-    if tonight is not None:  # a drill too: judged over the history as any night is
-        runs = [r for r in runs if r["stamp"] != tonight["stamp"]] + [tonight]
-    stamps = [r["stamp"] for r in accepted["runs"]]
-    return path_levels(frame, system, runs, stamps)

@@ -24,23 +24,22 @@ import yaml
 
 from experiments.keys import CASE_KEY, NODE_FACTS, direction, format_case, parse_case
 from experiments.roots import REFERENCES, REPO
-from systems import data
-
-from . import nightly, siblings, verdict
-from .load import load
-from .runs import (
+from judge import siblings, verdict
+from judge.select import RERUNS, run_rows
+from judge.status import MEANING, UNJUDGED
+from reports.load import load
+from reports.runs import (
     PERFLOGS,
-    RERUNS,
     find_run,
     finished_runs,
     kind_of_run,
     now,
     read_accepted,
-    run_rows,
     selected_system,
     write_baseline,
 )
-from .status import MEANING, UNJUDGED
+from runner import nightly
+from systems import data
 
 #: Runs on separately started nodes that tolerances are taken from, at least.
 MIN_RUNS = 3
@@ -317,7 +316,7 @@ def rejudge(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    """accept and rejudge in the suite's one parser (reports/cli.py)."""
+    """accept and rejudge in the suite's one parser (commands/cli.py)."""
     p = sub.add_parser("accept", help="make nightly runs the baseline")
     p.add_argument("stamps", nargs="+", metavar="STAMP", help="the runs' stamps (results/nightly/<system>/<stamp>)")
     p.add_argument("--system")

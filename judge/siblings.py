@@ -1,7 +1,7 @@
 """Each GPU against its siblings in the same run: is one GPU's path slower
 than the same path of the node's other GPUs tonight?
 
-The verdict (reports/verdict.py) holds a night to the accepted runs of its
+The verdict (judge/verdict.py) holds a night to the accepted runs of its
 kind of node; that needs a baseline, and a busy host (another tenant's DMA,
 a night's thermal state) moves every GPU of the node alike. The GPUs of one
 node measured in one run share both, so a GPU that lags its siblings is the
@@ -40,8 +40,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.keys import CASE_KEY
-
-from .verdict import CV_FLOOR, qn_scale
+from judge.verdict import CV_FLOOR, qn_scale
 
 #: A lag must stand this many standard errors beyond the floor.
 Z = 3.0

@@ -53,14 +53,14 @@ import numpy as np
 import pandas as pd
 
 from experiments.roots import PERFLOGS, REPO, UPGRADES
+from judge import verdict
+from judge.compare import path_lines, status_of
+from judge.select import accepted_masks, run_rows
+from judge.status import FAILED, UNJUDGED
+from reports.load import load
+from reports.runs import finished_runs, now, read_accepted, selected_system
+from runner.nightly import hash_selection, health_options, outcomes, reframe
 from systems import detect, toolkits
-
-from . import cli, verdict
-from .compare import path_lines, status_of
-from .load import load
-from .nightly import hash_selection, health_options, outcomes, reframe
-from .runs import accepted_masks, finished_runs, now, read_accepted, run_rows, selected_system
-from .status import FAILED, UNJUDGED
 
 RUNTIMES = REPO / "build" / "cuda-runtimes"
 TOOLKITS = REPO / "build" / "cuda-toolkits"
@@ -93,7 +93,7 @@ def base_release() -> str | None:
 
 def environments_of(system: str) -> list[dict]:
     """The environments ReFrame's configuration has for a system."""
-    from systems import rfm
+    from rfmconfig import settings as rfm
 
     return [e for e in rfm.site_configuration()["environments"] if system in e.get("target_systems", [])]
 
@@ -128,7 +128,7 @@ def toolkit_comparisons(old: str, new: str, nvcc_env: str) -> list[tuple[str, st
 
 
 def add_parsers(sub) -> None:
-    """upgrade in the suite's one parser (reports/cli.py)."""
+    """upgrade in the suite's one parser (commands/cli.py)."""
     p = sub.add_parser("upgrade", help=__doc__.split("\n\n")[0], epilog="Options after '--' go to ReFrame.")
     p.add_argument(
         "version",
@@ -147,7 +147,7 @@ def add_parsers(sub) -> None:
         "--kind", help="driver: the kind of node whose accepted runs to compare with (default: the only one)"
     )
     p.add_argument("--resume", metavar="NAME", help="go on with the upgrade results/upgrades/NAME/ left unfinished")
-    p.set_defaults(func=run, reframe=[])  # ReFrame's options: what follows '--' (reports/cli.py)
+    p.set_defaults(func=run, reframe=[])  # ReFrame's options: what follows '--' (commands/cli.py)
 
 
 def run(args) -> int:
@@ -161,10 +161,6 @@ def run(args) -> int:
     except (OSError, RuntimeError, subprocess.CalledProcessError) as err:
         print(f"upgrade: {err}", file=sys.stderr)
         return UNJUDGED
-
-
-def main(argv=None) -> int:
-    return cli.main(["upgrade", *(sys.argv[1:] if argv is None else argv)])
 
 
 def upgrade(args, reframe_options: list[str]) -> int:
@@ -408,7 +404,3 @@ def read_report(path: Path) -> dict:
         return json.loads(path.read_text())
     with gzip.open(path.with_name(path.name + ".gz"), "rt") as text:
         return json.load(text)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

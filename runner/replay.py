@@ -26,10 +26,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from reports import nightly, verdict
+from judge import verdict
+from judge.select import run_rows
 from reports.load import load
-from reports.runs import PERFLOGS, finished_runs, read_accepted, run_rows
-from reports.upgrade import UPGRADES
+from reports.runs import PERFLOGS, finished_runs, read_accepted
+from runner import nightly
+from runner.upgrade import UPGRADES
 
 #: Where replayed nights are stamped: after any committed one.
 REPLAY_EPOCH = pd.Timestamp("2099-01-01T00:00:00", tz="UTC")
@@ -365,7 +367,7 @@ def measure_upgrade(bench: UpgradeBench, upgrades: int, per_path: int, seed: int
 def main(argv=None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m reports.replay", description=measure.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m runner.replay", description=measure.__doc__)
     parser.add_argument("--system", default="hopper-vm")
     parser.add_argument("--kind", default="1 x NVIDIA H100 80GB HBM3")
     parser.add_argument("--nights", type=int, default=200, help="clean nights drawn (default 200)")

@@ -2,7 +2,7 @@
 is expected to take on this node, which are sized down, and which are left
 out and why, each reason said once.
 
-    python -m reports.plan [--system NAME] [-- reframe options]
+    python -m runner.plan [--system NAME] [-- reframe options]
 
 Read from a dry run of the same selection (ReFrame's report: each case's
 `expected_s`, `sized_down` and `left_out_because`, checks/suite/base.py),
@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from experiments.budget import EXPECTED, minutes
-
-from .rfm import REPO, reframe_command
+from runner.rfm import REPO, reframe_command
 
 
 @dataclass

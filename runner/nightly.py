@@ -8,7 +8,7 @@ that can run (ReFrame's ``nightly`` mode) with ReFrame's reference check
 held to physical bounds only (``reference_bounds=physical``: a rate above
 its link's limit, a time below its path's floor); judges every headline
 figure and every path of the run against the accepted runs
-(reports/verdict.py); reruns once the cases of any path it flags, and
+(judge/verdict.py); reruns once the cases of any path it flags, and
 reports a move only where the rerun confirms it; writes the verdict
 (compare.csv per figure, paths.csv per path, run.json with the exit status
 and the counts) and the HTML report under results/nightly/<system>/<stamp>/;
@@ -29,7 +29,7 @@ and exits with
 The verdict is the only judge of a move: ReFrame's reference tolerances are
 for runs by hand (./suite run), so one figure never gets two verdicts.
 
-`accept` (reports/accept.py) makes runs the baseline.
+`accept` (runner/accept.py) makes runs the baseline.
 """
 
 from __future__ import annotations
@@ -48,27 +48,25 @@ import pandas as pd
 
 from experiments import metrics
 from experiments.roots import REPO
-from systems import data, toolkits
-from systems.health import kind_of, same_kind
-
-from . import changepoints, cli, siblings, verdict
-from .load import Loaded, load
-from .plan import make_plan, plan_lines
-from .rfm import RUN_REFRAME, reframe_command  # noqa: F401  (the tests' way to start ReFrame)
-from .runs import (
+from judge import changepoints, siblings, verdict
+from judge.select import RERUNS, accepted_masks, run_rows
+from judge.status import FAILED, MEANING, MOVED, UNJUDGED
+from reports.load import Loaded, load
+from reports.runs import (
     NIGHTLY_DIR,
     PERFLOGS,
-    RERUNS,
-    accepted_masks,
     kind_of_run,
+    night_levels,
     node_facts_of,
     now,
     read_accepted,
     read_baselines,
-    run_rows,
     selected_system,
 )
-from .status import FAILED, MEANING, MOVED, UNJUDGED
+from runner.plan import make_plan, plan_lines
+from runner.rfm import RUN_REFRAME, reframe_command  # noqa: F401  (the tests' way to start ReFrame)
+from systems import data, toolkits
+from systems.health import kind_of, same_kind
 
 #: A rerun restores the night's build from its stage (--restore-session), which
 #: ReFrame removes once every test that uses it has passed: a night whose
@@ -145,7 +143,7 @@ def judge_night(system: str, run: dict, accepted: dict | None, alpha: float) -> 
 class Judgement:
     """A night judged two ways: against the accepted runs of its kind of node
     (the verdict; None without them), and each GPU against its siblings of
-    the same run (reports/siblings.py; empty on a node of one GPU)."""
+    the same run (judge/siblings.py; empty on a node of one GPU)."""
 
     verdict: verdict.Verdict | None
     siblings: pd.DataFrame
@@ -442,7 +440,7 @@ def nightly(args) -> int:
         if result is not None:
             spreads = dict(zip(result.paths["path"], result.paths["spread_pct"] / 100))
             run["paths"] = path_verdicts(result)
-            levels = changepoints.night_levels(frame, system, accepted, tonight=run)
+            levels = night_levels(frame, system, accepted, tonight=run)
             changes = changepoints.changes(levels, spreads)
             history = (levels, spreads, changes)  # the history page's, not computed again
     node_judged = node_facts_judged(accepted, outdir)
@@ -458,7 +456,7 @@ def nightly(args) -> int:
 
 
 def announce_plan(system: str, options: list[str]) -> dict:
-    """The checks' plan, printed before they start (reports/plan.py): run.json's
+    """The checks' plan, printed before they start (runner/plan.py): run.json's
     record of it, the cases and the seconds expected."""
     plan = make_plan(system, options)
     for line in plan_lines(plan, "nightly: plan"):
@@ -560,8 +558,8 @@ def write_html(
     if records.frame.empty:
         print("nightly: warning: no HTML report: the run logged no performance values", file=sys.stderr)
         return
-    from .history import slug, write_history
-    from .html import verdict_section, write_report
+    from reports.history import slug, write_history
+    from reports.html import verdict_section, write_report
 
     try:
         kind = kind_of_run(system, run)
@@ -656,7 +654,7 @@ def path_line(row) -> str:
 
 
 def add_parsers(sub) -> None:
-    """The nightly's command in the suite's one parser (reports/cli.py)."""
+    """The nightly's command in the suite's one parser (commands/cli.py)."""
     p = sub.add_parser(
         "nightly",
         help="health checks, performance checks, the verdict by path, the report",
@@ -679,7 +677,7 @@ def add_parsers(sub) -> None:
         help="measure what the rerun confirmed once more this much later (default: the system's confirm_later_s; "
         "0: the rerun alone confirms)",
     )
-    p.set_defaults(func=nightly, reframe=[])  # ReFrame's options: what follows '--' (reports/cli.py)
+    p.set_defaults(func=nightly, reframe=[])  # ReFrame's options: what follows '--' (commands/cli.py)
 
 
 def _seconds(text: str) -> int:
@@ -691,8 +689,3 @@ def _seconds(text: str) -> int:
     if not 0 <= value <= 3600:
         raise argparse.ArgumentTypeError(f"{value} s: give 0 to 3600")
     return value
-
-
-if __name__ == "__main__":  # python -m reports.nightly nightly|accept|rejudge ...
-    os.chdir(REPO)
-    sys.exit(cli.main())

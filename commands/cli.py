@@ -1,12 +1,12 @@
-"""python -m reports COMMAND: the suite's one parser for what reads perflogs.
+"""python -m commands COMMAND: the suite's one parser for what reads perflogs.
 
 load, compare and html turn perflogs into tables, comparisons and figures,
 screenshots looks at a report in a browser (reports/browser.py); nightly,
-accept and rejudge (reports/nightly.py, reports/accept.py), power and
-upgrade judge them. Every command exits as reports/status.py says.
+accept and rejudge (runner/nightly.py, runner/accept.py), power and
+upgrade judge them. Every command exits as judge/status.py says.
 
 compare judges two sets of runs by the verdict by path, as the nightly and
-upgrade do (reports/compare.py): it exits 0 when every path was judged and
+upgrade do (judge/compare.py): it exits 0 when every path was judged and
 none moved, 1 on a broken measurement, 2 when a path moved or is unstable,
 3 when a path could not be judged (or nothing could be compared: no data,
 an unknown field, runs that cannot be paired, a usage error).
@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import compare as cmp
-from . import verdict
-from .load import load
-from .runs import PERFLOGS
-from .status import AS_ACCEPTED, UNJUDGED
+from judge import compare as cmp
+from judge import verdict
+from judge.status import AS_ACCEPTED, UNJUDGED
+from reports.load import load
+from reports.runs import PERFLOGS
 
 
 def _paths(args) -> list[Path]:
@@ -93,7 +93,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_html(args) -> int:
-    from .html import write_report
+    from reports.html import write_report
 
     paths = _paths(args)
     loaded = load(paths)
@@ -108,10 +108,11 @@ def cmd_html(args) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The one parser of the suite's reporting and judging commands."""
-    from . import accept, browser, grafana, history, nightly, power, upgrade
+    from reports import browser, grafana, history
+    from runner import accept, nightly, power, upgrade
 
     top = argparse.ArgumentParser(
-        prog="python -m reports", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m commands", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = top.add_subparsers(dest="command", required=True)
 
@@ -162,7 +163,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Parse and run one command; its exit status (reports/status.py)."""
+    """Parse and run one command; its exit status (judge/status.py)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     # What follows '--' goes to ReFrame (nightly, upgrade), whatever it looks like.
     ours, reframe = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])

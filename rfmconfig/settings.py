@@ -18,13 +18,8 @@ from typing import Any
 
 from experiments import metrics
 from experiments.roots import REPO
-
-from . import (
-    data,
-    detect,
-    launchers,  # noqa: F401  (registers the jsrun launcher)
-    toolkits,
-)
+from rfmconfig import launchers  # noqa: F401  (registers the jsrun launcher)
+from systems import data, detect, toolkits
 
 # Architectures a build covers when the partition names none (no GPU seen).
 DEFAULT_CUDA_ARCHS = [70, 80, 90]

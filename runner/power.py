@@ -1,6 +1,6 @@
 """How well the nightly's verdict sees a move, from the accepted runs themselves.
 
-    python -m reports power [--system NAME] [--move PCT ...] [--nights N] [--csv FILE]
+    python -m commands power [--system NAME] [--move PCT ...] [--nights N] [--csv FILE]
 
 For each path of the accepted baseline: how often a night that changed
 nothing flags it (false alarms), and how often a night whose figures on that
@@ -16,7 +16,7 @@ simulated nights each. Two kinds of night:
   the log scale with the robust spread the accepted runs show), judged
   against as many simulated accepted runs as the baseline has.
 
-and, third, the judge's test bench (reports/replay.py): the kind's
+and, third, the judge's test bench (runner/replay.py): the kind's
 committed clean nights outside the accepted runs, replayed through the
 perflog files, the loader and the nightly's own functions, reruns included,
 with the move planted on the path (--bench-nights each): the figure to
@@ -31,16 +31,16 @@ the nodes', not the measurement's.
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from . import cli, verdict
-from .load import load
-from .runs import PERFLOGS, accepted_masks, read_accepted, read_baselines, selected_system
+from judge import verdict
+from judge.select import accepted_masks
+from reports.load import load
+from reports.runs import PERFLOGS, read_accepted, read_baselines, selected_system
 
 
 def accepted_tables(
@@ -205,7 +205,7 @@ def bench_sweep(
     figures moved worse by each of `moves` (an empty table where the kind has
     no committed night outside its accepted runs); of the given `paths` only,
     if any, on the given `bench` (one already read) if any."""
-    from .replay import Bench, Fault  # the bench drives the nightly's functions: only this command needs it
+    from runner.replay import Bench, Fault  # the bench drives the nightly's functions: only this command needs it
 
     try:
         bench = bench or Bench(system, kind, alpha)
@@ -227,7 +227,7 @@ def bench_sweep(
 
 
 def add_parsers(sub) -> None:
-    """power in the suite's one parser (reports/cli.py)."""
+    """power in the suite's one parser (commands/cli.py)."""
     parser = sub.add_parser("power", help=__doc__.splitlines()[0])
     parser.add_argument("--system")
     parser.add_argument("--kind", help="the kind of node whose baseline to read ('2 x NVIDIA H100 80GB HBM3')")
@@ -281,11 +281,3 @@ def power(args) -> int:
     if args.csv:
         result.to_csv(args.csv, index=False)
     return 0
-
-
-def main(argv=None) -> int:
-    return cli.main(["power", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

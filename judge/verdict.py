@@ -45,7 +45,7 @@ a figure), on the logarithm of the values (a change is a ratio):
   inside the reprex) is not judged again: its path is judged once a night by
   the check the data names.
 
-The flagged paths are confirmed by a rerun of their cases (reports/nightly.py):
+The flagged paths are confirmed by a rerun of their cases (runner/nightly.py):
 `confirm` judges the rerun the same way; what flagged a path (its move, a
 figure's move alone, its spread) and the rerun does not show again is
 transient, and what the rerun could not measure stays flagged.
@@ -329,7 +329,7 @@ def run_values(
 
     `runs` maps a run's label to a mask of `frame` (load.py's table).
     `statistic` 'best' takes each run's best sample instead (the largest rate,
-    the smallest time), as STREAM reports: reports/power.py compares the two."""
+    the smallest time), as STREAM reports: runner/power.py compares the two."""
     key = [k for k in FIGURE_KEY if k in frame.columns]
     parts = []
     for label, mask in runs.items():
@@ -898,7 +898,7 @@ def cases_of_paths(verdict: Verdict, paths: list[str]) -> pd.DataFrame:
 
 
 #: What a path's reason says where a rerun did not measure what flagged it,
-#: and where it no longer showed it, by rerun (reports/nightly.py's keys).
+#: and where it no longer showed it, by rerun (runner/nightly.py's keys).
 UNMEASURED = {"rerun": "not rerun: unconfirmed", "later": "not measured later"}
 CLEARED = {"rerun": "", "later": "gone when measured again later"}
 

@@ -4,7 +4,7 @@ The sets are chosen by one field (driver_version, cuda_runtime_version,
 environ, node, time...). Each set's records are cut into runs where its
 record times leave a gap of RUN_GAP_S or more (a ReFrame session logs its
 cases back to back), and the runs are judged by the verdict
-(reports/verdict.py), the one judge of the suite:
+(judge/verdict.py), the one judge of the suite:
 
 - as many runs a side as the verdict needs, or more, and the same number:
   paired in time order (`verdict.judge_pairs`), the design `./suite
@@ -20,60 +20,18 @@ A figure or path the verdict cannot judge says why and is never passed.
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass
 
 import pandas as pd
 
 from experiments.keys import FIGURE_KEY
+from judge import verdict
+from judge.select import select_mask
+from judge.status import FAILED, MOVED, UNJUDGED
 from systems.toolkits import base_environment
-
-from . import verdict
-from .status import FAILED, MOVED, UNJUDGED
 
 #: A gap this long between one side's records starts a new run of that side.
 RUN_GAP_S = 60
-
-
-def _version_pattern(pattern: str) -> str:
-    """'570.x' -> '570.*': 'x' components of a version are wildcards."""
-    return ".".join("*" if part == "x" else part for part in pattern.split("."))
-
-
-def select_mask(frame: pd.DataFrame, by: str, spec: str) -> pd.Series:
-    """Which rows' `by` field matches `spec`.
-
-    For ``time`` (or ``date``): a range 'FROM..TO' of ISO dates or times,
-    either end open; a bare date is that whole day. Otherwise the value
-    itself, a glob ('570.*'), 'x' as a version wildcard ('570.x'), or a
-    version prefix ('580' matches '580.159.04').
-    """
-    if by in ("time", "date"):
-        start, sep, end = spec.partition("..")
-        times = frame["time"]
-        keep = pd.Series(True, index=frame.index)
-        if not sep:
-            end = start
-        if start:
-            keep &= times >= pd.Timestamp(start, tz="UTC")
-        if end:
-            stop = pd.Timestamp(end, tz="UTC")
-            if len(end) <= 10:  # a date: through the end of that day
-                keep &= times < stop + pd.Timedelta(days=1)
-            else:
-                keep &= times <= stop
-        return keep
-    if by not in frame:
-        raise KeyError(f"no field {by!r} in the table; fields: {', '.join(frame.columns)}")
-    values = frame[by].astype(str)
-    pattern = _version_pattern(spec)
-    if any(c in pattern for c in "*?["):
-        return values.map(lambda v: fnmatch.fnmatchcase(v, pattern)).astype(bool)
-    return (values == spec) | values.str.startswith(spec + ".")
-
-
-def select(frame: pd.DataFrame, by: str, spec: str) -> pd.DataFrame:
-    return frame[select_mask(frame, by, spec)]
 
 
 #: Fields that a CUDA toolkit sets: each toolkit is an environment of its own,

@@ -1,0 +1,67 @@
+"""Rows of the tidy table (reports/load.py) chosen: by a field's value, glob,
+version or time range, and by the windows of a run (a night, its reruns).
+Pure functions over tables, as the judges that use them."""
+
+from __future__ import annotations
+
+import fnmatch
+
+import pandas as pd
+
+#: The reruns a night may have (run.json's windows), in the order they run:
+#: the rerun minutes after the run, and on a shared host one later still.
+RERUNS = ("rerun", "later")
+
+
+def _version_pattern(pattern: str) -> str:
+    """'570.x' -> '570.*': 'x' components of a version are wildcards."""
+    return ".".join("*" if part == "x" else part for part in pattern.split("."))
+
+
+def select_mask(frame: pd.DataFrame, by: str, spec: str) -> pd.Series:
+    """Which rows' `by` field matches `spec`.
+
+    For ``time`` (or ``date``): a range 'FROM..TO' of ISO dates or times,
+    either end open; a bare date is that whole day. Otherwise the value
+    itself, a glob ('570.*'), 'x' as a version wildcard ('570.x'), or a
+    version prefix ('580' matches '580.159.04').
+    """
+    if by in ("time", "date"):
+        start, sep, end = spec.partition("..")
+        times = frame["time"]
+        keep = pd.Series(True, index=frame.index)
+        if not sep:
+            end = start
+        if start:
+            keep &= times >= pd.Timestamp(start, tz="UTC")
+        if end:
+            stop = pd.Timestamp(end, tz="UTC")
+            if len(end) <= 10:  # a date: through the end of that day
+                keep &= times < stop + pd.Timedelta(days=1)
+            else:
+                keep &= times <= stop
+        return keep
+    if by not in frame:
+        raise KeyError(f"no field {by!r} in the table; fields: {', '.join(frame.columns)}")
+    values = frame[by].astype(str)
+    pattern = _version_pattern(spec)
+    if any(c in pattern for c in "*?["):
+        return values.map(lambda v: fnmatch.fnmatchcase(v, pattern)).astype(bool)
+    return (values == spec) | values.str.startswith(spec + ".")
+
+
+def select(frame: pd.DataFrame, by: str, spec: str) -> pd.DataFrame:
+    return frame[select_mask(frame, by, spec)]
+
+
+def run_rows(frame: pd.DataFrame, system: str, runs: list[dict]) -> pd.Series:
+    """Which rows of `frame` the given runs of `system` logged."""
+    mask = pd.Series(False, index=frame.index)
+    for run in runs:
+        mask |= select_mask(frame, "time", f"{run['start']}..{run['end']}")
+    return mask & (frame["system"] == system)
+
+
+def accepted_masks(frame: pd.DataFrame, system: str, accepted: dict) -> dict[str, pd.Series]:
+    """Each accepted run's rows of `frame`, by its stamp."""
+    return {r["stamp"]: run_rows(frame, system, [r]) for r in accepted["runs"]}
