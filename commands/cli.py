@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.keys import SERIES_FIELDS
 from judge import compare as cmp
 from judge import verdict
 from judge.status import AS_ACCEPTED, UNJUDGED
@@ -52,7 +53,7 @@ def cmd_load(args) -> int:
             f"  {path}: {rows} values" + (f", {issues} line(s) skipped or doubted (see the warnings)" if issues else "")
         )
     if not frame.empty:
-        keys = ["system", "partition", "node", "gpu_model", "driver_version", "cuda_version", "cuda_runtime_version"]
+        keys = list(SERIES_FIELDS)
         print()
         print(frame.groupby(keys + ["test"], dropna=False).size().rename("values").reset_index().to_string(index=False))
     if args.csv:

@@ -59,12 +59,6 @@ HEADLINE_METRICS = ["kernel_us", "total_us"]
 HEADLINE_POINTS = [(inner, FIXED_OUTER) for inner in FIXED_INNERS]
 
 
-#: The paper's one number for a crossover: managed memory overtakes ATS after
-#: 6 to 8 consecutive kernels at outer = 4 without prefetch (figures 3b-3d,
-#: Summit). Its figures' timings are not in its text, so none is a reference.
-PAPER_CROSSOVER = {"system": "summit", "candidate": "managed", "baseline": "system", "inner": (6, 8)}
-
-
 #: The comparisons a report shows: (candidate, baseline).
 COMPARISONS = [
     ("managed", "system"),

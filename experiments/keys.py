@@ -24,6 +24,15 @@ from collections.abc import Mapping
 #: The node facts a case is keyed on and a reference's ``where`` may name.
 NODE_FACTS = ("system", "partition", "gpu_model", "gpu_count", "host_link")
 
+#: The software a record ran under (the checks log them; an upgrade changes them).
+SOFTWARE_FACTS = ("driver_version", "cuda_version", "cuda_runtime_version")
+
+#: What tells one set of runs from another in a report: where they ran, and under what.
+SERIES_FIELDS = ("system", "partition", "node", "gpu_model", *SOFTWARE_FACTS)
+
+#: A kind of node under one software stack: what a report's groups of figures are.
+GROUP_FIELDS = ("system", "partition", "gpu_model", "host_link", *SOFTWARE_FACTS)
+
 #: Fields of a perflog record that identify one case on one kind of node.
 CASE_KEY = ("test", "case", "environ", *NODE_FACTS)
 

@@ -15,6 +15,7 @@ from urllib.parse import quote
 import pandas as pd
 
 import experiments
+from experiments.keys import SERIES_FIELDS
 from reports.figures import Figure, coverage, coverage_text, drawing_of, render_all
 from reports.figures.versions import versions_figures
 from reports.load import Loaded
@@ -27,9 +28,7 @@ def summary_table(frame: pd.DataFrame, test: str) -> pd.DataFrame:
     wanted = getattr(experiments.find(test), "TABLE_VARIABLES", None)
     if wanted:
         data = data[data["perf_var"].isin(wanted)]
-    series = [
-        c for c in ("system", "partition", "node", "driver_version", "cuda_runtime_version") if data[c].nunique() > 1
-    ]
+    series = [c for c in SERIES_FIELDS if c not in ("gpu_model", "cuda_version") and data[c].nunique() > 1]
     data = data.assign(
         case=data["params"].fillna("").replace("", "(no parameters)"),
         variable=data["perf_var"] + " (" + data["unit"].fillna("") + ")",

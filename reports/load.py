@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.curves import CURVE_SUFFIX
-from experiments.keys import split_sample
+from experiments.keys import NODE_FACTS, SOFTWARE_FACTS, split_sample
 from reports.curves import read_curves
 from reports.issue import Issue
 from reports.names import split_display_name
@@ -54,9 +54,7 @@ CORE = [
     "environ",
     "node",
     "gpu_model",
-    "driver_version",
-    "cuda_version",
-    "cuda_runtime_version",
+    *SOFTWARE_FACTS,
     "host_link",
     "test",
     "params",
@@ -89,11 +87,8 @@ _NATIVE = (
         "system",
         "partition",
         "environ",
-        "gpu_model",
-        "driver_version",
-        "cuda_version",
-        "cuda_runtime_version",
-        "host_link",
+        *NODE_FACTS,
+        *SOFTWARE_FACTS,
         "display_name",
         "result",
         "jobid",
@@ -238,9 +233,7 @@ _REPORT_KEEP = {
     "job_nodelist",
     "jobid",
     "gpu_model",
-    "driver_version",
-    "cuda_version",
-    "cuda_runtime_version",
+    *SOFTWARE_FACTS,
     "host_link",
     "case",
     "perf_var",
@@ -313,7 +306,7 @@ def load(paths, warn=sys.stderr) -> Loaded:
     table["time"] = pd.to_datetime(table["time"], format="ISO8601", utc=True, errors="coerce")
     for column in ("value", "ref", "lower_thres", "upper_thres"):
         table[column] = pd.to_numeric(table[column], errors="coerce")
-    for column in ("driver_version", "cuda_version", "cuda_runtime_version", "node", "gpu_model", "host_link"):
+    for column in (*SOFTWARE_FACTS, "node", "gpu_model", "host_link"):
         table[column] = table[column].fillna("unknown").astype(str)
     table["line"] = table["line"].astype(int)
     _add_keys(table)
@@ -366,15 +359,3 @@ def _add_keys(table: pd.DataFrame) -> None:
         pd.to_numeric(table["gpu_count"], errors="coerce") if "gpu_count" in table else pd.Series(index=table.index)
     )
     table["gpu_count"] = counts.map(lambda c: "" if pd.isna(c) else str(int(c)))
-
-
-def param_names(frame: pd.DataFrame) -> list[str]:
-    """The parameters of the checks in `frame`, in the order of their display names."""
-    names: list[str] = []
-    for params in frame["params"].dropna().unique():
-        for item in params.split():
-            name = item.split("=", 1)[0]
-            column = name if name not in CORE else f"param_{name}"
-            if column not in names:
-                names.append(column)
-    return names

@@ -1,7 +1,6 @@
-"""The nightly entry point and the acceptance of runs as the baseline.
+"""The nightly: health, every check, the verdict, its reruns, the night's results.
 
     ./suite nightly [--system NAME] [--alpha A] [--allow-unjudged] [--no-report] [-- reframe options]
-    ./suite accept STAMP [STAMP ...] [--system NAME] [--write-references] [--min-tolerance PCT]
 
 `nightly` runs the health checks (``-t health``), then every other check
 that can run (ReFrame's ``nightly`` mode) with ReFrame's reference check

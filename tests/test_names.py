@@ -7,6 +7,8 @@ import ast
 import re
 from pathlib import Path
 
+from experiments import gdrcopy
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -37,7 +39,7 @@ def test_every_experiment_has_one_name_in_every_layer():
 
 def _a_gdrcopy_test(name: str) -> bool:
     """gdrcopy_<one of GDRCopy's test programs>: the GDRCopy experiment's tests."""
-    return name in {f"gdrcopy_{t}" for t in ("sanity", "copybw", "copylat", "apiperf")}
+    return name in gdrcopy.TESTS
 
 
 def test_no_layer_uses_a_name_the_table_does_not_give():

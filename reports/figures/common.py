@@ -13,13 +13,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from experiments import keys  # noqa: E402
 from reports import sol  # noqa: E402
 
 GiB = 2**30
 DPI = 90
 
 #: What distinguishes one set of runs from another in a figure's series.
-SERIES_FIELDS = ["system", "partition", "node", "gpu_model", "driver_version", "cuda_version", "cuda_runtime_version"]
+SERIES_FIELDS = list(keys.SERIES_FIELDS)
 
 
 @dataclass
@@ -118,7 +119,7 @@ def varying_fields(frame: pd.DataFrame, fields: list[str]) -> list[str]:
 
 
 def group_keys() -> list[str]:
-    return ["system", "partition", "gpu_model", "host_link", "driver_version", "cuda_version", "cuda_runtime_version"]
+    return list(keys.GROUP_FIELDS)
 
 
 def link_sol(group: pd.DataFrame) -> sol.SpeedOfLight | None:
