@@ -23,7 +23,7 @@ US_PER = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}
 
 
 @dataclass(frozen=True)
-class Path:
+class FigurePath:
     """A figure's path: its name, its kind, the kind's practical floor (the
     smallest move worth an alarm, a fraction) and physical floor of a time in
     microseconds (None where none is known), and, for a yardstick measured
@@ -37,15 +37,15 @@ class Path:
 
 
 @lru_cache(maxsize=4)
-def load_rules(path: str = PATHS_FILE) -> tuple[dict, dict]:
+def load_rules(rules_file: str = PATHS_FILE) -> tuple[dict, dict]:
     """The kinds and the rules per check, checked once: every rule's kind known,
     its figure a valid regular expression."""
-    with open(path) as stream:
+    with open(rules_file) as stream:
         raw = yaml.safe_load(stream) or {}
     kinds, rules = raw.get("kinds", {}), raw.get("rules", {})
     for check, entries in rules.items():
         for i, rule in enumerate(entries):
-            where = f"{path}: rules.{check}[{i}]"
+            where = f"{rules_file}: rules.{check}[{i}]"
             if rule.get("kind") not in kinds:
                 raise ValueError(f"{where}: kind {rule.get('kind')!r} is not one of {sorted(kinds)}")
             if "path" not in rule or "figure" not in rule:
@@ -65,9 +65,9 @@ def _case_matches(wanted: dict, case: dict) -> bool:
     return True
 
 
-def path_of(test: str, case: dict, figure: str, path: str = PATHS_FILE) -> Path | None:
+def path_of(test: str, case: dict, figure: str, rules_file: str = PATHS_FILE) -> FigurePath | None:
     """The path of a figure of `test` in a case (its items), or None where no rule names it."""
-    kinds, rules = load_rules(path)
+    kinds, rules = load_rules(rules_file)
     for rule in rules.get(test, []):
         match = re.fullmatch(rule["figure"], figure)
         if not match or not _case_matches(rule.get("case", {}), case):
@@ -76,15 +76,15 @@ def path_of(test: str, case: dict, figure: str, path: str = PATHS_FILE) -> Path 
         try:
             name = rule["path"].format(**fields)
         except KeyError as err:
-            raise ValueError(f"{path}: rules.{test}: path {rule['path']!r} needs {err} for {figure}") from err
+            raise ValueError(f"{rules_file}: rules.{test}: path {rule['path']!r} needs {err} for {figure}") from err
         kind = kinds[rule["kind"]]
-        return Path(name, rule["kind"], float(kind["floor"]), kind.get("min_us"), rule.get("yardstick"))
+        return FigurePath(name, rule["kind"], float(kind["floor"]), kind.get("min_us"), rule.get("yardstick"))
     return None
 
 
-def kind_min_us(kind: str, path: str = PATHS_FILE) -> float | None:
+def kind_min_us(kind: str, rules_file: str = PATHS_FILE) -> float | None:
     """A kind's physical floor of a time in microseconds, None where it has none."""
-    kinds, _ = load_rules(path)
+    kinds, _ = load_rules(rules_file)
     return kinds[kind].get("min_us")
 
 
