@@ -11,7 +11,7 @@ class Issue:
 
     path: str
     line: int  # 0: the file as a whole
-    kind: str  # 'malformed', 'truncated', 'unreadable'; 'not-a-number' (kept, judged broken)
+    kind: str  # 'malformed', 'truncated', 'unreadable'; 'not-a-number', 'impossible' (kept, judged broken)
     message: str
 
     def __str__(self) -> str:

@@ -24,10 +24,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from experiments.curves import CURVE_SUFFIX
-from experiments.keys import NODE_FACTS, SOFTWARE_FACTS, split_sample
+from experiments.keys import NODE_FACTS, SOFTWARE_FACTS, direction, split_sample
 from reports.curves import read_curves
 from reports.issue import Issue
 from reports.names import split_display_name
@@ -338,13 +339,25 @@ def _add_frame(frames: list, files: dict, frame: pd.DataFrame, path: Path) -> No
 
 
 def _not_numbers(table: pd.DataFrame) -> list[Issue]:
-    """Each value a program gave as not a number, named: kept in the table,
-    where the verdict judges its figure broken, never dropped so that the
-    median of the rest passes."""
-    bad = table[table["value"].isna()]
-    return [
+    """Each value a program gave as not a number, and each rate or time that
+    is infinite, zero or negative, named: kept in the table, where the
+    verdict judges its figure broken, never dropped so that the median of
+    the rest passes."""
+    measured = table["unit"].map(lambda unit: direction(str(unit)) is not None)
+    values = table["value"].astype(float)
+    impossible = measured & values.notna() & (~np.isfinite(values) | (values <= 0))
+    issues = [
         Issue(str(r.source), int(r.line), "not-a-number", f"{r.test} {r.perf_var} is not a number: broken")
-        for r in bad.itertuples()
+        for r in table[table["value"].isna()].itertuples()
+    ]
+    return issues + [
+        Issue(
+            str(r.source),
+            int(r.line),
+            "impossible",
+            f"{r.test} {r.perf_var} is {r.value} {r.unit}, not a positive finite number: broken",
+        )
+        for r in table[impossible].itertuples()
     ]
 
 

@@ -487,3 +487,15 @@ def test_a_broken_image_a_dead_link_and_a_script_error_are_named(browser_ready, 
     assert seen.dead == [tmp_path.resolve() / "gone.html"]  # the page's own link is alive
     assert any("undefined_function" in error for error in seen.errors), seen.errors
     assert len(seen.problems()) == 4  # the image is also a console error: a resource that failed to load
+
+
+@pytest.mark.parametrize(("value", "kind"), [("nan", "not-a-number"), ("inf", "impossible"), ("-3", "impossible")])
+def test_a_rate_that_is_not_a_positive_finite_number_is_named_at_load_and_kept(tmp_path, value, kind):
+    source = REPO / "perflogs" / "hopper-vm" / "default" / "host_bandwidth.log"
+    header, *lines = source.read_text().splitlines()
+    fields = lines[-1].split("|")
+    fields[header.split("|").index("perf_value")] = value
+    (tmp_path / "host_bandwidth.log").write_text("\n".join([header, "|".join(fields)]) + "\n")
+    loaded = load(tmp_path, warn=None)
+    assert [issue.kind for issue in loaded.issues] == [kind]
+    assert len(loaded.frame) == 1  # kept, for the verdict to judge its figure broken
