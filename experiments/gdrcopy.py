@@ -351,12 +351,13 @@ def _apiperf_row(number: int, line: str) -> tuple[int, dict]:
 def parse_apiperf(text: str, first: int = 1) -> dict:
     """apiperf's rows as {size: {pin, map, get_info, unmap, unpin}} in us.
     Each header must be apiperf's and be followed by a row with finite times;
-    a row with no header before it, or a size twice, is an error."""
+    a row with no header before it (a second row under one header, indented
+    or not), or a size twice, is an error."""
     rows: dict = {}
     lines, header, i = text.splitlines(), None, 0
     while i < len(lines):
         number, line = first + i, lines[i]
-        if line.startswith("Size(B)"):
+        if line.strip().startswith("Size(B)"):
             if header:
                 raise GdrCopyOutputError(f"{header}: an apiperf header with no row after it")
             header, i = named_line(number, line), _apiperf_header(lines, i, first)
@@ -365,9 +366,10 @@ def parse_apiperf(text: str, first: int = 1) -> dict:
             if size in rows:
                 raise GdrCopyOutputError(f"{named_line(number, line)}: size {size} a second time")
             rows[size], header = times, None
-        elif line[:1].isdigit():
+        elif line.strip()[:1].isdigit():  # indented or not: a row is never skipped silently
             raise GdrCopyOutputError(
-                f"{named_line(number, line)}: an apiperf row with no 'Size(B) ...' header before it"
+                f"{named_line(number, line)}: an apiperf row with no 'Size(B) ...' header before it "
+                "(apiperf prints one before each size's row)"
             )
         i += 1
     if header:

@@ -377,3 +377,15 @@ def test_copylat_and_apiperf_curves_give_every_row_and_size_median_over_the_repe
     assert figures == {
         f"{op}_us_{size}": (median(r[size][op] for r in runs), "us") for size in sizes for op in APIPERF_OPS
     }
+
+
+def test_apiperf_rows_under_one_header_are_refused_not_read_as_the_first_alone():
+    # One header, its rows indented: each row but the first has no header of its own.
+    text = fixture_text("apiperf_2.6.txt")
+    header = "Size(B)\tpin.Time(us)\tmap.Time(us)\tget_info.Time(us)\tunmap.Time(us)\tunpin.Time(us)"
+    rows = [line for line in text.splitlines() if line[:1].isdigit()]
+    table = "\n".join([header, *(f"    {row}" for row in rows)]) + "\n"
+    with pytest.raises(
+        GdrCopyOutputError, match=r"line 3: '    131072.*': an apiperf row with no 'Size\(B\) \.\.\.' header"
+    ):
+        parse_apiperf(table)
