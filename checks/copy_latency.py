@@ -31,7 +31,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 
 from checks.suite.base import GpuCheck
-from checks.suite.settings import Count, Decimal, Device, Real, Size, Whole, size_bytes
+from checks.suite.settings import Count, Decimal, Device, Real, Size, Unreadable, Whole, size_bytes
 from experiments import budget
 from experiments.copy_latency import (
     BASE_METHODS,
@@ -68,19 +68,19 @@ class copy_latency(GpuCheck):
     #: Timed samples per case (at most; a case stops after `case_seconds`
     #: once it has 10), and the shortest sample: copies shorter than that
     #: are timed in back-to-back batches.
-    reps = variable(Whole, int, value=100)
-    case_seconds = variable(Decimal, float, value=0.5)
-    sample_us = variable(Decimal, float, value=5.0)
+    reps = variable(Whole, int, Unreadable, value=100)
+    case_seconds = variable(Decimal, float, Unreadable, value=0.5)
+    sample_us = variable(Decimal, float, Unreadable, value=5.0)
 
     #: CUDA device to measure; the process runs on its NUMA node.
-    device = variable(Whole, int, value=0)
+    device = variable(Whole, int, Unreadable, value=0)
 
     def gpu_devices(self) -> list[int]:
         return [self.device]
 
     #: Consecutive blocks of each case's timings whose medians are the
     #: samples of the headline latencies.
-    blocks = variable(Whole, int, value=5)
+    blocks = variable(Whole, int, Unreadable, value=5)
 
     case_variables = ("device",)
 

@@ -39,7 +39,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import GpuCheck
-from checks.suite.settings import Count, Each, Whole
+from checks.suite.settings import Count, Each, ReadSetting, Unreadable, Whole
 from experiments import budget
 from experiments.daxpy import (
     DATA_SIZES,
@@ -89,16 +89,16 @@ class daxpy(GpuCheck):
     time_limit = "10m"
 
     #: Rows N, one thread block each.
-    rows = variable(Whole, int, value=ROWS)
+    rows = variable(Whole, int, Unreadable, value=ROWS)
     #: The inner counts swept at `fixed_outer`, and the outer counts swept
     #: at each of `fixed_inners` (the paper's figures).
-    inner_axis = variable(typ.List[Whole], typ.List[int], value=INNER_AXIS)
-    outer_axis = variable(typ.List[Whole], typ.List[int], value=OUTER_AXIS)
-    fixed_outer = variable(Whole, int, value=FIXED_OUTER)
-    fixed_inners = variable(typ.List[Whole], typ.List[int], value=FIXED_INNERS)
+    inner_axis = variable(typ.List[Whole], typ.List[int], typ.List[ReadSetting], value=INNER_AXIS)
+    outer_axis = variable(typ.List[Whole], typ.List[int], typ.List[ReadSetting], value=OUTER_AXIS)
+    fixed_outer = variable(Whole, int, Unreadable, value=FIXED_OUTER)
+    fixed_inners = variable(typ.List[Whole], typ.List[int], typ.List[ReadSetting], value=FIXED_INNERS)
 
     #: Measurements of each headline point: the samples of its figures.
-    samples = variable(Whole, int, value=5)
+    samples = variable(Whole, int, Unreadable, value=5)
 
     case_variables = ("rows",)
 

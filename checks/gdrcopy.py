@@ -70,7 +70,7 @@ from checks.suite.gdrcopy_runs import (
     version_loaded,
 )
 from checks.suite.placement import remote_numa_node
-from checks.suite.settings import Count, Device, NumaNode, Whole
+from checks.suite.settings import Count, Device, NumaNode, Unreadable, Whole
 from experiments.gdrcopy import (
     APIPERF_OPS,
     BANDWIDTH_UNIT,
@@ -113,16 +113,16 @@ class GdrCopyCheck(KeptSkipReason, rfm.RunOnlyRegressionTest, NodeFacts):
     gdrcopy_test = variable(str)
 
     #: The GPU the test uses (GDRCopy's -d).
-    device = variable(Whole, int, value=0)
+    device = variable(Whole, int, Unreadable, value=0)
 
     def gpu_devices(self) -> list[int]:
         return [self.device]
 
     #: The NUMA node of placement=remote; None: one on another socket.
-    remote_node = variable(Whole, int, type(None), value=None)
+    remote_node = variable(Whole, int, Unreadable, type(None), value=None)
 
     #: Runs of the test in the job: the samples of its headline figures.
-    repeats = variable(Whole, int, value=5)
+    repeats = variable(Whole, int, Unreadable, value=5)
 
     #: For the perflog: GDRCopy's prefix, its version (the installed libgdrapi's) and the process's binding.
     gdrcopy_prefix = variable(str, value="", loggable=True)
@@ -244,7 +244,7 @@ class gdrcopy_copybw(GdrCopyCheck):
     memory = parameter(["device"])
 
     #: Copy offset into the buffer (-o).
-    copy_offset = variable(Whole, int, value=0)
+    copy_offset = variable(Whole, int, Unreadable, value=0)
 
     case_variables = ("device", "copy_offset")
     settings = {"copy_offset": Count(0, 65535)}
@@ -306,7 +306,7 @@ class gdrcopy_copylat(GdrCopyCheck):
     memory = parameter(["device"])
 
     #: Buffer size (-s): the largest copy, GDRCopy's default.
-    buffer_size = variable(Whole, int, value=16 * 2**20)
+    buffer_size = variable(Whole, int, Unreadable, value=16 * 2**20)
     settings = {"buffer_size": Count(1, 1 << 30)}
 
     #: Also time cuMemcpy (-c), the rows "cuMemcpy_H2D/D2H".
@@ -377,7 +377,7 @@ class gdrcopy_apiperf(GdrCopyCheck):
     tags = {"gdrcopy"}
 
     #: Largest buffer (-s): rows for 64 KiB (a GPU page), 128 KiB, ... up to it.
-    max_size = variable(Whole, int, value=2**20)
+    max_size = variable(Whole, int, Unreadable, value=2**20)
     settings = {"max_size": Count(1 << 16, 1 << 30)}
 
     case_variables = ("device",)

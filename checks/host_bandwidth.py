@@ -14,7 +14,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, variable
 
 from checks.suite.base import SuiteCheck
-from checks.suite.settings import Count, Size, Whole, size_bytes
+from checks.suite.settings import Count, Size, Unreadable, Whole, size_bytes
 from experiments import budget
 from experiments.host_bandwidth import (
     OPS,
@@ -51,7 +51,7 @@ class host_bandwidth(SuiteCheck):
     buffer_size = variable(str, value="1G")
 
     #: Timed runs per node and operation: the samples of each figure.
-    runs = variable(Whole, int, value=5)
+    runs = variable(Whole, int, Unreadable, value=5)
 
     #: What each may be: at most 50 passes over 64 GiB per node and
     #: operation, minutes at the tens of GB/s of one socket's memory.

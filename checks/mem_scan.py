@@ -51,7 +51,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import MultiGpuCheck
 from checks.suite.curves import output_curve
-from checks.suite.settings import Choice, Count, Decimal, Each, Real, Size, Whole
+from checks.suite.settings import Choice, Count, Decimal, Each, ReadSetting, Real, Size, Unreadable, Whole
 from experiments import budget
 from experiments.mem_scan import (
     ATOMIC_WIDTHS,
@@ -131,12 +131,12 @@ class mem_scan(MultiGpuCheck):
 
     #: The whole buffer as a fraction of the GPUs' memory (the seed's 400 GB
     #: of a DGX-A100's 640 GB is 0.63).
-    memory_fraction = variable(Decimal, float, value=0.5)
-    segments = variable(typ.List[Whole], typ.List[int], value=SEGMENTS)
-    widths = variable(typ.List[Whole], typ.List[int], value=WIDTHS)
+    memory_fraction = variable(Decimal, float, Unreadable, value=0.5)
+    segments = variable(typ.List[Whole], typ.List[int], typ.List[ReadSetting], value=SEGMENTS)
+    widths = variable(typ.List[Whole], typ.List[int], typ.List[ReadSetting], value=WIDTHS)
     #: Timed launches per point (after one warm-up launch), timed in
     #: SCAN_BLOCKS blocks: the samples of the headline figures.
-    reps = variable(Whole, int, value=20)
+    reps = variable(Whole, int, Unreadable, value=20)
     #: The single mode's physical allocations per GPU, in bytes ('chunk': one
     #: per GPU; '2M', '64M', ...): the page-reach experiment's mapping.
     map_granularity = variable(str, value="chunk")

@@ -17,7 +17,7 @@ from reframe.core.exceptions import SanityError
 
 from checks.suite.build import REPO
 from checks.suite.placement import Placement
-from checks.suite.settings import Count, SiteSettings, Whole
+from checks.suite.settings import Count, SiteSettings, Unreadable, Whole
 
 
 @rfm.simple_test
@@ -44,7 +44,7 @@ class node_health(rfm.RunOnlyRegressionTest, Placement, SiteSettings):
     #: Nodes to check in one job, one health program on each (jsrun -r 1,
     #: srun one task a node): every node of an allocation, also where ReFrame
     #: cannot list a scheduler's nodes for --distribute (LSF).
-    nodes = variable(Whole, int, value=1)
+    nodes = variable(Whole, int, Unreadable, value=1)
 
     settings = {"nodes": Count(1, 100_000)}
 

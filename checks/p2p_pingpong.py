@@ -17,7 +17,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import MultiGpuCheck, median
-from checks.suite.settings import Count, Size, Whole, size_bytes
+from checks.suite.settings import Count, Size, Unreadable, Whole, size_bytes
 from experiments import budget
 from experiments.p2p_pingpong import (
     GiB,
@@ -55,11 +55,11 @@ class p2p_pingpong(MultiGpuCheck):
 
     #: The seed's 64 MB (of int) and ITERS.
     size = variable(str, value="64M")
-    iters = variable(Whole, int, value=10000)
+    iters = variable(Whole, int, Unreadable, value=10000)
     nvbit_tool = variable(str, value="", loggable=True)
 
     #: Timed runs of each variant: the samples of its figures.
-    samples = variable(Whole, int, value=5)
+    samples = variable(Whole, int, Unreadable, value=5)
 
     case_variables = ("size", "iters")
 

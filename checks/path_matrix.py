@@ -31,7 +31,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import GpuCheck
-from checks.suite.settings import Count, Size, Whole, size_bytes
+from checks.suite.settings import Count, Size, Unreadable, Whole, size_bytes
 from experiments import budget
 from experiments.path_matrix import (
     CASES,
@@ -87,9 +87,9 @@ class path_matrix(GpuCheck):
     #: Bytes per transfer (the program's --size).
     size = variable(str, value="256M")
     #: Timed runs of every cell: the samples of its figure.
-    samples = variable(Whole, int, value=5)
+    samples = variable(Whole, int, Unreadable, value=5)
     #: Dependent loads per pointer chase.
-    chase_steps = variable(Whole, int, value=20000)
+    chase_steps = variable(Whole, int, Unreadable, value=20000)
 
     case_variables = ("size",)
 

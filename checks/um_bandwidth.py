@@ -31,7 +31,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 from reframe.core.exceptions import SkipTestError
 
 from checks.suite.base import GpuCheck, median
-from checks.suite.settings import Choice, Count, CountOr, Decimal, Real, Size, Whole, size_bytes
+from checks.suite.settings import Choice, Count, CountOr, Decimal, Real, Size, Unreadable, Whole, size_bytes
 from experiments import budget
 from experiments.records import read_output
 from experiments.um_bandwidth import (
@@ -73,19 +73,19 @@ class um_bandwidth(GpuCheck):
     small_size = variable(str, value="1G")
 
     #: Data size of the 'oversubscribed' class, as a multiple of the GPU's memory.
-    oversubscription_factor = variable(Decimal, float, value=2.0)
+    oversubscription_factor = variable(Decimal, float, Unreadable, value=2.0)
 
     #: Kernel runs per repeat (the seed's five) and repeats of the whole
     #: experiment on fresh allocations: the samples of each headline figure.
-    runs = variable(Whole, int, value=5)
-    repeats = variable(Whole, int, value=5)
+    runs = variable(Whole, int, Unreadable, value=5)
+    repeats = variable(Whole, int, Unreadable, value=5)
 
     #: Copies the copy engine's rate is the median of (after one warm-up).
     copy_engine_samples = 5
 
     #: The seed's launch: 160 blocks of 128 threads.
     grid = variable(str, value="160")
-    block = variable(Whole, int, value=128)
+    block = variable(Whole, int, Unreadable, value=128)
 
     #: Read kernel loads: 'plain' (the seed's), 'l2-256' (256-byte L2 fetches,
     #: sm_80+) or 'bulk' (bulk copies into shared memory, sm_90+).

@@ -3,6 +3,7 @@ job script is written, naming the check, the variable and what it may be."""
 
 import math
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -177,3 +178,19 @@ def test_what_the_settings_ask_for_together_is_bounded():
     assert size_bytes("16MiB") == 16 << 20
     with pytest.raises(ValueError):
         size_bytes("16MIB")  # the programs' parser takes a lowercase i only
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", ["um_bandwidth.runs=abc", "daxpy.inner_axis=1,abc"])
+def test_text_where_a_number_goes_is_refused_by_name_in_every_case_not_dropped_at_load(tmp_path, setting):
+    # ReFrame reads a -S value once and hands the later cases what it read: each must take it, for its rule.
+    check = setting.split(".")[0]
+    cmd = reframe_command("x86-pcie", "-p", "cuda", "--prefix", str(tmp_path), "--dry-run", "-n", check, "-S", setting)
+    env = dict(os.environ, RFM_RESOLVE_MODULE_CONFLICTS="n")
+    result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    out = result.stdout + result.stderr
+    assert "skipping test" not in out, out[:3000]
+    ran = re.search(r"Ran (\d+)/\d+ test case\(s\) from \d+ check\(s\) \((\d+) failure", out)
+    builds = out.count("FAILURE INFO for Suite")  # none: the build fixtures take no setting
+    assert ran and int(ran[2]) >= 10 and builds == 0, out[-3000:]
+    assert out.count("setting error") == int(ran[2])

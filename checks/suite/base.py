@@ -23,7 +23,7 @@ from experiments.references import references_for
 from .build import REPO, SuiteBuild
 from .curves import keep_curve, output_curve
 from .placement import Placement
-from .settings import Choice, Count, SiteSettings, Whole
+from .settings import Choice, Count, SiteSettings, Unreadable, Whole
 
 
 def cuda_build_facts(build_stagedir: str) -> tuple[str, str]:
@@ -124,7 +124,7 @@ class NodeFacts(Placement, SiteSettings):
 
     #: The most seconds one case may be expected to take: a longer one is
     #: sized down where the check knows how (size_down), else left out.
-    case_budget_s = variable(Whole, int, value=CASE_BUDGET_S, loggable=False)
+    case_budget_s = variable(Whole, int, Unreadable, value=CASE_BUDGET_S, loggable=False)
 
     #: Variables that change what the check measures (sizes, launch shapes);
     #: with the parameters they make the case. Repetitions are not among them.

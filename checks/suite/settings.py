@@ -12,6 +12,7 @@ setting that asks for more is refused, not left to the batch system's kill.
 
 from __future__ import annotations
 
+import abc
 import math
 import re
 from dataclasses import dataclass
@@ -50,7 +51,10 @@ class Unreadable(str):
     the variable's rule refuses it at setup, by name. ReFrame's own
     conversion lets the ValueError of int('abc') through and stops with a
     traceback, so the site-settable numbers are declared as
-    `variable(Whole, int, ...)`: ReFrame tries Whole first."""
+    `variable(Whole, int, Unreadable, ...)`: ReFrame tries Whole first, and
+    every later test case that ReFrame hands the value already read takes
+    it as it is (without Unreadable among the types, ReFrame drops those
+    cases at load, and only the first is refused by name)."""
 
 
 class Whole(int):
@@ -71,6 +75,16 @@ class Decimal(float):
             return super().__new__(cls, value)
         except (TypeError, ValueError):
             return Unreadable(value)
+
+
+class ReadSetting(abc.ABC):  # noqa: B024  (a virtual base: its members are registered, not derived)
+    """What a site-settable number's text was read as: a Whole, a Decimal or
+    Unreadable. A list variable declares `typ.List[ReadSetting]` among its
+    types, as a number declares Unreadable, for the cases after the first."""
+
+
+for _read in (Whole, Decimal, Unreadable):
+    ReadSetting.register(_read)
 
 
 @dataclass(frozen=True)
