@@ -63,7 +63,7 @@ from reports.runs import (
     selected_system,
 )
 from runner.plan import make_plan, plan_lines
-from runner.rfm import RUN_REFRAME, reframe_command  # noqa: F401  (the tests' way to start ReFrame)
+from runner.rfm import reframe_command
 from systems import data, toolkits
 from systems.health import kind_of, same_kind
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.nightly import reframe_command
+from runner.rfm import reframe_command
 
 REPO = Path(__file__).resolve().parent.parent
 SLURM = REPO / ".ci" / "slurm"

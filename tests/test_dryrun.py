@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rfmconfig import settings as rfm
-from runner.nightly import RUN_REFRAME, reframe_command
+from runner.rfm import RUN_REFRAME, reframe_command
 from systems import data
 
 pytestmark = pytest.mark.slow

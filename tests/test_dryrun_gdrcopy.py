@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runner.nightly import reframe_command
+from runner.rfm import reframe_command
 
 pytestmark = pytest.mark.slow
 

@@ -32,7 +32,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from runner.nightly import reframe_command
+from runner.rfm import reframe_command
 
 pytestmark = pytest.mark.slow
 

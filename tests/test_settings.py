@@ -25,7 +25,7 @@ from checks.suite.settings import (
     Whole,
     size_bytes,
 )
-from runner.nightly import reframe_command
+from runner.rfm import reframe_command
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -5,7 +5,7 @@ import pytest
 import reframe.utility.sanity as sn
 
 from checks.suite.base import cuda_build_facts, runtime_loaded
-from runner.nightly import reframe_command
+from runner.rfm import reframe_command
 from systems import toolkits
 
 pytestmark = pytest.mark.slow
