@@ -212,3 +212,24 @@ def test_no_program_links_the_cuda_driver(built):
     for program in PROGRAMS:
         needed = subprocess.run([readelf, "-d", str(built / program)], capture_output=True, text=True).stdout
         assert "libcuda.so" not in needed, f"{program} links the CUDA driver"
+
+
+#: A GPU past the visible ones: an argument error on a GPU node (bad_inputs_on_gpu.txt); where no
+#: driver lets CUDA count the GPUs, the option named with why, never a CUDA error naming a call.
+PAST_THE_GPUS = [
+    ("copy_latency", ["--device", "99"], "option '--device'"),
+    ("um_bandwidth", ["--size", "1G", "--device", "99"], "option '--device'"),
+    ("daxpy", ["--device", "99"], "option '--device'"),
+    ("p2p_pingpong", ["--src-device", "0", "--dst-device", "99"], "options '--src-device' and '--dst-device'"),
+    ("path_matrix", ["--gpus", "0,99"], "option '--gpus'"),
+    ("mem_scan", ["--gpus", "16"], "option '--gpus'"),
+]
+
+
+@pytest.mark.parametrize("program,args,option", PAST_THE_GPUS, ids=[p for p, _, _ in PAST_THE_GPUS])
+def test_a_gpu_past_the_visible_ones_is_named_by_its_option_with_or_without_a_driver(run, program, args, option):
+    result = run(program, *args)
+    assert result.returncode != 0 and option in result.stderr, result.stderr
+    assert "CUDA error" not in result.stderr
+    if not Path("/dev/nvidiactl").exists():  # CI: no driver to count the GPUs with
+        assert "cannot be checked: CUDA cannot count this node's GPUs" in result.stderr, result.stderr

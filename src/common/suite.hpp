@@ -413,11 +413,29 @@ inline int device_count() {
     return count;
 }
 
+// How many devices the GPUs that option(s) `names` name may be among. Where
+// CUDA cannot count them (no driver, a driver too old), the options cannot
+// be checked: an error that names them and why (exit status 1: the input
+// may be good), not a CUDA error that names a call.
+inline int devices_for(const std::string &names) {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err == cudaErrorNoDevice) {
+        cudaGetLastError();
+        return 0;
+    }
+    if (err != cudaSuccess)
+        die("%s: the GPUs it names cannot be checked: CUDA cannot count this node's GPUs: %s (%s)", names.c_str(),
+            cudaGetErrorString(err), cudaGetErrorName(err));
+    print_cuda_versions();
+    return count;
+}
+
 // The device that option --<name> names, checked against the visible ones
 // (an argument error, exit status 2, like every other bad option).
 inline int visible_device(const Options &opts, const std::string &name) {
     const int device = opts.integer32(name, 0, std::numeric_limits<int>::max());
-    const int count = device_count();
+    const int count = devices_for("option '--" + name + "'");
     if (device >= count)
         opts.usage_error("option '--%s' names device %d, but %d %s visible", name.c_str(), device, count,
                          count == 1 ? "is" : "are");
