@@ -34,6 +34,7 @@ FIGURE = "gpu_mempaths_figure"
 VERDICT = "gpu_mempaths_path_verdict"
 CHANGE = "gpu_mempaths_path_change_pct"
 CHANGE_POINT = "gpu_mempaths_path_change_point"
+NIGHT_EXIT = "gpu_mempaths_night_exit"
 #: A path's verdict as a number, for a dashboard's thresholds: 0 is as accepted.
 VERDICT_CODES = {"pass": 0, "improved": 0, "transient": 1, "moved": 2, "unstable": 2, "unjudged": 3}
 NIGHT_VARIABLE = "GPU_MEMPATHS_NIGHT"
@@ -109,6 +110,13 @@ def verdict_lines(system: str, night: str, paths, when_ms: int) -> str:
             metric = {"__name__": CHANGE, **labels}
             lines.append(json.dumps({"metric": metric, "values": [float(row.change_pct)], "timestamps": [when_ms]}))
     return "\n".join(lines)
+
+
+def night_line(system: str, night: str, kind: str, status: int, meaning: str, when_ms: int) -> str:
+    """The night's exit status (0 as accepted, 1 failed, 2 moved, 3 not judged):
+    the one series a dashboard or an alert needs to say which nights need a look."""
+    labels = {"__name__": NIGHT_EXIT, "system": system, "night": night, "kind": kind, "meaning": meaning}
+    return json.dumps({"metric": labels, "values": [status], "timestamps": [when_ms]})
 
 
 def change_lines(system: str, night: str, changes, when_ms: int) -> str:

@@ -447,7 +447,7 @@ def nightly(args) -> int:
     status = nightly_status(found, result, reasons, args.allow_unjudged, changes, siblings.lagging(lags))
     run["changes"] = [change.line() for change in changes]
     write_verdict(outdir, run, result, status, reasons, found, lags)
-    send_verdict(system, run, result, changes)
+    send_verdict(system, run, result, changes, status)
     if records is not None and not args.no_report:
         write_html(system, run, records, outdir, frame, result, history, lags)
     report_outcome(found, result, reasons, status, outdir, changes, lags)
@@ -497,14 +497,19 @@ def path_verdicts(result: verdict.Verdict) -> dict:
     }
 
 
-def send_verdict(system: str, run: dict, result, changes: list) -> None:
-    """Each path's verdict to the system's metrics endpoint, if it names one;
-    an endpoint that cannot be reached is a warning that names it."""
+def send_verdict(system: str, run: dict, result, changes: list, status: int) -> None:
+    """The night's exit status and each path's verdict to the system's metrics
+    endpoint, if it names one (the status whether or not anything was judged:
+    a night whose health failed is one to see); an endpoint that cannot be
+    reached is a warning that names it."""
     url = metrics.endpoint(data.load_all().get(system, {}))
-    if not url or result is None:
+    if not url:
         return
     when = int(dt.datetime.fromisoformat(run["end"]).replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
-    lines = metrics.verdict_lines(system, run["stamp"], result.paths, when)
+    kind = run.get("kind") or "unknown"
+    lines = metrics.night_line(system, run["stamp"], kind, status, MEANING.get(status, ""), when)
+    if result is not None:
+        lines += "\n" + metrics.verdict_lines(system, run["stamp"], result.paths, when)
     lines += "\n" + metrics.change_lines(system, run["stamp"], changes, when) if changes else ""
     why = metrics.post(url, lines)
     if why:

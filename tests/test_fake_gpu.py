@@ -519,6 +519,8 @@ def test_every_record_and_the_verdict_reach_victoria_metrics(accepted, victoria,
     paths = pd.read_csv(outdir / "paths.csv")
     verdicts = _exported(victoria, f'{{__name__="gpu_mempaths_path_verdict",night="{night}"}}', least=len(paths))
     assert {v["metric"]["path"]: v["metric"]["verdict"] for v in verdicts} == dict(zip(paths["path"], paths["verdict"]))
+    (exit_status,) = _exported(victoria, f'{{__name__="gpu_mempaths_night_exit",night="{night}"}}')
+    assert exit_status["values"] == [0] and exit_status["metric"]["meaning"] == "as accepted"
     # The dashboard's every panel finds its path's nights (no Grafana here: its queries, run on the server).
     from reports.grafana import dashboard
 

@@ -77,6 +77,20 @@ def test_the_verdict_of_each_path_is_a_code_and_a_change():
     ]
 
 
+def test_the_nights_exit_status_is_a_series_judged_or_not(monkeypatch):
+    # A night whose health failed judged nothing: its status (1) is still the series an alert reads.
+    from runner import nightly
+
+    sent = []
+    monkeypatch.setattr(metrics, "endpoint", lambda system: "http://tsdb:8428/api/v1/import")
+    monkeypatch.setattr(metrics, "post", lambda url, lines: sent.append(lines))
+    run = {"stamp": "2026-12-01T03:00:00", "end": "2026-12-01T03:04:00", "kind": "1 x NVIDIA H100 80GB HBM3"}
+    nightly.send_verdict("site", run, None, [], 1)
+    [line] = [json.loads(x) for x in sent[0].splitlines()]
+    assert line["metric"]["__name__"] == "gpu_mempaths_night_exit" and line["values"] == [1]
+    assert line["metric"]["meaning"] == "a check failed" and line["metric"]["kind"] == run["kind"]
+
+
 def test_an_unreachable_endpoint_is_named():
     why = metrics.post("http://127.0.0.1:9/api/v1/import", "{}", timeout=2)
     assert why and why.startswith("http://127.0.0.1:9/api/v1/import: ")
