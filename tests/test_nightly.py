@@ -11,7 +11,7 @@ import yaml
 
 from commands import cli
 from experiments.references import matching_values
-from judge import verdict
+from judge import select, verdict
 from reports import history as history_page
 from reports import runs
 from runner import accept, nightly
@@ -408,7 +408,7 @@ def test_a_nights_report_links_the_systems_history(tmp_path):
 
     last = next(r for r in runs.finished_runs("hopper-vm", kind=H100_KIND) if r["stamp"] == "2026-11-24T22:49:45")
     frame = load(runs.PERFLOGS / "hopper-vm", warn=None).frame
-    tonight = runs.run_rows(frame, "hopper-vm", [last]) & (frame["test"] == "host_bandwidth")
+    tonight = select.run_rows(frame, "hopper-vm", [last]) & (frame["test"] == "host_bandwidth")
     records = Loaded(frame[tonight])
     assert not records.frame.empty
     outdir = tmp_path / last["stamp"].replace(":", "")

@@ -13,6 +13,7 @@ import pytest
 import experiments
 from commands.cli import main
 from judge import compare as cmp
+from judge import select
 from reports.figures import render_all
 from reports.figures.copy_latency import latency_crossovers, latency_curves
 from reports.figures.daxpy import daxpy_crossover_table
@@ -215,18 +216,18 @@ def synthetic(tmp_path, base_values, new_values, var="steady_bw"):
 
 def test_runs_chosen_by_date_range(tmp_path):
     frame = synthetic(tmp_path, [50.0] * 4, [45.0] * 4)
-    assert len(cmp.select(frame, "time", "2026-11-01")) == 4
-    assert len(cmp.select(frame, "time", "2026-11-02..")) == 4
-    assert len(cmp.select(frame, "time", "..2026-11-02")) == 8
+    assert len(select.select(frame, "time", "2026-11-01")) == 4
+    assert len(select.select(frame, "time", "2026-11-02..")) == 4
+    assert len(select.select(frame, "time", "..2026-11-02")) == 8
 
 
 def test_runs_chosen_by_version_prefix_glob_and_wildcard(tmp_path):
     frame = synthetic(tmp_path, [50.0] * 2, [45.0] * 3)
-    assert len(cmp.select(frame, "driver_version", "580")) == 3
-    assert len(cmp.select(frame, "driver_version", "570.x")) == 2
-    assert len(cmp.select(frame, "driver_version", "5*")) == 5
+    assert len(select.select(frame, "driver_version", "580")) == 3
+    assert len(select.select(frame, "driver_version", "570.x")) == 2
+    assert len(select.select(frame, "driver_version", "5*")) == 5
     with pytest.raises(KeyError, match="no field 'nothing'"):
-        cmp.select(frame, "nothing", "1")
+        select.select(frame, "nothing", "1")
 
 
 def test_figures_logged_before_samples_pool_into_samples_of_one_figure(tmp_path):

@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from judge import siblings, verdict
+from judge import select, siblings, verdict
 from reports import runs
 from reports.load import load
 
@@ -133,8 +133,8 @@ def test_the_drill_names_gpu_1s_host_link_and_nothing_of_gpu_0(pair_nights):
 
 
 def _table(frame, accepted: dict, night: dict) -> pd.DataFrame:
-    masks = {stamp: runs.run_rows(frame, "hopper-vm", [run]) for stamp, run in accepted.items()}
-    tonight = runs.run_rows(frame, "hopper-vm", [night])
+    masks = {stamp: select.run_rows(frame, "hopper-vm", [run]) for stamp, run in accepted.items()}
+    tonight = select.run_rows(frame, "hopper-vm", [night])
     return verdict.attach_paths(verdict.run_values(frame, {**masks, "tonight": tonight}))
 
 
