@@ -83,6 +83,16 @@ def test_each_program_is_named_after_its_experiment():
             assert (program / f"{program.name}{'.cpp' if program.name == 'host_bandwidth' else '.cu'}").exists()
 
 
+def test_readmes_first_screen_has_both_commands_and_what_the_tests_need():
+    """A newcomer sees how to run and how to test before scrolling, and the
+    prerequisites name what ./suite test needs (its lint's clang-format)."""
+    readme = (REPO / "README.md").read_text()
+    first_screen = "\n".join(readme.splitlines()[:40])
+    assert "./suite run" in first_screen and "./suite test" in first_screen
+    prerequisites = readme[readme.index("**Prerequisites**") : readme.index("```sh")]
+    assert "clang-format" in prerequisites
+
+
 def test_readme_is_a_guide_and_its_experiment_checklist_holds():
     """README stays short (the measurements live in docs/), and every
     experiment has what its 'Adding an experiment' checklist names."""
