@@ -5,6 +5,7 @@ systems/references/<name>.yaml."""
 
 import ast
 import re
+import subprocess
 from pathlib import Path
 
 from experiments import gdrcopy
@@ -114,3 +115,15 @@ def test_readme_is_a_guide_and_its_experiment_checklist_holds():
         assert list((REPO / "src" / name).glob(f"{name}.c*")), f"no src/{name}/{name}.cu"
         assert re.search(rf"\b{name}\b", cmake), f"src/CMakeLists.txt does not build {name}"
         assert (REPO / "systems" / "references" / f"{name}.yaml").exists(), f"no systems/references/{name}.yaml"
+
+
+def test_the_committed_report_is_made_from_the_committed_perflogs_alone():
+    """`perflogs` also holds a site's own runs (perflogs/local, not in git):
+    the committed report's command names the committed system's folder."""
+    tracked = subprocess.run(["git", "ls-files", "perflogs"], cwd=REPO, capture_output=True, text=True).stdout
+    systems = {line.split("/")[1] for line in tracked.splitlines()}
+    assert systems == {"hopper-vm"}
+    for doc in ("docs/perflogs.md", ".gitignore"):
+        text = (REPO / doc).read_text()
+        assert "./suite report html perflogs/hopper-vm" in text.replace("\n  ", " "), doc
+        assert "report html perflogs -o" not in text.replace("\n  ", " "), doc
