@@ -78,3 +78,17 @@ def test_generic_table_names_each_case_and_series(frame):
     table = generic_table(frame, "host_bandwidth")
     assert not table.empty and table["case"].str.len().gt(0).all() and table["series"].notna().all()
     assert generic_table(frame, "no_such_test").empty
+
+
+def test_the_per_run_legend_sits_beside_the_panels_not_over_them(monkeypatch, tmp_path):
+    from reports.figures import common, um_bandwidth
+
+    kept = []
+    monkeypatch.setattr(common, "_save", lambda fig, outdir, name: kept.append(fig) or name)
+    frame = load([PERFLOGS / "hopper-vm" / "default" / "um_bandwidth.log"], warn=None).frame
+    assert um_bandwidth.um_per_run(frame, tmp_path) and kept
+    for fig in kept:
+        renderer = fig.canvas.get_renderer()
+        (legend,) = fig.legends
+        left = legend.get_window_extent(renderer).x0
+        assert all(ax.get_window_extent(renderer).x1 <= left for ax in fig.axes if ax.get_visible())

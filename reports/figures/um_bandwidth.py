@@ -146,6 +146,15 @@ def _draw_runs(stats: pd.DataFrame, group: pd.DataFrame, link_gib: float | None)
     return fig
 
 
+def _legend_beside(fig, handles: list, pad_in: float = 0.15) -> float:
+    """The legend to the right of the panels, in a margin as wide as its text:
+    the layout's right edge (a fraction of the figure), for `finish`. A margin
+    of fixed width let the longest label run over the last panels."""
+    legend = fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
+    width_in = legend.get_window_extent(fig.canvas.get_renderer()).width / fig.dpi
+    return 1 - (width_in + pad_in) / fig.get_figwidth()
+
+
 def um_per_run(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
     """Every run's throughput per case, panels by allocator and op, lines by advice and touch."""
     figures = []
@@ -156,7 +165,7 @@ def um_per_run(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
         link = link_sol(group)
         link_gib = link.bytes_per_s / GiB if link else None
         fig = _draw_runs(stats, group, link_gib)
-        fig.legend(handles=_runs_legend(stats, link_gib), loc="center right", fontsize=8, frameon=False)
+        right = _legend_beside(fig, _runs_legend(stats, link_gib))
         info = dict(zip(group_keys() + ["size_class"], key))
         fig.suptitle(
             f"Unified Memory reprex: throughput of every kernel run, {info['size_class']} "
@@ -172,7 +181,7 @@ def um_per_run(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
             outdir,
             key_name("um-per-run", key),
             top=0.94,
-            right=1 - 2.3 / fig.get_figwidth(),
+            right=right,
         )
         caption = f"{coverage_text(group)}. " + (f"Speed of light from {link.source}." if link else "")
         figures.append(Figure(NAME, outdir / name, f"Per-run throughput, {info['size_class']}", caption))
