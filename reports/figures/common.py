@@ -122,25 +122,16 @@ def group_keys() -> list[str]:
     return list(keys.GROUP_FIELDS)
 
 
+def sets_of(frame: pd.DataFrame, test: str):
+    """Each set of runs of `test` (a kind of node under one software stack,
+    group_keys): its key and its records."""
+    data = frame[frame["test"] == test]
+    yield from data.groupby(group_keys(), dropna=False)
+
+
 def link_sol(group: pd.DataFrame) -> sol.SpeedOfLight | None:
     first = group.iloc[0]
     return sol.host_link(first["system"], first["partition"], first["host_link"], group)
-
-
-def plain_log_ticks(axis) -> None:
-    """Log-axis ticks at 1, 2, 5 times powers of ten, written as plain numbers."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
-    axis.set_minor_formatter(NullFormatter())
-
-
-def bytes_label(size: float) -> str:
-    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if size >= factor:
-            return f"{size / factor:g} {unit}"
-    return f"{size:g} B"
 
 
 def finish(
@@ -172,21 +163,7 @@ def medians(group: pd.DataFrame, index: list[str]) -> pd.DataFrame:
     return group.pivot_table(index=index, columns="perf_var", values="value", aggfunc="median")
 
 
-def size_label(size: int) -> str:
-    """A size in B, KiB or MiB, as tables show it."""
-    for unit, factor in (("MiB", 2**20), ("KiB", 2**10)):
-        if size >= factor:
-            return f"{size // factor} {unit}"
-    return f"{size} B"
-
-
 def finite(frame: pd.DataFrame) -> pd.DataFrame:
     """The records a figure can draw: those with a finite value (a NaN or an
     infinity stays in the tables, where it shows as what it is)."""
     return frame[np.isfinite(pd.to_numeric(frame["value"], errors="coerce"))]
-
-
-def log_limits(values: pd.Series, below: float, above: float) -> tuple[float, float] | None:
-    """Limits of a log axis around the positive values, None if there are none."""
-    positive = values[values > 0]
-    return None if positive.empty else (positive.min() * below, positive.max() * above)

@@ -10,17 +10,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from experiments.copy_latency import NAME, TABLE_SIZES, crossovers
-from reports.figures.common import (
-    Figure,
-    bytes_label,
-    coverage_text,
-    finish,
-    group_keys,
-    key_name,
-    link_sol,
-    plain_log_ticks,
-    size_label,
-)
+from reports.figures.axes import bytes_label, plain_log_ticks, size_label
+from reports.figures.common import Figure, coverage_text, finish, group_keys, key_name, link_sol, sets_of
 
 # --- Small-copy latency --------------------------------------------------------
 
@@ -132,9 +123,8 @@ def _latency_notes(link) -> list:
 
 def latency_figure(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
     """Latency against size per method, a panel per direction, crossovers marked, link-limited time dashed."""
-    data = frame[frame["test"] == NAME]
     figures = []
-    for key, group in data.groupby(group_keys(), dropna=False):
+    for key, group in sets_of(frame, NAME):
         stats = latency_curves(group)
         if stats.empty:
             continue
@@ -180,8 +170,7 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     """Median latency (us) per method and direction at a few sizes, one row per set of runs and curve."""
 
     rows = []
-    data = frame[frame["test"] == NAME]
-    for key, group in data.groupby(group_keys(), dropna=False):
+    for key, group in sets_of(frame, NAME):
         info = dict(zip(group_keys(), key))
         stats = latency_curves(group)
         found = latency_crossovers(stats)

@@ -19,7 +19,8 @@ from experiments.daxpy import (
     crossovers,
     parse_perf_var,
 )
-from reports.figures.common import Figure, coverage_text, finish, group_keys, key_name, log_limits, plain_log_ticks
+from reports.figures.axes import log_limits, plain_log_ticks
+from reports.figures.common import Figure, coverage_text, finish, group_keys, key_name
 
 # --- DAXPY inner/outer-loop study ------------------------------------------------
 

@@ -11,17 +11,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from experiments.mem_scan import NAME, PLATEAU_FROM
-from reports.figures.common import (
-    Figure,
-    bytes_label,
-    coverage_text,
-    finish,
-    group_keys,
-    key_name,
-    medians,
-    plain_log_ticks,
-    runs_label,
-)
+from reports.figures.axes import bytes_label, plain_log_ticks
+from reports.figures.common import Figure, coverage_text, finish, group_keys, key_name, medians, runs_label, sets_of
 
 # --- Multi-GPU random-access scan ---------------------------------------------
 
@@ -297,8 +288,7 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     """The scan's summaries per mode and op (median over executions), one row per set of runs and case."""
 
     rows = []
-    data = frame[frame["test"] == NAME]
-    for key, group in data.groupby(group_keys(), dropna=False):
+    for key, group in sets_of(frame, NAME):
         table = medians(group, ["mode", "op"])
         order = sorted(
             table.index,

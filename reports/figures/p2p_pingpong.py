@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.p2p_pingpong import NAME
-from reports.figures.common import group_keys, medians, runs_label
+from reports.figures.common import group_keys, medians, runs_label, sets_of
 
 #: Figures of its own: none; the generic bars would say no more than the table.
 FIGURES: list = []
@@ -17,8 +17,7 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     baseline of the same run."""
 
     rows = []
-    data = frame[frame["test"] == NAME]
-    for key, group in data.groupby(group_keys(), dropna=False):
+    for key, group in sets_of(frame, NAME):
         table = medians(group, ["variant"])
         order = sorted(table.index, key=lambda v: (v != "baseline", v))
         for variant in order:

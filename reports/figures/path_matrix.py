@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from experiments.path_matrix import NAME, cell_parts
-from reports.figures.common import Figure, coverage_text, finish, group_keys, key_name
+from reports.figures.common import Figure, coverage_text, finish, key_name, sets_of
 
 
 def cell_table(group: pd.DataFrame) -> pd.DataFrame:
@@ -94,9 +94,8 @@ _TITLES = {
 
 def path_heat_maps(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
     """One figure per matrix and machine, a panel per engine and direction."""
-    data = frame[frame["test"] == NAME]
     figures = []
-    for key, group in data.groupby(group_keys(), dropna=False):
+    for key, group in sets_of(frame, NAME):
         table = cell_table(group)
         for matrix, cells in table.groupby("matrix") if not table.empty else []:
             panels = sorted(cells["panel"].unique())

@@ -11,7 +11,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from experiments.um_bandwidth import NAME
-from reports.figures.common import Figure, GiB, coverage_text, finish, group_keys, key_name, link_sol, log_limits
+from reports.figures.axes import log_limits
+from reports.figures.common import Figure, GiB, coverage_text, finish, group_keys, key_name, link_sol
 
 # --- Unified Memory reprex ---------------------------------------------------
 

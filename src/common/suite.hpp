@@ -23,6 +23,9 @@
 #ifdef __CUDACC__
 #include <cuda_runtime.h>
 #endif
+#ifdef SUITE_HAVE_LIBNUMA
+#include <numa.h>
+#endif
 
 #include "record.hpp"
 
@@ -398,6 +401,19 @@ inline void print_cuda_versions() {
     Record("CUDA").add("runtime", runtime).add("driver", driver).print();
 }
 
+// The process on NUMA node `node` of option --numa-node (-1: where it is),
+// bound before CUDA starts so that CUDA's own host memory is on the node too.
+// Built without libnuma, a node named is said to be ignored.
+inline void run_on_numa_node(const Options &opts, int node) {
+#ifdef SUITE_HAVE_LIBNUMA
+    if (node >= 0 && numa_available() >= 0 && numa_run_on_node(node) != 0)
+        opts.usage_error("option '--numa-node': cannot run on NUMA node %d", node);
+#else
+    (void)opts;
+    if (node >= 0) std::puts("NUMA placement unavailable (built without libnuma): --numa-node ignored");
+#endif
+}
+
 // The CUDA devices this process sees; none at all (cudaErrorNoDevice) is 0.
 // Every GPU program asks it first, so each prints its CUDA versions here.
 inline int device_count() {
@@ -440,6 +456,16 @@ inline int visible_device(const Options &opts, const std::string &name) {
         opts.usage_error("option '--%s' names device %d, but %d %s visible", name.c_str(), device, count,
                          count == 1 ? "is" : "are");
     return device;
+}
+
+// The device that option --<name> names (visible_device), made current; its
+// properties.
+inline cudaDeviceProp use_visible_device(const Options &opts, const std::string &name, int &device) {
+    device = visible_device(opts, name);
+    CUDA_CHECK(cudaSetDevice(device));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    return prop;
 }
 
 // Times work on one stream with a pair of CUDA events.

@@ -26,10 +26,6 @@
 
 #include "suite.hpp"
 
-#ifdef SUITE_HAVE_LIBNUMA
-#include <numa.h>
-#endif
-
 namespace {
 
 enum class Alloc { system, managed, explicit_copy };
@@ -344,25 +340,12 @@ suite::Options declare_options() {
     return opts;
 }
 
-// The process on --numa-node, where one is named.
-void bind_to_node(const suite::Options &opts, const Config &c) {
-#ifdef SUITE_HAVE_LIBNUMA
-    // Bound before CUDA starts, so that CUDA's own host memory is on the node too.
-    if (c.numa_node >= 0 && numa_available() >= 0 && numa_run_on_node(c.numa_node) != 0)
-        opts.usage_error("option '--numa-node': cannot run on NUMA node %d", c.numa_node);
-#else
-    (void)opts;
-    if (c.numa_node >= 0) std::puts("NUMA placement unavailable (built without libnuma): --numa-node ignored");
-#endif
-}
-
-// The device, refused where it lacks what --alloc and --prefetch need; then
-// what it offers and what the sweep will run.
+// The process on --numa-node (before CUDA starts), then the device, refused
+// where it lacks what --alloc and --prefetch need; then what it offers and
+// what the sweep will run.
 void open_device(const suite::Options &opts, Config &c) {
-    c.device = suite::visible_device(opts, "device");
-    CUDA_CHECK(cudaSetDevice(c.device));
-    cudaDeviceProp prop{};
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, c.device));
+    suite::run_on_numa_node(opts, c.numa_node);
+    const cudaDeviceProp prop = suite::use_visible_device(opts, "device", c.device);
     int pageable = 0, host_tables = 0, concurrent = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, c.device));
     CUDA_CHECK(cudaDeviceGetAttribute(&host_tables, cudaDevAttrPageableMemoryAccessUsesHostPageTables, c.device));
@@ -435,7 +418,6 @@ int main(int argc, char **argv) {
     suite::Options opts = declare_options();
     opts.parse(argc, argv);
     Config c = parse_config(opts);
-    bind_to_node(opts, c);
     open_device(opts, c);
     warm_up();
     sweep(c);

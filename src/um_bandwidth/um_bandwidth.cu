@@ -344,25 +344,12 @@ suite::Options declare_options() {
     return opts;
 }
 
-// The process on --numa-node.
-void bind_to_node(const suite::Options &opts, const Config &c) {
-#ifdef SUITE_HAVE_LIBNUMA
-    // Bound before CUDA starts, so that CUDA's own host memory is on the node too.
-    if (numa_available() >= 0 && numa_run_on_node(c.numa_node) != 0)
-        opts.usage_error("option '--numa-node': cannot run on NUMA node %d", c.numa_node);
-#else
-    (void)opts;
-    (void)c;
-#endif
-}
-
-// The device, refused where it lacks what --load needs; --size, now known
-// in bytes, checked against the GPU and the host.
-void open_device(const suite::Options &opts, Config &c) {
-    c.device = suite::visible_device(opts, "device");
-    CUDA_CHECK(cudaSetDevice(c.device));
-    cudaDeviceProp prop{};
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, c.device));
+// The process on --numa-node (before CUDA starts), then the device, refused
+// where it lacks what --load needs; --size, now known in bytes, checked
+// against the GPU and the host: the configuration complete.
+Config open_device(const suite::Options &opts, Config c) {
+    suite::run_on_numa_node(opts, c.numa_node);
+    const cudaDeviceProp prop = suite::use_visible_device(opts, "device", c.device);
     if (c.grid == 0) c.grid = prop.multiProcessorCount;
     if (c.wide_loads && prop.major < 8)
         opts.usage_error("option '--load l2-256' needs compute capability 8.0 or later, device %d is %d.%d", c.device,
@@ -378,6 +365,7 @@ void open_device(const suite::Options &opts, Config &c) {
     std::printf("Running on device %d with grid dim %d and block dim %d\n", c.device, c.grid, c.block);
     std::printf("Device: %s, %.2f GiB; data size %.3f GiB (%" PRIu64 " bytes), %s memory\n", prop.name,
                 prop.totalGlobalMem / suite::kGiB, c.size / suite::kGiB, c.size, alloc_name(c.alloc));
+    return c;
 }
 
 // One timed kernel run over the whole buffer (reads sum into *sum, writes store i ^ salt); its seconds.
@@ -441,9 +429,7 @@ void run_repeats(const Config &c) {
 int main(int argc, char **argv) {
     suite::Options opts = declare_options();
     opts.parse(argc, argv);
-    Config c = parse_config(opts);
-    bind_to_node(opts, c);
-    open_device(opts, c);
+    const Config c = open_device(opts, parse_config(opts));
     if (!opts.flag("skip-copy-engine")) measure_copy_engine(c);
     run_repeats(c);
     return EXIT_SUCCESS;
