@@ -371,3 +371,18 @@ def test_health_on_every_node_of_one_job(system, tmp_path):
         assert "#SBATCH --ntasks=4\n" in job and "#SBATCH --ntasks-per-node=1\n" in job
         line = _launch_line(job)
     assert "-m systems.health " in line and line.endswith("--name-host")
+
+
+def test_a_node_without_a_gpu_builds_its_host_programs_only(tmp_path):
+    """Where the node has no GPU every GPU check is skipped: its CUDA programs
+    are not built for two minutes first, unless asked for (a toolkit tried)."""
+    from systems.detect import detect_node
+
+    if detect_node().node["gpus"]["count"]:
+        pytest.skip("this node has a GPU")
+    _reframe(tmp_path, "local", "-n", "host_bandwidth")
+    assert "-DGPU_MEMPATHS_HOST_ONLY=ON" in _script(tmp_path, "local", "default", "gnu", "SuiteBuild", "rfm_build.sh")
+    again = tmp_path / "always"
+    again.mkdir()
+    _reframe(again, "local", "-n", "host_bandwidth", "-S", "SuiteBuild.cuda_programs=always")
+    assert "-DGPU_MEMPATHS_HOST_ONLY=OFF" in _script(again, "local", "default", "gnu", "SuiteBuild", "rfm_build.sh")

@@ -89,7 +89,7 @@ def test_readmes_first_screen_has_both_commands_and_what_the_tests_need():
     prerequisites name what ./suite test needs (its lint's clang-format)."""
     readme = (REPO / "README.md").read_text()
     first_screen = "\n".join(readme.splitlines()[:40])
-    assert "./suite run" in first_screen and "./suite test" in first_screen
+    assert "./suite run" in first_screen and "./suite test" in first_screen and "without a GPU" in first_screen
     prerequisites = readme[readme.index("**Prerequisites**") : readme.index("```sh")]
     assert "clang-format" in prerequisites
 

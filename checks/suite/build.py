@@ -23,6 +23,7 @@ REPO = str(roots.REPO)
 #: Programs every build has, and those that need a CUDA compiler.
 HOST_PROGRAMS = ["host_bandwidth"]
 CUDA_PROGRAMS = ["um_bandwidth", "daxpy", "copy_latency", "mem_scan", "p2p_pingpong", "path_matrix"]
+CUDA_PROGRAMS_WHEN = ("where-gpus", "always", "never")
 
 
 class SuiteBuild(rfm.CompileOnlyRegressionTest):
@@ -37,6 +38,12 @@ class SuiteBuild(rfm.CompileOnlyRegressionTest):
     #: Parallel build jobs.
     build_jobs = variable(int, value=4)
 
+    #: When the CUDA programs are built: 'where-gpus' (a partition whose node
+    #: has GPUs: on one without, every GPU check is skipped, and building them
+    #: took two minutes for nothing), 'always' (a toolkit tried on a build
+    #: host without a GPU), or 'never'.
+    cuda_programs = variable(str, value="where-gpus")
+
     @property
     def uses_spack(self) -> bool:
         return "spack" in self.current_environ.features
@@ -47,7 +54,12 @@ class SuiteBuild(rfm.CompileOnlyRegressionTest):
 
     @property
     def has_cuda(self) -> bool:
-        return "cuda" in self.current_environ.features
+        if self.cuda_programs not in CUDA_PROGRAMS_WHEN:
+            raise ValueError(f"SuiteBuild.cuda_programs={self.cuda_programs!r}: expected one of {CUDA_PROGRAMS_WHEN}")
+        if "cuda" not in self.current_environ.features or self.cuda_programs == "never":
+            return False
+        gpus = self.current_partition.extras.get("node", {}).get("gpus", {}).get("count", 1)
+        return self.cuda_programs == "always" or gpus > 0
 
     @property
     def has_gdrcopy(self) -> bool:
