@@ -23,8 +23,6 @@ sized down to fewer repeats where that is over the case budget.
 
 from __future__ import annotations
 
-import re
-
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, variable
@@ -35,28 +33,60 @@ from checks.suite.settings import Choice, Count, CountOr, Decimal, Real, Size, U
 from experiments import budget
 from experiments.records import read_output
 from experiments.um_bandwidth import (
-    COPY_ENGINE_LINE,
     MEMORY_CASES,
     RESIDENT_ON_GPU,
-    THROUGHPUT_LINE,
     GiB,
+    Output,
+    parse_output,
     steady_state,
 )
 from systems import data, parse_quantity
 
 
 @sn.deferrable
-def per_repeat(throughputs, runs: int, repeats: int, figure) -> list:
-    """`figure` (a function of one repeat's runs) for each repeat, in order."""
-    values = list(throughputs)
-    if len(values) != runs * repeats:
-        raise sn.SanityError(f"{len(values)} 'Throughput:' lines for {repeats} repeats of {runs} runs")
-    return [figure(values[r * runs : (r + 1) * runs]) for r in range(repeats)]
+def output_of(stdout: str) -> Output:
+    """The program's records (experiments/um_bandwidth.py parses them)."""
+    try:
+        return parse_output(read_output(stdout))
+    except ValueError as err:
+        raise sn.SanityError(str(err)) from None
 
 
 @sn.deferrable
-def floats(text: str) -> list:
-    return [float(x) for x in text.split(",")]
+def per_repeat(output: Output, runs: int, repeats: int, figure) -> list:
+    """`figure` (a function of one repeat's runs) for each repeat, in order."""
+    try:
+        return [figure(runs_of) for runs_of in output.per_repeat(repeats, runs)]
+    except ValueError as err:
+        raise sn.SanityError(str(err)) from None
+
+
+@sn.deferrable
+def copy_engine_samples(output: Output, op: str) -> list:
+    try:
+        return list(output.copy_engine_samples(op))
+    except ValueError as err:
+        raise sn.SanityError(str(err)) from None
+
+
+@sn.deferrable
+def measured_as_asked(output: Output, op: str, runs: int, repeats: int, advice: str) -> bool:
+    """The driver took the advice (a driver that rejects it, an unsupported
+    feature and not a fault, skips the case with its reason); the kernel ran
+    the op, every run and repeat, each verified; the copy engine measured."""
+    if output.advice_rejected:
+        raise SkipTestError(f"the driver rejects {advice}: {output.advice_rejected}")
+    if output.op != op:
+        raise sn.SanityError(f"the kernel ran {output.op!r}, not {op!r}")
+    wanted = {"kernel": op, **({"runs": str(runs * repeats)} if op == "read" else {"repeats": str(repeats)})}
+    if output.verified != wanted:
+        raise sn.SanityError(f"Verified record {output.verified}, not {wanted}")
+    try:
+        output.per_repeat(repeats, runs)  # every run of every repeat, once
+        output.copy_engine_samples(op)
+    except ValueError as err:
+        raise sn.SanityError(str(err)) from None
+    return True
 
 
 @rfm.simple_test
@@ -80,8 +110,11 @@ class um_bandwidth(GpuCheck):
     runs = variable(Whole, int, Unreadable, value=5)
     repeats = variable(Whole, int, Unreadable, value=5)
 
-    #: Copies the copy engine's rate is the median of (after one warm-up).
-    copy_engine_samples = 5
+    #: Copies the copy engine's rate is the median of, each way (after one
+    #: warm-up): the program takes it as an option and prints it in its record.
+    #: Not logged: its samples are (copy_engine_bw.sN), and a new perflog
+    #: column would make ReFrame start every perflog anew.
+    copy_engine_samples = variable(Whole, int, Unreadable, value=5, loggable=False)
 
     #: The seed's launch: 160 blocks of 128 threads.
     grid = variable(str, value="160")
@@ -104,6 +137,7 @@ class um_bandwidth(GpuCheck):
         "grid": CountOr(1, 2**31 - 1, ("auto",)),
         "block": Count(32, 1024, step=32),
         "load": Choice(("plain", "l2-256", "bulk")),
+        "copy_engine_samples": Count(1, 100),
     }
 
     @property
@@ -214,6 +248,7 @@ class um_bandwidth(GpuCheck):
             "--size", self.size,
             "--runs", str(self.runs),
             "--repeats", str(self.repeats),
+            "--copy-engine-samples", str(self.copy_engine_samples),
             "--grid", self.grid,
             "--block", str(self.block),
             "--load", self.load,
@@ -225,25 +260,14 @@ class um_bandwidth(GpuCheck):
             self.executable_opts.append("--allow-oversubscription")
 
     def verified(self):
-        verified = (
-            rf"^Checksums verified: {self.runs * self.repeats} runs"
-            if self.op == "read"
-            else rf"^Write verified by the host: {self.repeats} repeats"
-        )
+        output = self.output()
         return sn.all([
-            _advice_accepted(self.stdout, self.advice),
-            sn.assert_found(rf"^Running {self.op} kernel", self.stdout),
-            sn.assert_eq(sn.count(sn.findall(THROUGHPUT_LINE, self.stdout)), self.runs * self.repeats),
-            sn.assert_found(verified, self.stdout),
-            sn.assert_found(self.copy_engine_pattern(), self.stdout),
+            measured_as_asked(output, self.op, self.runs, self.repeats, self.advice),
+            sn.assert_eq(sn.len(copy_engine_samples(output, self.op)), self.copy_engine_samples),
         ])  # fmt: skip
 
-    def copy_engine_pattern(self) -> str:
-        # The copy engine in the direction of this case's data flow.
-        return COPY_ENGINE_LINE.format(direction="host-to-device" if self.op == "read" else "device-to-host")
-
-    def throughputs(self):
-        return sn.extractall(THROUGHPUT_LINE, self.stdout, "bw", float)
+    def output(self):
+        return output_of(self.stdout)
 
     #: The unit of the figures :meth:`limit_of` bounds.
     limit_unit = "GiB/s"
@@ -263,10 +287,10 @@ class um_bandwidth(GpuCheck):
 
     @run_before("performance")
     def set_perf_variables(self):
-        throughputs = self.throughputs()
-        first = per_repeat(throughputs, self.runs, self.repeats, lambda runs: runs[0])
-        steady = per_repeat(throughputs, self.runs, self.repeats, steady_state)
-        copy_engine = floats(sn.extractsingle(self.copy_engine_pattern(), self.stdout, "samples"))
+        output = self.output()
+        first = per_repeat(output, self.runs, self.repeats, lambda runs: runs[0])
+        steady = per_repeat(output, self.runs, self.repeats, steady_state)
+        copy_engine = copy_engine_samples(output, self.op)
         perf = {
             **self.headline("first_run_bw", first, "GiB/s", self.repeats),
             **self.headline("steady_bw", steady, "GiB/s", self.repeats),
@@ -274,7 +298,7 @@ class um_bandwidth(GpuCheck):
         }
         # The curve over runs (migration, then the steady state): each run's median over the repeats.
         for i in range(self.runs):
-            runs_i = per_repeat(throughputs, self.runs, self.repeats, lambda runs, i=i: runs[i])
+            runs_i = per_repeat(output, self.runs, self.repeats, lambda runs, i=i: runs[i])
             perf[f"run{i + 1}_bw"] = sn.make_performance_function(median(runs_i), "GiB/s")
         perf["steady_of_copy_engine"] = sn.make_performance_function(median(steady) / median(copy_engine), "fraction")
         # Of the path's own limit: HBM where the data ends up on the GPU, the host link otherwise.
@@ -283,13 +307,3 @@ class um_bandwidth(GpuCheck):
             name = "steady_of_hbm" if self.allocator in RESIDENT_ON_GPU else "steady_of_link"
             perf[name] = sn.make_performance_function(median(steady) / limit, "fraction")
         self.perf_variables = perf
-
-
-@sn.deferrable
-def _advice_accepted(stdout: str, advice: str) -> bool:
-    """The driver took the advice; a driver that rejects it (an unsupported
-    feature, not a fault) skips the case with its reason."""
-    rejected = re.findall(r"^Advice rejected by the driver: (.*)$", read_output(stdout), re.MULTILINE)
-    if rejected:
-        raise SkipTestError(f"the driver rejects {advice}: {rejected[0]}")
-    return True

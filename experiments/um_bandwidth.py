@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import re
 import statistics
+from dataclasses import dataclass
+
+from experiments.records import numbers, records, require
 
 NAME = "um_bandwidth"
 
@@ -30,15 +33,76 @@ MEMORY_CASES = [
 RESIDENT_ON_GPU = {"managed", "device"}
 
 
-THROUGHPUT_LINE = r"^Throughput: (?P<bw>\S+) GiB/s"
+#: The seed's own output: a prose line per run ("Throughput: 63.49 GiB/s").
+SEED_THROUGHPUT_LINE = r"^Throughput: (?P<bw>\S+) GiB/s"
 
 
-COPY_ENGINE_LINE = r"^Copy engine {direction}: \S+ GiB/s \(samples (?P<samples>[0-9.,]+)\)"
+def parse_seed_throughputs(text: str) -> list:
+    """Every run's throughput in the seed's output (and this program's before
+    its records), to compare with."""
+    return [float(m) for m in re.findall(SEED_THROUGHPUT_LINE, text, re.MULTILINE)]
 
 
-def parse_throughputs(text: str) -> list:
-    """Every run's throughput, from this program's or the seed's output."""
-    return [float(m) for m in re.findall(THROUGHPUT_LINE, text, re.MULTILINE)]
+#: The copy engine's directions, by the op whose data flow they follow.
+COPY_DIRECTION = {"read": "h2d", "write": "d2h"}
+
+
+@dataclass(frozen=True)
+class Output:
+    """What the program measured, from its records (src/um_bandwidth: its header
+    names them): the kernel's op, every run's throughput in GiB/s by repeat and
+    run, the copy engine's samples per direction, what was verified, and the
+    driver's refusal of the advice where it refused it."""
+
+    op: str | None
+    throughputs: list[tuple[int, int, float]]
+    copy_engine: dict[str, tuple[float, ...]]
+    verified: dict[str, str] | None
+    advice_rejected: str | None
+
+    def per_repeat(self, repeats: int, runs: int) -> list[list[float]]:
+        """Each repeat's runs in order; an error naming what is missing."""
+        found = {(r, k): v for r, k, v in self.throughputs}
+        wanted = [(r, k) for r in range(1, repeats + 1) for k in range(1, runs + 1)]
+        if sorted(found) != wanted:
+            raise ValueError(
+                f"{len(self.throughputs)} Throughput records for {repeats} repeats of {runs} runs "
+                f"(missing {sorted(set(wanted) - set(found))[:5]})"
+            )
+        return [[found[(r, k)] for k in range(1, runs + 1)] for r in range(1, repeats + 1)]
+
+    def copy_engine_samples(self, op: str) -> tuple[float, ...]:
+        """The copy engine's samples in the direction of `op`'s data flow."""
+        direction = COPY_DIRECTION[op]
+        if not self.copy_engine.get(direction):
+            raise ValueError(f"no CopyEngine record of direction {direction}")
+        return self.copy_engine[direction]
+
+
+def parse_output(text: str) -> Output:
+    """The program's records (experiments/records.py's grammar), checked:
+    each CopyEngine record's sample count is the number of its values."""
+    kernels = records(text, "Kernel")
+    engine = {}
+    for r in records(text, "CopyEngine"):
+        require(r, ["direction", "samples", "values"], "CopyEngine")
+        values = numbers(r["values"])
+        if len(values) != int(r["samples"]):
+            raise ValueError(f"CopyEngine {r['direction']}: samples={r['samples']} but {len(values)} values")
+        engine[r["direction"]] = values
+    throughputs = [
+        (int(r["repeat"]), int(r["run"]), float(r["gibs"]))
+        for r in (require(x, ["repeat", "run", "gibs"], "Throughput") for x in records(text, "Throughput"))
+    ]
+    verified = records(text, "Verified")
+    rejected = records(text, "AdviceRejected")
+    return Output(
+        op=kernels[-1].get("op") if kernels else None,
+        throughputs=throughputs,
+        copy_engine=engine,
+        verified=verified[-1] if verified else None,
+        advice_rejected=rejected[0].get("reason") if rejected else None,
+    )
 
 
 def steady_state(runs: list) -> float:

@@ -14,7 +14,7 @@ from experiments.daxpy import parse_points
 from experiments.mem_scan import parse_link, parse_scan, summarise
 from experiments.p2p_pingpong import parse_pingpong_samples
 from experiments.records import fields, numbers, records, require
-from experiments.um_bandwidth import parse_throughputs
+from experiments.um_bandwidth import parse_seed_throughputs
 
 DATA = Path(__file__).parent / "data"
 BEFORE = json.loads((DATA / "figures_from_outputs.json").read_text())
@@ -43,7 +43,7 @@ def test_fields_run_to_the_next_key_or_the_end():
 
 def test_the_reprex_figures_are_unchanged():
     text = (DATA / "um_bandwidth_h100_numa_read.txt").read_text()
-    assert parse_throughputs(text) == BEFORE["um_bandwidth"]["throughputs"]
+    assert parse_seed_throughputs(text) == BEFORE["um_bandwidth"]["throughputs"]
 
 
 def test_the_daxpy_points_are_unchanged():

@@ -3,12 +3,18 @@
 //
 // A kernel of `grid` x `block` threads reads (or writes) a buffer of `size`
 // bytes that lives in managed memory, NUMA-local host memory, pinned host
-// memory or device memory; each run prints "Throughput: X GiB/s" exactly as
-// the original does, so the outputs of both parse alike. Every run is
-// verified: a read returns a checksum the host knows, a write is checked by
-// the host after the last run. The copy engine's bandwidth over the same link
-// is measured once in the same process, as the yardstick for the results.
+// memory or device memory. Its records (src/common/record.hpp; parsed by
+// experiments/um_bandwidth.py, which the check uses):
 //
+//   Kernel: op=read                         what the runs do
+//   CopyEngine: direction=h2d gibs=51.2 samples=5 values=51.1,...
+//   Throughput: repeat=1 run=1 gibs=6.42    each run (the seed's "Throughput: X GiB/s")
+//   Verified: kernel=read runs=5            every run verified: a read returns a checksum
+//                                           the host knows, a write is checked by the host
+//   AdviceRejected: reason=...              the driver refused the advice (exit 3: a skip)
+//
+// The copy engine's bandwidth over the same link is measured once in the same
+// process, as the yardstick for the results, its sample count in its record.
 // --repeats R runs the seed's whole experiment R times, each on a fresh
 // allocation ("Repeat: r of R" before its runs), so that the first run, which
 // pays for migration, has as many samples as the steady state.
@@ -42,6 +48,7 @@ struct Config {
     suite::Options::Amount amount;  // --size as given: bytes or a multiple of the GPU's memory
     std::uint64_t size = 0;         // in bytes, once the GPU's memory is known
     int runs = 5, repeats = 1, device = 0, numa_node = 0, grid = 0 /* 0: the SM count */, block = 128;
+    int copy_engine_samples = 5;  // copies timed each way, after one warm-up
 };
 
 // ---------------------------------------------------------------- kernels --
@@ -116,6 +123,7 @@ Config parse_config(const suite::Options &opts) {
     c.runs = opts.integer32("runs", 1, 1000000);
     c.device = opts.integer32("device", 0, std::numeric_limits<int>::max());  // checked against the GPUs later
     c.repeats = opts.integer32("repeats", 1, 1000000);
+    c.copy_engine_samples = opts.integer32("copy-engine-samples", 1, 100);
     c.numa_node = opts.integer32("numa-node", 0, 1 << 16);
     c.block = opts.integer32("block", 32, 1024);
     if (c.block % 32) opts.usage_error("option '--block' expects a multiple of 32, got %d", c.block);
@@ -221,8 +229,8 @@ void advise(void *ptr, std::size_t bytes, cudaMemoryAdvise advice, bool on_host,
     const cudaError_t err = cudaMemAdvise(ptr, bytes, advice, on_host ? cudaCpuDeviceId : device);
 #endif
     if (err != cudaSuccess) {
-        // A check turns this line into a skip: the driver rejects the advice.
-        std::printf("Advice rejected by the driver: %s\n", cudaGetErrorString(err));
+        // A check turns this record into a skip: the driver rejects the advice.
+        suite::Record("AdviceRejected").add("reason", cudaGetErrorString(err)).print();
         std::exit(3);
     }
 }
@@ -305,17 +313,21 @@ void measure_copy_engine(const Config &c) {
     suite::EventTimer timer;
     for (const bool h2d : {true, false}) {
         std::vector<double> bw;
-        for (int rep = 0; rep < 6; ++rep) {  // the first is a warm-up
+        for (int rep = 0; rep <= c.copy_engine_samples; ++rep) {  // the first is a warm-up
             timer.start();
             CUDA_CHECK(h2d ? cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice)
                            : cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
             const double seconds = timer.stop();
             if (rep > 0) bw.push_back(bytes / seconds / suite::kGiB);
         }
-        std::string samples;
-        for (const double b : bw) samples += (samples.empty() ? "" : ",") + std::to_string(b);
-        std::printf("Copy engine %s: %g GiB/s (samples %s)\n", h2d ? "host-to-device" : "device-to-host",
-                    suite::median(bw), samples.c_str());
+        std::string values;
+        for (const double b : bw) values += (values.empty() ? "" : ",") + std::to_string(b);
+        suite::Record("CopyEngine")
+            .add("direction", h2d ? "h2d" : "d2h")
+            .addf("gibs", "%g", suite::median(bw))
+            .add("samples", bw.size())
+            .add("values", values)
+            .print();
     }
     CUDA_CHECK(cudaFree(dev));
     CUDA_CHECK(cudaFreeHost(host));
@@ -325,7 +337,7 @@ void measure_copy_engine(const Config &c) {
 suite::Options declare_options() {
     suite::Options opts("um_bandwidth",
                         "The Unified Memory bandwidth reprex: a kernel reads or writes host, managed or "
-                        "device memory; one 'Throughput:' line per run.");
+                        "device memory; one 'Throughput:' record per run.");
     opts.add("alloc", "managed", "managed, numa (numa_alloc_onnode), pinned (cudaMallocHost) or device (cudaMalloc)");
     opts.add("advise", "none", "managed memory advice: accessed-by, read-mostly, preferred-location-cpu (list)");
     opts.add_flag("touch-on-host", "touch the data on the host between kernel runs (evicts it from the GPU)");
@@ -341,6 +353,8 @@ suite::Options declare_options() {
              "read kernel loads: plain (the seed's), l2-256 (256-byte L2 fetches, sm_80+) or bulk (sm_90 bulk copies)");
     opts.add_flag("allow-oversubscription", "allow more managed memory than the GPU has free");
     opts.add_flag("skip-copy-engine", "do not measure the copy engine's bandwidth");
+    opts.add("copy-engine-samples", "5",
+             "copies the copy engine's rate is the median of, each way (after one warm-up)");
     return opts;
 }
 
@@ -390,7 +404,7 @@ void run_repeats(const Config &c) {
     const std::size_t n64 = c.size / sizeof(std::uint64_t);
     const unsigned long long expected = suite::triangular_mod64(n64);
     if (c.touch_on_host) std::puts("Touching data on host between runs");
-    std::printf("Running %s kernel\n", c.read ? "read" : "write");
+    suite::Record("Kernel").add("op", c.read ? "read" : "write").print();
     if (c.read && c.wide_loads) std::puts("Read loads fetch 256-byte L2 blocks");
     if (c.read && c.bulk) std::printf("Reads are bulk copies of %d bytes into shared memory\n", kBulkChunk);
     std::fflush(stdout);
@@ -413,14 +427,18 @@ void run_repeats(const Config &c) {
                 if (got != expected)
                     suite::die("repeat %d run %d: checksum %llu, expected %llu", repeat, run, got, expected);
             }
-            std::printf("Throughput: %g GiB/s\n", c.size / seconds / suite::kGiB);
+            suite::Record("Throughput")
+                .add("repeat", repeat)
+                .add("run", run)
+                .addf("gibs", "%g", c.size / seconds / suite::kGiB)
+                .print();
             std::fflush(stdout);
         }
         if (!c.read) verify_written(c, buf, salt);
         release(buf);
     }
-    if (c.read) std::printf("Checksums verified: %d runs\n", c.runs * c.repeats);
-    else std::printf("Write verified by the host: %d repeats\n", c.repeats);
+    if (c.read) suite::Record("Verified").add("kernel", "read").add("runs", c.runs * c.repeats).print();
+    else suite::Record("Verified").add("kernel", "write").add("repeats", c.repeats).print();
     CUDA_CHECK(cudaFree(sum));
 }
 

@@ -55,19 +55,17 @@ def um_bandwidth(rng, opts, slow):
     if opts.get("touch-on-host") and alloc == "managed" and advise in ("none", "read-mostly"):
         steady = 6.0
     print("Running on device 0 with grid dim 160 and block dim 128")
-    for direction in ("host-to-device", "device-to-host"):
-        samples = [noisy(rng, 51.2 * slow) for _ in range(5)]
-        print(
-            f"Copy engine {direction}: {statistics.median(samples):g} GiB/s (samples "
-            + ",".join(f"{s:f}" for s in samples)
-            + ")"
-        )
-    print(f"Running {'read' if read else 'write'} kernel")
+    count = int(opts.get("copy-engine-samples", 5))
+    for direction in ("h2d", "d2h"):
+        samples = [noisy(rng, 51.2 * slow) for _ in range(count)]
+        values = ",".join(f"{s:f}" for s in samples)
+        print(f"CopyEngine: direction={direction} gibs={statistics.median(samples):g} samples={count} values={values}")
+    print(f"Kernel: op={'read' if read else 'write'}")
     for repeat in range(1, repeats + 1):
         print(f"Repeat: {repeat} of {repeats}")
         for run in range(1, runs + 1):
-            print(f"Throughput: {noisy(rng, (first if run == 1 else steady) * slow):g} GiB/s")
-    print(f"Checksums verified: {runs * repeats} runs" if read else f"Write verified by the host: {repeats} repeats")
+            print(f"Throughput: repeat={repeat} run={run} gibs={noisy(rng, (first if run == 1 else steady) * slow):g}")
+    print(f"Verified: kernel=read runs={runs * repeats}" if read else f"Verified: kernel=write repeats={repeats}")
 
 
 def host_bandwidth(rng, opts, slow):
