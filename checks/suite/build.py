@@ -41,8 +41,9 @@ class SuiteBuild(rfm.CompileOnlyRegressionTest):
     #: When the CUDA programs are built: 'where-gpus' (a partition whose node
     #: has GPUs: on one without, every GPU check is skipped, and building them
     #: took two minutes for nothing), 'always' (a toolkit tried on a build
-    #: host without a GPU), or 'never'.
-    cuda_programs = variable(str, value="where-gpus")
+    #: host without a GPU), or 'never'. Not logged: a new perflog column
+    #: would make ReFrame start the build's perflog anew.
+    cuda_programs = variable(str, value="where-gpus", loggable=False)
 
     @property
     def uses_spack(self) -> bool:
