@@ -27,6 +27,7 @@ from judge import verdict
 from judge.status import AS_ACCEPTED, UNJUDGED
 from reports.load import load
 from reports.runs import PERFLOGS
+from runner.histories import report_histories
 
 
 def _paths(args) -> list[Path]:
@@ -102,15 +103,17 @@ def cmd_html(args) -> int:
     if loaded.frame.empty:
         print("error: no performance values to report", file=sys.stderr)
         return UNJUDGED
-    report = write_report(loaded, Path(args.output), args.title, args.generic_for_all)
+    outdir = Path(args.output)
+    histories = report_histories(loaded.frame, outdir)
+    report = write_report(loaded, outdir, args.title, args.generic_for_all, histories=histories)
     print(f"report written to {report.index}")
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
     """The one parser of the suite's reporting and judging commands."""
-    from reports import browser, grafana, history
-    from runner import accept, nightly, power, upgrade
+    from reports import browser, grafana
+    from runner import accept, histories, nightly, power, upgrade
 
     top = argparse.ArgumentParser(
         prog="python -m commands", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -158,7 +161,7 @@ def parser() -> argparse.ArgumentParser:
         "--generic-for-all", action="store_true", help="also draw the generic figure for checks with their own"
     )
     p.set_defaults(func=cmd_html)
-    for module in (nightly, accept, history, grafana, power, upgrade, browser):
+    for module in (nightly, accept, histories, grafana, power, upgrade, browser):
         module.add_parsers(sub)
     return top
 

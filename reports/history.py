@@ -1,8 +1,8 @@
 """The history page of a system: each path over the nights, how far each
 night was from the accepted runs (worse up), the band the accepted runs
-spread over, and the change points (judge/changepoints.py).
-
-    python -m commands history [--system NAME] -o DIR    DIR/history.html and a figure per kind of path
+spread over, and the change points, as the judge found them
+(runner/histories.py computes them, judge/changepoints.py finds them); this
+module only draws.
 """
 
 from __future__ import annotations
@@ -16,53 +16,19 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from judge import changepoints, verdict
-from judge.select import accepted_masks, run_rows
 from reports.figures import common  # noqa: F401  (the figures' backend and style)
-from reports.load import load
 from reports.page import page_html
-from reports.runs import PERFLOGS, finished_runs, read_accepted, read_baselines, selected_system
 
 COLUMNS = 4
 
 
-def missing(system: str, kind: str | None = None) -> str | None:
-    """What the system (one kind of its nodes) lacks for a history: accepted
-    runs or finished nights; None if nothing."""
-    accepted = read_accepted(system, kind)
-    if accepted is None and kind is None and len(read_baselines(system)) > 1:
-        return f"baselines of several kinds of node ({'; '.join(sorted(read_baselines(system)))}): name one"
-    if accepted is None:
-        return "no accepted runs" + (f" of {kind}" if kind else "")
-    return None if finished_runs(system, kind=accepted["kind"]) else "no finished nightly runs"
-
-
-def history_table(
-    system: str, accepted: dict, nights: list[dict], frame: pd.DataFrame | None = None
-) -> tuple[pd.DataFrame, dict[str, float], list[changepoints.Change]]:
-    """Each path's level per night (percent, worse positive), its accepted
-    spread, and the changes found, over those of the `nights` that `frame`
-    holds (by default the system's perflogs); the spreads are judged against
-    the last of them."""
-    if frame is None:
-        frame = load([PERFLOGS / system], warn=None).frame
-    held = [r for r in nights if run_rows(frame, system, [r]).any()]
-    table = changepoints.path_levels(frame, system, held, [r["stamp"] for r in accepted["runs"]])
-    if table.empty:
-        return table, {}, []
-    last = run_rows(frame, system, [held[-1]])
-    paths = verdict.judge(frame, accepted_masks(frame, system, accepted), last).paths
-    spreads = dict(zip(paths["path"], paths["spread_pct"] / 100))
-    return table, spreads, changepoints.changes(table, spreads)
-
-
-def _panel(ax, path: str, rows: pd.DataFrame, spread: float, flagged: changepoints.Change | None) -> None:
+def _panel(ax, path: str, rows: pd.DataFrame, spread: float, flagged) -> None:
     levels = rows["level"].to_numpy(float)
     x = np.arange(len(levels))
     ax.axhspan(-200 * spread, 200 * spread, color="#dddddd", label="accepted ±2 spreads")
     ax.plot(x, np.expm1(levels) * 100, marker="o", ms=3, lw=1, color="#1f77b4")
-    # The change points the nightly finds: its series scaled as it scales them.
-    for start in changepoints.change_points(levels, changepoints.series_spread(levels, spread)):
+    # The change points the nightly found (the table's `starts`, runner/histories.py).
+    for start in np.flatnonzero(rows["starts"].to_numpy(bool)):
         ax.axvline(start - 0.5, color="#ff7f0e", ls="--", lw=1)
     if flagged:
         start = len(levels) - flagged.nights
@@ -84,7 +50,7 @@ def draw(table: pd.DataFrame, spreads: dict[str, float], found: list, outdir: Pa
         fig, axes = plt.subplots(nrows, COLUMNS, figsize=(4 * COLUMNS, 2.6 * nrows), squeeze=False)
         for ax, path in zip(axes.flat, paths):
             path_rows = rows[rows["path"] == path]
-            _panel(ax, path, path_rows, changepoints.scale(spreads.get(path)), flagged.get(path))
+            _panel(ax, path, path_rows, spreads[path], flagged.get(path))
         for ax in list(axes.flat)[len(paths) :]:
             ax.set_visible(False)
         fig.supylabel("% worse than the accepted runs", fontsize=8)
@@ -97,25 +63,12 @@ def draw(table: pd.DataFrame, spreads: dict[str, float], found: list, outdir: Pa
     return written
 
 
-def write_history(
-    system: str,
-    outdir: Path,
-    frame: pd.DataFrame | None = None,
-    back: str = "",
-    drawn: tuple | None = None,
-    kind: str | None = None,
-) -> Path | None:
+def write_history(system: str, outdir: Path, drawn: tuple, back: str = "", kind: str | None = None) -> Path | None:
     """history.html and its figures under `outdir` for one kind of the
-    system's nodes (its only one by default), with a link to `back` where
-    given, from `drawn` (levels, spreads and changes a nightly already has)
-    or else history_table; None where that kind has no accepted runs or
-    nights, or `frame` holds none of its nights."""
-    if drawn is None:
-        accepted = read_accepted(system, kind)
-        nights = finished_runs(system, kind=accepted["kind"]) if accepted else []
-        if accepted is None or not nights:
-            return None
-        drawn = history_table(system, accepted, nights, frame)
+    system's nodes, with a link to `back` where given, from `drawn`: what the
+    judge found over the nights (runner/histories.py: each path's level per
+    night with its change points, its scaled spread, the changes reported);
+    None where it holds no night. Drawn only: nothing is judged here."""
     table, spreads, found = drawn
     if table.empty:
         return None
@@ -137,29 +90,3 @@ def write_history(
 def slug(kind: str) -> str:
     """'2 x NVIDIA H100 80GB HBM3' -> '2xNVIDIA-H100-80GB-HBM3': a kind in a folder's name."""
     return "-".join(kind.replace(" x ", "x").replace(",", "").split())
-
-
-def add_parsers(sub) -> None:
-    """history in the suite's one parser (commands/cli.py)."""
-    p = sub.add_parser("history", help="each path over the nights, with its change points")
-    p.add_argument("--system", help="default: the one ReFrame picks here")
-    p.add_argument("--kind", help="the kind of node ('2 x NVIDIA H100 80GB HBM3'; default: each, a folder each)")
-    p.add_argument("-o", "--output", required=True, help="directory for history.html and its figures")
-    p.set_defaults(func=history)
-
-
-def history(args) -> int:
-    system = selected_system(args.system)
-    kinds = [args.kind] if args.kind else sorted(read_baselines(system)) or [None]
-    drawn = 0
-    for kind in kinds:
-        outdir = Path(args.output) / slug(kind) if len(kinds) > 1 else Path(args.output)
-        page = write_history(system, outdir, kind=kind)
-        if page is None:  # each kind that can be drawn is, whatever another lacks
-            print(f"history: {system}{', ' + kind if kind else ''} has {missing(system, kind) or 'no nightly run'}")
-            continue
-        drawn += 1
-        print(f"history of {kind or system} written to {page}")
-    if not drawn:
-        raise SystemExit(f"history: no history of {system} to draw")
-    return 0

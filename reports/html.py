@@ -226,23 +226,6 @@ def _contents(pages: dict[str, Path], histories: dict[str, Path], outdir: Path) 
     return parts
 
 
-def _histories(frame: pd.DataFrame, outdir: Path) -> dict[str, Path]:
-    """The history page of each system of the report whose accepted runs and
-    nights the records hold (reports/history.py), over the nights they hold."""
-    from reports.history import slug, write_history
-    from reports.runs import read_baselines
-
-    drawn = {}
-    for system in sorted(frame["system"].dropna().unique()):
-        kinds = sorted(read_baselines(system))
-        for kind in kinds or [None]:
-            label, folder = (
-                (f"{system}, {kind}", f"history-{system}-{slug(kind)}") if kind else (system, f"history-{system}")
-            )
-            drawn[label] = write_history(system, outdir / folder, frame, back="../index.html", kind=kind)
-    return {label: page for label, page in drawn.items() if page is not None}
-
-
 def write_report(
     loaded: Loaded,
     outdir: Path,
@@ -253,8 +236,7 @@ def write_report(
 ) -> Report:
     """index.html, a page per check and their figures under `outdir`; the
     index opens with `verdict` (a night's, verdict_section) and links
-    `histories` (system: page), by default the history of each system whose
-    accepted runs and nights the records hold."""
+    `histories` (label: page; runner/histories.py writes them)."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     # The samples of headline figures are for the verdict; the report shows their medians.
@@ -263,7 +245,7 @@ def write_report(
     # The versions' overlay reads the samples: the spread is what tells a move from noise.
     figures = render_all(frame, outdir, generic_for_all) + versions_figures(loaded.frame, outdir)
     report = Report(outdir / "index.html", figures=figures)
-    report.histories = _histories(loaded.frame, outdir) if histories is None else histories
+    report.histories = histories or {}
     for test in sorted(frame["test"].unique()):
         page = outdir / f"{test}.html"
         body = _test_section(test, frame, figures, headline, outdir)

@@ -8,11 +8,8 @@ import json
 import socket
 from pathlib import Path
 
-import pandas as pd
-
 from experiments.roots import NIGHTLY as NIGHTLY_DIR
 from experiments.roots import PERFLOGS
-from judge import changepoints
 from systems import data
 from systems.health import baselines_in, kind_of
 
@@ -102,15 +99,3 @@ def finished_runs(system: str, drills: bool = False, kind: str | None = None) ->
     if kind is not None:
         found = [run for run in found if kind_of_run(system, run) == kind]
     return sorted(found, key=lambda r: r["start"])
-
-
-def night_levels(frame: pd.DataFrame, system: str, accepted: dict, tonight: dict | None = None) -> pd.DataFrame:
-    """Each path's level over every night of the system (changepoints.path_levels), tonight's
-    included (`tonight`, its reruns' windows and path verdicts as they are
-    now, over its run.json on disk): what tonight's changes are found in and
-    its history page is drawn from."""
-    runs = finished_runs(system, kind=accepted.get("kind"))
-    if tonight is not None:  # a drill too: judged over the history as any night is
-        runs = [r for r in runs if r["stamp"] != tonight["stamp"]] + [tonight]
-    stamps = [r["stamp"] for r in accepted["runs"]]
-    return changepoints.path_levels(frame, system, runs, stamps)

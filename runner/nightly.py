@@ -55,13 +55,13 @@ from reports.runs import (
     NIGHTLY_DIR,
     PERFLOGS,
     kind_of_run,
-    night_levels,
     node_facts_of,
     now,
     read_accepted,
     read_baselines,
     selected_system,
 )
+from runner import histories
 from runner.plan import make_plan, plan_lines
 from runner.rfm import reframe_command
 from systems import data, toolkits
@@ -439,9 +439,9 @@ def nightly(args) -> int:
         if result is not None:
             spreads = dict(zip(result.paths["path"], result.paths["spread_pct"] / 100))
             run["paths"] = path_verdicts(result)
-            levels = night_levels(frame, system, accepted, tonight=run)
+            levels = histories.night_levels(frame, system, accepted, tonight=run)
             changes = changepoints.changes(levels, spreads)
-            history = (levels, spreads, changes)  # the history page's, not computed again
+            history = histories.drawn(levels, spreads, changes)  # the history page's, not computed again
     node_judged = node_facts_judged(accepted, outdir)
     reasons = unjudged_reasons(result, node_judged, health == 0, other_kinds=bool(read_baselines(system)))
     status = nightly_status(found, result, reasons, args.allow_unjudged, changes, siblings.lagging(lags))
@@ -568,7 +568,10 @@ def write_html(
     try:
         kind = kind_of_run(system, run)
         folder = outdir.parent / (f"history-{slug(kind)}" if kind else "history")
-        page = write_history(system, folder, frame, drawn=history, kind=kind)
+        if history is not None:
+            page = write_history(system, folder, history, kind=kind)
+        else:
+            page = histories.write_kind(system, folder, frame, kind=kind)
     except Exception as err:  # matplotlib and pandas raise many kinds
         print(f"nightly: warning: no history page: {err!r}", file=sys.stderr)
         page = None

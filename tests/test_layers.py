@@ -124,3 +124,12 @@ def test_no_committed_data_under_a_code_package():
         ["git", "ls-files", "reports", "checks", "experiments"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout.split()
     assert tracked and not [path for path in tracked if not path.endswith(".py")]
+
+
+def test_the_reports_draw_what_the_judge_found_and_judge_nothing():
+    users = [
+        name
+        for name, path in _sources().items()
+        if name.startswith("reports") and any(m.split(".")[0] == "judge" for m in _imports(path))
+    ]
+    assert not users, f"{users} import the judge: runner/histories.py judges what a report draws"

@@ -14,7 +14,7 @@ from experiments.references import matching_values
 from judge import select, verdict
 from reports import history as history_page
 from reports import runs
-from runner import accept, nightly
+from runner import accept, histories, nightly
 
 H100 = {"gpu_model": "NVIDIA H100 80GB HBM3", "host_link": "pcie gen5 x16", "gpu_count": "1"}
 #: The kind of node of the committed single-H100 nights and baseline.
@@ -427,10 +427,10 @@ def test_a_nights_report_links_the_systems_history(tmp_path):
     assert "index.html" not in history  # one history serves every night: no way back to one of them
     # The nightly hands the history what it judged tonight over, rather than have it computed again: the same page.
     accepted = runs.read_accepted("hopper-vm", H100_KIND)
-    levels = runs.night_levels(frame, "hopper-vm", accepted, tonight=last)
+    levels = histories.night_levels(frame, "hopper-vm", accepted, tonight=last)
     spreads = dict(zip(paths["path"], paths["spread_pct"] / 100))
-    drawn = (levels, spreads, nightly.changepoints.changes(levels, spreads))
-    again = history_page.write_history("hopper-vm", tmp_path / "again", drawn=drawn, kind=H100_KIND).read_text()
+    drawn = histories.drawn(levels, spreads, nightly.changepoints.changes(levels, spreads))
+    again = history_page.write_history("hopper-vm", tmp_path / "again", drawn, kind=H100_KIND).read_text()
     heading = re.compile(r"<h1>.*</h1>|<h2>Changes the nightly reports</h2><ul>.*?</ul>", re.S)
     assert heading.findall(again) == heading.findall(history)
 
@@ -449,10 +449,12 @@ def test_a_drill_is_judged_as_any_night_and_left_out_of_later_nights_history(tmp
     assert [r["stamp"] for r in runs.finished_runs("site", drills=True)] == ["n1", "fault", "n3"]
     seen = []
     monkeypatch.setattr(
-        nightly.changepoints, "path_levels", lambda frame, system, nights, stamps: seen.append(nights) or pd.DataFrame()
+        histories.changepoints,
+        "path_levels",
+        lambda frame, system, nights, stamps: seen.append(nights) or pd.DataFrame(),
     )
     tonight = {"stamp": "drill", "start": "2026-12-04T01:00", "end": "2026-12-04T01:05", "drill": "GPU memory"}
-    runs.night_levels(pd.DataFrame(), "site", {"runs": []}, tonight=tonight)
+    histories.night_levels(pd.DataFrame(), "site", {"runs": []}, tonight=tonight)
     assert [r["stamp"] for r in seen[-1]] == ["n1", "n3", "drill"]
     parser = cli.parser()
     args = parser.parse_args(["nightly", "--drill", "host memory streamed on 16 cores", "--confirm-later", "0"])

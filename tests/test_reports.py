@@ -21,6 +21,7 @@ from reports.figures.mem_scan import scan_speed_of_light
 from reports.html import write_report
 from reports.load import load, split_display_name
 from rfmconfig.settings import PERFLOG_FORMAT, perflog_ignore_keys
+from runner.histories import report_histories
 
 pytestmark = pytest.mark.slow
 
@@ -255,7 +256,8 @@ def committed():
 def report(committed, tmp_path_factory):
     """The report of every committed perflog, as `./suite report html
     perflogs` makes it, drawn once for the tests below."""
-    return write_report(committed, tmp_path_factory.mktemp("report"), "test report")
+    outdir = tmp_path_factory.mktemp("report")
+    return write_report(committed, outdir, "test report", histories=report_histories(committed.frame, outdir))
 
 
 @pytest.fixture(scope="module")

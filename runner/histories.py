@@ -1,0 +1,122 @@
+"""A system's history, judged: each path's level per night against the
+accepted runs, its change points and the changes reported (judge/
+changepoints.py), the spreads they are scaled by (judge/verdict.py). The
+nightly computes it over tonight and every earlier night; the report and
+`history` compute it over the nights the perflogs hold; reports/history.py
+draws what this gives, and judges nothing.
+
+    python -m commands history [--system NAME] [--kind KIND] -o DIR    DIR/history.html and a figure per kind of path
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from judge import changepoints, verdict
+from judge.select import accepted_masks, run_rows
+from reports.history import slug, write_history
+from reports.load import load
+from reports.runs import PERFLOGS, finished_runs, read_accepted, read_baselines, selected_system
+
+
+def night_levels(frame: pd.DataFrame, system: str, accepted: dict, tonight: dict | None = None) -> pd.DataFrame:
+    """Each path's level over every night of the system (changepoints.path_levels), tonight's
+    included (`tonight`, its reruns' windows and path verdicts as they are
+    now, over its run.json on disk): what tonight's changes are found in and
+    its history page is drawn from."""
+    runs = finished_runs(system, kind=accepted.get("kind"))
+    if tonight is not None:  # a drill too: judged over the history as any night is
+        runs = [r for r in runs if r["stamp"] != tonight["stamp"]] + [tonight]
+    stamps = [r["stamp"] for r in accepted["runs"]]
+    return changepoints.path_levels(frame, system, runs, stamps)
+
+
+def drawn(levels: pd.DataFrame, spreads: dict[str, float], changes: list) -> tuple:
+    """What the history page draws: the levels with each night that starts a
+    new level marked (`starts`: the change points, the series scaled as the
+    nightly scales it), each path's spread as scaled, and the changes."""
+    scaled = {path: changepoints.scale(spreads.get(path)) for path in levels["path"].unique()}
+    starts = pd.Series(False, index=levels.index)
+    for path, rows in levels.groupby("path", sort=False):
+        values = rows["level"].to_numpy(float)
+        found = changepoints.change_points(values, changepoints.series_spread(values, scaled[path]))
+        starts[rows.index[[i for i in found if 0 <= i < len(rows)]]] = True
+    return levels.assign(starts=starts.to_numpy(bool)), scaled, changes
+
+
+def history_table(system: str, accepted: dict, nights: list[dict], frame: pd.DataFrame | None = None) -> tuple:
+    """`drawn` over those of the `nights` that `frame` holds (by default the
+    system's perflogs), the spreads judged against the last of them."""
+    if frame is None:
+        frame = load([PERFLOGS / system], warn=None).frame
+    held = [r for r in nights if run_rows(frame, system, [r]).any()]
+    table = changepoints.path_levels(frame, system, held, [r["stamp"] for r in accepted["runs"]])
+    if table.empty:
+        return table.assign(starts=pd.Series(dtype=bool)), {}, []
+    last = run_rows(frame, system, [held[-1]])
+    paths = verdict.judge(frame, accepted_masks(frame, system, accepted), last).paths
+    spreads = dict(zip(paths["path"], paths["spread_pct"] / 100))
+    return drawn(table, spreads, changepoints.changes(table, spreads))
+
+
+def write_kind(system: str, outdir: Path, frame: pd.DataFrame | None = None, back: str = "", kind: str | None = None):
+    """The history page of one kind of the system's nodes (its only one by
+    default), judged here and drawn by reports/history.py; None where that
+    kind has no accepted runs or nights, or `frame` holds none of them."""
+    accepted = read_accepted(system, kind)
+    nights = finished_runs(system, kind=accepted["kind"]) if accepted else []
+    if accepted is None or not nights:
+        return None
+    return write_history(system, outdir, history_table(system, accepted, nights, frame), back=back, kind=kind)
+
+
+def report_histories(frame: pd.DataFrame, outdir: Path) -> dict[str, Path]:
+    """The history page of each system and kind of node whose accepted runs
+    and nights the records hold, for a report under `outdir` (its `histories`)."""
+    pages = {}
+    for system in sorted(frame["system"].dropna().unique()):
+        for kind in sorted(read_baselines(system)) or [None]:
+            label, folder = (
+                (f"{system}, {kind}", f"history-{system}-{slug(kind)}") if kind else (system, f"history-{system}")
+            )
+            pages[label] = write_kind(system, outdir / folder, frame, back="../index.html", kind=kind)
+    return {label: page for label, page in pages.items() if page is not None}
+
+
+def missing(system: str, kind: str | None = None) -> str | None:
+    """What the system (one kind of its nodes) lacks for a history: accepted
+    runs or finished nights; None if nothing."""
+    accepted = read_accepted(system, kind)
+    if accepted is None and kind is None and len(read_baselines(system)) > 1:
+        return f"baselines of several kinds of node ({'; '.join(sorted(read_baselines(system)))}): name one"
+    if accepted is None:
+        return "no accepted runs" + (f" of {kind}" if kind else "")
+    return None if finished_runs(system, kind=accepted["kind"]) else "no finished nightly runs"
+
+
+def add_parsers(sub) -> None:
+    """history in the suite's one parser (commands/cli.py)."""
+    p = sub.add_parser("history", help="each path over the nights, with its change points")
+    p.add_argument("--system", help="default: the one ReFrame picks here")
+    p.add_argument("--kind", help="the kind of node ('2 x NVIDIA H100 80GB HBM3'; default: each, a folder each)")
+    p.add_argument("-o", "--output", required=True, help="directory for history.html and its figures")
+    p.set_defaults(func=history)
+
+
+def history(args) -> int:
+    system = selected_system(args.system)
+    kinds = [args.kind] if args.kind else sorted(read_baselines(system)) or [None]
+    written = 0
+    for kind in kinds:
+        outdir = Path(args.output) / slug(kind) if len(kinds) > 1 else Path(args.output)
+        page = write_kind(system, outdir, kind=kind)
+        if page is None:  # each kind that can be drawn is, whatever another lacks
+            print(f"history: {system}{', ' + kind if kind else ''} has {missing(system, kind) or 'no nightly run'}")
+            continue
+        written += 1
+        print(f"history of {kind or system} written to {page}")
+    if not written:
+        raise SystemExit(f"history: no history of {system} to draw")
+    return 0
