@@ -416,33 +416,22 @@ inline void run_on_numa_node(const Options &opts, int node) {
 
 // The CUDA devices this process sees; none at all (cudaErrorNoDevice) is 0.
 // Every GPU program asks it first, so each prints its CUDA versions here.
-inline int device_count() {
+// Where CUDA cannot count them (no driver, a driver too old): a CUDA error
+// that names the call, or, where option(s) `names` name GPUs to check against
+// the count, an error that names them and why (exit status 1: the input may
+// be good, it cannot be checked).
+inline int device_count(const std::string &names = "") {
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
     if (err == cudaErrorNoDevice) {
         cudaGetLastError();
         return 0;
     }
-    // Named as the call it is: the macro would name the variable.
-    ::suite::cuda_check(err, "cudaGetDeviceCount(&count)", __FILE__, __LINE__);
-    print_cuda_versions();
-    return count;
-}
-
-// How many devices the GPUs that option(s) `names` name may be among. Where
-// CUDA cannot count them (no driver, a driver too old), the options cannot
-// be checked: an error that names them and why (exit status 1: the input
-// may be good), not a CUDA error that names a call.
-inline int devices_for(const std::string &names) {
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err == cudaErrorNoDevice) {
-        cudaGetLastError();
-        return 0;
-    }
-    if (err != cudaSuccess)
+    if (err != cudaSuccess && !names.empty())
         die("%s: the GPUs it names cannot be checked: CUDA cannot count this node's GPUs: %s (%s)", names.c_str(),
             cudaGetErrorString(err), cudaGetErrorName(err));
+    // Named as the call it is: the macro would name the variable.
+    ::suite::cuda_check(err, "cudaGetDeviceCount(&count)", __FILE__, __LINE__);
     print_cuda_versions();
     return count;
 }
@@ -451,7 +440,7 @@ inline int devices_for(const std::string &names) {
 // (an argument error, exit status 2, like every other bad option).
 inline int visible_device(const Options &opts, const std::string &name) {
     const int device = opts.integer32(name, 0, std::numeric_limits<int>::max());
-    const int count = devices_for("option '--" + name + "'");
+    const int count = device_count("option '--" + name + "'");
     if (device >= count)
         opts.usage_error("option '--%s' names device %d, but %d %s visible", name.c_str(), device, count,
                          count == 1 ? "is" : "are");

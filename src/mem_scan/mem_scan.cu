@@ -246,7 +246,7 @@ int main(int argc, char **argv) {
     opts.parse(argc, argv);
     const Config c = parse_config(opts);
 
-    const int count = c.gpus > 0 ? suite::devices_for("option '--gpus'") : suite::device_count();
+    const int count = suite::device_count(c.gpus > 0 ? "option '--gpus'" : "");
     if (c.nranks <= 1 && c.gpus > count)
         opts.usage_error("option '--gpus' asks for %d GPUs, but %d %s visible", c.gpus, count,
                          count == 1 ? "is" : "are");

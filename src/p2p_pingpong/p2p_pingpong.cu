@@ -232,7 +232,7 @@ Config parse_config(const suite::Options &opts) {
 // The two GPUs, which must be visible and reach each other; named unless
 // this is the nvbit variant's run (--label).
 void check_devices(const suite::Options &opts, const Config &c) {
-    const int count = suite::devices_for("options '--src-device' and '--dst-device'");
+    const int count = suite::device_count("options '--src-device' and '--dst-device'");
     if (c.src_device >= count || c.dst_device >= count)
         opts.usage_error("options '--src-device' %d and '--dst-device' %d: %d GPU%s visible (the ping-pong needs two)",
                          c.src_device, c.dst_device, count, count == 1 ? " is" : "s are");

@@ -156,7 +156,7 @@ Config parse_config(const suite::Options &opts) {
 
 // The GPUs --gpus names, among the visible ones.
 void choose_gpus(const suite::Options &opts, Config &c) {
-    const int count = suite::devices_for("option '--gpus'");
+    const int count = suite::device_count("option '--gpus'");
     if (count == 0) suite::die("no CUDA device visible");
     c.gpus = index_list(opts, "gpus", opts.str("gpus") == "all" ? count : kAnyGpu, "GPUs");
     for (int gpu : c.gpus)
