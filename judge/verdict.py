@@ -265,6 +265,12 @@ class PairedLocation(Location):
     high: float
 
 
+def pair_spread(differences: np.ndarray) -> float:
+    """The spread of paired runs' log differences: their SD (locate_pairs says
+    why not Qn); 0 for fewer than two."""
+    return float(np.std(differences, ddof=1)) if differences.size > 1 else 0.0
+
+
 @lru_cache(maxsize=512)
 def _paired_quantile(n: int, prior_df: int, q: float) -> float:
     return float(np.quantile(paired_null_distribution(n, prior_df), q))
@@ -283,7 +289,7 @@ def locate_pairs(differences: np.ndarray, floor: float, prior: Prior) -> PairedL
     widens the SD, which errs toward not calling a move, as a transient
     should."""
     center = float(np.median(differences))
-    own = float(np.std(differences, ddof=1)) if differences.size > 1 else 0.0
+    own = pair_spread(differences)
     n = differences.size
     scale = max(math.sqrt(moderated(own**2, prior, n)), MIN_SPREAD)
     margin = math.log1p(floor)
@@ -682,7 +688,7 @@ def _path_statistic(judged: pd.DataFrame, paired: bool = False) -> dict:
         "verdict": "pass",
         "agree": agree,
         "change_pct": _change_pct(judged, tonight),
-        "spread_pct": (float(np.std(logs, ddof=1)) if paired else robust_spread(logs)[1]) * 100,
+        "spread_pct": (pair_spread(logs) if paired else robust_spread(logs)[1]) * 100,
         "runs": int(len(per_run)),
         "instability": float(np.median(ratios)),
         "_logs": logs,
@@ -793,7 +799,7 @@ def judge_pair_values(table: pd.DataFrame, pairs: list[tuple[str, str]], alpha: 
         columns=[*key, *FIGURE_COLUMNS, *INTERVAL_COLUMNS, *_PRIVATE],
     )
     for row in figures.index[figures["verdict"] == "pass"]:  # the kind's prior weighs the pairs' spreads
-        figures.at[row, "spread_pct"] = float(np.std(figures.at[row, "_logs"], ddof=1)) * 100
+        figures.at[row, "spread_pct"] = pair_spread(figures.at[row, "_logs"]) * 100
     paths = _judge_paths(figures, paired=True)
     for table_ in (figures, paths):
         _locate_pair_rows(table_)
