@@ -49,7 +49,7 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
-from checks.suite.base import MultiGpuCheck
+from checks.suite.base import MultiGpuCheck, parser_sanity
 from checks.suite.curves import output_curve
 from checks.suite.settings import Choice, Count, Decimal, Each, ReadSetting, Real, Size, Unreadable, Whole
 from experiments import budget
@@ -95,12 +95,10 @@ def summary(points: list, sol_gbs: float | None, link_limit_gbs: float | None, n
 
 
 @sn.deferrable
+@parser_sanity
 def block_summary(points: list, sol_gbs: float | None, name: str) -> list:
     """A headline summary of each block of timed launches: its samples."""
-    try:
-        return [b[name] for b in block_summaries(points, sol_gbs, SCAN_BLOCKS)]
-    except ValueError as err:
-        raise sn.SanityError(str(err)) from None
+    return [b[name] for b in block_summaries(points, sol_gbs, SCAN_BLOCKS)]
 
 
 @sn.deferrable

@@ -28,7 +28,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, variable
 from reframe.core.exceptions import SkipTestError
 
-from checks.suite.base import GpuCheck, median
+from checks.suite.base import GpuCheck, median, parser_sanity
 from checks.suite.settings import Choice, Count, CountOr, Decimal, Real, Size, Unreadable, Whole, size_bytes
 from experiments import budget
 from experiments.records import read_output
@@ -44,32 +44,27 @@ from systems import data, parse_quantity
 
 
 @sn.deferrable
+@parser_sanity
 def output_of(stdout: str) -> Output:
     """The program's records (experiments/um_bandwidth.py parses them)."""
-    try:
-        return parse_output(read_output(stdout))
-    except ValueError as err:
-        raise sn.SanityError(str(err)) from None
+    return parse_output(read_output(stdout))
 
 
 @sn.deferrable
+@parser_sanity
 def per_repeat(output: Output, runs: int, repeats: int, figure) -> list:
     """`figure` (a function of one repeat's runs) for each repeat, in order."""
-    try:
-        return [figure(runs_of) for runs_of in output.per_repeat(repeats, runs)]
-    except ValueError as err:
-        raise sn.SanityError(str(err)) from None
+    return [figure(runs_of) for runs_of in output.per_repeat(repeats, runs)]
 
 
 @sn.deferrable
+@parser_sanity
 def copy_engine_samples(output: Output, op: str) -> list:
-    try:
-        return list(output.copy_engine_samples(op))
-    except ValueError as err:
-        raise sn.SanityError(str(err)) from None
+    return list(output.copy_engine_samples(op))
 
 
 @sn.deferrable
+@parser_sanity
 def measured_as_asked(output: Output, op: str, runs: int, repeats: int, advice: str) -> bool:
     """The driver took the advice (a driver that rejects it, an unsupported
     feature and not a fault, skips the case with its reason); the kernel ran
@@ -81,11 +76,8 @@ def measured_as_asked(output: Output, op: str, runs: int, repeats: int, advice: 
     wanted = {"kernel": op, **({"runs": str(runs * repeats)} if op == "read" else {"repeats": str(repeats)})}
     if output.verified != wanted:
         raise sn.SanityError(f"Verified record {output.verified}, not {wanted}")
-    try:
-        output.per_repeat(repeats, runs)  # every run of every repeat, once
-        output.copy_engine_samples(op)
-    except ValueError as err:
-        raise sn.SanityError(str(err)) from None
+    output.per_repeat(repeats, runs)  # every run of every repeat, once
+    output.copy_engine_samples(op)
     return True
 
 

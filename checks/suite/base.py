@@ -5,6 +5,7 @@ placement from the system's data (placement.py), and the GPU skip rule."""
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import statistics
@@ -53,6 +54,22 @@ def runtime_loaded(stdout: str, expected: str) -> bool:
     if loaded != expected:
         raise sn.SanityError(f"the program loaded CUDA runtime {loaded}, its environment's is {expected}")
     return True
+
+
+def parser_sanity(function):
+    """`function` (the body of a deferred sanity or performance function over
+    a parser of experiments/) with the parser's ValueError raised as ReFrame's
+    SanityError, its message kept: an output that did not parse fails the
+    sanity by name, not with a traceback."""
+
+    @functools.wraps(function)
+    def judged(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except ValueError as err:
+            raise sn.SanityError(str(err)) from None
+
+    return judged
 
 
 @sn.deferrable

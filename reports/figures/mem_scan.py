@@ -113,10 +113,9 @@ def _by_buffer(group: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 def _scan_sets(frame: pd.DataFrame) -> list:
     """The scan's records by machine, GPU count and buffer size: one figure each."""
-    data = frame[frame["test"] == NAME]
     return [
         ((*key, f"{n}gpus" + (f"-{fraction}x" if fraction else "")), part, fraction)
-        for key, group in data.groupby(group_keys(), dropna=False)
+        for key, group in sets_of(frame, NAME)
         for n, sub in _by_gpu_count(group)
         for fraction, part in _by_buffer(sub)
     ]
