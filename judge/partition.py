@@ -1,0 +1,370 @@
+"""A partition's night: each node against its siblings of the same night,
+and the partition against the accepted runs of its kind of node.
+
+Nodes of one kind measured in the same hour share what drifts with time (a
+busy shared host, the season's temperatures, a driver), so tonight's other
+nodes are a tighter reference for one node than last month's runs, and a
+change every node shows alike is one change of the partition, not N alarms.
+Both questions are asked of one matrix, nodes by paths, all at once:
+
+- **Levels.** For each node and headline figure, the worse-oriented log of
+  its run median (a rate's fall, a time's rise is positive). A node's level
+  on a path is the median over the path's figures of that log less the
+  figure's median over the nodes (`siblings`), and less the figure's median
+  over the accepted runs (`history`).
+- **Node fault.** A node's sibling level against the median and the spread
+  of the *other* nodes (left out as it is: a sick node does not pull its own
+  reference). The spread is Qn with fewer than `MAD_FROM` others and the MAD
+  of the whole column from then on (one node moves it by one order statistic
+  at most, and only upward), combined with the node's own standard error
+  from its samples' spread. A node is behind where its deviation less the
+  path's floor (systems/paths/paths.yaml) stands out by Student's t with
+  one degree of freedom fewer than the others it was compared with, Holm's
+  correction taken over every node and path judged: a partition of four
+  nodes has three others and two degrees of freedom, so it names a node only
+  far beyond its siblings.
+- **Fleet change.** A path whose median over the nodes moved against the
+  accepted runs beyond the floor, by Student's t on the standard errors of
+  both medians (the accepted runs' spread between separately started nodes,
+  tonight's between nodes), with the accepted runs' degrees of freedom and
+  Holm's correction over the paths. A worse one is a change of the
+  partition, reported once; a better one is an improvement.
+- **Both.** A node behind its siblings on a path the whole partition moved on.
+
+Pure functions over tables and matrices; no ReFrame, no files. Every step
+is vectorised over nodes and paths: 4,608 nodes by 40 paths judge in well
+under a second (tests/test_partition.py).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from experiments.keys import FIGURE_KEY
+from judge.siblings import MEDIAN_SE
+from judge.verdict import CV_FLOOR, MIN_RUNS, MIN_SPREAD, holm, qn_scale
+
+#: From this many other nodes on, a path's spread between nodes is the MAD
+#: of the column: Qn's small-sample factor is simulated per size, which is
+#: cheap only for small ones, and with many nodes the MAD's lower efficiency
+#: costs little (its standard error over ten values is 25% of the SD).
+MAD_FROM = 10
+#: The MAD of normal values over their SD.
+MAD_NORMAL = stats.norm.ppf(0.75)
+#: Fewer other nodes than this and a node has no siblings to be judged against:
+#: with one, no spread tells which of the two is behind.
+MIN_SIBLINGS = 2
+
+
+class Cell(enum.StrEnum):
+    """A node's verdict on one path."""
+
+    PASS = "pass"
+    NODE_FAULT = "node fault"  # behind its siblings tonight
+    BOTH = "both"  # behind its siblings on a path the whole partition moved on
+    NOT_MEASURED = "not measured"  # the other nodes measured it, this one did not
+    UNJUDGED = "unjudged"  # too few siblings measured the path
+
+
+class Fleet(enum.StrEnum):
+    """The partition's verdict on one path against the accepted runs."""
+
+    PASS = "pass"
+    CHANGE = "fleet change"  # every node moved the same way, for the worse
+    IMPROVED = "improved"
+    UNJUDGED = "unjudged"  # no accepted runs of the path, or too few
+
+
+@dataclass
+class Levels:
+    """The matrices a partition is judged from: nodes by paths (worse
+    positive, logs), and per path its floor, direction, kind and history."""
+
+    siblings: pd.DataFrame  # log deviation from the figures' median over the nodes
+    se: pd.DataFrame  # that level's standard error from the node's samples
+    history: pd.DataFrame  # log deviation from the figures' median over the accepted runs
+    history_spread: pd.Series  # the accepted runs' spread of the path level (Qn of their logs)
+    history_runs: pd.Series  # how many accepted runs measured the path
+    floor: pd.Series  # the smallest move worth an alarm, a fraction
+    rates: pd.Series  # True where higher is better
+    kind: pd.Series = field(default_factory=lambda: pd.Series(dtype=str))
+
+
+@dataclass
+class Partition:
+    """The partition judged: `cells` one row per node and path, `fleet` one
+    row per path, `nodes` one row per node (its worst path), and the nodes
+    expected that did not report."""
+
+    cells: pd.DataFrame
+    fleet: pd.DataFrame
+    nodes: pd.DataFrame
+    silent: list[str]
+
+    def faults(self) -> pd.DataFrame:
+        """The cells of nodes behind their siblings, worst first."""
+        bad = self.cells[self.cells["verdict"].isin([Cell.NODE_FAULT, Cell.BOTH])]
+        return bad.sort_values("z", ascending=False)
+
+    def fleet_changes(self) -> pd.DataFrame:
+        return self.fleet[self.fleet["verdict"] == Fleet.CHANGE]
+
+    def drain(self) -> list[str]:
+        """The nodes to take out of service: behind their siblings, silent, or with paths not measured."""
+        bad = self.nodes["state"].isin([NodeState.FAULT, NodeState.SILENT, NodeState.INCOMPLETE])
+        return list(self.nodes.loc[bad, "node"])
+
+
+class NodeState(enum.StrEnum):
+    OK = "ok"
+    FAULT = "behind its siblings"
+    SILENT = "did not report"
+    INCOMPLETE = "paths not measured"
+
+
+# --- the tables ------------------------------------------------------------
+
+
+def node_values(frame: pd.DataFrame, mask: pd.Series) -> pd.DataFrame:
+    """One row per node and headline figure of the rows `mask` selects: the
+    median of its samples, their robust CV (normalised MAD over median) and
+    how many there were. Grouped once, not node by node."""
+    samples = frame[mask & frame["sample"].notna()]
+    key = ["node", *(k for k in FIGURE_KEY if k in frame.columns)]
+    values = pd.to_numeric(samples["value"], errors="coerce")
+    good = samples.assign(value=values)[np.isfinite(values) & (values > 0)]
+    groups = [good[k].fillna("").astype(str) for k in key]
+    median = good.groupby(groups, sort=False)["value"].transform("median")
+    spread = (good["value"] - median).abs().groupby(groups, sort=False).median() / MAD_NORMAL
+    table = good.groupby(groups, sort=False)["value"].agg(["median", "size"])
+    table["cv"] = spread / table["median"]
+    table = table.rename(columns={"median": "value", "size": "n"}).reset_index()
+    return table.rename(columns=dict(enumerate(key)))
+
+
+def _judged(values: pd.DataFrame) -> pd.DataFrame:
+    """Rows the partition judges (a path, a direction, no yardstick, a value), with their worse-oriented logs."""
+    rows = values[(values["path"] != "") & (values["yardstick"] == "") & (values["better"] != "")]
+    rows = rows[np.isfinite(rows["value"].to_numpy(float)) & (rows["value"] > 0)]
+    sign = np.where(rows["better"] == "higher", -1.0, 1.0)
+    return rows.assign(worse=sign * np.log(rows["value"].to_numpy(float)))
+
+
+def _figure_key(table: pd.DataFrame) -> list[str]:
+    return [k for k in FIGURE_KEY if k in table.columns]
+
+
+def levels(tonight: pd.DataFrame, accepted: pd.DataFrame | None = None) -> Levels:
+    """The matrices of `tonight` (node_values with verdict.attach_paths)
+    against `accepted` (verdict.run_values of the accepted runs with
+    attach_paths; None: no history)."""
+    rows = _judged(tonight)
+    key = _figure_key(rows)
+    rows = rows.assign(dev=rows["worse"] - rows.groupby(key)["worse"].transform("median"))
+    cv = np.maximum(np.nan_to_num(rows["cv"].to_numpy(float)), CV_FLOOR)
+    rows = rows.assign(se=MEDIAN_SE * cv / np.sqrt(np.maximum(rows["n"].to_numpy(float), 1)))
+    by_cell = rows.groupby(["node", "path"])
+    siblings = by_cell["dev"].median().unstack()
+    se = by_cell["se"].median().unstack().reindex_like(siblings)
+    paths = rows.groupby("path")
+    floor, rates = paths["floor"].first(), paths["better"].first() == "higher"
+    history, spread, runs = _history(rows, accepted, key, siblings)
+    return Levels(siblings, se, history, spread, runs, floor, rates, paths["kind"].first())
+
+
+def _history(rows: pd.DataFrame, accepted: pd.DataFrame | None, key: list[str], shape: pd.DataFrame):
+    """Tonight's levels against the accepted runs' medians, and the accepted runs' spread and count by path."""
+    empty = pd.Series(np.nan, index=shape.columns)
+    if accepted is None or accepted.empty:
+        return shape * np.nan, empty, empty.fillna(0)
+    base = _judged(accepted)
+    center = base.groupby(key)["worse"].median().rename("center")
+    base = base.join(center, on=key)
+    per_run = base.assign(dev=base["worse"] - base["center"]).groupby(["run", "path"])["dev"].median().unstack()
+    spread = pd.Series(
+        {p: float(qn_scale(col.dropna().to_numpy())) if col.notna().sum() > 1 else np.nan for p, col in per_run.items()}
+    )
+    runs = per_run.notna().sum()
+    dev = rows.join(center, on=key)
+    history = (dev["worse"] - dev["center"]).groupby([dev["node"], dev["path"]]).median().unstack()
+    return history.reindex_like(shape), spread.reindex(shape.columns), runs.reindex(shape.columns).fillna(0)
+
+
+# --- each node against its siblings -------------------------------------
+
+
+def leave_one_out_median(x: np.ndarray) -> np.ndarray:
+    """Each cell's column median over the other rows (NaN ignored), for every cell at once.
+
+    A column sorted, its valid count c: leaving out the value of rank r, the
+    others' median is that of c - 1 values, whose order statistics are the
+    sorted column's with rank r skipped."""
+    order = np.argsort(x, axis=0)  # NaN sorts last
+    ranks = np.empty_like(order)
+    np.put_along_axis(ranks, order, np.arange(x.shape[0])[:, None].repeat(x.shape[1], 1), axis=0)
+    s = np.take_along_axis(x, order, axis=0)
+    c = np.sum(np.isfinite(x), axis=0)
+    m = c - 1  # the others' count, per column
+
+    def kth(k):  # the k-th smallest of the others (0-based), per cell
+        k = np.clip(k, 0, max(x.shape[0] - 1, 0))
+        index = np.where(k < ranks, k, k + 1)
+        return np.take_along_axis(s, np.clip(index, 0, x.shape[0] - 1), axis=0)
+
+    lower, upper = kth(np.broadcast_to((m - 1) // 2, x.shape)), kth(np.broadcast_to(m // 2, x.shape))
+    out = (lower + upper) / 2
+    out[~np.isfinite(x) | (np.broadcast_to(m, x.shape) < 1)] = np.nan
+    return out
+
+
+def leave_one_out_spread(x: np.ndarray) -> np.ndarray:
+    """Each cell's column spread (a robust SD) over the other rows: Qn of the
+    others, exactly, below MAD_FROM others; the MAD of the whole column from then on."""
+    out = np.full(x.shape, np.nan)
+    for j in range(x.shape[1]):
+        valid = np.flatnonzero(np.isfinite(x[:, j]))
+        others = valid.size - 1
+        if others < MIN_SIBLINGS:
+            continue
+        column = x[valid, j]
+        if others >= MAD_FROM:
+            out[valid, j] = np.median(np.abs(column - np.median(column))) / MAD_NORMAL
+        else:
+            loo = np.array([np.delete(column, i) for i in range(valid.size)])
+            out[valid, j] = qn_scale(loo)
+    return out
+
+
+def _percent(logs: np.ndarray, rates: np.ndarray) -> np.ndarray:
+    """Worse-oriented log deviations as percent changes of the values: a rate behind is below, a time above."""
+    return np.where(rates, np.expm1(-logs), np.expm1(logs)) * 100
+
+
+def judge(levels: Levels, alpha: float = 0.05, expected: list[str] | None = None) -> Partition:
+    """The partition judged (module docstring); `expected` the nodes that
+    should have reported: one that did not is silent, and never judged away."""
+    nodes = sorted(set(levels.siblings.index) | set(expected or []))
+    x = levels.siblings.reindex(nodes)
+    values = x.to_numpy(float)
+    center, spread = leave_one_out_median(values), leave_one_out_spread(values)
+    own = levels.se.reindex(index=nodes, columns=x.columns).to_numpy(float)
+    scale = np.maximum(np.sqrt(spread**2 + np.nan_to_num(own) ** 2), MIN_SPREAD)
+    behind = values - center
+    margin = np.log1p(levels.floor.reindex(x.columns).to_numpy(float))
+    t = (behind - margin) / scale
+    df = np.maximum(np.isfinite(values).sum(axis=0) - 2, 1)  # the others' count less one
+    p = stats.t.sf(t, np.broadcast_to(df, t.shape))
+    judged = np.isfinite(t)
+    adjusted = np.full(t.shape, np.nan)
+    adjusted[judged] = holm(p[judged])
+    fleet = judge_fleet(levels, x.columns, alpha)
+    moved = (fleet["verdict"] == Fleet.CHANGE).to_numpy(bool)
+    fault = judged & (adjusted <= alpha)
+    verdicts = np.full(t.shape, Cell.PASS, dtype=object)
+    verdicts[fault] = Cell.NODE_FAULT
+    verdicts[fault & moved[None, :]] = Cell.BOTH
+    measured_by_others = np.isfinite(values).sum(axis=0) > 0
+    verdicts[~np.isfinite(values) & measured_by_others[None, :]] = Cell.NOT_MEASURED
+    verdicts[np.isfinite(values) & ~judged] = Cell.UNJUDGED
+    rates = levels.rates.reindex(x.columns).to_numpy(bool)[None, :]
+    history = levels.history.reindex(index=nodes, columns=x.columns).to_numpy(float)
+    cells = pd.DataFrame(
+        {
+            "node": np.repeat(nodes, len(x.columns)),
+            "path": np.tile(x.columns, len(nodes)),
+            "verdict": verdicts.ravel(),
+            "vs_siblings_pct": _percent(behind, rates).ravel(),
+            "vs_history_pct": _percent(history, rates).ravel(),
+            "spread_pct": (np.expm1(scale) * 100).ravel(),
+            "z": t.ravel(),
+            "p_adjusted": adjusted.ravel(),
+        }
+    )
+    silent = sorted(set(nodes) - set(levels.siblings.index))
+    return Partition(cells, fleet, _node_rows(cells, silent), silent)
+
+
+def judge_fleet(levels: Levels, paths: pd.Index, alpha: float) -> pd.DataFrame:
+    """Each path's median over the nodes against the accepted runs: a fleet change, an improvement, or not."""
+    h = levels.history.reindex(columns=paths).to_numpy(float)
+    count = np.isfinite(h).sum(axis=0)
+    filled = np.where(count > 0, h, 0.0)  # a path no node has a history of: no All-NaN median
+    median = np.nanmedian(filled, axis=0)
+    between = np.nanmedian(np.abs(filled - median), axis=0) / MAD_NORMAL
+    runs = levels.history_runs.reindex(paths).fillna(0).to_numpy(float)
+    past = np.maximum(levels.history_spread.reindex(paths).to_numpy(float), MIN_SPREAD)
+    se = MEDIAN_SE * np.sqrt(between**2 / np.maximum(count, 1) + past**2 / np.maximum(runs, 1))
+    margin = np.log1p(levels.floor.reindex(paths).to_numpy(float))
+    t = (np.abs(median) - margin) / np.maximum(se, MIN_SPREAD)
+    judged = (runs >= MIN_RUNS) & (count > 0) & np.isfinite(t)
+    p = stats.t.sf(t, np.maximum(runs - 1, 1))
+    adjusted = np.full(len(paths), np.nan)
+    adjusted[judged] = holm(p[judged])
+    verdicts = np.where(judged, Fleet.PASS, Fleet.UNJUDGED).astype(object)
+    changed = judged & (adjusted <= alpha)
+    verdicts[changed & (median > 0)] = Fleet.CHANGE
+    verdicts[changed & (median < 0)] = Fleet.IMPROVED
+    rates = levels.rates.reindex(paths).to_numpy(bool)
+    with np.errstate(invalid="ignore"):
+        share = np.sum(np.sign(h) == np.sign(median), axis=0) / np.maximum(count, 1)
+    return pd.DataFrame(
+        {
+            "path": paths,
+            "verdict": verdicts,
+            "change_pct": _percent(median, rates),
+            "share": np.where(count > 0, share, np.nan),
+            "nodes": count,
+            "accepted_runs": runs.astype(int),
+            "floor_pct": levels.floor.reindex(paths).to_numpy(float) * 100,
+            "z": t,
+            "p_adjusted": adjusted,
+        }
+    )
+
+
+def _node_rows(cells: pd.DataFrame, silent: list[str]) -> pd.DataFrame:
+    """Per node: its state, its worst path against its siblings, and how many paths it is behind on."""
+    bad = cells["verdict"].isin([Cell.NODE_FAULT, Cell.BOTH])
+    missing = cells["verdict"] == Cell.NOT_MEASURED
+    worst = cells.assign(_z=cells["z"].fillna(-np.inf)).sort_values("_z", ascending=False).drop_duplicates("node")
+    rows = worst.set_index("node")[["path", "vs_siblings_pct", "z"]].rename(columns={"path": "worst_path"})
+    rows["faults"] = bad.groupby(cells["node"]).sum()
+    rows["not_measured"] = missing.groupby(cells["node"]).sum()
+    state = np.where(rows["faults"] > 0, NodeState.FAULT, NodeState.OK).astype(object)
+    state[(rows["not_measured"] > 0).to_numpy()] = NodeState.INCOMPLETE
+    state[rows.index.isin(silent)] = NodeState.SILENT
+    rows["state"] = state
+    order = {NodeState.SILENT: 0, NodeState.FAULT: 1, NodeState.INCOMPLETE: 2, NodeState.OK: 3}
+    rows = rows.assign(_order=rows["state"].map(order), _z=rows["z"].fillna(-np.inf))
+    rows = rows.sort_values(["_order", "_z"], ascending=[True, False]).drop(columns=["_order", "_z"])
+    return rows.reset_index()
+
+
+def node_line(row, cells: pd.DataFrame) -> str:
+    """'node3: behind its siblings on host memory read (-48.2%, z 31.0), ...' for the drain list."""
+    if row.state == NodeState.SILENT:
+        return f"{row.node}: did not report"
+    mine = cells[(cells["node"] == row.node) & cells["verdict"].isin([Cell.NODE_FAULT, Cell.BOTH, Cell.NOT_MEASURED])]
+    parts = []
+    for cell in mine.sort_values("z", ascending=False).itertuples():
+        if cell.verdict == Cell.NOT_MEASURED:
+            parts.append(f"{cell.path} not measured")
+        else:
+            both = ", the partition moved too" if cell.verdict == Cell.BOTH else ""
+            parts.append(f"{cell.path} {cell.vs_siblings_pct:+.1f}% against its siblings (z {cell.z:.1f}{both})")
+    return f"{row.node}: {row.state}: " + "; ".join(parts)
+
+
+def fleet_line(row) -> str:
+    """'host memory read: -30.0% on 4 of 4 nodes against 5 accepted runs (floor 3%, z 12.0)'."""
+    moved = int(round(row.share * row.nodes)) if row.share == row.share else 0
+    return (
+        f"{row.path}: {row.change_pct:+.1f}% on the partition ({moved} of {row.nodes} nodes the same way) "
+        f"against {row.accepted_runs} accepted runs (floor {row.floor_pct:.0f}%, z {row.z:.1f})"
+    )
+

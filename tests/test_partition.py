@@ -1,0 +1,126 @@
+"""judge/partition.py: each node against its siblings, the partition against its history."""
+
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from judge import partition
+from judge.partition import Cell, Fleet, NodeState
+
+KEY = {"test": "host_bandwidth", "case": "", "environ": "gnu", "system": "s", "partition": "p"}
+
+
+def table(nodes, paths, rng, noise=0.005, moves=None, figures=2, label="node"):
+    """A node_values-like table (or a run_values-like one with label='run'): each
+    node's (run's) figures of each path at 100 GB/s with lognormal noise, times
+    `moves[(node, path)]` (a factor) where given."""
+    moves = moves or {}
+    n, p = len(nodes), len(paths)
+    values = 100 * np.exp(rng.normal(0, noise, (n, p, figures)))
+    for (node, path), factor in moves.items():
+        values[nodes.index(node) if node in nodes else slice(None), paths.index(path), :] *= factor
+    return pd.DataFrame(
+        {
+            **KEY,
+            label: np.repeat(nodes, p * figures),
+            "path": np.tile(np.repeat(paths, figures), n),
+            "figure": [f"{path}_f{k}" for _ in nodes for path in paths for k in range(figures)],
+            "unit": "GB/s",
+            "value": values.ravel(),
+            "cv": 0.01,
+            "n": 5,
+            "kind": "host memory",
+            "floor": 0.03,
+            "yardstick": "",
+            "better": "higher",
+        }
+    )
+
+
+def judged(nodes, paths, rng, moves=None, accepted_moves=None, runs=5, **kw):
+    tonight = table(nodes, paths, rng, moves=moves, **kw)
+    accepted = table([f"r{k}" for k in range(runs)], paths, rng, moves=accepted_moves, label="run")
+    return partition.judge(partition.levels(tonight, accepted), expected=kw.get("expected"))
+
+
+def test_leave_one_out_median_is_the_others_median():
+    rng = np.random.default_rng(1)
+    for n in (2, 3, 4, 7, 10):
+        x = rng.normal(size=(n, 5))
+        x[rng.random((n, 5)) < 0.2] = np.nan
+        got = partition.leave_one_out_median(x)
+        for i in range(n):
+            for j in range(5):
+                others = np.delete(x[:, j], i)
+                others = others[np.isfinite(others)]
+                want = np.median(others) if np.isfinite(x[i, j]) and others.size else np.nan
+                assert got[i, j] == pytest.approx(want, nan_ok=True)
+
+
+def test_a_slow_node_of_four_is_named_alone_on_its_path():
+    rng = np.random.default_rng(2)
+    nodes, paths = ["n1", "n2", "n3", "n4"], ["read", "write", "copy"]
+    result = judged(nodes, paths, rng, moves={("n3", "read"): 0.5})
+    faults = result.faults()
+    assert list(zip(faults["node"], faults["path"])) == [("n3", "read")]
+    assert faults["vs_siblings_pct"].iloc[0] == pytest.approx(-50, abs=2)
+    assert result.drain() == ["n3"]
+    assert (result.fleet["verdict"] == Fleet.PASS).all()
+
+
+def test_a_slowdown_of_every_node_is_one_fleet_change_and_no_node_fault():
+    rng = np.random.default_rng(3)
+    nodes, paths = [f"n{k}" for k in range(6)], ["read", "write"]
+    result = judged(nodes, paths, rng, moves={("*", "read"): 0.7})
+    assert result.faults().empty and result.drain() == []
+    changes = result.fleet_changes()
+    assert list(changes["path"]) == ["read"] and changes["change_pct"].iloc[0] == pytest.approx(-30, abs=2)
+    assert changes["share"].iloc[0] == 1.0
+
+
+def test_a_node_behind_on_a_path_the_partition_moved_on_is_both():
+    rng = np.random.default_rng(4)
+    nodes = [f"n{k}" for k in range(8)]
+    moves = {("*", "read"): 0.7}
+    tonight = table(nodes, ["read"], rng, moves=moves)
+    tonight.loc[tonight["node"] == "n5", "value"] *= 0.5
+    accepted = table([f"r{k}" for k in range(5)], ["read"], rng, label="run")
+    result = partition.judge(partition.levels(tonight, accepted))
+    assert list(result.faults()["verdict"]) == [Cell.BOTH]
+    assert list(result.fleet_changes()["path"]) == ["read"]
+
+
+def test_a_node_that_did_not_report_is_named_and_drained():
+    rng = np.random.default_rng(5)
+    nodes = ["n1", "n2", "n3"]
+    tonight = table(nodes, ["read", "write"], rng)
+    tonight = tonight[~((tonight["node"] == "n2") & (tonight["path"] == "write"))]
+    result = partition.judge(partition.levels(tonight), expected=[*nodes, "n9"])
+    states = dict(zip(result.nodes["node"], result.nodes["state"]))
+    assert states == {"n9": NodeState.SILENT, "n2": NodeState.INCOMPLETE, "n1": NodeState.OK, "n3": NodeState.OK}
+    assert result.silent == ["n9"] and sorted(result.drain()) == ["n2", "n9"]
+    assert (result.fleet["verdict"] == Fleet.UNJUDGED).all()  # no accepted runs
+
+
+def test_two_nodes_have_no_siblings_to_be_judged_against():
+    rng = np.random.default_rng(6)
+    result = partition.judge(partition.levels(table(["a", "b"], ["read"], rng, moves={("a", "read"): 0.5})))
+    assert set(result.cells["verdict"]) == {Cell.UNJUDGED} and result.drain() == []
+
+
+def test_4608_nodes_by_40_paths_judge_in_seconds_and_name_only_what_was_planted():
+    """Summit's size: the matrices built from 368,640 figures and judged, one
+    node slowed on one path, one path slowed on every node."""
+    rng = np.random.default_rng(7)
+    nodes, paths = [f"n{k:04d}" for k in range(4608)], [f"path{k:02d}" for k in range(40)]
+    tonight = table(nodes, paths, rng, moves={("n1234", "path07"): 0.8, ("*", "path30"): 0.85})
+    accepted = table([f"r{k}" for k in range(8)], paths, rng, label="run")
+    start = time.perf_counter()
+    result = partition.judge(partition.levels(tonight, accepted))
+    took = time.perf_counter() - start
+    assert took < 10, f"{took:.1f} s"
+    assert list(zip(result.faults()["node"], result.faults()["path"])) == [("n1234", "path07")]
+    assert list(result.fleet_changes()["path"]) == ["path30"]
+    assert len(result.cells) == 4608 * 40
