@@ -113,7 +113,7 @@ def cmd_html(args) -> int:
 def parser() -> argparse.ArgumentParser:
     """The one parser of the suite's reporting and judging commands."""
     from reports import browser, grafana
-    from runner import accept, histories, nightly, power, upgrade
+    from runner import accept, histories, nightly, partition, power, upgrade
 
     top = argparse.ArgumentParser(
         prog="python -m commands", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -163,6 +163,7 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_html)
     for module in (nightly, accept, histories, grafana, power, upgrade, browser):
         module.add_parsers(sub)
+    partition.add_arguments(sub.choices["nightly"])
     return top
 
 

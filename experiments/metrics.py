@@ -35,6 +35,11 @@ VERDICT = "gpu_mempaths_path_verdict"
 CHANGE = "gpu_mempaths_path_change_pct"
 CHANGE_POINT = "gpu_mempaths_path_change_point"
 NIGHT_EXIT = "gpu_mempaths_night_exit"
+NODE_VS_SIBLINGS = "gpu_mempaths_node_vs_siblings_pct"
+NODE_VERDICT = "gpu_mempaths_node_verdict"
+FLEET_CHANGE = "gpu_mempaths_fleet_change_pct"
+#: A node's verdict on a path as a number (judge/partition.py's Cell), 0 as its siblings.
+NODE_CODES = {"pass": 0, "unjudged": 0, "node fault": 2, "both": 2, "not measured": 1}
 #: A path's verdict as a number, for a dashboard's thresholds: 0 is as accepted.
 VERDICT_CODES = {"pass": 0, "improved": 0, "transient": 1, "moved": 2, "unstable": 2, "unjudged": 3}
 NIGHT_VARIABLE = "GPU_MEMPATHS_NIGHT"
@@ -95,7 +100,7 @@ def victoria_lines(record, extras: dict | None, ignore_keys) -> str | None:
             "unit": unit or "",
             "path": path.name if path else "",
         }
-        lines.append(json.dumps({"metric": labels, "values": [float(value)], "timestamps": [when]}))
+        lines.append(_line(labels, float(value), when))
     return "\n".join(lines) or None
 
 
@@ -105,18 +110,41 @@ def verdict_lines(system: str, night: str, paths, when_ms: int) -> str:
     for row in paths.itertuples():
         labels = {"system": system, "night": night, "path": row.path, "kind": row.kind, "verdict": row.verdict}
         code = VERDICT_CODES.get(row.verdict, 3)
-        lines.append(json.dumps({"metric": {"__name__": VERDICT, **labels}, "values": [code], "timestamps": [when_ms]}))
+        lines.append(_line({"__name__": VERDICT, **labels}, code, when_ms))
         if row.change_pct == row.change_pct:  # not NaN
             metric = {"__name__": CHANGE, **labels}
-            lines.append(json.dumps({"metric": metric, "values": [float(row.change_pct)], "timestamps": [when_ms]}))
+            lines.append(_line(metric, float(row.change_pct), when_ms))
     return "\n".join(lines)
+
+
+def partition_lines(system: str, night: str, cells, fleet, when_ms: int) -> str:
+    """A partition's night: each node's deviation from its siblings and its
+    verdict by path (the node a label, for a dashboard's path across nodes),
+    and the partition's change by path against its accepted runs."""
+    lines = []
+    for row in cells.itertuples():
+        labels = {"system": system, "night": night, "node": row.node, "path": row.path, "verdict": str(row.verdict)}
+        code = NODE_CODES.get(str(row.verdict), 3)
+        lines.append(_line({"__name__": NODE_VERDICT, **labels}, code, when_ms))
+        if row.vs_siblings_pct == row.vs_siblings_pct:
+            lines.append(_line({"__name__": NODE_VS_SIBLINGS, **labels}, float(row.vs_siblings_pct), when_ms))
+    for row in fleet.itertuples():
+        if row.change_pct == row.change_pct:
+            labels = {"__name__": FLEET_CHANGE, "system": system, "night": night, "path": row.path}
+            lines.append(_line({**labels, "verdict": str(row.verdict)}, float(row.change_pct), when_ms))
+    return "\n".join(lines)
+
+
+def _line(metric: dict, value: float, when_ms: int) -> str:
+    """One sample in VictoriaMetrics' JSON line import format."""
+    return json.dumps({"metric": metric, "values": [value], "timestamps": [when_ms]})
 
 
 def night_line(system: str, night: str, kind: str, status: int, meaning: str, when_ms: int) -> str:
     """The night's exit status (0 as accepted, 1 failed, 2 moved, 3 not judged):
     the one series a dashboard or an alert needs to say which nights need a look."""
     labels = {"__name__": NIGHT_EXIT, "system": system, "night": night, "kind": kind, "meaning": meaning}
-    return json.dumps({"metric": labels, "values": [status], "timestamps": [when_ms]})
+    return _line(labels, status, when_ms)
 
 
 def change_lines(system: str, night: str, changes, when_ms: int) -> str:
@@ -132,7 +160,7 @@ def change_lines(system: str, night: str, changes, when_ms: int) -> str:
             "since": change.stamp,
             "line": change.line(),
         }
-        lines.append(json.dumps({"metric": labels, "values": [change.move_pct], "timestamps": [when_ms]}))
+        lines.append(_line(labels, change.move_pct, when_ms))
     return "\n".join(lines)
 
 

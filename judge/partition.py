@@ -279,6 +279,7 @@ def judge(levels: Levels, alpha: float = 0.05, expected: list[str] | None = None
             "path": np.tile(x.columns, len(nodes)),
             "verdict": verdicts.ravel(),
             "vs_siblings_pct": _percent(behind, rates).ravel(),
+            "behind_pct": (np.expm1(behind) * 100).ravel(),  # worse positive, whatever the unit
             "vs_history_pct": _percent(history, rates).ravel(),
             "spread_pct": (np.expm1(scale) * 100).ravel(),
             "z": t.ravel(),
@@ -346,9 +347,9 @@ def _node_rows(cells: pd.DataFrame, silent: list[str]) -> pd.DataFrame:
 
 
 def node_line(row, cells: pd.DataFrame) -> str:
-    """'node3: behind its siblings on host memory read (-48.2%, z 31.0), ...' for the drain list."""
+    """'behind its siblings: host memory read -48.2% against its siblings (z 31.0); ...' for the drain list."""
     if row.state == NodeState.SILENT:
-        return f"{row.node}: did not report"
+        return str(NodeState.SILENT)
     mine = cells[(cells["node"] == row.node) & cells["verdict"].isin([Cell.NODE_FAULT, Cell.BOTH, Cell.NOT_MEASURED])]
     parts = []
     for cell in mine.sort_values("z", ascending=False).itertuples():
@@ -357,7 +358,7 @@ def node_line(row, cells: pd.DataFrame) -> str:
         else:
             both = ", the partition moved too" if cell.verdict == Cell.BOTH else ""
             parts.append(f"{cell.path} {cell.vs_siblings_pct:+.1f}% against its siblings (z {cell.z:.1f}{both})")
-    return f"{row.node}: {row.state}: " + "; ".join(parts)
+    return f"{row.state}: " + "; ".join(parts)
 
 
 def fleet_line(row) -> str:
@@ -367,4 +368,3 @@ def fleet_line(row) -> str:
         f"{row.path}: {row.change_pct:+.1f}% on the partition ({moved} of {row.nodes} nodes the same way) "
         f"against {row.accepted_runs} accepted runs (floor {row.floor_pct:.0f}%, z {row.z:.1f})"
     )
-

@@ -58,7 +58,9 @@ def run_rows(frame: pd.DataFrame, system: str, runs: list[dict]) -> pd.Series:
     """Which rows of `frame` the given runs of `system` logged."""
     mask = pd.Series(False, index=frame.index)
     for run in runs:
-        mask |= select_mask(frame, "time", f"{run['start']}..{run['end']}")
+        window = select_mask(frame, "time", f"{run['start']}..{run['end']}")
+        # One node of a partition's night (runner/partition.py) is a run of its own.
+        mask |= window & (frame["node"] == run["node"]) if run.get("node") else window
     return mask & (frame["system"] == system)
 
 

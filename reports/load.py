@@ -260,6 +260,11 @@ def _tidy(records: list[dict], source: str, from_report: bool) -> pd.DataFrame:
         display = row.get("display_name") or row.get("name") or ""
         row["display_name"] = display
         test, params = split_display_name(display)
+        # ReFrame's hidden parameters say where a case ran (--distribute's '.nid', its node, where the
+        # scheduler reported none) and how often, not what it measured.
+        hidden = {k: params.pop(k) for k in [k for k in params if k.startswith(".")]}
+        if not row.get("node") and hidden.get(".nid"):
+            row["node"] = hidden[".nid"]
         row["test"] = test
         row["params"] = " ".join(f"{k}={v}" for k, v in params.items())
         for key in _DROPPED:

@@ -87,13 +87,16 @@ def find_run(system: str, stamp: str) -> tuple[Path, dict]:
     return outdir, json.loads(path.read_text())
 
 
-def finished_runs(system: str, drills: bool = False, kind: str | None = None) -> list[dict]:
+def finished_runs(system: str, drills: bool = False, kind: str | None = None, partitions: bool = False) -> list[dict]:
     """Every nightly run of the system that finished, oldest first; a drill
     (a fault planted on purpose, `nightly --drill`) only if asked for: it is
-    no night of the node's history; of one kind of node where `kind` says."""
+    no night of the node's history; of one kind of node where `kind` says;
+    a partition's night (several nodes in one window) only if asked for."""
     found = []
     for path in sorted((NIGHTLY_DIR / system).glob("*/run.json")):
         run = json.loads(path.read_text())
+        if run.get("nodes") and not partitions:
+            continue
         if run.get("start") and run.get("end") and (drills or not run.get("drill")):
             found.append(run)
     if kind is not None:

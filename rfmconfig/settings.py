@@ -127,6 +127,10 @@ def account_access(system: dict[str, Any], part: dict[str, Any]) -> tuple[list[s
     return [], None
 
 
+#: Set in each task of the LSF job over a partition's nodes (runner/partition.py).
+ON_NODE_VARIABLE = "GPU_MEMPATHS_ON_NODE"
+
+
 def _partition(system: dict[str, Any], part: dict[str, Any], found: detect.Detected | None) -> dict[str, Any]:
     node = found.node if found else part["node"]
     account, account_missing = account_access(system, part)
@@ -160,6 +164,10 @@ def _partition(system: dict[str, Any], part: dict[str, Any], found: detect.Detec
     }
     if "time_limit" in part:
         config["time_limit"] = part["time_limit"]
+    if os.environ.get(ON_NODE_VARIABLE):
+        # A task of the LSF job over a partition's nodes (runner/partition.py): already on its node.
+        config.update(scheduler="local", launcher="local", access=[], max_jobs=1)
+        return config
     if "gpu_resource" in part:
         config["resources"] = [{"name": "_rfm_gpu", "options": [part["gpu_resource"]]}]
     return config

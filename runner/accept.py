@@ -223,10 +223,26 @@ def accepted_samples(frame: pd.DataFrame, system: str, runs: list[dict]) -> pd.D
     return pd.concat(parts, ignore_index=True) if parts else frame.iloc[0:0]
 
 
+def node_runs(run: dict) -> list[dict]:
+    """A night as accepted runs: itself, or each node of a partition's night
+    that reported and is not to be drained (nodes started apart, as
+    references need), its stamp 'STAMP@NODE'."""
+    if not run.get("nodes"):
+        return [run]
+    drained = {row["node"] for row in run.get("drain", [])}
+    keep = ("start", "end", "kind", "health", "checks", "system")
+    passed = {"health": "pass", "checks": "pass"}
+    return [
+        {**{k: run[k] for k in keep if k in run}, **passed, "stamp": f"{run['stamp']}@{node}", "node": node}
+        for node in run["nodes"]
+        if node not in drained
+    ]
+
+
 def accept(args) -> int:
     system = selected_system(args.system)
     found = [find_run(system, stamp) for stamp in args.stamps]
-    runs = [run for _, run in found]
+    runs = [node for _, run in found for node in node_runs(run)]
     drills = [f"{run['stamp']} ({run['drill']})" for run in runs if run.get("drill")]
     if drills:
         print(f"accept: a drill is no baseline: {', '.join(drills)} had a fault planted", file=sys.stderr)

@@ -16,7 +16,8 @@ pid_of() {
     local pid
     pid=$(cat "$PIDDIR/$1.pid" 2>/dev/null) || return 1
     [[ $pid =~ ^[0-9]+$ ]] || return 1
-    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$1"* ]] || return 1
+    # slurmd-ci2: the slurmd of node ci2 (a cluster of several nodes on this host)
+    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "${1%%-*}"* ]] || return 1
     running "$pid" || return 1
     echo "$pid"
 }

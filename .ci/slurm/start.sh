@@ -5,6 +5,9 @@
 #
 # Usage: start.sh [RUNDIR]        (default: /tmp/gpu-mempaths-slurm)
 # Then:  source RUNDIR/env.sh     (sets SLURM_CONF for sbatch/srun/squeue/...)
+#
+# SLURM_CI_NODES=N (default 1): N nodes ci1..ciN, each its own slurmd on this
+# host (slurmd -N; Debian's Slurm is built for several per host), ports 6831...
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -18,6 +21,9 @@ LOGDIR=$RUNDIR/log
 MUNGEDIR=$RUNDIR/munge
 MUNGE_SOCKET=$MUNGEDIR/munge.socket.2
 NODE=$(hostname -s)
+COUNT=${SLURM_CI_NODES:-1}
+[[ $COUNT =~ ^[1-9][0-9]?$ ]] || { echo "start.sh: error: SLURM_CI_NODES=$COUNT: give 1 to 99" >&2; exit 1; }
+if (( COUNT == 1 )); then NAMES=("$NODE"); else NAMES=(); for ((k = 1; k <= COUNT; k++)); do NAMES+=("ci$k"); done; fi
 
 die() { echo "start.sh: error: $*" >&2; exit 1; }
 
@@ -59,12 +65,18 @@ if ! alive slurmctld && ! alive slurmd || [[ ! -s $CONF ]]; then
     avail_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
     realmem=$(( avail_kib / 1024 / 2 ))
     (( realmem >= 256 )) || realmem=256
-    sed -e "s|@NODE@|$NODE|g" -e "s|@CPUS@|$cpus|g" -e "s|@SOCKETS@|$sockets|g" \
-        -e "s|@CORES@|$cores|g" -e "s|@THREADS@|$threads|g" \
-        -e "s|@REALMEM@|$realmem|g" -e "s|@RUNDIR@|$RUNDIR|g" \
-        "$HERE/slurm.conf.in" >"$CONF.tmp"
+    # Several nodes share the host's memory: each gets its share.
+    realmem=$(( realmem / COUNT )); (( realmem >= 256 )) || realmem=256
+    lines=
+    for ((k = 0; k < COUNT; k++)); do
+        lines+="NodeName=${NAMES[k]} NodeHostname=$NODE NodeAddr=127.0.0.1 Port=$((6831 + k)) CPUs=$cpus"
+        lines+=" Sockets=$sockets CoresPerSocket=$cores ThreadsPerCore=$threads RealMemory=$realmem State=UNKNOWN\n"
+    done
+    nodes=$(IFS=,; echo "${NAMES[*]}")
+    sed -e "s|@NODELINES@|${lines%\\n}|" -e "s|@NODES@|$nodes|g" -e "s|@NODE@|$NODE|g" \
+        -e "s|@RUNDIR@|$RUNDIR|g" "$HERE/slurm.conf.in" >"$CONF.tmp"
     mv -f "$CONF.tmp" "$CONF"
-    echo "start.sh: node $NODE: CPUs=$cpus (${sockets}x${cores}x${threads}) RealMemory=${realmem}M"
+    echo "start.sh: node(s) $nodes on $NODE: CPUs=$cpus (${sockets}x${cores}x${threads}) RealMemory=${realmem}M each"
 fi
 
 printf 'export SLURM_CONF=%q\n' "$CONF" >"$RUNDIR/env.sh"
@@ -96,23 +108,27 @@ done
 
 # ---- slurmctld and slurmd, in the foreground (-D) of their own sessions
 alive slurmctld || launch slurmctld slurmctld -D -f "$CONF" || fail "slurmctld did not start"
-alive slurmd || launch slurmd slurmd -D -f "$CONF" -N "$NODE" || fail "slurmd did not start"
+for name in "${NAMES[@]}"; do
+    daemon=slurmd; (( COUNT == 1 )) || daemon=slurmd-$name
+    mkdir -p "$RUNDIR/spool/$name"
+    alive "$daemon" || launch "$daemon" slurmd -D -f "$CONF" -N "$name" || fail "$daemon did not start"
+done
 
 # ---- wait until the node is idle
 deadline=$((SECONDS + TIMEOUT))
 state=
 while :; do
-    for d in munged slurmctld slurmd; do
+    for d in munged slurmctld; do
         alive "$d" || fail "$d exited during start-up"
     done
-    state=$(sinfo -h -n "$NODE" -o '%t' 2>/dev/null | head -n1 || true)
-    case $state in
-        idle|mix|alloc) break ;;   # mix/alloc: already running jobs (re-run)
-    esac
-    (( SECONDS < deadline )) || fail "node $NODE not idle after ${TIMEOUT}s (state: '${state:-no answer}')"
+    # Every node idle (mix/alloc: already running jobs, a re-run).
+    states=$(sinfo -h -N -o '%t' 2>/dev/null | sort -u | tr '\n' ' ' || true)
+    ready=$(sinfo -h -N -t idle,mix,alloc -o '%N' 2>/dev/null | sort -u | wc -l || true)
+    (( ready == COUNT )) && break
+    (( SECONDS < deadline )) || fail "$ready of $COUNT node(s) idle after ${TIMEOUT}s (states: '${states:-no answer}')"
     sleep 0.5
 done
 
-echo "start.sh: Slurm cluster 'ci' up in ${SECONDS}s, node $NODE is $state"
+echo "start.sh: Slurm cluster 'ci' up in ${SECONDS}s, $COUNT node(s) idle"
 echo "start.sh: run 'source $RUNDIR/env.sh' to use it; stop with $HERE/stop.sh $RUNDIR"
 echo "export SLURM_CONF=$CONF"

@@ -14,7 +14,7 @@ export SLURM_CONF=$RUNDIR/slurm.conf
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/daemons.sh"
 
 # Cancel leftover jobs so that no slurmstepd outlives slurmd.
-if pid_of slurmctld >/dev/null && pid_of slurmd >/dev/null; then
+if pid_of slurmctld >/dev/null; then
     jobs=$(timeout 10 squeue -h -o '%i' 2>/dev/null || true)
     if [[ -n $jobs ]]; then
         echo "stop.sh: cancelling jobs: ${jobs//$'\n'/ }"
@@ -27,7 +27,8 @@ if pid_of slurmctld >/dev/null && pid_of slurmd >/dev/null; then
     fi
 fi
 
-for name in slurmd slurmctld munged; do
+slurmds=$(cd "$PIDDIR" 2>/dev/null && ls slurmd*.pid 2>/dev/null | sed 's/\.pid$//' || true)
+for name in $slurmds slurmctld munged; do
     if ! pid=$(pid_of "$name"); then
         rm -f "$PIDDIR/$name.pid"
         continue

@@ -206,7 +206,10 @@ class NodeFacts(Placement, SiteSettings):
     def case_items(self) -> dict:
         """The case's items: parameters as the test's name shows them, and the case variables."""
         cls = type(self)
-        items = {p: cls.raw_params[p].format(getattr(self, p)) for p in cls.param_space.params}
+        # ReFrame's own hidden parameters ('.nid', '.part' of --distribute, '.repeat_no') say where and how often
+        # a case ran, not what it measures: a node's case is its siblings' case.
+        params = [p for p in cls.param_space.params if not p.startswith(".")]
+        items = {p: cls.raw_params[p].format(getattr(self, p)) for p in params}
         items.update({v: format_value(getattr(self, v)) for v in self.case_variables})
         return items
 

@@ -8,7 +8,8 @@ in the same format, for the options the checks pass, with values drawn
 around one H100's figures with a small run-to-run noise.
 
     GPU_MEMPATHS_FAKE_SEED      seeds the noise (a node's "session")
-    GPU_MEMPATHS_FAKE_SLOWDOWN  'program=factor,...': rates times factor, times over it
+    GPU_MEMPATHS_FAKE_SLOWDOWN  'program=factor,...': rates times factor, times over it;
+                                'node:program=factor' on that Slurm node alone ($SLURMD_NODENAME)
     GPU_MEMPATHS_FAKE_SLOWDOWN_WHILE  a file: the slowdown lasts while it exists (a passing load)
 """
 
@@ -35,9 +36,11 @@ def factor(program: str) -> float:
     passing = os.environ.get("GPU_MEMPATHS_FAKE_SLOWDOWN_WHILE")
     if passing and not os.path.exists(passing):
         return 1.0
+    node = os.environ.get("SLURMD_NODENAME", "")
     for item in filter(None, os.environ.get("GPU_MEMPATHS_FAKE_SLOWDOWN", "").split(",")):
         name, _, value = item.partition("=")
-        if name == program:
+        where, _, name = name.rpartition(":")  # 'node3:host_bandwidth': on Slurm's node3 alone
+        if name == program and where in ("", node):
             return float(value)
     return 1.0
 
@@ -212,7 +215,8 @@ PROGRAMS = {
 def main() -> int:
     program = os.path.basename(sys.argv[0])
     opts = options(sys.argv[1:])
-    seed = f"{os.environ.get('GPU_MEMPATHS_FAKE_SEED', '0')} {program} {' '.join(sys.argv[1:])}"
+    node = os.environ.get("SLURMD_NODENAME", "")  # a node of its own on a Slurm of several nodes
+    seed = f"{os.environ.get('GPU_MEMPATHS_FAKE_SEED', '0')} {node} {program} {' '.join(sys.argv[1:])}"
     PROGRAMS[program](random.Random(seed), opts, factor(program))
     return 0
 

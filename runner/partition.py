@@ -1,0 +1,435 @@
+"""A partition's night: health and every check on every node at once, each
+node judged against its siblings of the same night and the partition
+against the accepted runs of its kind (judge/partition.py).
+
+    ./suite nightly --nodes all|N|NODE,NODE... [--system NAME] [--dry-run] [-- reframe options]
+
+- **Slurm** (``scheduler: slurm`` or ``squeue``): ReFrame's own
+  ``--distribute``: each check becomes one job per node, pinned with
+  ``--nodelist``, all submitted at once, so the night takes about one
+  node's time where the partition runs them side by side. ``all`` is every
+  node of the system's Slurm partition (``sinfo``), of which those Slurm
+  can run jobs on are distributed to (``--distribute=avail``); ``N`` the
+  first N of them; a list those named.
+- **LSF with jsrun** (``lsf``, ``lsf-nnodes``): one job over the nodes,
+  as ``node_health.nodes`` runs health: its script (partition-job.sh) starts
+  one task per node (``jsrun -n N -r 1``), each running health and the
+  checks on its own node (``nightly --on-node``, ReFrame's local scheduler
+  there, perflogs under perflogs/<system>/nodes/<host>/); the runner
+  submits it, waits for its end and judges what the nodes logged.
+
+Every record carries its node (ReFrame's job_nodelist, the perflogs' node).
+The nodes the night asked for are the expected ones: one that logged
+nothing did not report, is named and fails the night. The results, under
+results/nightly/<system>/<stamp>/: cells.csv (node x path), fleet.csv,
+nodes.csv, drain.txt (one node per line, then its reasons, for a scheduler
+script: ``scontrol update nodename=$node state=drain reason=...``),
+run.json (the exit status, the drain list, the fleet changes) and the
+partition's page (index.html: heat map, drain list, each node's history).
+Exit statuses are the nightly's: 1 a check failed or a node did not report
+or did not measure a path the others did; 2 a node behind its siblings or a
+fleet change for the worse; 3 not judged (no node had two siblings, or no
+accepted runs for the fleet, unless --allow-unjudged); 0 as accepted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from experiments import metrics
+from experiments.roots import REPO
+from judge import partition, verdict
+from judge.select import accepted_masks, run_rows
+from judge.status import FAILED, MEANING, MOVED, UNJUDGED
+from reports.load import load
+from reports.runs import NIGHTLY_DIR, PERFLOGS, finished_runs, now, read_accepted, read_baselines, selected_system
+from rfmconfig.settings import ON_NODE_VARIABLE
+from runner import nightly
+from runner.rfm import reframe_command
+from systems import data
+from systems.health import kind_of
+
+SLURM = {"slurm", "squeue"}
+LSF = {"lsf", "lsf-nnodes"}
+#: How long the runner waits for the LSF job over the nodes (the job's own -W bounds it too).
+LSF_WAIT_S = 6 * 3600
+
+
+class NodesError(ValueError):
+    """--nodes names what the partition does not have."""
+
+
+def batch_partition(system: str, named: str | None = None) -> dict:
+    """The system's partition a partition's night runs on: the named one, else its first batch one."""
+    parts = data.load_all()[system]["partitions"]
+    for part in parts:
+        if (named is None or part["name"] == named) and part["scheduler"] in SLURM | LSF:
+            return part
+    raise NodesError(
+        f"--nodes: {system}{':' + named if named else ''} has no partition under Slurm or LSF "
+        f"(its schedulers: {', '.join(sorted({p['scheduler'] for p in parts}))}); run ./suite nightly on each node"
+    )
+
+
+def slurm_partition_name(part: dict) -> str | None:
+    """The Slurm partition the system's access options name (--partition=X, -p X), if any."""
+    access = " ".join(part.get("access", []))
+    found = re.search(r"(?:--partition[= ]|-p\s*)(\S+)", access)
+    return found.group(1) if found else None
+
+
+def slurm_nodes(part: dict) -> list[str]:
+    """Every node of the Slurm partition, in sinfo's order."""
+    name = slurm_partition_name(part)
+    cmd = ["sinfo", "-h", "-N", "-o", "%N", *(["-p", name] if name else [])]
+    listed = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    if listed.returncode != 0:
+        raise NodesError(f"--nodes: {' '.join(cmd)} failed: {listed.stderr.strip()}")
+    return list(dict.fromkeys(listed.stdout.split()))
+
+
+def chosen_nodes(spec: str, known: list[str] | None) -> list[str] | int:
+    """--nodes as nodes: 'all' (the known ones), N (the first N known; a count
+    where none are known until the job runs) or a comma-separated list, which
+    must be among the known where they are known."""
+    if spec == "all":
+        if known is None:
+            raise NodesError("--nodes all: this scheduler cannot list its nodes; give N or the nodes' names")
+        return known
+    if spec.isdigit():
+        count = int(spec)
+        if count < 1:
+            raise NodesError(f"--nodes {spec}: give at least one node")
+        if known is None:
+            return count
+        if count > len(known):
+            raise NodesError(f"--nodes {count}: the partition has {len(known)} node(s)")
+        return known[:count]
+    names = [n for n in spec.split(",") if n]
+    unknown = [n for n in names if known is not None and n not in known]
+    if not names or unknown:
+        raise NodesError(f"--nodes: no node {', '.join(unknown) or spec!r} in the partition")
+    return names
+
+
+def distribute_options(nodes: list[str]) -> list[str]:
+    """ReFrame's options that run each selected check once on each of `nodes` (Slurm)."""
+    return ["--distribute=avail", f"--job-option=--nodelist={','.join(nodes)}"]
+
+
+# --- LSF: one job over the nodes ------------------------------------------------
+
+
+def lsf_script(system: str, part: dict, nodes: list[str] | int, outdir: Path, options: list[str]) -> str:
+    """The LSF job over the nodes: one jsrun task per node, each its node's
+    health and checks (`nightly --on-node`); the hosts LSF gave it recorded first."""
+    count = nodes if isinstance(nodes, int) else len(nodes)
+    account = os.environ.get("GPU_MEMPATHS_ACCOUNT", "").strip() or "<project>"
+    lines = ["#!/bin/bash", f"#BSUB -J gpu-mempaths-{system}-night", f"#BSUB -nnodes {count}"]
+    if part.get("account"):
+        lines.append("#BSUB " + part["account"]["option"].format(account=account))
+    if not isinstance(nodes, int):
+        lines.append(f'#BSUB -m "{" ".join(nodes)}"')
+    lines += [f"#BSUB -W {part.get('night_limit', '2:00')}", f"#BSUB -o {outdir}/partition-job.out", ""]
+    lines += [
+        f"cd {shlex.quote(str(REPO))}",
+        "# The hosts LSF gave the job (the launch node first): what is expected to report.",
+        f'echo "$LSB_MCPU_HOSTS" > {shlex.quote(str(outdir))}/hosts',
+        f"export {ON_NODE_VARIABLE}=1",
+        f"jsrun -n {count} -r 1 -a 1 -c ALL_CPUS -g ALL_GPUS --bind none \\",
+        f"    ./suite nightly --system {system} --on-node {shlex.quote(str(outdir))} -- "
+        + " ".join(shlex.quote(o) for o in options),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def lsf_hosts(outdir: Path, asked: list[str] | int) -> list[str]:
+    """The compute hosts the job was given ($LSB_MCPU_HOSTS: 'host slots' pairs, the launch node
+    first), else those asked."""
+    path = outdir / "hosts"
+    words = path.read_text().split() if path.exists() else []
+    hosts = list(dict.fromkeys(words[0::2][1:]))
+    return hosts or (asked if isinstance(asked, list) else [])
+
+
+def submit_lsf(script: Path) -> str:
+    """bsub the script and wait for the job's end; its id."""
+    with script.open() as stdin:
+        out = subprocess.run(["bsub"], stdin=stdin, capture_output=True, text=True, timeout=120)
+    found = re.search(r"Job <(\d+)>", out.stdout)
+    if out.returncode != 0 or not found:
+        raise RuntimeError(f"bsub: {out.stdout.strip()} {out.stderr.strip()}")
+    job = found.group(1)
+    print(f"nightly: LSF job {job} over the nodes submitted; waiting for its end", flush=True)
+    subprocess.run(["bwait", "-w", f"ended({job})", "-t", str(LSF_WAIT_S // 60)], timeout=LSF_WAIT_S + 60)
+    return job
+
+
+def on_node(args) -> int:
+    """One node's part of an LSF night: health and the checks on this node, no verdict."""
+    system = selected_system(args.system)
+    host = socket.gethostname().split(".")[0]
+    outdir = Path(args.on_node) / host
+    outdir.mkdir(parents=True, exist_ok=True)
+    perflogs = ["--perflogdir", str(PERFLOGS / system / "nodes" / host)]
+    health = nightly.reframe(
+        system, outdir / "health-report.json", "-t", "health", "-S", f"node_health.facts_dir={outdir}", *perflogs
+    )
+    if health != 0:
+        return FAILED
+    return nightly.reframe(
+        system,
+        outdir / "run-report.json",
+        "--mode",
+        "nightly",
+        "-S",
+        "reference_bounds=physical",
+        *perflogs,
+        *args.reframe,
+    )
+
+
+# --- the night ---------------------------------------------------------------------
+
+
+def failed_by_node(report: Path) -> dict[str, list[str]]:
+    """The failed cases of a ReFrame run report by the node they ran on ('' where unknown)."""
+    found: dict[str, list[str]] = {}
+    if not report.exists():
+        return {"": [f"no run report ({report.name}): ReFrame did not finish"]}
+    for run in json.loads(report.read_text()).get("runs", [])[-1:]:
+        for case in run["testcases"]:
+            if case["result"] in ("pass", "skip"):
+                continue
+            nodes = case.get("job_nodelist") or [""]
+            why = " ".join(str(case.get("fail_reason") or case["result"]).split())
+            for node in nodes if isinstance(nodes, list) else [nodes]:
+                found.setdefault(node, []).append(f"{case['display_name'].split()[0]}: {why}")
+    return found
+
+
+def tables(system: str, run: dict, accepted: dict | None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Tonight's run medians by node and figure, and the accepted runs' by run, both with their paths."""
+    frame = load([PERFLOGS / system], warn=None).frame
+    tonight = partition.node_values(frame, run_rows(frame, system, [run]))
+    past = None
+    if accepted:
+        past = verdict.attach_paths(verdict.run_values(frame, accepted_masks(frame, system, accepted), physical=True))
+    return verdict.attach_paths(tonight), past
+
+
+def partition_status(result: partition.Partition, failed: dict, judged_any: bool, history: bool, allow: bool) -> int:
+    """The night's exit status (module docstring)."""
+    if failed or result.silent or (result.cells["verdict"] == partition.Cell.NOT_MEASURED).any():
+        return FAILED
+    if not result.faults().empty or not result.fleet_changes().empty:
+        return MOVED
+    if not judged_any or (not history and not allow):
+        return UNJUDGED
+    return 0
+
+
+def partition_nightly(args) -> int:
+    system = selected_system(args.system)
+    try:
+        part = batch_partition(system, args.partition)
+        lsf = part["scheduler"] in LSF
+        nodes = chosen_nodes(args.nodes, None if lsf else slurm_nodes(part))
+    except NodesError as err:
+        print(f"nightly: {err}", file=sys.stderr)
+        return UNJUDGED
+    stamp = now()
+    outdir = NIGHTLY_DIR / system / stamp.replace(":", "")
+    outdir.mkdir(parents=True, exist_ok=True)
+    run = {"system": system, "stamp": stamp, "start": stamp, "partition": part["name"], "nodes_asked": args.nodes}
+    os.environ[metrics.NIGHT_VARIABLE] = stamp
+    if lsf:
+        script = outdir / "partition-job.sh"
+        script.write_text(lsf_script(system, part, nodes, outdir, args.reframe))
+        print(f"nightly: the job over the nodes: {script}", flush=True)
+        if args.dry_run:
+            print(script.read_text())
+            return 0
+        run["job"] = submit_lsf(script)
+        expected = lsf_hosts(outdir, nodes)
+        reports = sorted(outdir.glob("*/run-report.json")) + sorted(outdir.glob("*/health-report.json"))
+    else:
+        expected = list(nodes)
+        where = [f"--system={system}:{part['name']}", *distribute_options(expected)]
+        dry = ["--dry-run"] if args.dry_run else ["-r"]
+        health_options = ["-t", "health", "-S", f"node_health.facts_dir={outdir}", *where]
+        status = _reframe(outdir / "health-report.json", health_options, nightly.health_options(args.reframe), dry)
+        checks = ["--mode", "nightly", *nightly.KEEP_THE_BUILD, "-S", "reference_bounds=physical", *where]
+        status |= _reframe(outdir / "run-report.json", checks, args.reframe, dry)
+        if args.dry_run:
+            print(f"nightly: the job scripts are under {REPO / 'stage'} (ReFrame's stage directory)")
+            return 0 if status == 0 else UNJUDGED
+        reports = [outdir / "health-report.json", outdir / "run-report.json"]
+    run["nodes"] = expected
+    run["end"] = now()
+    nightly.save_run(outdir, run)
+    return judge_and_write(system, run, outdir, reports, args.alpha, args.allow_unjudged, not args.no_report)
+
+
+def _reframe(report: Path, options: list[str], site: list[str], dry: list[str]) -> int:
+    cmd = reframe_command(None, "--report-file", str(report), *options, *site, *dry)
+    print("nightly: " + " ".join(cmd[3:]), flush=True)
+    return subprocess.run(cmd, cwd=REPO).returncode
+
+
+def judge_and_write(
+    system: str, run: dict, outdir: Path, reports: list[Path], alpha: float, allow: bool, report: bool = True
+) -> int:
+    """Judge the night's records and write its results (module docstring); the exit status."""
+    failed: dict[str, list[str]] = {}
+    for path in reports:
+        for node, lines in failed_by_node(path).items():
+            failed.setdefault(node, []).extend(lines)
+    facts = sorted(outdir.glob("node-*.json")) + sorted(outdir.glob("*/node-*.json"))
+    run["kind"] = kind_of(json.loads(facts[0].read_text())) if facts else None
+    accepted = read_accepted(system, run["kind"]) if run["kind"] else None
+    tonight, past = tables(system, run, accepted)
+    result = partition.judge(partition.levels(tonight, past), alpha, expected=run["nodes"])
+    judged = [partition.Cell.PASS, partition.Cell.NODE_FAULT, partition.Cell.BOTH]
+    judged_any = result.cells["verdict"].isin(judged).any()
+    history = accepted is not None and (result.fleet["verdict"] != partition.Fleet.UNJUDGED).any()
+    status = partition_status(result, failed, judged_any, history, allow)
+    write_results(outdir, run, result, failed, status, accepted)
+    send(system, run, result, status)
+    if report:
+        write_page(system, run, result, outdir)
+    say(run, result, failed, status, outdir, bool(read_baselines(system)) and accepted is None)
+    return status
+
+
+def drain_rows(result: partition.Partition, failed: dict[str, list[str]]) -> list[dict]:
+    """The nodes to drain, each with its state, its reasons and figures."""
+    rows = []
+    for row in result.nodes.itertuples():
+        lines = failed.get(row.node, [])
+        if row.state == partition.NodeState.OK and not lines:
+            continue
+        reasons = [partition.node_line(row, result.cells)] if row.state != partition.NodeState.OK else []
+        rows.append({"node": row.node, "state": str(row.state), "reasons": reasons + [f"failed {x}" for x in lines]})
+    for node in sorted(set(failed) - set(result.nodes["node"]) - {""}):
+        rows.append({"node": node, "state": "failed checks", "reasons": [f"failed {x}" for x in failed[node]]})
+    return rows
+
+
+def write_results(outdir: Path, run: dict, result: partition.Partition, failed: dict, status: int, accepted) -> None:
+    result.cells.to_csv(outdir / "cells.csv", index=False)
+    result.fleet.to_csv(outdir / "fleet.csv", index=False)
+    result.nodes.to_csv(outdir / "nodes.csv", index=False)
+    drain = drain_rows(result, failed)
+    (outdir / "drain.txt").write_text("".join(f"{r['node']}\t{' | '.join(r['reasons'])}\n" for r in drain))
+    run["exit"], run["meaning"] = status, MEANING[status]
+    run["drain"] = drain
+    run["fleet_changes"] = [partition.fleet_line(r) for r in result.fleet_changes().itertuples()]
+    run["improved"] = [r.path for r in result.fleet.itertuples() if r.verdict == partition.Fleet.IMPROVED]
+    run["counts"] = {
+        "nodes": len(result.nodes),
+        "reported": len(result.nodes) - len(result.silent),
+        "paths": int(result.cells["path"].nunique()),
+        "node_faults": int(len(result.faults())),
+        "fleet_changes": int(len(result.fleet_changes())),
+        "accepted_runs": len(accepted["runs"]) if accepted else 0,
+    }
+    run["checks_failed"] = sum(len(v) for v in failed.values())
+    nightly.save_run(outdir, run)
+
+
+def send(system: str, run: dict, result: partition.Partition, status: int) -> None:
+    """The night's status and each node's deviation by path to the metrics endpoint, the node a label."""
+    url = metrics.endpoint(data.load_all().get(system, {}))
+    if not url:
+        return
+    when = int(pd.Timestamp(run["end"]).tz_localize(None).tz_localize("UTC").timestamp() * 1000)
+    lines = metrics.night_line(system, run["stamp"], run.get("kind") or "unknown", status, MEANING[status], when)
+    lines += "\n" + metrics.partition_lines(system, run["stamp"], result.cells, result.fleet, when)
+    why = metrics.post(url, lines)
+    if why:
+        print(f"nightly: warning: metrics endpoint {why}: the verdict is in the night's folder only", file=sys.stderr)
+
+
+def write_page(system: str, run: dict, result: partition.Partition, outdir: Path) -> None:
+    """The partition's page and a history page for each node it names; a
+    page that cannot be drawn changes no verdict."""
+    from reports.partition import write_partition_page
+
+    try:
+        named = [r["node"] for r in run["drain"]]
+        page = write_partition_page(run, result, outdir, node_histories(system, named))
+        print(f"report written to {page}")
+    except Exception as err:  # matplotlib and pandas raise many kinds
+        print(f"nightly: warning: no partition page: {err!r}", file=sys.stderr)
+
+
+def node_histories(system: str, nodes: list[str]) -> dict[str, pd.DataFrame]:
+    """Each named node's levels on every path over the system's partition nights so far (their cells.csv)."""
+    parts = []
+    for night in finished_runs(system, partitions=True):
+        cells = NIGHTLY_DIR / system / night["stamp"].replace(":", "") / "cells.csv"
+        if night.get("nodes") and cells.exists():
+            table = pd.read_csv(cells)
+            parts.append(table[table["node"].isin(nodes)].assign(night=night["stamp"]))
+    found = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["node", "night"])
+    return {node: rows for node, rows in found.groupby("node")}
+
+
+def say(run: dict, result: partition.Partition, failed: dict, status: int, outdir: Path, other_kind: bool) -> None:
+    for row in run["drain"]:
+        print(f"nightly: DRAIN {row['node']}: {' | '.join(row['reasons'])}", file=sys.stderr)
+    for line in run["fleet_changes"]:
+        print(f"nightly: FLEET CHANGE {line}", file=sys.stderr)
+    if other_kind:
+        print("nightly: no accepted runs of this kind of node: the partition is judged against its siblings only")
+    counts = run["counts"]
+    print(
+        f"nightly: {counts['reported']} of {counts['nodes']} node(s) reported, {counts['paths']} paths; "
+        f"{counts['node_faults']} node fault(s), {counts['fleet_changes']} fleet change(s); "
+        f"drain list in {outdir / 'drain.txt'}"
+    )
+    print(f"nightly: exit {status} ({MEANING[status]}); results in {outdir}")
+
+
+def add_arguments(p) -> None:
+    """The partition's options of the nightly's command (runner/nightly.py's parser)."""
+    whole = p.add_argument_group("a partition's night (runner/partition.py)")
+    whole.add_argument(
+        "--nodes",
+        metavar="all|N|NODE,...",
+        help="every node of the partition, its first N, or those named, all at once: each judged against its "
+        "siblings of the night and the partition against its accepted runs (Slurm: ReFrame's --distribute; LSF: "
+        "one job over the nodes)",
+    )
+    whole.add_argument(
+        "--partition", metavar="NAME", help="the system's partition for --nodes (default: its first batch one)"
+    )
+    whole.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --nodes: write the job scripts (ReFrame's under Slurm, the one job's under LSF) and submit nothing",
+    )
+    whole.add_argument("--on-node", metavar="DIR", help=argparse.SUPPRESS)  # a task of the LSF job over the nodes
+    p.set_defaults(func=night)
+
+
+def night(args) -> int:
+    """One node's night, a partition's (--nodes), or one node's part of an LSF partition's (--on-node)."""
+    if args.on_node:
+        return on_node(args)
+    if args.nodes:
+        return partition_nightly(args)
+    if args.dry_run or args.partition:
+        raise SystemExit("nightly: --dry-run and --partition go with --nodes")
+    return nightly.nightly(args)

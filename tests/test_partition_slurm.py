@@ -1,0 +1,130 @@
+"""A partition's night for real: four Slurm nodes on this one host (.ci/slurm
+with SLURM_CI_NODES=4, each its own slurmd), the fake GPU on each, the
+partition's nightly through ReFrame's --distribute.
+
+A clean night has nobody to drain; its nodes are accepted as the kind's
+runs; a night with one node's host memory at half speed names that node
+alone; a night with every node's at 70% is one change of the partition per
+host-memory path and names no node.
+
+Needs root and Slurm, as CI has; elsewhere skipped with that reason.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+from test_fake_gpu import FAKE_SYSTEM, fake_node_env, make_repo
+
+REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
+SLURM = REPO / ".ci" / "slurm"
+NODES = ["ci1", "ci2", "ci3", "ci4"]
+CHECKS = ["-n", "host_bandwidth|node_health", "-S", "host_bandwidth.runs=5"]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("slurmctld") is None or os.geteuid() != 0,
+        reason="needs root and Slurm (apt-get install slurmctld slurmd slurm-client munge), as CI has",
+    ),
+]
+
+SYSTEM = {
+    **FAKE_SYSTEM,
+    "name": "fakeslurm",
+    "description": "Four fake-GPU nodes behind a Slurm on localhost (tests/test_partition_slurm.py)",
+    "partitions": [
+        {
+            "name": "gpu",
+            "description": "The four fake nodes",
+            "scheduler": "squeue",
+            "launcher": "srun",
+            "access": ["--partition=cpu"],
+            "environments": ["gnu"],
+            "max_jobs": 16,
+            "time_limit": "5m",
+        }
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    rundir = tmp_path_factory.mktemp("slurm4")
+    env = {**os.environ, "SLURM_CI_NODES": str(len(NODES))}
+    try:
+        subprocess.run(["bash", str(SLURM / "start.sh"), str(rundir)], check=True, timeout=120, env=env)
+        yield str(rundir / "slurm.conf")
+    finally:
+        subprocess.run(["bash", str(SLURM / "stop.sh"), str(rundir)], check=False, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    copy = make_repo(tmp_path_factory.mktemp("fakeslurm"))
+    (copy / "systems" / "fakeslurm.yaml").write_text(yaml.safe_dump(SYSTEM, sort_keys=False))
+    return copy
+
+
+def night(repo, conf, seed, **env):
+    """A partition's nightly over the four nodes: its exit status, output and run.json."""
+    environ = {
+        **os.environ,
+        **fake_node_env(repo),
+        "HOME": str(repo.parent / "home"),
+        "SLURM_CONF": conf,
+        "GPU_MEMPATHS_FAKE_SEED": str(seed),
+        **env,
+    }
+    sources = repo / "tests" / "fakegpu" / "src"
+    cmd = [sys.executable, "-m", "commands", "nightly", "--system", "fakeslurm", "--nodes", "all"]
+    cmd += ["--", *CHECKS, "-S", f"SuiteBuild.sourcesdir={sources}"]
+    before = set((repo / "results" / "nightly" / "fakeslurm").glob("*"))
+    done = subprocess.run(cmd, cwd=repo, env=environ, capture_output=True, text=True, timeout=420)
+    (outdir,) = set((repo / "results" / "nightly" / "fakeslurm").glob("*")) - before
+    return done.returncode, done.stdout + done.stderr, outdir
+
+
+@pytest.fixture(scope="module")
+def accepted(repo, cluster):
+    status, output, outdir = night(repo, cluster, 1)
+    run = json.loads((outdir / "run.json").read_text())
+    assert status == 3, output[-5000:]  # judged against its siblings, nothing accepted yet
+    assert run["nodes"] == NODES and run["drain"] == [] and run["counts"]["reported"] == 4, output[-3000:]
+    cells = (outdir / "cells.csv").read_text()
+    assert "node fault" not in cells
+    accept = [sys.executable, "-m", "commands", "accept", run["stamp"], "--system", "fakeslurm"]
+    done = subprocess.run(accept, cwd=repo, env={**os.environ, **fake_node_env(repo)}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    stamps = [
+        r["stamp"]
+        for r in json.loads((repo / "perflogs" / "fakeslurm" / "accepted.json").read_text())["kinds"].popitem()[1][
+            "runs"
+        ]
+    ]
+    assert stamps == [f"{run['stamp']}@{n}" for n in NODES]
+    return repo
+
+
+def test_one_slow_node_is_named_alone(accepted, cluster):
+    status, output, outdir = night(accepted, cluster, 2, GPU_MEMPATHS_FAKE_SLOWDOWN="ci3:host_bandwidth=0.5")
+    run = json.loads((outdir / "run.json").read_text())
+    assert status == 2, output[-5000:]
+    assert [row["node"] for row in run["drain"]] == ["ci3"]
+    assert "host memory" in run["drain"][0]["reasons"][0]
+    assert run["fleet_changes"] == []
+    assert (outdir / "drain.txt").read_text().split("\t")[0] == "ci3"
+    assert (outdir / "index.html").exists() and (outdir / "node-ci3.html").exists()
+
+
+def test_a_slowdown_of_every_node_is_one_fleet_change(accepted, cluster):
+    status, output, outdir = night(accepted, cluster, 3, GPU_MEMPATHS_FAKE_SLOWDOWN="host_bandwidth=0.7")
+    run = json.loads((outdir / "run.json").read_text())
+    assert status == 2, output[-5000:]
+    assert run["drain"] == []
+    assert run["fleet_changes"] and all(line.startswith("host memory") for line in run["fleet_changes"])
+    assert all("4 of 4 nodes" in line for line in run["fleet_changes"])
