@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from judge import verdict
-from judge.select import run_rows
+from judge import partition, verdict
+from judge.select import accepted_masks, run_rows
 from reports.load import load
 from reports.runs import PERFLOGS, finished_runs, read_accepted
 from runner import nightly
@@ -364,6 +364,41 @@ def measure_upgrade(bench: UpgradeBench, upgrades: int, per_path: int, seed: int
         )
 
 
+def as_partition(bench: Bench, alpha: float = 0.05) -> partition.Partition:
+    """The bench's committed clean nights, each on a separately started node,
+    judged as the nodes of one partition's night (each night a node named by
+    its stamp) by the partition's judge, against the same accepted runs. A
+    harsher test than a real partition's: these nodes did not share an hour."""
+    rows = pd.concat([night.assign(node=stamp) for stamp, night in bench.nights.items()], ignore_index=True)
+    tonight = verdict.attach_paths(partition.node_values(rows, pd.Series(True, index=rows.index)))
+    masks = accepted_masks(bench.base, bench.system, bench.accepted)
+    past = verdict.attach_paths(verdict.run_values(bench.base, masks, physical=True))
+    return partition.judge(partition.levels(tonight, past), alpha)
+
+
+def measure_partition(bench: Bench, out=print) -> None:
+    """What docs/verdict.md says of the committed nights as one partition."""
+    result = as_partition(bench, bench.alpha)
+    faults, fleet = result.faults(), result.fleet
+    out(
+        f"nodes {len(result.nodes)}, paths {result.cells['path'].nunique()}, cells judged "
+        f"{int(result.cells['z'].notna().sum())}; node faults {len(faults)} on {faults['node'].nunique()} node(s); "
+        f"fleet changes {list(result.fleet_changes()['path'])}; improved "
+        f"{list(fleet.loc[fleet['verdict'] == partition.Fleet.IMPROVED, 'path'])}"
+    )
+    for row in faults.itertuples():
+        out(
+            f"  {row.node} {row.path}: {row.vs_siblings_pct:+.1f}% vs siblings (z {row.z:.1f}), "
+            f"{row.vs_history_pct:+.1f}% vs accepted: {row.verdict}"
+        )
+    worst = result.cells.sort_values("z", ascending=False).drop_duplicates("node").head(6)
+    for row in worst.itertuples():
+        out(
+            f"  worst of {row.node}: {row.path} {row.vs_siblings_pct:+.1f}% vs siblings "
+            f"(spread {row.spread_pct:.1f}%, z {row.z:.1f}, adjusted p {row.p_adjusted:.2g}): {row.verdict}"
+        )
+
+
 def main(argv=None) -> int:
     import argparse
 
@@ -375,7 +410,13 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--leave-out", nargs="*", default=[], metavar="STAMP", help="committed nights not drawn")
     parser.add_argument("--upgrade", metavar="NAME", help="replay the committed upgrade results/upgrades/NAME instead")
+    parser.add_argument("--partition", action="store_true", help="judge the committed nights as one partition's nodes")
     args = parser.parse_args(argv)
+    if args.partition:
+        bench = Bench(args.system, args.kind, leave_out=tuple(args.leave_out))
+        print(f"# {args.system}, {args.kind}: {len(bench.nights)} committed clean nights as one partition's nodes")
+        measure_partition(bench, out=lambda line: print(line, flush=True))
+        return 0
     if args.upgrade:
         upgrade = UpgradeBench(args.upgrade)
         print(f"# {args.upgrade}: {len(upgrade.runs)} runs on one node, {len(upgrade.paths)} paths")

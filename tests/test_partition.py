@@ -124,3 +124,20 @@ def test_4608_nodes_by_40_paths_judge_in_seconds_and_name_only_what_was_planted(
     assert list(zip(result.faults()["node"], result.faults()["path"])) == [("n1234", "path07")]
     assert list(result.fleet_changes()["path"]) == ["path30"]
     assert len(result.cells) == 4608 * 40
+
+
+@pytest.mark.slow
+def test_the_committed_nights_as_one_partition_name_the_slow_host_of_22_34():
+    """The committed fresh single-H100 nights as the nodes of one partition
+    (runner/replay.py, results/replays/hopper-vm-partition.txt): the night
+    whose host link stayed slow through its rerun is named on it, no path is a
+    fleet change, and most nights are nobody's to drain."""
+    from runner.replay import Bench, as_partition
+
+    result = as_partition(Bench("hopper-vm", "1 x NVIDIA H100 80GB HBM3"))
+    faults = result.faults()
+    slow = faults[faults["node"] == "2026-11-24T22:34:55"]
+    assert "host link h2d of GPU 0, sm" in set(slow["path"])
+    assert slow["vs_siblings_pct"].min() < -30
+    assert result.fleet_changes().empty
+    assert len(result.drain()) <= len(result.nodes) // 4
