@@ -42,6 +42,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -249,7 +250,12 @@ def partition_nightly(args) -> int:
         print(f"nightly: {err}", file=sys.stderr)
         return UNJUDGED
     stamp = now()
-    outdir = NIGHTLY_DIR / system / stamp.replace(":", "")
+    # A dry run writes its scripts, never a night: nothing of it goes where the nights are kept.
+    outdir = (
+        Path(tempfile.mkdtemp(prefix=f"{system}-night-"))
+        if args.dry_run
+        else NIGHTLY_DIR / system / stamp.replace(":", "")
+    )
     outdir.mkdir(parents=True, exist_ok=True)
     run = {"system": system, "stamp": stamp, "start": stamp, "partition": part["name"], "nodes_asked": args.nodes}
     os.environ[metrics.NIGHT_VARIABLE] = stamp
@@ -272,7 +278,7 @@ def partition_nightly(args) -> int:
         checks = ["--mode", "nightly", *nightly.KEEP_THE_BUILD, "-S", "reference_bounds=physical", *where]
         status |= _reframe(outdir / "run-report.json", checks, args.reframe, dry)
         if args.dry_run:
-            print(f"nightly: the job scripts are under {REPO / 'stage'} (ReFrame's stage directory)")
+            print("nightly: dry run: the job scripts are in ReFrame's stage directory (its --prefix)")
             return 0 if status == 0 else UNJUDGED
         reports = [outdir / "health-report.json", outdir / "run-report.json"]
     run["nodes"] = expected

@@ -386,3 +386,64 @@ def test_a_node_without_a_gpu_builds_its_host_programs_only(tmp_path):
     again.mkdir()
     _reframe(again, "local", "-n", "host_bandwidth", "-S", "SuiteBuild.cuda_programs=always")
     assert "-DGPU_MEMPATHS_HOST_ONLY=OFF" in _script(again, "local", "default", "gnu", "SuiteBuild", "rfm_build.sh")
+
+
+#: A DGX SuperPOD's Slurm as its scontrol and sinfo answer, for the partition's dry run away from it.
+SLURM_SHIM = {
+    "scontrol": """#!/bin/bash
+nodes="dgx001 dgx002 dgx003 dgx004"
+case "$*" in
+  *partitions*) echo "PartitionName=dgx Default=YES State=UP Nodes=dgx[001-004]"; exit 0 ;;
+  *" node "*) nodes=$(echo "${@: -1}" | tr ',' ' ') ;;
+esac
+for n in $nodes; do echo "NodeName=$n Arch=x86_64 State=IDLE Partitions=dgx ActiveFeatures=a100 AvailableFeatures=a100"; done
+""",
+    "sinfo": "#!/bin/bash\nprintf '%s\\n' dgx001 dgx002 dgx003 dgx004\n",
+}
+
+
+def _partition_night(tmp_path: Path, system: str, nodes: str, *reframe: str, env: dict | None = None):
+    cmd = [sys.executable, "-m", "commands", "nightly", "--system", system, "--nodes", nodes, "--dry-run"]
+    environ = {**os.environ, "RFM_RESOLVE_MODULE_CONFLICTS": "n", "GPU_MEMPATHS_ACCOUNT": PROJECT, **(env or {})}
+    return subprocess.run([*cmd, "--", *reframe], cwd=REPO, env=environ, capture_output=True, text=True, timeout=300)
+
+
+def test_the_dgx_partition_night_distributes_every_check_over_its_nodes(tmp_path):
+    """`./suite nightly --nodes all` on the DGX's Slurm: each check once per
+    node, pinned to it (ReFrame's --distribute), the nodes as Slurm lists them."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    for name, text in SLURM_SHIM.items():
+        (shim / name).write_text(text)
+        (shim / name).chmod(0o755)
+    path = f"{shim}{os.pathsep}{os.environ['PATH']}"
+    result = _partition_night(
+        tmp_path, "dgx-a100", "all", "--prefix", str(tmp_path), "-n", "path_matrix|node_health", env={"PATH": path}
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    scripts = list((tmp_path / "stage" / "dgx-a100" / "gpu").glob("*/*/rfm_job.sh"))
+    pinned = {}
+    for script in scripts:
+        text = script.read_text()
+        node = re.search(r"#SBATCH --nodelist=(\S+)", text)
+        assert node and "#SBATCH --partition=dgx" in text, text
+        pinned.setdefault(node.group(1), set()).add(script.parent.name.split("_")[0])
+    assert set(pinned) == {"dgx001", "dgx002", "dgx003", "dgx004"}
+    assert all(checks == {"node", "path"} for checks in pinned.values()), pinned
+
+
+def test_the_summit_partition_night_is_one_job_over_its_nodes():
+    """`./suite nightly --nodes 4608` on Summit: one LSF job over 4,608 nodes,
+    jsrun starting each node's own health and checks."""
+    result = _partition_night(REPO, "summit", "4608", "-S", "um_bandwidth.repeats=3")
+    assert result.returncode == 0, result.stdout + result.stderr
+    script = result.stdout[result.stdout.index("#!/bin/bash") :]
+    assert "#BSUB -nnodes 4608" in script and f"#BSUB -P {PROJECT}" in script
+    assert "jsrun -n 4608 -r 1 -a 1" in script
+    assert "./suite nightly --system summit --on-node" in script and "um_bandwidth.repeats=3" in script
+    assert "GPU_MEMPATHS_ON_NODE=1" in script
+
+
+def test_a_partition_night_refuses_what_the_partition_cannot_do():
+    assert "cannot list its nodes" in _partition_night(REPO, "summit", "all").stderr
+    assert "no partition under Slurm or LSF" in _partition_night(REPO, "hopper-vm", "all").stderr

@@ -110,3 +110,25 @@ def test_an_endpoint_that_does_not_answer_is_named_once_and_sent_nothing(capsys)
     formatter = metrics.formatter_for("http://127.0.0.1:9/api/v1/import")
     assert formatter(_record(), {}, []) is None and formatter(_record(), {}, []) is None
     assert capsys.readouterr().err.count("metrics endpoint http://127.0.0.1:9/api/v1/import: ") == 1
+
+
+def test_a_partitions_night_sends_each_node_by_path_with_the_node_a_label():
+    """A dashboard's path across nodes: each node's deviation from its siblings
+    and its verdict, the node a label; the partition's change once per path."""
+    cells = pd.DataFrame(
+        {
+            "node": ["n1", "n2"],
+            "path": ["host memory read, NUMA node 0"] * 2,
+            "verdict": ["pass", "node fault"],
+            "vs_siblings_pct": [0.4, -48.0],
+        }
+    )
+    fleet = pd.DataFrame({"path": ["host memory read, NUMA node 0"], "verdict": ["pass"], "change_pct": [-0.3]})
+    lines = [json.loads(x) for x in metrics.partition_lines("s", "2026-11-26T08:00:00", cells, fleet, 1).splitlines()]
+    deviations = {
+        x["metric"]["node"]: x["values"][0] for x in lines if x["metric"]["__name__"] == metrics.NODE_VS_SIBLINGS
+    }
+    codes = {x["metric"]["node"]: x["values"][0] for x in lines if x["metric"]["__name__"] == metrics.NODE_VERDICT}
+    assert deviations == {"n1": 0.4, "n2": -48.0} and codes == {"n1": 0, "n2": 2}
+    (change,) = [x for x in lines if x["metric"]["__name__"] == metrics.FLEET_CHANGE]
+    assert "node" not in change["metric"] and change["values"] == [-0.3]
