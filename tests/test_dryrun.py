@@ -396,7 +396,9 @@ case "$*" in
   *partitions*) echo "PartitionName=dgx Default=YES State=UP Nodes=dgx[001-004]"; exit 0 ;;
   *" node "*) nodes=$(echo "${@: -1}" | tr ',' ' ') ;;
 esac
-for n in $nodes; do echo "NodeName=$n Arch=x86_64 State=IDLE Partitions=dgx ActiveFeatures=a100 AvailableFeatures=a100"; done
+for n in $nodes; do
+  echo "NodeName=$n Arch=x86_64 State=IDLE Partitions=dgx ActiveFeatures=a100 AvailableFeatures=a100"
+done
 """,
     "sinfo": "#!/bin/bash\nprintf '%s\\n' dgx001 dgx002 dgx003 dgx004\n",
 }
