@@ -30,6 +30,10 @@ Both questions are asked of one matrix, nodes by paths, all at once:
   Holm's correction over the paths. A worse one is a change of the
   partition, reported once; a better one is an improvement.
 - **Both.** A node behind its siblings on a path the whole partition moved on.
+- **Confirmed.** As the nightly's flags are: the flagged nodes measure the
+  flagged paths again (`with_rerun` puts those values in their place, the
+  siblings' first ones kept) and a node stays behind only where the rerun
+  agrees (`confirm`); where it does not, the cell is transient.
 
 Pure functions over tables and matrices; no ReFrame, no files. Every step
 is vectorised over nodes and paths: 4,608 nodes by 40 paths judge in well
@@ -69,6 +73,7 @@ class Cell(enum.StrEnum):
     BOTH = "both"  # behind its siblings on a path the whole partition moved on
     NOT_MEASURED = "not measured"  # the other nodes measured it, this one did not
     UNJUDGED = "unjudged"  # too few siblings measured the path
+    TRANSIENT = "transient"  # behind its siblings, but not when the node measured it again
 
 
 class Fleet(enum.StrEnum):
@@ -193,6 +198,32 @@ def _history(rows: pd.DataFrame, accepted: pd.DataFrame | None, key: list[str], 
     dev = rows.join(center, on=key)
     history = (dev["worse"] - dev["center"]).groupby([dev["node"], dev["path"]]).median().unstack()
     return history.reindex_like(shape), spread.reindex(shape.columns), runs.reindex(shape.columns).fillna(0)
+
+
+def with_rerun(tonight: pd.DataFrame, rerun: pd.DataFrame) -> pd.DataFrame:
+    """`tonight` (node_values) with each node's figures the rerun measured
+    again in place of the first values; the other nodes' and figures' kept."""
+    key = ["node", *_figure_key(tonight)]
+    again = rerun.set_index(key)
+    kept = ~tonight.set_index(key).index.isin(again.index)
+    return pd.concat([tonight[kept], rerun[rerun.columns.intersection(tonight.columns)]], ignore_index=True)
+
+
+def confirm(first: Partition, again: Partition) -> Partition:
+    """`first` with each node fault kept where `again` (the rerun's
+    judgement) has it too, transient where it measured the cell and found no
+    fault, kept (unconfirmed) where it did not measure it."""
+    cells = first.cells.copy()
+    rerun = again.cells.set_index(["node", "path"])
+    flagged = cells["verdict"].isin([Cell.NODE_FAULT, Cell.BOTH])
+    keys = pd.MultiIndex.from_frame(cells.loc[flagged, ["node", "path"]])
+    verdicts = rerun["verdict"].reindex(keys).to_numpy()
+    cells["rerun_vs_siblings_pct"] = np.nan
+    cells.loc[flagged, "rerun_vs_siblings_pct"] = rerun["vs_siblings_pct"].reindex(keys).to_numpy()
+    measured = pd.notna(verdicts) & (verdicts != Cell.NOT_MEASURED) & (verdicts != Cell.UNJUDGED)
+    cleared = measured & ~np.isin(verdicts.astype(str), [Cell.NODE_FAULT, Cell.BOTH])
+    cells.loc[cells.index[flagged][cleared], "verdict"] = Cell.TRANSIENT
+    return Partition(cells, first.fleet, _node_rows(cells, first.silent), first.silent)
 
 
 # --- each node against its siblings -------------------------------------

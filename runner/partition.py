@@ -43,6 +43,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -219,9 +220,8 @@ def failed_by_node(report: Path) -> dict[str, list[str]]:
     return found
 
 
-def tables(system: str, run: dict, accepted: dict | None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+def tables(frame: pd.DataFrame, system: str, run: dict, accepted: dict | None):
     """Tonight's run medians by node and figure, and the accepted runs' by run, both with their paths."""
-    frame = load([PERFLOGS / system], warn=None).frame
     tonight = partition.node_values(frame, run_rows(frame, system, [run]))
     past = None
     if accepted:
@@ -240,12 +240,23 @@ def partition_status(result: partition.Partition, failed: dict, judged_any: bool
     return 0
 
 
+@dataclass
+class Night:
+    """What the steps of a partition's night share."""
+
+    system: str
+    part: dict
+    run: dict  # run.json as it grows
+    outdir: Path
+    options: list[str]  # ReFrame's, from the command line
+    dry_run: bool = False
+
+
 def partition_nightly(args) -> int:
     system = selected_system(args.system)
     try:
         part = batch_partition(system, args.partition)
-        lsf = part["scheduler"] in LSF
-        nodes = chosen_nodes(args.nodes, None if lsf else slurm_nodes(part))
+        nodes = chosen_nodes(args.nodes, None if part["scheduler"] in LSF else slurm_nodes(part))
     except NodesError as err:
         print(f"nightly: {err}", file=sys.stderr)
         return UNJUDGED
@@ -259,32 +270,73 @@ def partition_nightly(args) -> int:
     outdir.mkdir(parents=True, exist_ok=True)
     run = {"system": system, "stamp": stamp, "start": stamp, "partition": part["name"], "nodes_asked": args.nodes}
     os.environ[metrics.NIGHT_VARIABLE] = stamp
-    if lsf:
-        script = outdir / "partition-job.sh"
-        script.write_text(lsf_script(system, part, nodes, outdir, args.reframe))
-        print(f"nightly: the job over the nodes: {script}", flush=True)
-        if args.dry_run:
-            print(script.read_text())
-            return 0
-        run["job"] = submit_lsf(script)
-        expected = lsf_hosts(outdir, nodes)
-        reports = sorted(outdir.glob("*/run-report.json")) + sorted(outdir.glob("*/health-report.json"))
-    else:
-        expected = list(nodes)
-        where = [f"--system={system}:{part['name']}", *distribute_options(expected)]
-        dry = ["--dry-run"] if args.dry_run else ["-r"]
-        health_options = ["-t", "health", "-S", f"node_health.facts_dir={outdir}", *where]
-        status = _reframe(outdir / "health-report.json", health_options, nightly.health_options(args.reframe), dry)
-        checks = ["--mode", "nightly", *nightly.KEEP_THE_BUILD, "-S", "reference_bounds=physical", *where]
-        status |= _reframe(outdir / "run-report.json", checks, args.reframe, dry)
-        if args.dry_run:
-            print("nightly: dry run: the job scripts are in ReFrame's stage directory (its --prefix)")
-            return 0 if status == 0 else UNJUDGED
-        reports = [outdir / "health-report.json", outdir / "run-report.json"]
+    night = Night(system, part, run, outdir, args.reframe, args.dry_run)
+    expected, reports, status = measure(night, nodes, outdir, args.reframe)
+    if args.dry_run:
+        return 0 if status == 0 else UNJUDGED
     run["nodes"] = expected
     run["end"] = now()
     nightly.save_run(outdir, run)
-    return judge_and_write(system, run, outdir, reports, args.alpha, args.allow_unjudged, not args.no_report)
+    failed = failed_cases(reports)
+    run["kind"] = kind_of_night(outdir)
+    accepted = read_accepted(system, run["kind"]) if run["kind"] else None
+    frame = load([PERFLOGS / system], warn=None).frame
+    tonight, past = tables(frame, system, run, accepted)
+    result = partition.judge(partition.levels(tonight, past), args.alpha, expected=expected)
+    result = confirm_by_rerun(night, result, tonight, past, args.alpha)
+    failed = merge(failed, failed_cases([outdir / "rerun" / "run-report.json"]) if "rerun" in run else {})
+    return write_night(night, result, failed, accepted, args.allow_unjudged, not args.no_report)
+
+
+def measure(
+    night: Night, nodes: list[str] | int, folder: Path, options: list[str]
+) -> tuple[list[str], list[Path], int]:
+    """Health and the checks on `nodes`, their reports in `folder`: the
+    nodes expected to report, the ReFrame reports and the status of the
+    last ReFrame run (a dry run's)."""
+    system, part = night.system, night.part
+    if part["scheduler"] in LSF:
+        script = folder / "partition-job.sh"
+        script.write_text(lsf_script(system, part, nodes, folder, options))
+        print(f"nightly: the job over the nodes: {script}", flush=True)
+        if night.dry_run:
+            print(script.read_text())
+            return [], [], 0
+        night.run.setdefault("jobs", []).append(submit_lsf(script))
+        reports = sorted(folder.glob("*/run-report.json")) + sorted(folder.glob("*/health-report.json"))
+        return lsf_hosts(folder, nodes), reports, 0
+    where = [f"--system={system}:{part['name']}", *distribute_options(list(nodes))]
+    dry = ["--dry-run"] if night.dry_run else ["-r"]
+    health = ["-t", "health", "-S", f"node_health.facts_dir={folder}", *where]
+    status = _reframe(folder / "health-report.json", health, nightly.health_options(options), dry)
+    checks = ["--mode", "nightly", *nightly.KEEP_THE_BUILD, "-S", "reference_bounds=physical", *where]
+    status |= _reframe(folder / "run-report.json", checks, options, dry)
+    if night.dry_run:
+        print("nightly: dry run: the job scripts are in ReFrame's stage directory (its --prefix)")
+    return list(nodes), [folder / "health-report.json", folder / "run-report.json"], status
+
+
+def confirm_by_rerun(night: Night, result: partition.Partition, tonight, past, alpha: float) -> partition.Partition:
+    """The nodes behind their siblings measure the checks of those paths
+    again (results in rerun/), and stay behind only where the rerun agrees."""
+    faults = result.faults()
+    if faults.empty:
+        return result
+    nodes = sorted(faults["node"].unique())
+    tests = sorted(tonight.loc[tonight["path"].isin(faults["path"]), "test"].unique())
+    print(f"nightly: confirming {len(faults)} node fault(s): rerunning {', '.join(tests)} on {', '.join(nodes)}")
+    folder = night.outdir / "rerun"
+    folder.mkdir(exist_ok=True)
+    window = {"start": now()}
+    measure(night, nodes, folder, [*night.options, "-n", f"^({'|'.join(tests)})( |$)"])
+    window["end"] = now()
+    night.run["rerun"] = {**window, "nodes": nodes}
+    nightly.save_run(night.outdir, night.run)
+    frame = load([PERFLOGS / night.system], warn=None).frame
+    again = partition.node_values(frame, run_rows(frame, night.system, [window]))
+    rerun = verdict.attach_paths(again[again["node"].isin(nodes)])
+    second = partition.judge(partition.levels(partition.with_rerun(tonight, rerun), past), alpha, night.run["nodes"])
+    return partition.confirm(result, second)
 
 
 def _reframe(report: Path, options: list[str], site: list[str], dry: list[str]) -> int:
@@ -293,20 +345,27 @@ def _reframe(report: Path, options: list[str], site: list[str], dry: list[str]) 
     return subprocess.run(cmd, cwd=REPO).returncode
 
 
-def judge_and_write(
-    system: str, run: dict, outdir: Path, reports: list[Path], alpha: float, allow: bool, report: bool = True
-) -> int:
-    """Judge the night's records and write its results (module docstring); the exit status."""
-    failed: dict[str, list[str]] = {}
+def failed_cases(reports: list[Path]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
     for path in reports:
-        for node, lines in failed_by_node(path).items():
-            failed.setdefault(node, []).extend(lines)
+        found = merge(found, failed_by_node(path))
+    return found
+
+
+def merge(a: dict[str, list[str]], b: dict[str, list[str]]) -> dict[str, list[str]]:
+    return {k: a.get(k, []) + b.get(k, []) for k in {*a, *b}}
+
+
+def kind_of_night(outdir: Path) -> str | None:
+    """The kind of node the health checks found (their first node's facts; each node's is held to it by health)."""
     facts = sorted(outdir.glob("node-*.json")) + sorted(outdir.glob("*/node-*.json"))
-    run["kind"] = kind_of(json.loads(facts[0].read_text())) if facts else None
-    accepted = read_accepted(system, run["kind"]) if run["kind"] else None
-    tonight, past = tables(system, run, accepted)
-    result = partition.judge(partition.levels(tonight, past), alpha, expected=run["nodes"])
-    judged = [partition.Cell.PASS, partition.Cell.NODE_FAULT, partition.Cell.BOTH]
+    return kind_of(json.loads(facts[0].read_text())) if facts else None
+
+
+def write_night(night: Night, result, failed: dict, accepted, allow: bool, report: bool = True) -> int:
+    """The night's results written and sent, its report drawn and said (module docstring); the exit status."""
+    system, run, outdir = night.system, night.run, night.outdir
+    judged = [partition.Cell.PASS, partition.Cell.NODE_FAULT, partition.Cell.BOTH, partition.Cell.TRANSIENT]
     judged_any = result.cells["verdict"].isin(judged).any()
     history = accepted is not None and (result.fleet["verdict"] != partition.Fleet.UNJUDGED).any()
     status = partition_status(result, failed, judged_any, history, allow)

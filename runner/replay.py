@@ -369,11 +369,23 @@ def as_partition(bench: Bench, alpha: float = 0.05) -> partition.Partition:
     judged as the nodes of one partition's night (each night a node named by
     its stamp) by the partition's judge, against the same accepted runs. A
     harsher test than a real partition's: these nodes did not share an hour."""
-    rows = pd.concat([night.assign(node=stamp) for stamp, night in bench.nights.items()], ignore_index=True)
-    tonight = verdict.attach_paths(partition.node_values(rows, pd.Series(True, index=rows.index)))
+    tonight = _node_table({stamp: night for stamp, night in bench.nights.items()})
     masks = accepted_masks(bench.base, bench.system, bench.accepted)
     past = verdict.attach_paths(verdict.run_values(bench.base, masks, physical=True))
-    return partition.judge(partition.levels(tonight, past), alpha)
+    first = partition.judge(partition.levels(tonight, past), alpha)
+    # Confirmed as the partition's nightly confirms: each flagged night by its own committed rerun, where it had one.
+    flagged = [stamp for stamp in first.faults()["node"].unique() if stamp in bench.reruns]
+    if not flagged:
+        return first
+    rerun = _node_table({stamp: bench.reruns[stamp] for stamp in flagged})
+    second = partition.judge(partition.levels(partition.with_rerun(tonight, rerun), past), alpha)
+    return partition.confirm(first, second)
+
+
+def _node_table(nights: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Committed nights' rows as the partition's per-node table, each night a node named by its stamp."""
+    rows = pd.concat([night.assign(node=stamp) for stamp, night in nights.items()], ignore_index=True)
+    return verdict.attach_paths(partition.node_values(rows, pd.Series(True, index=rows.index)))
 
 
 def measure_partition(bench: Bench, out=print) -> None:
@@ -390,6 +402,11 @@ def measure_partition(bench: Bench, out=print) -> None:
         out(
             f"  {row.node} {row.path}: {row.vs_siblings_pct:+.1f}% vs siblings (z {row.z:.1f}), "
             f"{row.vs_history_pct:+.1f}% vs accepted: {row.verdict}"
+        )
+    for row in result.cells[result.cells["verdict"] == partition.Cell.TRANSIENT].itertuples():
+        out(
+            f"  {row.node} {row.path}: {row.vs_siblings_pct:+.1f}% vs siblings (z {row.z:.1f}), "
+            f"its rerun {row.rerun_vs_siblings_pct:+.1f}%: transient"
         )
     worst = result.cells.sort_values("z", ascending=False).drop_duplicates("node").head(6)
     for row in worst.itertuples():

@@ -92,6 +92,24 @@ def test_a_node_behind_on_a_path_the_partition_moved_on_is_both():
     assert list(result.fleet_changes()["path"]) == ["read"]
 
 
+def test_a_fault_its_rerun_does_not_show_is_transient_and_one_it_shows_stays():
+    rng = np.random.default_rng(8)
+    nodes, paths = ["n1", "n2", "n3", "n4", "n5"], ["read", "write"]
+    tonight = table(nodes, paths, rng, moves={("n2", "read"): 0.5, ("n4", "write"): 0.6})
+    accepted = table([f"r{k}" for k in range(5)], paths, rng, label="run")
+    first = partition.judge(partition.levels(tonight, accepted))
+    assert sorted(zip(first.faults()["node"], first.faults()["path"])) == [("n2", "read"), ("n4", "write")]
+    # The rerun measures n2 and n4 again: n2 as slow as before, n4 as its siblings.
+    rerun = table(["n2", "n4"], paths, rng, moves={("n2", "read"): 0.5})
+    second = partition.judge(partition.levels(partition.with_rerun(tonight, rerun), accepted))
+    confirmed = partition.confirm(first, second)
+    assert list(zip(confirmed.faults()["node"], confirmed.faults()["path"])) == [("n2", "read")]
+    transient = confirmed.cells[confirmed.cells["verdict"] == Cell.TRANSIENT]
+    assert list(zip(transient["node"], transient["path"])) == [("n4", "write")]
+    assert transient["rerun_vs_siblings_pct"].abs().iloc[0] < 3
+    assert confirmed.drain() == ["n2"]
+
+
 def test_a_node_that_did_not_report_is_named_and_drained():
     rng = np.random.default_rng(5)
     nodes = ["n1", "n2", "n3"]
@@ -141,3 +159,5 @@ def test_the_committed_nights_as_one_partition_name_the_slow_host_of_22_34():
     assert slow["vs_siblings_pct"].min() < -30
     assert result.fleet_changes().empty
     assert faults["node"].nunique() <= len(result.nodes) // 4
+    transient = result.cells[result.cells["verdict"] == Cell.TRANSIENT]
+    assert "2026-11-24T22:49:45" in set(transient["node"])  # its small copies were not slow in its rerun
