@@ -10,7 +10,9 @@ night named by its stamp, and the change points the nightly reported as
 annotations. Each point carries the night's verdict as a label, and the
 verdicts are a metric of their own (experiments/metrics.py's VERDICT), for
 panels a site adds; these panels do not colour by them. The paths are the system's accepted ones
-(results/nightly/<system>/<stamp>/paths.csv of its last night).
+(results/nightly/<system>/<stamp>/paths.csv of its last night). A last row shows a
+partition's nights: the path chosen above ($path) across the nodes, each node's
+deviation from its siblings, and the partition's change by path.
 """
 
 from __future__ import annotations
@@ -59,6 +61,21 @@ def _panel(path: str, x: int, y: int, panel_id: int) -> dict:
     }
 
 
+def partition_panels(y: int, panel_id: int) -> list[dict]:
+    """A partition's nights (runner/partition.py): one path, chosen above, across the nodes (each node's
+    deviation from its siblings, a line per node), and the partition's change against its accepted runs."""
+    row = {"id": panel_id, "type": "row", "title": "nodes against their siblings", "collapsed": False}
+    across = _panel("$path across the nodes", 0, y + 1, panel_id + 1)
+    across["gridPos"]["w"] = 16
+    across["targets"][0].update(
+        expr=f'{metrics.NODE_VS_SIBLINGS}{{system="$system",path="$path"}}', legendFormat="{{node}}"
+    )
+    across["options"]["legend"]["showLegend"] = True
+    fleet = _panel("the partition against its accepted runs", 16, y + 1, panel_id + 2)
+    fleet["targets"][0].update(expr=f'{metrics.FLEET_CHANGE}{{system="$system"}}', legendFormat="{{path}}")
+    return [{**row, "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}}, across, fleet]
+
+
 def dashboard(system: str, paths: pd.DataFrame) -> dict:
     panels, y, panel_id = [], 0, 1
     for kind, rows in paths.groupby("kind", sort=True):
@@ -76,6 +93,7 @@ def dashboard(system: str, paths: pd.DataFrame) -> dict:
             panels.append(_panel(path, 8 * (i % 3), y + 7 * (i // 3), panel_id))
             panel_id += 1
         y += 7 * ((len(rows) + 2) // 3)
+    panels += partition_panels(y, panel_id)
     change = {
         "name": "change points",
         "datasource": DATASOURCE,
@@ -95,6 +113,13 @@ def dashboard(system: str, paths: pd.DataFrame) -> dict:
             "list": [
                 {"name": "datasource", "type": "datasource", "query": "prometheus"},
                 {"name": "system", "type": "constant", "query": system, "hide": 2},
+                {
+                    "name": "path",
+                    "type": "query",
+                    "datasource": DATASOURCE,
+                    "query": f'label_values({metrics.NODE_VS_SIBLINGS}{{system="$system"}}, path)',
+                    "refresh": 2,
+                },
             ]
         },
         "annotations": {"list": [change]},

@@ -45,8 +45,7 @@ def draw_heat_map(cells: pd.DataFrame, nodes: pd.DataFrame, target: Path) -> Pat
     height = 1.2 + 0.22 * len(drawn)
     fig, ax = plt.subplots(figsize=(2 + 0.32 * drawn.shape[1], height))
     shown = np.ma.masked_invalid(drawn.to_numpy(float))
-    cmap = plt.get_cmap("RdBu_r").copy()
-    cmap.set_bad("#bbbbbb")  # not measured, or no siblings
+    cmap = plt.get_cmap("RdBu_r").with_extremes(bad="#bbbbbb")  # grey: not measured, or no siblings
     image = ax.imshow(shown, aspect="auto", cmap=cmap, vmin=-HEAT_RANGE, vmax=HEAT_RANGE, interpolation="nearest")
     ax.set_yticks(range(len(drawn)), drawn.index, fontsize=6)
     ax.set_xticks(range(drawn.shape[1]), drawn.columns, fontsize=6, rotation=60, ha="right")
@@ -118,6 +117,9 @@ def write_partition_page(run: dict, result, outdir: Path, histories: dict[str, p
     changes = "".join(f"<li>{html.escape(x)}</li>" for x in run["fleet_changes"])
     body.append(f"<ul>{changes}</ul>" if changes else "<p>No fleet change.</p>")
     body += ["<h2>Each node against its siblings</h2>", "<img src='heat-map.png' alt='nodes by paths'>"]
+    if pages:
+        links = ", ".join(_link(page, node) for node, page in pages.items())
+        body.append(f"<p>Each node's history, night by night: {links}.</p>")
     fleet = result.fleet.drop(columns=["p_adjusted"])
     body += ["<h2>Each path over the partition</h2>", fleet.to_html(index=False, float_format=lambda v: f"{v:.2f}")]
     title = f"Partition night of {run['system']}:{run.get('partition', '')}, {run['stamp']} UTC"

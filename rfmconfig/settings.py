@@ -18,7 +18,11 @@ from typing import Any
 
 from experiments import metrics
 from experiments.roots import REPO
-from rfmconfig import launchers  # noqa: F401  (registers the jsrun launcher)
+from rfmconfig import (
+    NODES_VARIABLE,
+    ON_NODE_VARIABLE,
+    launchers,  # noqa: F401  (registers the jsrun launcher)
+)
 from systems import data, detect, toolkits
 
 # Architectures a build covers when the partition names none (no GPU seen).
@@ -127,8 +131,9 @@ def account_access(system: dict[str, Any], part: dict[str, Any]) -> tuple[list[s
     return [], None
 
 
-#: Set in each task of the LSF job over a partition's nodes (runner/partition.py).
-ON_NODE_VARIABLE = "GPU_MEMPATHS_ON_NODE"
+def _nodes_at_once() -> int:
+    value = os.environ.get(NODES_VARIABLE, "1")
+    return int(value) if value.isdigit() and int(value) > 0 else 1
 
 
 def _partition(system: dict[str, Any], part: dict[str, Any], found: detect.Detected | None) -> dict[str, Any]:
@@ -156,7 +161,7 @@ def _partition(system: dict[str, Any], part: dict[str, Any], found: detect.Detec
         "launcher": part["launcher"],
         "access": part.get("access", []) + account,
         "environs": part["environments"],
-        "max_jobs": part.get("max_jobs", 1),
+        "max_jobs": part.get("max_jobs", 1) * _nodes_at_once(),
         "processor": _processor(node),
         "devices": _devices(node),
         "features": data.features(node) + (["detected"] if found else []),

@@ -55,7 +55,7 @@ from judge.select import accepted_masks, run_rows
 from judge.status import FAILED, MEANING, MOVED, UNJUDGED
 from reports.load import load
 from reports.runs import NIGHTLY_DIR, PERFLOGS, finished_runs, now, read_accepted, read_baselines, selected_system
-from rfmconfig.settings import ON_NODE_VARIABLE
+from rfmconfig import NODES_VARIABLE, ON_NODE_VARIABLE
 from runner import nightly
 from runner.rfm import reframe_command
 from systems import data
@@ -308,9 +308,12 @@ def measure(
     where = [f"--system={system}:{part['name']}", *distribute_options(list(nodes))]
     dry = ["--dry-run"] if night.dry_run else ["-r"]
     health = ["-t", "health", "-S", f"node_health.facts_dir={folder}", *where]
-    status = _reframe(folder / "health-report.json", health, nightly.health_options(options), dry)
+    status = _reframe(folder / "health-report.json", health, nightly.health_options(options), dry, len(nodes))
     checks = ["--mode", "nightly", *nightly.KEEP_THE_BUILD, "-S", "reference_bounds=physical", *where]
-    status |= _reframe(folder / "run-report.json", checks, options, dry)
+    if not night.dry_run and folder == night.outdir:
+        night.run["plan"] = nightly.announce_plan(system, ["--mode", "nightly", *options])
+        print("nightly: the nodes run side by side: the partition's night takes about one node's", flush=True)
+    status |= _reframe(folder / "run-report.json", checks, options, dry, len(nodes))
     if night.dry_run:
         print("nightly: dry run: the job scripts are in ReFrame's stage directory (its --prefix)")
     return list(nodes), [folder / "health-report.json", folder / "run-report.json"], status
@@ -339,10 +342,11 @@ def confirm_by_rerun(night: Night, result: partition.Partition, tonight, past, a
     return partition.confirm(result, second)
 
 
-def _reframe(report: Path, options: list[str], site: list[str], dry: list[str]) -> int:
+def _reframe(report: Path, options: list[str], site: list[str], dry: list[str], nodes: int = 1) -> int:
+    """ReFrame over `nodes` at once: each may run its partition's max_jobs (rfmconfig/settings.py)."""
     cmd = reframe_command(None, "--report-file", str(report), *options, *site, *dry)
     print("nightly: " + " ".join(cmd[3:]), flush=True)
-    return subprocess.run(cmd, cwd=REPO).returncode
+    return subprocess.run(cmd, cwd=REPO, env={**os.environ, NODES_VARIABLE: str(nodes)}).returncode
 
 
 def failed_cases(reports: list[Path]) -> dict[str, list[str]]:
@@ -429,10 +433,11 @@ def send(system: str, run: dict, result: partition.Partition, status: int) -> No
 def write_page(system: str, run: dict, result: partition.Partition, outdir: Path) -> None:
     """The partition's page and a history page for each node it names; a
     page that cannot be drawn changes no verdict."""
-    from reports.partition import write_partition_page
+    from reports.partition import HEAT_ROWS, write_partition_page
 
     try:
-        named = [r["node"] for r in run["drain"]]
+        # The nodes the page names: those to drain and those the heat map draws a row of.
+        named = list(dict.fromkeys([r["node"] for r in run["drain"]] + list(result.nodes["node"][:HEAT_ROWS])))
         page = write_partition_page(run, result, outdir, node_histories(system, named))
         print(f"report written to {page}")
     except Exception as err:  # matplotlib and pandas raise many kinds

@@ -420,7 +420,7 @@ def test_the_dgx_partition_night_distributes_every_check_over_its_nodes(tmp_path
         (shim / name).chmod(0o755)
     path = f"{shim}{os.pathsep}{os.environ['PATH']}"
     result = _partition_night(
-        tmp_path, "dgx-a100", "all", "--prefix", str(tmp_path), "-n", "path_matrix|node_health", env={"PATH": path}
+        tmp_path, "dgx-a100", "all", "--prefix", str(tmp_path), "-n", "host_bandwidth|node_health", env={"PATH": path}
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     scripts = list((tmp_path / "stage" / "dgx-a100" / "gpu").glob("*/*/rfm_job.sh"))
@@ -431,7 +431,7 @@ def test_the_dgx_partition_night_distributes_every_check_over_its_nodes(tmp_path
         assert node and "#SBATCH --partition=dgx" in text, text
         pinned.setdefault(node.group(1), set()).add(script.parent.name.split("_")[0])
     assert set(pinned) == {"dgx001", "dgx002", "dgx003", "dgx004"}
-    assert all(checks == {"node", "path"} for checks in pinned.values()), pinned
+    assert all(checks == {"node", "host"} for checks in pinned.values()), pinned
 
 
 def test_the_summit_partition_night_is_one_job_over_its_nodes():

@@ -161,3 +161,26 @@ def test_the_committed_nights_as_one_partition_name_the_slow_host_of_22_34():
     assert faults["node"].nunique() <= len(result.nodes) // 4
     transient = result.cells[result.cells["verdict"] == Cell.TRANSIENT]
     assert "2026-11-24T22:49:45" in set(transient["node"])  # its small copies were not slow in its rerun
+
+
+def test_the_page_of_a_thousand_nodes_draws_the_worst_first_and_sums_up_the_rest(tmp_path):
+    from reports.partition import HEAT_ROWS, heat_rows, write_partition_page
+
+    rng = np.random.default_rng(9)
+    nodes = [f"n{k:04d}" for k in range(1000)]
+    result = judged(nodes, ["read", "write"], rng, moves={("n0777", "read"): 0.5})
+    drawn, rest = heat_rows(result.cells, result.nodes)
+    assert len(drawn) == HEAT_ROWS + 1 and rest == 1000 - HEAT_ROWS
+    assert drawn.index[0] == "n0777" and drawn.index[-1] == f"median of the other {rest}"
+    run = {
+        "system": "s",
+        "stamp": "2026-11-26T08:00:00",
+        "exit": 2,
+        "meaning": "something moved",
+        "drain": [{"node": "n0777", "reasons": ["behind its siblings: read -50%"]}],
+        "fleet_changes": [],
+        "counts": {"nodes": 1000, "reported": 1000, "node_faults": 1, "fleet_changes": 0, "accepted_runs": 5},
+    }
+    history = result.cells[result.cells["node"] == "n0777"].assign(night=run["stamp"])
+    page = write_partition_page(run, result, tmp_path, {"n0777": history}).read_text()
+    assert "n0777" in page and "node-n0777.html" in page and (tmp_path / "heat-map.png").exists()

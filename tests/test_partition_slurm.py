@@ -18,7 +18,7 @@ import sys
 
 import pytest
 import yaml
-from test_fake_gpu import FAKE_SYSTEM, fake_node_env, make_repo
+from test_fake_gpu import FAKE_SYSTEM, _exported, fake_node_env, make_repo, victoria  # noqa: F401 (a fixture)
 
 REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
 SLURM = REPO / ".ci" / "slurm"
@@ -110,8 +110,10 @@ def accepted(repo, cluster):
     return repo
 
 
-def test_one_slow_node_is_named_alone(accepted, cluster):
-    status, output, outdir = night(accepted, cluster, 2, GPU_MEMPATHS_FAKE_SLOWDOWN="ci3:host_bandwidth=0.5")
+def test_one_slow_node_is_named_alone(accepted, cluster, victoria):
+    metrics = {"GPU_MEMPATHS_METRICS_URL": f"{victoria}/api/v1/import"} if victoria else {}
+    slow = {"GPU_MEMPATHS_FAKE_SLOWDOWN": "ci3:host_bandwidth=0.5", **metrics}
+    status, output, outdir = night(accepted, cluster, 2, **slow)
     run = json.loads((outdir / "run.json").read_text())
     assert status == 2, output[-5000:]
     assert [row["node"] for row in run["drain"]] == ["ci3"]
@@ -120,6 +122,8 @@ def test_one_slow_node_is_named_alone(accepted, cluster):
     assert run["fleet_changes"] == []
     assert (outdir / "drain.txt").read_text().split("\t")[0] == "ci3"
     assert (outdir / "index.html").exists() and (outdir / "node-ci3.html").exists()
+    if victoria:
+        _the_dashboard_shows_the_path_across_the_nodes(victoria, run["stamp"])
 
 
 def test_a_slowdown_of_every_node_is_one_fleet_change(accepted, cluster):
@@ -129,3 +133,23 @@ def test_a_slowdown_of_every_node_is_one_fleet_change(accepted, cluster):
     assert run["drain"] == []
     assert run["fleet_changes"] and all(line.startswith("host memory") for line in run["fleet_changes"])
     assert all("4 of 4 nodes" in line for line in run["fleet_changes"])
+
+
+def _the_dashboard_shows_the_path_across_the_nodes(victoria: str, stamp: str) -> None:
+    """The Grafana row of a partition's nights, its queries run on the server: every node's deviation on a
+    host-memory path (the slow one among them), and the partition's change by path."""
+    from reports.grafana import partition_panels
+
+    _, across, fleet = partition_panels(0, 0)
+    path = "host memory read, NUMA node 0"
+    for panel, least in ((across, 4), (fleet, 1)):
+        expr = panel["targets"][0]["expr"].replace("$system", "fakeslurm").replace("$path", path)
+        found = _exported(victoria, expr.replace("}", f',night="{stamp}"}}'), least=least)
+        assert len(found) >= least, (panel["title"], found)
+    nodes = {
+        s["metric"]["node"]: s["values"][-1]
+        for s in _exported(
+            victoria, across["targets"][0]["expr"].replace("$system", "fakeslurm").replace("$path", path), least=4
+        )
+    }
+    assert set(nodes) == set(NODES) and min(nodes, key=nodes.get) == "ci3"
