@@ -339,7 +339,8 @@ def run_values(
     key = [k for k in FIGURE_KEY if k in frame.columns]
     parts = []
     for label, mask in runs.items():
-        samples = frame[mask & frame["sample"].notna()]
+        # Only the columns a run's row is made of: grouping slices every column it is given, per group.
+        samples = frame.loc[mask & frame["sample"].notna(), [*key, "value", "sample"]]
         if samples.empty:
             continue
         bounds = _bounds(frame[mask & frame["sample"].isna()], key) if physical else {}
