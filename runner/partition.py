@@ -178,27 +178,28 @@ def submit_lsf(script: Path) -> str:
 
 
 def on_node(args) -> int:
-    """One node's part of an LSF night: health and the checks on this node, no verdict."""
+    """One node's part of an LSF night: health and the checks on this node,
+    no verdict. Its ReFrame stage, log and results database are its own
+    (stage/nodes/<host>/: every node of the job shares the checkout), its
+    perflogs under perflogs/<system>/nodes/<host>/, its reports under DIR/<host>/."""
     system = selected_system(args.system)
     host = socket.gethostname().split(".")[0]
     outdir = Path(args.on_node) / host
-    outdir.mkdir(parents=True, exist_ok=True)
-    perflogs = ["--perflogdir", str(PERFLOGS / system / "nodes" / host)]
-    health = nightly.reframe(
-        system, outdir / "health-report.json", "-t", "health", "-S", f"node_health.facts_dir={outdir}", *perflogs
-    )
+    work = REPO / "stage" / "nodes" / host
+    for folder in (outdir, work):
+        folder.mkdir(parents=True, exist_ok=True)
+    own = ["--prefix", str(work), "--perflogdir", str(PERFLOGS / system / "nodes" / host)]
+    env = {**os.environ, "RFM_SQLITE_DB_FILE": str(work / "results.db")}
+
+    def reframe(report: str, *options: str) -> int:
+        cmd = reframe_command(system, "--report-file", str(outdir / report), *own, *options, "-r")
+        print(f"nightly: {host}: " + " ".join(cmd[3:]), flush=True)
+        return subprocess.run(cmd, cwd=work, env=env).returncode
+
+    health = reframe("health-report.json", "-t", "health", "-S", f"node_health.facts_dir={outdir}")
     if health != 0:
         return FAILED
-    return nightly.reframe(
-        system,
-        outdir / "run-report.json",
-        "--mode",
-        "nightly",
-        "-S",
-        "reference_bounds=physical",
-        *perflogs,
-        *args.reframe,
-    )
+    return reframe("run-report.json", "--mode", "nightly", "-S", "reference_bounds=physical", *args.reframe)
 
 
 # --- the night ---------------------------------------------------------------------
@@ -283,8 +284,8 @@ def partition_nightly(args) -> int:
     frame = load([PERFLOGS / system], warn=None).frame
     tonight, past = tables(frame, system, run, accepted)
     result = partition.judge(partition.levels(tonight, past), args.alpha, expected=expected)
-    result = confirm_by_rerun(night, result, tonight, past, args.alpha)
-    failed = merge(failed, failed_cases([outdir / "rerun" / "run-report.json"]) if "rerun" in run else {})
+    result, again = confirm_by_rerun(night, result, tonight, past, args.alpha)
+    failed = merge(failed, {node: [f"rerun: {line}" for line in lines] for node, lines in failed_cases(again).items()})
     return write_night(night, result, failed, accepted, args.allow_unjudged, not args.no_report)
 
 
@@ -319,19 +320,22 @@ def measure(
     return list(nodes), [folder / "health-report.json", folder / "run-report.json"], status
 
 
-def confirm_by_rerun(night: Night, result: partition.Partition, tonight, past, alpha: float) -> partition.Partition:
+def confirm_by_rerun(night: Night, result: partition.Partition, tonight, past, alpha: float):
     """The nodes behind their siblings measure the checks of those paths
-    again (results in rerun/), and stay behind only where the rerun agrees."""
+    again (results in rerun/), and stay behind only where the rerun agrees;
+    the partition so confirmed, and the rerun's ReFrame reports."""
     faults = result.faults()
     if faults.empty:
-        return result
+        return result, []
     nodes = sorted(faults["node"].unique())
     tests = sorted(tonight.loc[tonight["path"].isin(faults["path"]), "test"].unique())
     print(f"nightly: confirming {len(faults)} node fault(s): rerunning {', '.join(tests)} on {', '.join(nodes)}")
     folder = night.outdir / "rerun"
     folder.mkdir(exist_ok=True)
     window = {"start": now()}
-    measure(night, nodes, folder, [*night.options, "-n", f"^({'|'.join(tests)})( |$)"])
+    # The site's options but those that select checks: the rerun selects the flagged paths' own.
+    selection = [*nightly.health_options(night.options), "-n", f"^({'|'.join(tests)})( |$)"]
+    _, reports, _ = measure(night, nodes, folder, selection)
     window["end"] = now()
     night.run["rerun"] = {**window, "nodes": nodes}
     nightly.save_run(night.outdir, night.run)
@@ -339,7 +343,7 @@ def confirm_by_rerun(night: Night, result: partition.Partition, tonight, past, a
     again = partition.node_values(frame, run_rows(frame, night.system, [window]))
     rerun = verdict.attach_paths(again[again["node"].isin(nodes)])
     second = partition.judge(partition.levels(partition.with_rerun(tonight, rerun), past), alpha, night.run["nodes"])
-    return partition.confirm(result, second)
+    return partition.confirm(result, second), reports
 
 
 def _reframe(report: Path, options: list[str], site: list[str], dry: list[str], nodes: int = 1) -> int:
@@ -457,6 +461,9 @@ def node_histories(system: str, nodes: list[str]) -> dict[str, pd.DataFrame]:
 
 
 def say(run: dict, result: partition.Partition, failed: dict, status: int, outdir: Path, other_kind: bool) -> None:
+    for node, lines in sorted(failed.items()):
+        for line in lines:
+            print(f"nightly: FAILED {node or 'the night'}: {line}", file=sys.stderr)
     for row in run["drain"]:
         print(f"nightly: DRAIN {row['node']}: {' | '.join(row['reasons'])}", file=sys.stderr)
     for line in run["fleet_changes"]:

@@ -110,7 +110,7 @@ def accepted(repo, cluster):
     return repo
 
 
-def test_one_slow_node_is_named_alone(accepted, cluster, victoria):
+def test_one_slow_node_is_named_alone(accepted, cluster, victoria):  # noqa: F811 (the fixture imported)
     metrics = {"GPU_MEMPATHS_METRICS_URL": f"{victoria}/api/v1/import"} if victoria else {}
     slow = {"GPU_MEMPATHS_FAKE_SLOWDOWN": "ci3:host_bandwidth=0.5", **metrics}
     status, output, outdir = night(accepted, cluster, 2, **slow)
@@ -135,7 +135,7 @@ def test_a_slowdown_of_every_node_is_one_fleet_change(accepted, cluster):
     assert all("4 of 4 nodes" in line for line in run["fleet_changes"])
 
 
-def _the_dashboard_shows_the_path_across_the_nodes(victoria: str, stamp: str) -> None:
+def _the_dashboard_shows_the_path_across_the_nodes(url: str, stamp: str) -> None:
     """The Grafana row of a partition's nights, its queries run on the server: every node's deviation on a
     host-memory path (the slow one among them), and the partition's change by path."""
     from reports.grafana import partition_panels
@@ -144,12 +144,12 @@ def _the_dashboard_shows_the_path_across_the_nodes(victoria: str, stamp: str) ->
     path = "host memory read, NUMA node 0"
     for panel, least in ((across, 4), (fleet, 1)):
         expr = panel["targets"][0]["expr"].replace("$system", "fakeslurm").replace("$path", path)
-        found = _exported(victoria, expr.replace("}", f',night="{stamp}"}}'), least=least)
+        found = _exported(url, expr.replace("}", f',night="{stamp}"}}'), least=least)
         assert len(found) >= least, (panel["title"], found)
     nodes = {
         s["metric"]["node"]: s["values"][-1]
         for s in _exported(
-            victoria, across["targets"][0]["expr"].replace("$system", "fakeslurm").replace("$path", path), least=4
+            url, across["targets"][0]["expr"].replace("$system", "fakeslurm").replace("$path", path), least=4
         )
     }
     assert set(nodes) == set(NODES) and min(nodes, key=nodes.get) == "ci3"

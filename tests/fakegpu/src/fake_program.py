@@ -9,7 +9,8 @@ around one H100's figures with a small run-to-run noise.
 
     GPU_MEMPATHS_FAKE_SEED      seeds the noise (a node's "session")
     GPU_MEMPATHS_FAKE_SLOWDOWN  'program=factor,...': rates times factor, times over it;
-                                'node:program=factor' on that Slurm node alone ($SLURMD_NODENAME)
+                                'node:program=factor' on that node alone ($SLURMD_NODENAME or
+                                $GPU_MEMPATHS_FAKE_NODE: a test's several nodes on one host)
     GPU_MEMPATHS_FAKE_SLOWDOWN_WHILE  a file: the slowdown lasts while it exists (a passing load)
 """
 
@@ -32,11 +33,18 @@ def options(argv: list) -> dict:
     return found
 
 
+def node_name() -> str:
+    """The node the program runs on, where the test says it runs on one of
+    several: Slurm's name for it (several slurmd share one host in CI), or
+    the fake jsrun's; '' elsewhere (one node, whatever the host is called)."""
+    return os.environ.get("SLURMD_NODENAME") or os.environ.get("GPU_MEMPATHS_FAKE_NODE", "")
+
+
 def factor(program: str) -> float:
     passing = os.environ.get("GPU_MEMPATHS_FAKE_SLOWDOWN_WHILE")
     if passing and not os.path.exists(passing):
         return 1.0
-    node = os.environ.get("SLURMD_NODENAME", "")
+    node = node_name()
     for item in filter(None, os.environ.get("GPU_MEMPATHS_FAKE_SLOWDOWN", "").split(",")):
         name, _, value = item.partition("=")
         where, _, name = name.rpartition(":")  # 'node3:host_bandwidth': on Slurm's node3 alone
@@ -215,7 +223,7 @@ PROGRAMS = {
 def main() -> int:
     program = os.path.basename(sys.argv[0])
     opts = options(sys.argv[1:])
-    node = os.environ.get("SLURMD_NODENAME", "")  # a node of its own on a Slurm of several nodes
+    node = node_name()
     seed = f"{os.environ.get('GPU_MEMPATHS_FAKE_SEED', '0')} {node} {program} {' '.join(sys.argv[1:])}"
     PROGRAMS[program](random.Random(seed), opts, factor(program))
     return 0
