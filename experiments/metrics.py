@@ -39,7 +39,7 @@ NODE_VS_SIBLINGS = "gpu_mempaths_node_vs_siblings_pct"
 NODE_VERDICT = "gpu_mempaths_node_verdict"
 FLEET_CHANGE = "gpu_mempaths_fleet_change_pct"
 #: A node's verdict on a path as a number (judge/partition.py's Cell), 0 as its siblings.
-NODE_CODES = {"pass": 0, "unjudged": 0, "node fault": 2, "both": 2, "not measured": 1}
+NODE_CODES = {"pass": 0, "unjudged": 0, "transient": 1, "node fault": 2, "both": 2, "not measured": 1}
 #: A path's verdict as a number, for a dashboard's thresholds: 0 is as accepted.
 VERDICT_CODES = {"pass": 0, "improved": 0, "transient": 1, "moved": 2, "unstable": 2, "unjudged": 3}
 NIGHT_VARIABLE = "GPU_MEMPATHS_NIGHT"

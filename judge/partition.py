@@ -16,18 +16,21 @@ Both questions are asked of one matrix, nodes by paths, all at once:
   of the *other* nodes (left out as it is: a sick node does not pull its own
   reference). The spread is Qn with fewer than `MAD_FROM` others and the MAD
   of the whole column from then on (one node moves it by one order statistic
-  at most, and only upward), combined with the node's own standard error
-  from its samples' spread. A node is behind where its deviation less the
-  path's floor (systems/paths/paths.yaml) stands out by Student's t with
-  one degree of freedom fewer than the others it was compared with, Holm's
-  correction taken over every node and path judged: a partition of four
-  nodes has three others and two degrees of freedom, so it names a node only
-  far beyond its siblings.
+  at most), combined with the node's own standard error from its samples'
+  spread. A node is behind where its deviation less the path's floor
+  (systems/paths/paths.yaml) stands out against the statistic's null:
+  simulated for Qn's small samples, Student's t with the MAD's effective
+  degrees of freedom from MAD_FROM others on (`sibling_p`); Holm's
+  correction is taken over every node and path judged. A partition of four
+  nodes compares each with three others, so it names a node only far
+  beyond them.
 - **Fleet change.** A path whose median over the nodes moved against the
-  accepted runs beyond the floor, by Student's t on the standard errors of
-  both medians (the accepted runs' spread between separately started nodes,
-  tonight's between nodes), with the accepted runs' degrees of freedom and
-  Holm's correction over the paths. A worse one is a change of the
+  accepted runs beyond the floor, by Student's t: the accepted runs' spread
+  is how far a whole night may sit off their centre (tonight's nodes share
+  their night), tonight's spread between nodes adds its median's error;
+  the degrees of freedom are the accepted nights' (a partition's night
+  accepted is one night however many nodes it gave), Holm's correction is
+  over the paths. A worse one is a change of the
   partition, reported once; a better one is an improvement.
 - **Both.** A node behind its siblings on a path the whole partition moved on.
 - **Confirmed.** As the nightly's flags are: the flagged nodes measure the
@@ -36,8 +39,8 @@ Both questions are asked of one matrix, nodes by paths, all at once:
   agrees (`confirm`); where it does not, the cell is transient.
 
 Pure functions over tables and matrices; no ReFrame, no files. Every step
-is vectorised over nodes and paths: 4,608 nodes by 40 paths judge in well
-under a second (tests/test_partition.py).
+is vectorised over nodes and paths: 4,608 nodes by 40 paths judge in about
+a second (tests/test_partition.py).
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from scipy import stats
 
 from experiments.keys import FIGURE_KEY
 from judge.siblings import MEDIAN_SE
-from judge.verdict import CV_FLOOR, MIN_RUNS, MIN_SPREAD, holm, qn_scale
+from judge.verdict import CV_FLOOR, MIN_RUNS, MIN_SPREAD, holm, null_distribution, qn_scale
 
 #: From this many other nodes on, a path's spread between nodes is the MAD
 #: of the column: Qn's small-sample factor is simulated per size, which is
@@ -60,6 +63,8 @@ from judge.verdict import CV_FLOOR, MIN_RUNS, MIN_SPREAD, holm, qn_scale
 MAD_FROM = 10
 #: The MAD of normal values over their SD.
 MAD_NORMAL = stats.norm.ppf(0.75)
+#: The MAD's efficiency for normal values: its degrees of freedom per value.
+MAD_EFFICIENCY = 0.37
 #: Fewer other nodes than this and a node has no siblings to be judged against:
 #: with one, no spread tells which of the two is behind.
 MIN_SIBLINGS = 2
@@ -95,6 +100,7 @@ class Levels:
     history: pd.DataFrame  # log deviation from the figures' median over the accepted runs
     history_spread: pd.Series  # the accepted runs' spread of the path level (Qn of their logs)
     history_runs: pd.Series  # how many accepted runs measured the path
+    history_nights: pd.Series  # on how many nights (a partition's night accepted is one night of many runs)
     floor: pd.Series  # the smallest move worth an alarm, a fraction
     rates: pd.Series  # True where higher is better
     kind: pd.Series = field(default_factory=lambda: pd.Series(dtype=str))
@@ -178,26 +184,38 @@ def levels(tonight: pd.DataFrame, accepted: pd.DataFrame | None = None) -> Level
     se = by_cell["se"].median().unstack().reindex_like(siblings)
     paths = rows.groupby("path")
     floor, rates = paths["floor"].first(), paths["better"].first() == "higher"
-    history, spread, runs = _history(rows, accepted, key, siblings)
-    return Levels(siblings, se, history, spread, runs, floor, rates, paths["kind"].first())
+    history, spread, runs, nights = _history(rows, accepted, key, siblings)
+    return Levels(siblings, se, history, spread, runs, nights, floor, rates, paths["kind"].first())
 
 
 def _history(rows: pd.DataFrame, accepted: pd.DataFrame | None, key: list[str], shape: pd.DataFrame):
-    """Tonight's levels against the accepted runs' medians, and the accepted runs' spread and count by path."""
+    """Tonight's levels against the accepted runs' medians, and the accepted
+    runs' spread, count and nights by path (a run 'STAMP@NODE' is one node of
+    a partition's night STAMP)."""
     empty = pd.Series(np.nan, index=shape.columns)
     if accepted is None or accepted.empty:
-        return shape * np.nan, empty, empty.fillna(0)
+        return shape * np.nan, empty, empty.fillna(0), empty.fillna(0)
     base = _judged(accepted)
     center = base.groupby(key)["worse"].median().rename("center")
     base = base.join(center, on=key)
     per_run = base.assign(dev=base["worse"] - base["center"]).groupby(["run", "path"])["dev"].median().unstack()
-    spread = pd.Series(
-        {p: float(qn_scale(col.dropna().to_numpy())) if col.notna().sum() > 1 else np.nan for p, col in per_run.items()}
-    )
+    spread = pd.Series({p: robust_sd(col.dropna().to_numpy()) for p, col in per_run.items()})
     runs = per_run.notna().sum()
+    night_of = pd.Series(per_run.index.astype(str).str.split("@").str[0], index=per_run.index)
+    nights = per_run.notna().apply(lambda col: night_of[col].nunique())
     dev = rows.join(center, on=key)
     history = (dev["worse"] - dev["center"]).groupby([dev["node"], dev["path"]]).median().unstack()
-    return history.reindex_like(shape), spread.reindex(shape.columns), runs.reindex(shape.columns).fillna(0)
+    counts = (runs.reindex(shape.columns).fillna(0), nights.reindex(shape.columns).fillna(0))
+    return history.reindex_like(shape), spread.reindex(shape.columns), *counts
+
+
+def robust_sd(values: np.ndarray) -> float:
+    """Qn of a few values, the MAD of many (MAD_FROM): Qn's factor is simulated per count; NaN for one value."""
+    if values.size < 2:
+        return np.nan
+    if values.size >= MAD_FROM:
+        return float(np.median(np.abs(values - np.median(values))) / MAD_NORMAL)
+    return float(qn_scale(values))
 
 
 def with_rerun(tonight: pd.DataFrame, rerun: pd.DataFrame) -> pd.DataFrame:
@@ -209,21 +227,31 @@ def with_rerun(tonight: pd.DataFrame, rerun: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([tonight[kept], rerun[rerun.columns.intersection(tonight.columns)]], ignore_index=True)
 
 
-def confirm(first: Partition, again: Partition) -> Partition:
-    """`first` with each node fault kept where `again` (the rerun's
-    judgement) has it too, transient where it measured the cell and found no
-    fault, kept (unconfirmed) where it did not measure it."""
+def confirm(first: Partition, again: Partition, measured: set[tuple[str, str]]) -> Partition:
+    """`first` with each node fault the rerun measured (`measured`: its
+    (node, path) pairs) kept where `again` (the judgement with the rerun's
+    values) has it too, transient where it does not; a fault the rerun did
+    not measure stays, unconfirmed (`confirmed` False; True where it agreed)."""
     cells = first.cells.copy()
     rerun = again.cells.set_index(["node", "path"])
-    flagged = cells["verdict"].isin([Cell.NODE_FAULT, Cell.BOTH])
-    keys = pd.MultiIndex.from_frame(cells.loc[flagged, ["node", "path"]])
-    verdicts = rerun["verdict"].reindex(keys).to_numpy()
+    flagged = cells["verdict"].isin([Cell.NODE_FAULT, Cell.BOTH]).to_numpy()
+    pairs = list(zip(cells.loc[flagged, "node"], cells.loc[flagged, "path"]))
+    seen = np.array([pair in measured for pair in pairs], dtype=bool)
+    verdicts = rerun["verdict"].reindex(pd.MultiIndex.from_tuples(pairs, names=["node", "path"])).to_numpy()
+    agreed = np.isin(verdicts.astype(str), [Cell.NODE_FAULT, Cell.BOTH])
+    index = cells.index[flagged]
     cells["rerun_vs_siblings_pct"] = np.nan
-    cells.loc[flagged, "rerun_vs_siblings_pct"] = rerun["vs_siblings_pct"].reindex(keys).to_numpy()
-    measured = pd.notna(verdicts) & (verdicts != Cell.NOT_MEASURED) & (verdicts != Cell.UNJUDGED)
-    cleared = measured & ~np.isin(verdicts.astype(str), [Cell.NODE_FAULT, Cell.BOTH])
-    cells.loc[cells.index[flagged][cleared], "verdict"] = Cell.TRANSIENT
+    cells.loc[index[seen], "rerun_vs_siblings_pct"] = rerun["vs_siblings_pct"].reindex(pairs).to_numpy()[seen]
+    cells["confirmed"] = pd.Series(pd.NA, index=cells.index, dtype="boolean")
+    cells.loc[index, "confirmed"] = seen & agreed
+    cells.loc[index[seen & ~agreed], "verdict"] = Cell.TRANSIENT
     return Partition(cells, first.fleet, _node_rows(cells, first.silent), first.silent)
+
+
+def measured_pairs(rerun: pd.DataFrame) -> set[tuple[str, str]]:
+    """The (node, path) pairs a rerun's table (node_values with paths) measured."""
+    rows = _judged(rerun)
+    return set(zip(rows["node"], rows["path"]))
 
 
 # --- each node against its siblings -------------------------------------
@@ -271,6 +299,25 @@ def leave_one_out_spread(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def sibling_p(t: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """One-sided p-values of the siblings' statistic, by how many others each
+    cell was compared with. Below MAD_FROM others: from the simulated null of
+    (x - median(others)) / Qn(others) for normal values (verdict.null_distribution
+    without a prior), which Qn's small samples need (three values: its 99.9%
+    point is ten times the normal's); the node's own error only lowers the
+    statistic, so this errs toward no alarm. From MAD_FROM on: Student's t with
+    the MAD's effective degrees of freedom (37% of the others: its efficiency)."""
+    p = np.full(t.shape, np.nan)
+    for m in np.unique(others[np.isfinite(t)]):
+        cells = np.isfinite(t) & (others == m)
+        if m < MAD_FROM:
+            null = null_distribution(int(m), 0)
+            p[cells] = (null.size - np.searchsorted(null, t[cells], side="left") + 1) / (null.size + 1)
+        else:
+            p[cells] = stats.t.sf(t[cells], max(round(MAD_EFFICIENCY * m), 1))
+    return p
+
+
 def _percent(logs: np.ndarray, rates: np.ndarray) -> np.ndarray:
     """Worse-oriented log deviations as percent changes of the values: a rate behind is below, a time above."""
     return np.where(rates, np.expm1(-logs), np.expm1(logs)) * 100
@@ -284,12 +331,14 @@ def judge(levels: Levels, alpha: float = 0.05, expected: list[str] | None = None
     values = x.to_numpy(float)
     center, spread = leave_one_out_median(values), leave_one_out_spread(values)
     own = levels.se.reindex(index=nodes, columns=x.columns).to_numpy(float)
-    scale = np.maximum(np.sqrt(spread**2 + np.nan_to_num(own) ** 2), MIN_SPREAD)
+    others = np.broadcast_to(np.isfinite(values).sum(axis=0) - 1, values.shape)
+    # From MAD_FROM others on, the reference median's own error is added; below, the simulated null holds it.
+    centre_error = np.where(others >= MAD_FROM, MEDIAN_SE**2 / np.maximum(others, 1), 0.0)
+    scale = np.maximum(np.sqrt(spread**2 * (1 + centre_error) + np.nan_to_num(own) ** 2), MIN_SPREAD)
     behind = values - center
     margin = np.log1p(levels.floor.reindex(x.columns).to_numpy(float))
     t = (behind - margin) / scale
-    df = np.maximum(np.isfinite(values).sum(axis=0) - 2, 1)  # the others' count less one
-    p = stats.t.sf(t, np.broadcast_to(df, t.shape))
+    p = sibling_p(t, others)
     judged = np.isfinite(t)
     adjusted = np.full(t.shape, np.nan)
     adjusted[judged] = holm(p[judged])
@@ -329,12 +378,15 @@ def judge_fleet(levels: Levels, paths: pd.Index, alpha: float) -> pd.DataFrame:
     median = np.nanmedian(filled, axis=0)
     between = np.nanmedian(np.abs(filled - median), axis=0) / MAD_NORMAL
     runs = levels.history_runs.reindex(paths).fillna(0).to_numpy(float)
+    nights = levels.history_nights.reindex(paths).fillna(0).to_numpy(float)
     past = np.maximum(levels.history_spread.reindex(paths).to_numpy(float), MIN_SPREAD)
-    se = MEDIAN_SE * np.sqrt(between**2 / np.maximum(count, 1) + past**2 / np.maximum(runs, 1))
+    # Tonight's nodes share the night: the accepted runs' spread is how far a whole night may sit off their
+    # centre (a prediction, its centre's error added), tonight's spread between nodes only that of its median.
+    se = np.sqrt(past**2 * (1 + MEDIAN_SE**2 / np.maximum(runs, 1)) + MEDIAN_SE**2 * between**2 / np.maximum(count, 1))
     margin = np.log1p(levels.floor.reindex(paths).to_numpy(float))
     t = (np.abs(median) - margin) / np.maximum(se, MIN_SPREAD)
     judged = (runs >= MIN_RUNS) & (count > 0) & np.isfinite(t)
-    p = stats.t.sf(t, np.maximum(runs - 1, 1))
+    p = stats.t.sf(t, np.maximum(nights - 1, 1))
     adjusted = np.full(len(paths), np.nan)
     adjusted[judged] = holm(p[judged])
     verdicts = np.where(judged, Fleet.PASS, Fleet.UNJUDGED).astype(object)
@@ -352,6 +404,7 @@ def judge_fleet(levels: Levels, paths: pd.Index, alpha: float) -> pd.DataFrame:
             "share": np.where(count > 0, share, np.nan),
             "nodes": count,
             "accepted_runs": runs.astype(int),
+            "accepted_nights": nights.astype(int),
             "floor_pct": levels.floor.reindex(paths).to_numpy(float) * 100,
             "z": t,
             "p_adjusted": adjusted,
@@ -367,11 +420,12 @@ def _node_rows(cells: pd.DataFrame, silent: list[str]) -> pd.DataFrame:
     rows = worst.set_index("node")[["path", "vs_siblings_pct", "z"]].rename(columns={"path": "worst_path"})
     rows["faults"] = bad.groupby(cells["node"]).sum()
     rows["not_measured"] = missing.groupby(cells["node"]).sum()
-    state = np.where(rows["faults"] > 0, NodeState.FAULT, NodeState.OK).astype(object)
-    state[(rows["not_measured"] > 0).to_numpy()] = NodeState.INCOMPLETE
+    # One state a node, the gravest: silent, then behind its siblings (its missing paths in its line), then incomplete.
+    state = np.where(rows["not_measured"] > 0, NodeState.INCOMPLETE, NodeState.OK).astype(object)
+    state[(rows["faults"] > 0).to_numpy()] = NodeState.FAULT
     state[rows.index.isin(silent)] = NodeState.SILENT
     rows["state"] = state
-    order = {NodeState.SILENT: 0, NodeState.FAULT: 1, NodeState.INCOMPLETE: 2, NodeState.OK: 3}
+    order = {NodeState.SILENT: 0, NodeState.INCOMPLETE: 1, NodeState.FAULT: 2, NodeState.OK: 3}
     rows = rows.assign(_order=rows["state"].map(order), _z=rows["z"].fillna(-np.inf))
     rows = rows.sort_values(["_order", "_z"], ascending=[True, False]).drop(columns=["_order", "_z"])
     return rows.reset_index()

@@ -54,6 +54,7 @@ from judge import partition, verdict
 from judge.select import accepted_masks, run_rows
 from judge.status import FAILED, MEANING, MOVED, UNJUDGED
 from reports.load import load
+from reports.names import split_display_name
 from reports.runs import NIGHTLY_DIR, PERFLOGS, finished_runs, now, read_accepted, read_baselines, selected_system
 from rfmconfig import NODES_VARIABLE, ON_NODE_VARIABLE
 from runner import nightly
@@ -62,7 +63,8 @@ from systems import data
 from systems.health import kind_of
 
 SLURM = {"slurm", "squeue"}
-LSF = {"lsf", "lsf-nnodes"}
+#: LSF with CSM (whole nodes, jsrun): one job over the nodes. Plain LSF has no jsrun to start a task a node.
+LSF = {"lsf-nnodes"}
 #: How long the runner waits for the LSF job over the nodes (the job's own -W bounds it too).
 LSF_WAIT_S = 6 * 3600
 
@@ -75,6 +77,11 @@ def batch_partition(system: str, named: str | None = None) -> dict:
     """The system's partition a partition's night runs on: the named one, else its first batch one."""
     parts = data.load_all()[system]["partitions"]
     for part in parts:
+        if (named is None or part["name"] == named) and part["scheduler"] == "lsf":
+            raise NodesError(
+                f"--nodes: {system}:{part['name']} is under plain LSF: a partition's night starts one task a node "
+                "with jsrun, which needs LSF with CSM (scheduler lsf-nnodes); run ./suite nightly on each node"
+            )
         if (named is None or part["name"] == named) and part["scheduler"] in SLURM | LSF:
             return part
     raise NodesError(
@@ -86,18 +93,30 @@ def batch_partition(system: str, named: str | None = None) -> dict:
 def slurm_partition_name(part: dict) -> str | None:
     """The Slurm partition the system's access options name (--partition=X, -p X), if any."""
     access = " ".join(part.get("access", []))
-    found = re.search(r"(?:--partition[= ]|-p\s*)(\S+)", access)
+    found = re.search(r"(?:^|\s)(?:--partition[= ]|-p\s*)(\S+)", access)
     return found.group(1) if found else None
 
 
-def slurm_nodes(part: dict) -> list[str]:
-    """Every node of the Slurm partition, in sinfo's order."""
+#: The Slurm states ReFrame's --distribute=avail runs on (its Slurm backend's `_available_states`).
+AVAILABLE = {"allocated", "completing", "idle", "planned", "reserved"}
+
+
+def slurm_nodes(part: dict) -> dict[str, str]:
+    """Every node of the Slurm partition and its state ('idle', 'down', 'drained', ...), in sinfo's order."""
     name = slurm_partition_name(part)
-    cmd = ["sinfo", "-h", "-N", "-o", "%N", *(["-p", name] if name else [])]
+    cmd = ["sinfo", "-h", "-N", "-o", "%N %T", *(["-p", name] if name else [])]
     listed = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     if listed.returncode != 0:
         raise NodesError(f"--nodes: {' '.join(cmd)} failed: {listed.stderr.strip()}")
-    return list(dict.fromkeys(listed.stdout.split()))
+    pairs = [line.split()[:2] for line in listed.stdout.splitlines() if line.strip()]
+    return {node: (state[0] if state else "unknown").rstrip("*~#!%$@^-").lower() for node, *state in pairs}
+
+
+def available(nodes: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The nodes Slurm can run the night's jobs on, and the others with their states (down, drained, ...):
+    those are reported as not available, not as silent."""
+    usable = [n for n, state in nodes.items() if state in AVAILABLE]
+    return usable, {n: state for n, state in nodes.items() if state not in AVAILABLE}
 
 
 def chosen_nodes(spec: str, known: list[str] | None) -> list[str] | int:
@@ -120,13 +139,14 @@ def chosen_nodes(spec: str, known: list[str] | None) -> list[str] | int:
     names = [n for n in spec.split(",") if n]
     unknown = [n for n in names if known is not None and n not in known]
     if not names or unknown:
-        raise NodesError(f"--nodes: no node {', '.join(unknown) or spec!r} in the partition")
+        raise NodesError(f"--nodes: no node {', '.join(unknown) or repr(spec)} in the partition")
     return names
 
 
 def distribute_options(nodes: list[str]) -> list[str]:
-    """ReFrame's options that run each selected check once on each of `nodes` (Slurm)."""
-    return ["--distribute=avail", f"--job-option=--nodelist={','.join(nodes)}"]
+    """ReFrame's options that run each selected check once on each of `nodes` (Slurm): exactly those, which
+    the runner chose among the available ones, whatever state they are in by the time ReFrame asks."""
+    return ["--distribute=all", f"--job-option=--nodelist={','.join(nodes)}"]
 
 
 # --- LSF: one job over the nodes ------------------------------------------------
@@ -160,7 +180,7 @@ def lsf_hosts(outdir: Path, asked: list[str] | int) -> list[str]:
     first), else those asked."""
     path = outdir / "hosts"
     words = path.read_text().split() if path.exists() else []
-    hosts = list(dict.fromkeys(words[0::2][1:]))
+    hosts = list(dict.fromkeys(short(h) for h in words[0::2][1:]))
     return hosts or (asked if isinstance(asked, list) else [])
 
 
@@ -214,7 +234,7 @@ def failed_by_node(report: Path) -> dict[str, list[str]]:
         for case in run["testcases"]:
             if case["result"] in ("pass", "skip"):
                 continue
-            nodes = case.get("job_nodelist") or [""]
+            nodes = case.get("job_nodelist") or [split_display_name(case["display_name"])[1].get(".nid", "")]
             why = " ".join(str(case.get("fail_reason") or case["result"]).split())
             for node in nodes if isinstance(nodes, list) else [nodes]:
                 found.setdefault(node, []).append(f"{case['display_name'].split()[0]}: {why}")
@@ -224,6 +244,7 @@ def failed_by_node(report: Path) -> dict[str, list[str]]:
 def tables(frame: pd.DataFrame, system: str, run: dict, accepted: dict | None):
     """Tonight's run medians by node and figure, and the accepted runs' by run, both with their paths."""
     tonight = partition.node_values(frame, run_rows(frame, system, [run]))
+    tonight["node"] = tonight["node"].map(short)
     past = None
     if accepted:
         past = verdict.attach_paths(verdict.run_values(frame, accepted_masks(frame, system, accepted), physical=True))
@@ -255,9 +276,22 @@ class Night:
 
 def partition_nightly(args) -> int:
     system = selected_system(args.system)
+    unavailable: dict[str, str] = {}
     try:
+        if args.drill or args.confirm_later is not None:
+            raise NodesError("--drill and --confirm-later are a node's night's; a partition's confirms by its siblings")
         part = batch_partition(system, args.partition)
-        nodes = chosen_nodes(args.nodes, None if part["scheduler"] in LSF else slurm_nodes(part))
+        if part["scheduler"] in LSF:
+            nodes = chosen_nodes(args.nodes, None)
+            missing_account(part, args.dry_run)
+        else:
+            known = slurm_nodes(part)
+            usable, down = available(known)
+            # 'all' and N count the nodes Slurm can run jobs on; named ones that it cannot are not available.
+            counted = args.nodes == "all" or args.nodes.isdigit()
+            nodes = chosen_nodes(args.nodes, usable if counted else list(known))
+            unavailable = {n: down[n] for n in nodes if n in down}
+            nodes = [n for n in nodes if n not in down]
     except NodesError as err:
         print(f"nightly: {err}", file=sys.stderr)
         return UNJUDGED
@@ -275,18 +309,47 @@ def partition_nightly(args) -> int:
     expected, reports, status = measure(night, nodes, outdir, args.reframe)
     if args.dry_run:
         return 0 if status == 0 else UNJUDGED
-    run["nodes"] = expected
+    run["nodes"] = expected = [short(n) for n in expected]
+    run["unavailable"] = unavailable
     run["end"] = now()
     nightly.save_run(outdir, run)
-    failed = failed_cases(reports)
+    failed = by_expected(failed_cases(reports), expected)
     run["kind"] = kind_of_night(outdir)
     accepted = read_accepted(system, run["kind"]) if run["kind"] else None
     frame = load([PERFLOGS / system], warn=None).frame
     tonight, past = tables(frame, system, run, accepted)
+    # Only the nodes asked for are judged and judge each other: a record of another host (a login node's build,
+    # a node Slurm gave a job it was not pinned to) is named, not a sibling.
+    run["unexpected_nodes"] = sorted(set(tonight["node"]) - set(expected))
+    tonight = tonight[tonight["node"].isin(expected)]
     result = partition.judge(partition.levels(tonight, past), args.alpha, expected=expected)
     result, again = confirm_by_rerun(night, result, tonight, past, args.alpha)
-    failed = merge(failed, {node: [f"rerun: {line}" for line in lines] for node, lines in failed_cases(again).items()})
+    rerun_failed = {node: [f"rerun: {line}" for line in lines] for node, lines in failed_cases(again).items()}
+    failed = merge(failed, by_expected(rerun_failed, expected))
+    run["health"] = run["checks"] = "fail" if failed.get("") else "pass"  # the night's own, not a node's
     return write_night(night, result, failed, accepted, args.allow_unjudged, not args.no_report)
+
+
+def short(host: str) -> str:
+    """A host's name without its domain, as ReFrame's local scheduler and Slurm name nodes."""
+    return host.split(".")[0]
+
+
+def by_expected(failed: dict[str, list[str]], expected: list[str]) -> dict[str, list[str]]:
+    """Failures keyed by expected node; any other host's (a login node's build) are the night's ('')."""
+    out: dict[str, list[str]] = {}
+    for node, lines in failed.items():
+        key = short(node) if short(node) in expected else ""
+        out.setdefault(key, []).extend(lines if key or not node else [f"{node}: {line}" for line in lines])
+    return out
+
+
+def missing_account(part: dict, dry_run: bool) -> None:
+    """A project the scheduler charges every job to, refused before any job is written where it is not set."""
+    account = part.get("account") or {}
+    if account.get("required") and not os.environ.get("GPU_MEMPATHS_ACCOUNT", "").strip() and not dry_run:
+        option = account["option"].format(account="<project>")
+        raise NodesError(f"--nodes: {part['name']} charges every job to a project ({option}): set GPU_MEMPATHS_ACCOUNT")
 
 
 def measure(
@@ -329,21 +392,24 @@ def confirm_by_rerun(night: Night, result: partition.Partition, tonight, past, a
         return result, []
     nodes = sorted(faults["node"].unique())
     tests = sorted(tonight.loc[tonight["path"].isin(faults["path"]), "test"].unique())
+    # ReFrame matches -n against the display name without its spaces: 'path_matrix%paths=...'.
     print(f"nightly: confirming {len(faults)} node fault(s): rerunning {', '.join(tests)} on {', '.join(nodes)}")
     folder = night.outdir / "rerun"
     folder.mkdir(exist_ok=True)
     window = {"start": now()}
     # The site's options but those that select checks: the rerun selects the flagged paths' own.
-    selection = [*nightly.health_options(night.options), "-n", f"^({'|'.join(tests)})( |$)"]
+    selection = [*nightly.health_options(night.options), "-n", f"^({'|'.join(tests)})(%|$)"]
     _, reports, _ = measure(night, nodes, folder, selection)
     window["end"] = now()
     night.run["rerun"] = {**window, "nodes": nodes}
     nightly.save_run(night.outdir, night.run)
     frame = load([PERFLOGS / night.system], warn=None).frame
     again = partition.node_values(frame, run_rows(frame, night.system, [window]))
-    rerun = verdict.attach_paths(again[again["node"].isin(nodes)])
+    rerun = verdict.attach_paths(
+        again[again["node"].map(short).isin(nodes)].assign(node=lambda t: t["node"].map(short))
+    )
     second = partition.judge(partition.levels(partition.with_rerun(tonight, rerun), past), alpha, night.run["nodes"])
-    return partition.confirm(result, second), reports
+    return partition.confirm(result, second, partition.measured_pairs(rerun)), reports
 
 
 def _reframe(report: Path, options: list[str], site: list[str], dry: list[str], nodes: int = 1) -> int:
@@ -374,8 +440,8 @@ def write_night(night: Night, result, failed: dict, accepted, allow: bool, repor
     """The night's results written and sent, its report drawn and said (module docstring); the exit status."""
     system, run, outdir = night.system, night.run, night.outdir
     judged = [partition.Cell.PASS, partition.Cell.NODE_FAULT, partition.Cell.BOTH, partition.Cell.TRANSIENT]
-    judged_any = result.cells["verdict"].isin(judged).any()
     history = accepted is not None and (result.fleet["verdict"] != partition.Fleet.UNJUDGED).any()
+    judged_any = result.cells["verdict"].isin(judged).any() or history
     status = partition_status(result, failed, judged_any, history, allow)
     write_results(outdir, run, result, failed, status, accepted)
     send(system, run, result, status)

@@ -379,7 +379,7 @@ def as_partition(bench: Bench, alpha: float = 0.05) -> partition.Partition:
         return first
     rerun = _node_table({stamp: bench.reruns[stamp] for stamp in flagged})
     second = partition.judge(partition.levels(partition.with_rerun(tonight, rerun), past), alpha)
-    return partition.confirm(first, second)
+    return partition.confirm(first, second, partition.measured_pairs(rerun))
 
 
 def _node_table(nights: dict[str, pd.DataFrame]) -> pd.DataFrame:

@@ -449,3 +449,6 @@ def test_the_summit_partition_night_is_one_job_over_its_nodes():
 def test_a_partition_night_refuses_what_the_partition_cannot_do():
     assert "cannot list its nodes" in _partition_night(REPO, "summit", "all").stderr
     assert "no partition under Slurm or LSF" in _partition_night(REPO, "hopper-vm", "all").stderr
+    cmd = [sys.executable, "-m", "commands", "nightly", "--system", "summit", "--nodes", "4", "--drill", "x"]
+    refused = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 3 and "--drill and --confirm-later are a node's night's" in refused.stderr

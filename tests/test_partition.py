@@ -39,10 +39,10 @@ def table(nodes, paths, rng, noise=0.005, moves=None, figures=2, label="node"):
     )
 
 
-def judged(nodes, paths, rng, moves=None, accepted_moves=None, runs=5, **kw):
-    tonight = table(nodes, paths, rng, moves=moves, **kw)
+def judged(nodes, paths, rng, moves=None, accepted_moves=None, runs=5, expected=None):
+    tonight = table(nodes, paths, rng, moves=moves)
     accepted = table([f"r{k}" for k in range(runs)], paths, rng, moves=accepted_moves, label="run")
-    return partition.judge(partition.levels(tonight, accepted), expected=kw.get("expected"))
+    return partition.judge(partition.levels(tonight, accepted), expected=expected)
 
 
 def test_leave_one_out_median_is_the_others_median():
@@ -57,6 +57,40 @@ def test_leave_one_out_median_is_the_others_median():
                 others = others[np.isfinite(others)]
                 want = np.median(others) if np.isfinite(x[i, j]) and others.size else np.nan
                 assert got[i, j] == pytest.approx(want, nan_ok=True)
+
+
+def test_leave_one_out_spread_is_qn_of_the_others_then_the_columns_mad():
+    from judge.verdict import qn_scale
+
+    rng = np.random.default_rng(10)
+    few, many = rng.normal(size=(6, 2)), rng.normal(size=(15, 1))
+    got = partition.leave_one_out_spread(few)
+    for i in range(6):
+        for j in range(2):
+            assert got[i, j] == pytest.approx(float(qn_scale(np.delete(few[:, j], i))))
+    mad = np.median(np.abs(many[:, 0] - np.median(many[:, 0]))) / partition.MAD_NORMAL
+    assert partition.leave_one_out_spread(many)[:, 0] == pytest.approx(np.full(15, mad))
+
+
+@pytest.mark.parametrize("count", [4, 8, 30])
+def test_nodes_spread_as_widely_as_the_floor_name_no_node_in_nearly_every_partition(count):
+    """The null: no node planted, the nodes spread between them by the path's
+    floor (3%: a small-copy path's spread between nodes is 5-23%, its floor
+    3-5%), two paths; of 100 such partitions at most 10 name a node (Holm's
+    alpha is 5%)."""
+    rng = np.random.default_rng(count)
+    named = 0
+    for _ in range(100):
+        result = partition.judge(partition.levels(table([f"n{k}" for k in range(count)], ["a", "b"], rng, noise=0.03)))
+        named += not result.faults().empty
+    assert named <= 10, named
+
+
+def test_a_node_ahead_of_its_siblings_or_behind_them_by_less_than_the_floor_is_not_named():
+    rng = np.random.default_rng(11)
+    nodes = [f"n{k}" for k in range(12)]
+    result = judged(nodes, ["read"], rng, moves={("n1", "read"): 1.5, ("n2", "read"): 0.98})
+    assert result.faults().empty and result.drain() == []
 
 
 def test_a_slow_node_of_four_is_named_alone_on_its_path():
@@ -102,12 +136,16 @@ def test_a_fault_its_rerun_does_not_show_is_transient_and_one_it_shows_stays():
     # The rerun measures n2 and n4 again: n2 as slow as before, n4 as its siblings.
     rerun = table(["n2", "n4"], paths, rng, moves={("n2", "read"): 0.5})
     second = partition.judge(partition.levels(partition.with_rerun(tonight, rerun), accepted))
-    confirmed = partition.confirm(first, second)
+    confirmed = partition.confirm(first, second, partition.measured_pairs(rerun))
     assert list(zip(confirmed.faults()["node"], confirmed.faults()["path"])) == [("n2", "read")]
     transient = confirmed.cells[confirmed.cells["verdict"] == Cell.TRANSIENT]
     assert list(zip(transient["node"], transient["path"])) == [("n4", "write")]
     assert transient["rerun_vs_siblings_pct"].abs().iloc[0] < 3
-    assert confirmed.drain() == ["n2"]
+    assert confirmed.drain() == ["n2"] and confirmed.faults()["confirmed"].tolist() == [True]
+    # A rerun that measured nothing confirms nothing: both stay named, unconfirmed.
+    unmeasured = partition.confirm(first, first, set())
+    assert len(unmeasured.faults()) == 2 and not unmeasured.faults()["confirmed"].any()
+    assert unmeasured.faults()["rerun_vs_siblings_pct"].isna().all()
 
 
 def test_a_node_that_did_not_report_is_named_and_drained():

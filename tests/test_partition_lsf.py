@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 import yaml
 from test_fake_gpu import FAKE_SYSTEM, fake_node_env, make_repo
@@ -34,7 +35,7 @@ SYSTEM = {
         {
             "name": "batch",
             "description": "The four fake nodes",
-            "scheduler": "lsf",
+            "scheduler": "lsf-nnodes",
             "launcher": "local",
             "environments": ["gnu"],
             "max_jobs": 4,
@@ -113,3 +114,6 @@ def test_one_job_over_four_nodes_names_the_slow_one(repo):
     assert run["nodes"] == HOSTS and run["counts"]["reported"] == 4
     assert [row["node"] for row in run["drain"]] == ["h2"] and "host memory" in run["drain"][0]["reasons"][0]
     assert sorted(p.name for p in (repo / "perflogs" / "fakelsf" / "nodes").iterdir()) == HOSTS
+    cells = pd.read_csv(outdir / "cells.csv")
+    named = cells[cells["verdict"] == "node fault"]
+    assert named["confirmed"].all() and (named["rerun_vs_siblings_pct"] < -40).all()  # the second job, on h2 alone

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 import yaml
 from test_fake_gpu import FAKE_SYSTEM, _exported, fake_node_env, make_repo, victoria  # noqa: F401 (a fixture)
@@ -55,7 +56,8 @@ SYSTEM = {
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     rundir = tmp_path_factory.mktemp("slurm4")
-    env = {**os.environ, "SLURM_CI_NODES": str(len(NODES))}
+    # Its own ports: tests/test_ci_slurm.py's one-node cluster may run beside it.
+    env = {**os.environ, "SLURM_CI_NODES": str(len(NODES)), "SLURM_CI_PORT": "7817"}
     try:
         subprocess.run(["bash", str(SLURM / "start.sh"), str(rundir)], check=True, timeout=120, env=env)
         yield str(rundir / "slurm.conf")
@@ -118,6 +120,9 @@ def test_one_slow_node_is_named_alone(accepted, cluster, victoria):  # noqa: F81
     assert status == 2, output[-5000:]
     assert [row["node"] for row in run["drain"]] == ["ci3"]
     assert run["rerun"]["nodes"] == ["ci3"]  # confirmed by measuring ci3 again, its siblings' first values kept
+    cells = pd.read_csv(outdir / "cells.csv")
+    named = cells[cells["verdict"] == "node fault"]
+    assert set(named["node"]) == {"ci3"} and named["confirmed"].all() and (named["rerun_vs_siblings_pct"] < -40).all()
     assert "host memory" in run["drain"][0]["reasons"][0]
     assert run["fleet_changes"] == []
     assert (outdir / "drain.txt").read_text().split("\t")[0] == "ci3"

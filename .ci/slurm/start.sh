@@ -8,6 +8,7 @@
 #
 # SLURM_CI_NODES=N (default 1): N nodes ci1..ciN, each its own slurmd on this
 # host (slurmd -N; Debian's Slurm is built for several per host), ports 6831...
+# SLURM_CI_PORT=P (default 6817): slurmctld's port, the slurmds' from P+14.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -22,6 +23,9 @@ MUNGEDIR=$RUNDIR/munge
 MUNGE_SOCKET=$MUNGEDIR/munge.socket.2
 NODE=$(hostname -s)
 COUNT=${SLURM_CI_NODES:-1}
+# Two clusters at once (two test modules) need their own ports: slurmctld's, then its slurmds' from +14.
+PORT=${SLURM_CI_PORT:-6817}
+[[ $PORT =~ ^[0-9]+$ ]] && (( PORT >= 1024 && PORT < 65000 )) || { echo "start.sh: error: SLURM_CI_PORT=$PORT" >&2; exit 1; }
 [[ $COUNT =~ ^[1-9][0-9]?$ ]] || { echo "start.sh: error: SLURM_CI_NODES=$COUNT: give 1 to 99" >&2; exit 1; }
 if (( COUNT == 1 )); then NAMES=("$NODE"); else NAMES=(); for ((k = 1; k <= COUNT; k++)); do NAMES+=("ci$k"); done; fi
 
@@ -69,11 +73,11 @@ if ! alive slurmctld && ! alive slurmd || [[ ! -s $CONF ]]; then
     realmem=$(( realmem / COUNT )); (( realmem >= 256 )) || realmem=256
     lines=
     for ((k = 0; k < COUNT; k++)); do
-        lines+="NodeName=${NAMES[k]} NodeHostname=$NODE NodeAddr=127.0.0.1 Port=$((6831 + k)) CPUs=$cpus"
+        lines+="NodeName=${NAMES[k]} NodeHostname=$NODE NodeAddr=127.0.0.1 Port=$((PORT + 14 + k)) CPUs=$cpus"
         lines+=" Sockets=$sockets CoresPerSocket=$cores ThreadsPerCore=$threads RealMemory=$realmem State=UNKNOWN\n"
     done
     nodes=$(IFS=,; echo "${NAMES[*]}")
-    sed -e "s|@NODELINES@|${lines%\\n}|" -e "s|@NODES@|$nodes|g" -e "s|@NODE@|$NODE|g" \
+    sed -e "s|@NODELINES@|${lines%\\n}|" -e "s|@NODES@|$nodes|g" -e "s|@NODE@|$NODE|g" -e "s|@CTLPORT@|$PORT|g" \
         -e "s|@RUNDIR@|$RUNDIR|g" "$HERE/slurm.conf.in" >"$CONF.tmp"
     mv -f "$CONF.tmp" "$CONF"
     echo "start.sh: node(s) $nodes on $NODE: CPUs=$cpus (${sockets}x${cores}x${threads}) RealMemory=${realmem}M each"
