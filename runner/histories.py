@@ -27,6 +27,8 @@ def night_levels(frame: pd.DataFrame, system: str, accepted: dict, tonight: dict
     now, over its run.json on disk): what tonight's changes are found in and
     its history page is drawn from."""
     runs = finished_runs(system, kind=accepted.get("kind"))
+    # Accepted nodes of a partition's night ('STAMP@NODE') are no night of their own: their runs are added.
+    runs = sorted(runs + [r for r in accepted["runs"] if r.get("node")], key=lambda r: r["start"])
     if tonight is not None:  # a drill too: judged over the history as any night is
         runs = [r for r in runs if r["stamp"] != tonight["stamp"]] + [tonight]
     stamps = [r["stamp"] for r in accepted["runs"]]

@@ -162,7 +162,11 @@ def lsf_script(system: str, part: dict, nodes: list[str] | int, outdir: Path, op
         lines.append("#BSUB " + part["account"]["option"].format(account=account))
     if not isinstance(nodes, int):
         lines.append(f'#BSUB -m "{" ".join(nodes)}"')
-    lines += [f"#BSUB -W {part.get('night_limit', '2:00')}", f"#BSUB -o {outdir}/partition-job.out", ""]
+    lines += [
+        f"#BSUB -W {part.get('night_limit', '2:00')}",
+        f"#BSUB -o {shlex.quote(str(outdir))}/partition-job.out",
+        "",
+    ]
     lines += [
         f"cd {shlex.quote(str(REPO))}",
         "# The hosts LSF gave the job (the launch node first): what is expected to report.",
@@ -193,7 +197,13 @@ def submit_lsf(script: Path) -> str:
         raise RuntimeError(f"bsub: {out.stdout.strip()} {out.stderr.strip()}")
     job = found.group(1)
     print(f"nightly: LSF job {job} over the nodes submitted; waiting for its end", flush=True)
-    subprocess.run(["bwait", "-w", f"ended({job})", "-t", str(LSF_WAIT_S // 60)], timeout=LSF_WAIT_S + 60)
+    try:
+        waited = subprocess.run(["bwait", "-w", f"ended({job})", "-t", str(LSF_WAIT_S // 60)], timeout=LSF_WAIT_S + 60)
+    except subprocess.TimeoutExpired:
+        waited = None
+    if waited is None or waited.returncode != 0:
+        # Judged now, every node would be silent while the job may still run: the night is not judged.
+        raise RuntimeError(f"LSF job {job} had not ended after {LSF_WAIT_S // 3600} h (bkill {job}, or judge it later)")
     return job
 
 
