@@ -19,8 +19,10 @@ Both questions are asked of one matrix, nodes by paths, all at once:
   at most), combined with the node's own standard error from its samples'
   spread. A node is behind where its deviation less the path's floor
   (systems/paths/paths.yaml) stands out against the statistic's null:
-  simulated for Qn's small samples, Student's t with the MAD's effective
-  degrees of freedom from MAD_FROM others on (`sibling_p`); Holm's
+  below MAD_FROM others, the spread shrunk toward its kind of path's (a
+  prior fitted over the kind's paths, as the verdict's) and the null
+  simulated for Qn's small samples with that prior; Student's t with the
+  MAD's effective degrees of freedom from MAD_FROM others on (`sibling_p`); Holm's
   correction is taken over every node and path judged. A partition of four
   nodes compares each with three others, so it names a node only far
   beyond them.
@@ -28,9 +30,10 @@ Both questions are asked of one matrix, nodes by paths, all at once:
   accepted runs beyond the floor, by Student's t: the accepted runs' spread
   is how far a whole night may sit off their centre (tonight's nodes share
   their night), tonight's spread between nodes adds its median's error;
-  the degrees of freedom are the accepted nights' (a partition's night
-  accepted is one night however many nodes it gave), Holm's correction is
-  over the paths. A worse one is a change of the
+  the p-value is the larger of Student's t on the accepted nights' degrees
+  of freedom (a partition's night accepted is one night however many nodes
+  it gave; two nights at least) and the simulated null of so few runs'
+  robust spread; Holm's correction is over the paths. A worse one is a change of the
   partition, reported once; a better one is an improvement.
 - **Both.** A node behind its siblings on a path the whole partition moved on.
 - **Confirmed.** As the nightly's flags are: the flagged nodes measure the
@@ -54,7 +57,16 @@ from scipy import stats
 
 from experiments.keys import FIGURE_KEY
 from judge.siblings import MEDIAN_SE
-from judge.verdict import CV_FLOOR, MIN_RUNS, MIN_SPREAD, holm, null_distribution, qn_scale
+from judge.verdict import (
+    CV_FLOOR,
+    MIN_RUNS,
+    MIN_SPREAD,
+    fit_priors,
+    holm,
+    moderated,
+    null_distribution,
+    qn_scale,
+)
 
 #: From this many other nodes on, a path's spread between nodes is the MAD
 #: of the column: Qn's small-sample factor is simulated per size, which is
@@ -65,6 +77,8 @@ MAD_FROM = 10
 MAD_NORMAL = stats.norm.ppf(0.75)
 #: The MAD's efficiency for normal values: its degrees of freedom per value.
 MAD_EFFICIENCY = 0.37
+#: Accepted nights a fleet change is judged against, at least: one says nothing of how nights differ.
+MIN_NIGHTS = 2
 #: Fewer other nodes than this and a node has no siblings to be judged against:
 #: with one, no spread tells which of the two is behind.
 MIN_SIBLINGS = 2
@@ -245,7 +259,7 @@ def confirm(first: Partition, again: Partition, measured: set[tuple[str, str]]) 
     cells["confirmed"] = pd.Series(pd.NA, index=cells.index, dtype="boolean")
     cells.loc[index, "confirmed"] = seen & agreed
     cells.loc[index[seen & ~agreed], "verdict"] = Cell.TRANSIENT
-    return Partition(cells, first.fleet, _node_rows(cells, first.silent), first.silent)
+    return Partition(cells, first.fleet, _node_rows(cells, first.silent, list(first.nodes["node"])), first.silent)
 
 
 def measured_pairs(rerun: pd.DataFrame) -> set[tuple[str, str]]:
@@ -299,20 +313,45 @@ def leave_one_out_spread(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def sibling_p(t: np.ndarray, others: np.ndarray) -> np.ndarray:
+def _moderated(values: np.ndarray, spread: np.ndarray, others: np.ndarray, kinds: np.ndarray):
+    """The few-others cells' spread shrunk toward their kind of path's (limma's,
+    as verdict.fit_priors fits it over the kind's paths: their columns' Qn over
+    the nodes), and each cell's prior degrees of freedom. Qn of three values
+    alone has a 99.9% null point a hundred times the normal's: without the
+    prior, four nodes could name no node on a night of twenty paths."""
+    counts = np.isfinite(values).sum(axis=0)
+    variances = np.array([robust_sd(values[np.isfinite(values[:, j]), j]) ** 2 for j in range(values.shape[1])])
+    members = {k: (np.nan_to_num(variances[kinds == k]), counts[kinds == k]) for k in set(kinds)}
+    priors = fit_priors(members)
+    shrunk, prior_df = spread.copy(), np.zeros(values.shape, dtype=int)
+    for j, kind in enumerate(kinds):
+        prior = priors[kind]
+        cells = others[:, j] < MAD_FROM
+        shrunk[cells, j] = np.sqrt(moderated(spread[cells, j] ** 2, prior, others[cells, j]))
+        prior_df[cells, j] = prior.df
+    return shrunk, prior_df
+
+
+def _simulated_p(t: float, n: int, prior_df: int = 0) -> float:
+    """P(null >= t) of (y - median(x)) / Qn(x) for n normal x (verdict.null_distribution), one draw's worth at least."""
+    null = null_distribution(n, prior_df)
+    return (null.size - np.searchsorted(null, t, side="left") + 1) / (null.size + 1)
+
+
+def sibling_p(t: np.ndarray, others: np.ndarray, prior_df: np.ndarray) -> np.ndarray:
     """One-sided p-values of the siblings' statistic, by how many others each
     cell was compared with. Below MAD_FROM others: from the simulated null of
-    (x - median(others)) / Qn(others) for normal values (verdict.null_distribution
-    without a prior), which Qn's small samples need (three values: its 99.9%
-    point is ten times the normal's); the node's own error only lowers the
-    statistic, so this errs toward no alarm. From MAD_FROM on: Student's t with
-    the MAD's effective degrees of freedom (37% of the others: its efficiency)."""
+    (x - median(others)) / moderated Qn(others) for normal values with the
+    kind's prior (verdict.null_distribution); the node's own error only
+    lowers the statistic, so this errs toward no alarm. From MAD_FROM on:
+    Student's t with the MAD's effective degrees of freedom (37% of the
+    others: its efficiency)."""
     p = np.full(t.shape, np.nan)
-    for m in np.unique(others[np.isfinite(t)]):
-        cells = np.isfinite(t) & (others == m)
+    finite = np.isfinite(t)
+    for m, df in {(int(m), int(d)) for m, d in zip(others[finite], prior_df[finite])}:
+        cells = finite & (others == m) & (prior_df == df)
         if m < MAD_FROM:
-            null = null_distribution(int(m), 0)
-            p[cells] = (null.size - np.searchsorted(null, t[cells], side="left") + 1) / (null.size + 1)
+            p[cells] = _simulated_p(t[cells], m, df)
         else:
             p[cells] = stats.t.sf(t[cells], max(round(MAD_EFFICIENCY * m), 1))
     return p
@@ -332,13 +371,17 @@ def judge(levels: Levels, alpha: float = 0.05, expected: list[str] | None = None
     center, spread = leave_one_out_median(values), leave_one_out_spread(values)
     own = levels.se.reindex(index=nodes, columns=x.columns).to_numpy(float)
     others = np.broadcast_to(np.isfinite(values).sum(axis=0) - 1, values.shape)
+    prior_df = np.zeros(values.shape, dtype=int)
+    few = others < MAD_FROM
+    if few.any():  # a few others' spread borrows from the other paths of its kind, as the verdict's does
+        spread, prior_df = _moderated(values, spread, others, levels.kind.reindex(x.columns).fillna("").to_numpy())
     # From MAD_FROM others on, the reference median's own error is added; below, the simulated null holds it.
     centre_error = np.where(others >= MAD_FROM, MEDIAN_SE**2 / np.maximum(others, 1), 0.0)
     scale = np.maximum(np.sqrt(spread**2 * (1 + centre_error) + np.nan_to_num(own) ** 2), MIN_SPREAD)
     behind = values - center
     margin = np.log1p(levels.floor.reindex(x.columns).to_numpy(float))
     t = (behind - margin) / scale
-    p = sibling_p(t, others)
+    p = sibling_p(t, others, prior_df)
     judged = np.isfinite(t)
     adjusted = np.full(t.shape, np.nan)
     adjusted[judged] = holm(p[judged])
@@ -367,7 +410,7 @@ def judge(levels: Levels, alpha: float = 0.05, expected: list[str] | None = None
         }
     )
     silent = sorted(set(nodes) - set(levels.siblings.index))
-    return Partition(cells, fleet, _node_rows(cells, silent), silent)
+    return Partition(cells, fleet, _node_rows(cells, silent, nodes), silent)
 
 
 def judge_fleet(levels: Levels, paths: pd.Index, alpha: float) -> pd.DataFrame:
@@ -385,8 +428,15 @@ def judge_fleet(levels: Levels, paths: pd.Index, alpha: float) -> pd.DataFrame:
     se = np.sqrt(past**2 * (1 + MEDIAN_SE**2 / np.maximum(runs, 1)) + MEDIAN_SE**2 * between**2 / np.maximum(count, 1))
     margin = np.log1p(levels.floor.reindex(paths).to_numpy(float))
     t = (np.abs(median) - margin) / np.maximum(se, MIN_SPREAD)
-    judged = (runs >= MIN_RUNS) & (count > 0) & np.isfinite(t)
-    p = stats.t.sf(t, np.maximum(nights - 1, 1))
+    # One accepted night says nothing of how nights differ: two at least (MIN_NIGHTS), three runs at least.
+    judged = (runs >= MIN_RUNS) & (nights >= MIN_NIGHTS) & (count > 0) & np.isfinite(t)
+    p = np.full(len(paths), np.nan)
+    for j in np.flatnonzero(judged):
+        # The larger of two nulls: Student's t on the nights' degrees of freedom, and the simulated one of a
+        # robust spread of so few runs (Qn's, or the MAD's effective degrees of freedom from MAD_FROM on).
+        n = int(runs[j])
+        spread_p = _simulated_p(t[j], n) if n < MAD_FROM else stats.t.sf(t[j], max(round(MAD_EFFICIENCY * n), 1))
+        p[j] = max(stats.t.sf(t[j], nights[j] - 1), spread_p)
     adjusted = np.full(len(paths), np.nan)
     adjusted[judged] = holm(p[judged])
     verdicts = np.where(judged, Fleet.PASS, Fleet.UNJUDGED).astype(object)
@@ -412,17 +462,22 @@ def judge_fleet(levels: Levels, paths: pd.Index, alpha: float) -> pd.DataFrame:
     )
 
 
-def _node_rows(cells: pd.DataFrame, silent: list[str]) -> pd.DataFrame:
-    """Per node: its state, its worst path against its siblings, and how many paths it is behind on."""
+def _node_rows(cells: pd.DataFrame, silent: list[str], nodes: list[str]) -> pd.DataFrame:
+    """Per node of `nodes` (every one, whether or not it has a cell): its
+    state, its worst path against its siblings, and how many paths it is
+    behind on or did not measure."""
     bad = cells["verdict"].isin([Cell.NODE_FAULT, Cell.BOTH])
     missing = cells["verdict"] == Cell.NOT_MEASURED
     worst = cells.assign(_z=cells["z"].fillna(-np.inf)).sort_values("_z", ascending=False).drop_duplicates("node")
     rows = worst.set_index("node")[["path", "vs_siblings_pct", "z"]].rename(columns={"path": "worst_path"})
-    rows["faults"] = bad.groupby(cells["node"]).sum()
-    rows["not_measured"] = missing.groupby(cells["node"]).sum()
-    # One state a node, the gravest: silent, then behind its siblings (its missing paths in its line), then incomplete.
-    state = np.where(rows["not_measured"] > 0, NodeState.INCOMPLETE, NodeState.OK).astype(object)
-    state[(rows["faults"] > 0).to_numpy()] = NodeState.FAULT
+    rows = rows.reindex(sorted(set(nodes) | set(rows.index)))
+    rows.index.name = "node"
+    rows["faults"] = bad.groupby(cells["node"]).sum().reindex(rows.index).fillna(0).astype(int)
+    rows["not_measured"] = missing.groupby(cells["node"]).sum().reindex(rows.index).fillna(0).astype(int)
+    # One state a node, ranked as the exit statuses are: silent and incomplete (1) before behind (2); a node's
+    # line names both its missing paths and those it is behind on.
+    state = np.where(rows["faults"] > 0, NodeState.FAULT, NodeState.OK).astype(object)
+    state[(rows["not_measured"] > 0).to_numpy()] = NodeState.INCOMPLETE
     state[rows.index.isin(silent)] = NodeState.SILENT
     rows["state"] = state
     order = {NodeState.SILENT: 0, NodeState.INCOMPLETE: 1, NodeState.FAULT: 2, NodeState.OK: 3}

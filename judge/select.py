@@ -60,7 +60,8 @@ def run_rows(frame: pd.DataFrame, system: str, runs: list[dict]) -> pd.Series:
     for run in runs:
         window = select_mask(frame, "time", f"{run['start']}..{run['end']}")
         # One node of a partition's night (runner/partition.py) is a run of its own.
-        mask |= window & (frame["node"] == run["node"]) if run.get("node") else window
+        # by its short name: ReFrame's local scheduler may log a host's full one
+        mask |= window & (frame["node"].astype(str).str.split(".").str[0] == run["node"]) if run.get("node") else window
     return mask & (frame["system"] == system)
 
 

@@ -248,6 +248,9 @@ def accept(args) -> int:
     system = selected_system(args.system)
     found = [find_run(system, stamp) for stamp in args.stamps]
     runs = [node for _, run in found for node in node_runs(run)]
+    if not runs:
+        print("accept: no run to accept: every node of those partition nights is to be drained", file=sys.stderr)
+        return UNJUDGED
     drills = [f"{run['stamp']} ({run['drill']})" for run in runs if run.get("drill")]
     if drills:
         print(f"accept: a drill is no baseline: {', '.join(drills)} had a fault planted", file=sys.stderr)

@@ -5,13 +5,14 @@ against the accepted runs of its kind (judge/partition.py).
     ./suite nightly --nodes all|N|NODE,NODE... [--system NAME] [--dry-run] [-- reframe options]
 
 - **Slurm** (``scheduler: slurm`` or ``squeue``): ReFrame's own
-  ``--distribute``: each check becomes one job per node, pinned with
-  ``--nodelist``, all submitted at once, so the night takes about one
-  node's time where the partition runs them side by side. ``all`` is every
-  node of the system's Slurm partition (``sinfo``), of which those Slurm
-  can run jobs on are distributed to (``--distribute=avail``); ``N`` the
-  first N of them; a list those named.
-- **LSF with jsrun** (``lsf``, ``lsf-nnodes``): one job over the nodes,
+  ``--distribute`` (``=all`` with ``--nodelist`` of the chosen nodes):
+  each check becomes one job per node, pinned with ``--nodelist``, all
+  submitted at once, so the night takes about one node's time where the
+  partition runs them side by side. ``all`` is every node of the system's
+  Slurm partition (``sinfo``) in a state ReFrame's ``--distribute=avail``
+  takes, the others listed as not available; ``N`` the first N of those; a
+  list those named.
+- **LSF with CSM and jsrun** (``lsf-nnodes``; plain LSF is refused): one job over the nodes,
   as ``node_health.nodes`` runs health: its script (partition-job.sh) starts
   one task per node (``jsrun -n N -r 1``), each running health and the
   checks on its own node (``nightly --on-node``, ReFrame's local scheduler
@@ -28,8 +29,9 @@ run.json (the exit status, the drain list, the fleet changes) and the
 partition's page (index.html: heat map, drain list, each node's history).
 Exit statuses are the nightly's: 1 a check failed or a node did not report
 or did not measure a path the others did; 2 a node behind its siblings or a
-fleet change for the worse; 3 not judged (no node had two siblings, or no
-accepted runs for the fleet, unless --allow-unjudged); 0 as accepted.
+fleet change for the worse; 3 not judged (nothing judged at all, or no
+accepted runs of two nights for the fleet, unless --allow-unjudged); 0 as
+accepted.
 """
 
 from __future__ import annotations
@@ -109,14 +111,16 @@ def slurm_nodes(part: dict) -> dict[str, str]:
     if listed.returncode != 0:
         raise NodesError(f"--nodes: {' '.join(cmd)} failed: {listed.stderr.strip()}")
     pairs = [line.split()[:2] for line in listed.stdout.splitlines() if line.strip()]
-    return {node: (state[0] if state else "unknown").rstrip("*~#!%$@^-").lower() for node, *state in pairs}
+    return {node: (state[0] if state else "unknown").lower() for node, *state in pairs}
 
 
 def available(nodes: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-    """The nodes Slurm can run the night's jobs on, and the others with their states (down, drained, ...):
-    those are reported as not available, not as silent."""
-    usable = [n for n, state in nodes.items() if state in AVAILABLE]
-    return usable, {n: state for n, state in nodes.items() if state not in AVAILABLE}
+    """The nodes ReFrame's --distribute=avail would run on (their state one of
+    AVAILABLE, with no flag but '-', planned: 'idle*' does not respond,
+    'idle~' is powered down), and the others with their states: those are
+    reported as not available, not as silent."""
+    usable = [n for n, state in nodes.items() if state.removesuffix("-") in AVAILABLE]
+    return usable, {n: state for n, state in nodes.items() if n not in usable}
 
 
 def chosen_nodes(spec: str, known: list[str] | None) -> list[str] | int:
@@ -239,7 +243,9 @@ def failed_by_node(report: Path) -> dict[str, list[str]]:
     """The failed cases of a ReFrame run report by the node they ran on ('' where unknown)."""
     found: dict[str, list[str]] = {}
     if not report.exists():
-        return {"": [f"no run report ({report.name}): ReFrame did not finish"]}
+        return {"": [f"no {report.name}: the job or ReFrame did not finish"]}
+    if report.suffix != ".json":
+        return {}
     for run in json.loads(report.read_text()).get("runs", [])[-1:]:
         for case in run["testcases"]:
             if case["result"] in ("pass", "skip"):
@@ -300,8 +306,10 @@ def partition_nightly(args) -> int:
             # 'all' and N count the nodes Slurm can run jobs on; named ones that it cannot are not available.
             counted = args.nodes == "all" or args.nodes.isdigit()
             nodes = chosen_nodes(args.nodes, usable if counted else list(known))
-            unavailable = {n: down[n] for n in nodes if n in down}
+            unavailable = down if counted else {n: down[n] for n in nodes if n in down}
             nodes = [n for n in nodes if n not in down]
+            if not nodes:
+                raise NodesError(f"--nodes {args.nodes}: no node Slurm can run jobs on ({len(down)} not available)")
     except NodesError as err:
         print(f"nightly: {err}", file=sys.stderr)
         return UNJUDGED
@@ -320,6 +328,8 @@ def partition_nightly(args) -> int:
     if args.dry_run:
         return 0 if status == 0 else UNJUDGED
     run["nodes"] = expected = [short(n) for n in expected]
+    if not expected:  # an LSF job that ended before its script recorded the hosts it was given
+        reports = [*reports, outdir / "hosts"]
     run["unavailable"] = unavailable
     run["end"] = now()
     nightly.save_run(outdir, run)
@@ -409,7 +419,11 @@ def confirm_by_rerun(night: Night, result: partition.Partition, tonight, past, a
     window = {"start": now()}
     # The site's options but those that select checks: the rerun selects the flagged paths' own.
     selection = [*nightly.health_options(night.options), "-n", f"^({'|'.join(tests)})(%|$)"]
-    _, reports, _ = measure(night, nodes, folder, selection)
+    try:
+        _, reports, _ = measure(night, nodes, folder, selection)
+    except RuntimeError as err:  # the rerun's LSF job did not end: the faults stand, unconfirmed
+        print(f"nightly: the rerun was not measured: {err}", file=sys.stderr)
+        return result, [folder / "run-report.json"]
     window["end"] = now()
     night.run["rerun"] = {**window, "nodes": nodes}
     nightly.save_run(night.outdir, night.run)
@@ -544,6 +558,9 @@ def say(run: dict, result: partition.Partition, failed: dict, status: int, outdi
         print(f"nightly: DRAIN {row['node']}: {' | '.join(row['reasons'])}", file=sys.stderr)
     for line in run["fleet_changes"]:
         print(f"nightly: FLEET CHANGE {line}", file=sys.stderr)
+    if run.get("unavailable"):
+        listed = ", ".join(f"{n} ({state})" for n, state in sorted(run["unavailable"].items()))
+        print(f"nightly: not available to Slurm, not measured: {listed}")
     if other_kind:
         print("nightly: no accepted runs of this kind of node: the partition is judged against its siblings only")
     counts = run["counts"]

@@ -400,7 +400,7 @@ for n in $nodes; do
   echo "NodeName=$n Arch=x86_64 State=IDLE Partitions=dgx ActiveFeatures=a100 AvailableFeatures=a100"
 done
 """,
-    "sinfo": "#!/bin/bash\nprintf '%s\\n' dgx001 dgx002 dgx003 dgx004\n",
+    "sinfo": "#!/bin/bash\nprintf '%s idle\\n' dgx001 dgx002 dgx003 dgx004\n",
 }
 
 

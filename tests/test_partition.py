@@ -104,6 +104,18 @@ def test_a_slow_node_of_four_is_named_alone_on_its_path():
     assert (result.fleet["verdict"] == Fleet.PASS).all()
 
 
+@pytest.mark.parametrize("count", [3, 4])
+def test_a_slow_node_of_a_few_is_named_on_a_night_of_twenty_two_paths(count):
+    """Three or four nodes: each has two or three siblings, whose Qn alone
+    has a 99.9% null point a hundred times the normal's; with the spread
+    shrunk toward the kind's (its 22 paths), half speed on one path is named."""
+    rng = np.random.default_rng(12)
+    nodes, paths = [f"n{k}" for k in range(count)], [f"path{k:02d}" for k in range(22)]
+    for trial in range(5):
+        result = judged(nodes, paths, rng, moves={("n1", "path05"): 0.5})
+        assert list(zip(result.faults()["node"], result.faults()["path"])) == [("n1", "path05")], trial
+
+
 def test_a_slowdown_of_every_node_is_one_fleet_change_and_no_node_fault():
     rng = np.random.default_rng(3)
     nodes, paths = [f"n{k}" for k in range(6)], ["read", "write"]
@@ -222,3 +234,9 @@ def test_the_page_of_a_thousand_nodes_draws_the_worst_first_and_sums_up_the_rest
     history = result.cells[result.cells["node"] == "n0777"].assign(night=run["stamp"])
     page = write_partition_page(run, result, tmp_path, {"n0777": history}).read_text()
     assert "n0777" in page and "node-n0777.html" in page and (tmp_path / "heat-map.png").exists()
+
+
+def test_a_night_no_node_measured_drains_every_node_asked_for():
+    empty = table(["a"], ["read"], np.random.default_rng(13)).iloc[0:0]
+    result = partition.judge(partition.levels(empty), expected=["a", "b", "c"])
+    assert result.drain() == ["a", "b", "c"] and set(result.nodes["state"]) == {NodeState.SILENT}

@@ -6,9 +6,10 @@ from runner import partition as night
 
 
 def test_all_and_n_count_the_nodes_slurm_can_run_on_and_a_list_is_checked():
-    usable, down = night.available({"a": "idle", "b": "drained", "c": "allocated", "d": "down", "e": "mixed"})
-    assert usable == ["a", "c"] and down == {"b": "drained", "d": "down", "e": "mixed"}
-    assert night.chosen_nodes("all", usable) == ["a", "c"] and night.chosen_nodes("1", usable) == ["a"]
+    states = {"a": "idle", "b": "drained", "c": "allocated", "d": "down", "e": "mixed", "f": "idle*", "g": "planned-"}
+    usable, down = night.available(states)
+    assert usable == ["a", "c", "g"] and down == {"b": "drained", "d": "down", "e": "mixed", "f": "idle*"}
+    assert night.chosen_nodes("all", usable) == ["a", "c", "g"] and night.chosen_nodes("1", usable) == ["a"]
     assert night.chosen_nodes("c,b", ["a", "b", "c"]) == ["c", "b"]
     for spec, known, words in [("3", ["a"], "has 1 node"), ("x", ["a"], "no node x"), ("0", ["a"], "at least one")]:
         with pytest.raises(night.NodesError, match=words):

@@ -2,8 +2,8 @@
 with SLURM_CI_NODES=4, each its own slurmd), the fake GPU on each, the
 partition's nightly through ReFrame's --distribute.
 
-A clean night has nobody to drain; its nodes are accepted as the kind's
-runs; a night with one node's host memory at half speed names that node
+A clean night has nobody to drain; two such nights' nodes are accepted as
+the kind's runs; a night with one node's host memory at half speed names that node
 alone, its rerun confirming; a night with every node's at 70% is one change of the partition per
 host-memory path and names no node.
 
@@ -93,13 +93,15 @@ def night(repo, conf, seed, **env):
 
 @pytest.fixture(scope="module")
 def accepted(repo, cluster):
-    status, output, outdir = night(repo, cluster, 1)
-    run = json.loads((outdir / "run.json").read_text())
-    assert status == 3, output[-5000:]  # judged against its siblings, nothing accepted yet
-    assert run["nodes"] == NODES and run["drain"] == [] and run["counts"]["reported"] == 4, output[-3000:]
-    cells = (outdir / "cells.csv").read_text()
-    assert "node fault" not in cells
-    accept = [sys.executable, "-m", "commands", "accept", run["stamp"], "--system", "fakeslurm"]
+    runs = []
+    for seed in (1, 11):  # two clean nights: one says nothing of how nights differ
+        status, output, outdir = night(repo, cluster, seed)
+        run = json.loads((outdir / "run.json").read_text())
+        assert status == 3, output[-5000:]  # judged against its siblings, nothing accepted yet
+        assert run["nodes"] == NODES and run["drain"] == [] and run["counts"]["reported"] == 4, output[-3000:]
+        assert "node fault" not in (outdir / "cells.csv").read_text()
+        runs.append(run)
+    accept = [sys.executable, "-m", "commands", "accept", *(r["stamp"] for r in runs), "--system", "fakeslurm"]
     done = subprocess.run(accept, cwd=repo, env={**os.environ, **fake_node_env(repo)}, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     stamps = [
@@ -108,7 +110,7 @@ def accepted(repo, cluster):
             "runs"
         ]
     ]
-    assert stamps == [f"{run['stamp']}@{n}" for n in NODES]
+    assert stamps == [f"{r['stamp']}@{n}" for r in runs for n in NODES]
     return repo
 
 
