@@ -306,7 +306,7 @@ def leave_one_out_spread(x: np.ndarray) -> np.ndarray:
             continue
         column = x[valid, j]
         if others >= MAD_FROM:
-            out[valid, j] = np.median(np.abs(column - np.median(column))) / MAD_NORMAL
+            out[valid, j] = robust_sd(column)  # the MAD: so many values
         else:
             loo = np.array([np.delete(column, i) for i in range(valid.size)])
             out[valid, j] = qn_scale(loo)

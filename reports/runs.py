@@ -65,9 +65,16 @@ def write_baseline(system: str, baseline: dict) -> Path:
     return path
 
 
+def fact_files(outdir: Path) -> list[Path]:
+    """The node facts files the health checks of a nightly run wrote
+    (node-<host>.json): in its folder, or in a folder of their node's (each
+    task of an LSF partition's night writes under <host>/)."""
+    return sorted(outdir.glob("node-*.json")) + sorted(outdir.glob("*/node-*.json"))
+
+
 def node_facts_of(outdir: Path) -> list[dict]:
-    """The node facts the health checks of a nightly run recorded (node-<host>.json)."""
-    return [json.loads(path.read_text()) for path in sorted(outdir.glob("node-*.json"))]
+    """The node facts the health checks of a nightly run recorded (fact_files)."""
+    return [json.loads(path.read_text()) for path in fact_files(outdir)]
 
 
 def kind_of_run(system: str, run: dict) -> str | None:

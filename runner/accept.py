@@ -30,6 +30,7 @@ from judge.status import MEANING, UNJUDGED
 from reports.load import load
 from reports.runs import (
     PERFLOGS,
+    fact_files,
     find_run,
     finished_runs,
     kind_of_run,
@@ -55,7 +56,7 @@ def node_facts_of(outdirs: list[Path]) -> dict:
     """Per partition, the node facts the runs' health checks recorded; runs that disagree are named."""
     facts: dict = {}
     for outdir in outdirs:
-        for path in sorted(outdir.glob("node-*.json")) + sorted(outdir.glob("*/node-*.json")):  # LSF: DIR/<host>/
+        for path in fact_files(outdir):
             record = json.loads(path.read_text())
             partition, host = record.pop("partition"), record.pop("host")
             if partition in facts and facts[partition] != record:

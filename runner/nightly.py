@@ -73,10 +73,14 @@ from systems.health import kind_of, same_kind
 KEEP_THE_BUILD = ("--keep-stage-files",)
 
 
-def reframe(system: str, report: Path, *options: str) -> int:
-    cmd = reframe_command(system, "--report-file", str(report), *options, "-r")
-    print("nightly: " + " ".join(cmd[3:]), flush=True)
-    return subprocess.run(cmd, cwd=REPO).returncode
+def reframe(
+    system: str | None, report: Path, *options: str, action: str = "-r", cwd: Path = REPO, env=None, who="nightly"
+) -> int:
+    """ReFrame run (`action`: -r, or --dry-run) with its report in `report`, the command printed first;
+    its exit status. `cwd` and `env` where a partition's night needs its own (runner/partition.py)."""
+    cmd = reframe_command(system, "--report-file", str(report), *options, action)
+    print(f"{who}: " + " ".join(cmd[3:]), flush=True)
+    return subprocess.run(cmd, cwd=cwd, env=env).returncode
 
 
 def _classify(case: dict, found: dict) -> None:
@@ -87,11 +91,16 @@ def _classify(case: dict, found: dict) -> None:
     if case["result"] == "fail_deps":
         found["failed"].append(f"{name}: not run, a test it depends on (the build) failed")
         return
-    why = " ".join(str(case.get("fail_reason") or case["result"]).split())
+    why = fail_reason(case)
     if case.get("fail_phase") == "performance":
         found["failed"].append(f"{name}: impossible measurement, beyond a physical bound: {why}")
     else:
         found["failed"].append(f"{name} ({case.get('fail_phase') or case['result']}): {why}")
+
+
+def fail_reason(case: dict) -> str:
+    """A failed case's reason from a ReFrame run report, on one line."""
+    return " ".join(str(case.get("fail_reason") or case["result"]).split())
 
 
 def outcomes(report: Path) -> dict:
@@ -505,7 +514,7 @@ def send_verdict(system: str, run: dict, result, changes: list, status: int) -> 
     url = metrics.endpoint(data.load_all().get(system, {}))
     if not url:
         return
-    when = int(dt.datetime.fromisoformat(run["end"]).replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+    when = end_ms(run)
     kind = run.get("kind") or "unknown"
     lines = metrics.night_line(system, run["stamp"], kind, status, MEANING.get(status, ""), when)
     if result is not None:
@@ -514,6 +523,11 @@ def send_verdict(system: str, run: dict, result, changes: list, status: int) -> 
     why = metrics.post(url, lines)
     if why:
         print(f"nightly: warning: metrics endpoint {why}: the records are in the perflogs only", file=sys.stderr)
+
+
+def end_ms(run: dict) -> int:
+    """When the run ended (its stamps are UTC), in milliseconds since the epoch: its metrics' timestamp."""
+    return int(dt.datetime.fromisoformat(run["end"]).replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
 
 
 def _rounded(value: float) -> float | None:

@@ -57,10 +57,18 @@ from judge.select import accepted_masks, run_rows
 from judge.status import FAILED, MEANING, MOVED, UNJUDGED
 from reports.load import load
 from reports.names import split_display_name
-from reports.runs import NIGHTLY_DIR, PERFLOGS, finished_runs, now, read_accepted, read_baselines, selected_system
+from reports.runs import (
+    NIGHTLY_DIR,
+    PERFLOGS,
+    finished_runs,
+    node_facts_of,
+    now,
+    read_accepted,
+    read_baselines,
+    selected_system,
+)
 from rfmconfig import NODES_VARIABLE, ON_NODE_VARIABLE
 from runner import nightly
-from runner.rfm import reframe_command
 from systems import data
 from systems.health import kind_of
 
@@ -217,23 +225,24 @@ def on_node(args) -> int:
     (stage/nodes/<host>/: every node of the job shares the checkout), its
     perflogs under perflogs/<system>/nodes/<host>/, its reports under DIR/<host>/."""
     system = selected_system(args.system)
-    host = socket.gethostname().split(".")[0]
+    host = short(socket.gethostname())
     outdir = Path(args.on_node) / host
     work = REPO / "stage" / "nodes" / host
     for folder in (outdir, work):
         folder.mkdir(parents=True, exist_ok=True)
     own = ["--prefix", str(work), "--perflogdir", str(PERFLOGS / system / "nodes" / host)]
-    env = {**os.environ, "RFM_SQLITE_DB_FILE": str(work / "results.db")}
-
-    def reframe(report: str, *options: str) -> int:
-        cmd = reframe_command(system, "--report-file", str(outdir / report), *own, *options, "-r")
-        print(f"nightly: {host}: " + " ".join(cmd[3:]), flush=True)
-        return subprocess.run(cmd, cwd=work, env=env).returncode
-
-    health = reframe("health-report.json", "-t", "health", "-S", f"node_health.facts_dir={outdir}")
+    where = {
+        "cwd": work,
+        "env": {**os.environ, "RFM_SQLITE_DB_FILE": str(work / "results.db")},
+        "who": f"nightly: {host}",
+    }
+    health = nightly.reframe(
+        system, outdir / "health-report.json", *own, "-t", "health", "-S", f"node_health.facts_dir={outdir}", **where
+    )
     if health != 0:
         return FAILED
-    return reframe("run-report.json", "--mode", "nightly", "-S", "reference_bounds=physical", *args.reframe)
+    checks = ["--mode", "nightly", "-S", "reference_bounds=physical", *args.reframe]
+    return nightly.reframe(system, outdir / "run-report.json", *own, *checks, **where)
 
 
 # --- the night ---------------------------------------------------------------------
@@ -251,7 +260,7 @@ def failed_by_node(report: Path) -> dict[str, list[str]]:
             if case["result"] in ("pass", "skip"):
                 continue
             nodes = case.get("job_nodelist") or [split_display_name(case["display_name"])[1].get(".nid", "")]
-            why = " ".join(str(case.get("fail_reason") or case["result"]).split())
+            why = nightly.fail_reason(case)
             for node in nodes if isinstance(nodes, list) else [nodes]:
                 found.setdefault(node, []).append(f"{case['display_name'].split()[0]}: {why}")
     return found
@@ -390,14 +399,15 @@ def measure(
         reports = sorted(folder.glob("*/run-report.json")) + sorted(folder.glob("*/health-report.json"))
         return lsf_hosts(folder, nodes), reports, 0
     where = [f"--system={system}:{part['name']}", *distribute_options(list(nodes))]
-    dry = ["--dry-run"] if night.dry_run else ["-r"]
-    health = ["-t", "health", "-S", f"node_health.facts_dir={folder}", *where]
-    status = _reframe(folder / "health-report.json", health, nightly.health_options(options), dry, len(nodes))
-    checks = ["--mode", "nightly", *nightly.KEEP_THE_BUILD, "-S", "reference_bounds=physical", *where]
+    # Each node may run its partition's max_jobs at once (rfmconfig/settings.py).
+    how = {"action": "--dry-run" if night.dry_run else "-r", "env": {**os.environ, NODES_VARIABLE: str(len(nodes))}}
+    health = ["-t", "health", "-S", f"node_health.facts_dir={folder}", *where, *nightly.health_options(options)]
+    status = nightly.reframe(None, folder / "health-report.json", *health, **how)
+    checks = ["--mode", "nightly", *nightly.KEEP_THE_BUILD, "-S", "reference_bounds=physical", *where, *options]
     if not night.dry_run and folder == night.outdir:
         night.run["plan"] = nightly.announce_plan(system, ["--mode", "nightly", *options])
         print("nightly: the nodes run side by side: the partition's night takes about one node's", flush=True)
-    status |= _reframe(folder / "run-report.json", checks, options, dry, len(nodes))
+    status |= nightly.reframe(None, folder / "run-report.json", *checks, **how)
     if night.dry_run:
         print("nightly: dry run: the job scripts are in ReFrame's stage directory (its --prefix)")
     return list(nodes), [folder / "health-report.json", folder / "run-report.json"], status
@@ -436,13 +446,6 @@ def confirm_by_rerun(night: Night, result: partition.Partition, tonight, past, a
     return partition.confirm(result, second, partition.measured_pairs(rerun)), reports
 
 
-def _reframe(report: Path, options: list[str], site: list[str], dry: list[str], nodes: int = 1) -> int:
-    """ReFrame over `nodes` at once: each may run its partition's max_jobs (rfmconfig/settings.py)."""
-    cmd = reframe_command(None, "--report-file", str(report), *options, *site, *dry)
-    print("nightly: " + " ".join(cmd[3:]), flush=True)
-    return subprocess.run(cmd, cwd=REPO, env={**os.environ, NODES_VARIABLE: str(nodes)}).returncode
-
-
 def failed_cases(reports: list[Path]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for path in reports:
@@ -456,8 +459,8 @@ def merge(a: dict[str, list[str]], b: dict[str, list[str]]) -> dict[str, list[st
 
 def kind_of_night(outdir: Path) -> str | None:
     """The kind of node the health checks found (their first node's facts; each node's is held to it by health)."""
-    facts = sorted(outdir.glob("node-*.json")) + sorted(outdir.glob("*/node-*.json"))
-    return kind_of(json.loads(facts[0].read_text())) if facts else None
+    facts = node_facts_of(outdir)
+    return kind_of(facts[0]) if facts else None
 
 
 def write_night(night: Night, result, failed: dict, accepted, allow: bool, report: bool = True) -> int:
@@ -516,7 +519,7 @@ def send(system: str, run: dict, result: partition.Partition, status: int) -> No
     url = metrics.endpoint(data.load_all().get(system, {}))
     if not url:
         return
-    when = int(pd.Timestamp(run["end"]).tz_localize(None).tz_localize("UTC").timestamp() * 1000)
+    when = nightly.end_ms(run)
     lines = metrics.night_line(system, run["stamp"], run.get("kind") or "unknown", status, MEANING[status], when)
     lines += "\n" + metrics.partition_lines(system, run["stamp"], result.cells, result.fleet, when)
     why = metrics.post(url, lines)
