@@ -98,6 +98,9 @@ Config parse_config(const suite::Options &opts) {
     }
     // The page-reach experiments: both multiples of the 2 MiB VMM granularity;
     // whether they divide the chunk is known once the GPUs' memory is.
+    c.chunk_align = opts.bytes("chunk-align", kChunkAlign);
+    if (c.chunk_align % kChunkAlign)
+        opts.usage_error("option '--chunk-align' expects a multiple of 2M, got '%s'", opts.str("chunk-align").c_str());
     for (const char *name : {"map-granularity", "launch-span"}) {
         if (opts.str(name) == "chunk") continue;
         const std::uint64_t bytes = opts.bytes(name, kChunkAlign);
@@ -206,6 +209,10 @@ suite::Options declare_options() {
              "bytes of every chunk one launch's segments fall in, at an offset drawn per "
              "launch (a multiple of 2M; the chunk is rounded down to a multiple of it; "
              "'chunk': all of it)");
+    opts.add("chunk-align", "1G",
+             "each GPU's chunk rounded down to a multiple of this many bytes (a multiple of 2M; a smaller "
+             "share to 2M): on four H200s chunks of 70 GiB + 2, 64 or 256 MiB made 4-B to 128-B accesses "
+             "ten times slower than 70 GiB or 70 GiB + 512 MiB");
     opts.add("gpus", "0", "GPUs of the single-process modes (0: all visible)");
     opts.add_flag("spawn", "run the multiprocess mode as one child process per GPU (for launchers that start one)");
     opts.add("rank", "",

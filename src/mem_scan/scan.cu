@@ -287,17 +287,20 @@ struct Run {
     }
 };
 
-// Each GPU's chunk: its share of --size, rounded down to 2 MiB and to the
-// layout's mapping granularity and launch span, so that both divide it.
+// Each GPU's chunk: its share of --size, rounded down to --chunk-align and to
+// the layout's mapping granularity and launch span, so that all divide it.
 std::uint64_t chunk_size(const suite::Options &opts, const Config &c, int ngpus, std::uint64_t gpu_memory) {
     const std::uint64_t total = c.size.factor > 0 ? c.size.of(gpu_memory * ngpus) : c.size.bytes;
-    std::uint64_t align = kChunkAlign;
+    // A share smaller than --chunk-align is rounded to 2 MiB only: so few
+    // translations fit the GPU's TLBs whatever their page size.
+    const std::uint64_t share = total / ngpus;
+    std::uint64_t align = share >= c.chunk_align ? c.chunk_align : kChunkAlign;
     for (std::uint64_t bytes : {c.map_bytes, c.launch_span})
         if (bytes) align = std::lcm(align, bytes);
-    const std::uint64_t chunk = total / ngpus / align * align;
+    const std::uint64_t chunk = share / align * align;
     if (chunk < align)
-        opts.usage_error("option '--size' %s leaves less than %" PRIu64 " bytes per GPU (2 MiB, --map-granularity "
-                         "and --launch-span)",
+        opts.usage_error("option '--size' %s leaves less than %" PRIu64 " bytes per GPU (--chunk-align, "
+                         "--map-granularity and --launch-span)",
                          opts.str("size").c_str(), align);
     if (chunk > gpu_memory)
         opts.usage_error("option '--size' %s asks for %.2f GiB per GPU, more than a GPU's %.2f GiB",

@@ -30,6 +30,7 @@ struct Config {
     std::uint64_t launch_bytes = 0;  // 0: by segment size
     std::uint64_t map_bytes = 0;     // single: bytes per physical allocation (0: one per GPU)
     std::uint64_t launch_span = 0;   // bytes of every chunk one launch touches (0: all of it)
+    std::uint64_t chunk_align = 0;   // each GPU's chunk a multiple of this many bytes (a multiple of kChunkAlign)
     int reps = 20, gpus = 0, rank = 0, nranks = 1;
     bool spawn = false;
     std::string run_id, exchange_dir;
