@@ -38,6 +38,9 @@ NIGHT_EXIT = "gpu_mempaths_night_exit"
 NODE_VS_SIBLINGS = "gpu_mempaths_node_vs_siblings_pct"
 NODE_VERDICT = "gpu_mempaths_node_verdict"
 FLEET_CHANGE = "gpu_mempaths_fleet_change_pct"
+#: Another process on a GPU during the night's cases (value: the cases it was seen in), and a finding it explains.
+CONTENTION = "gpu_mempaths_contention_cases"
+CONTENDED = "gpu_mempaths_path_contended"
 #: A node's verdict on a path as a number (judge/partition.py's Cell), 0 as its siblings.
 NODE_CODES = {"pass": 0, "unjudged": 0, "transient": 1, "node fault": 2, "both": 2, "not measured": 1}
 #: A path's verdict as a number, for a dashboard's thresholds: 0 is as accepted.
@@ -132,6 +135,22 @@ def partition_lines(system: str, night: str, cells, fleet, when_ms: int) -> str:
         if row.change_pct == row.change_pct:
             labels = {"__name__": FLEET_CHANGE, "system": system, "night": night, "path": row.path}
             lines.append(_line({**labels, "verdict": str(row.verdict)}, float(row.change_pct), when_ms))
+    return "\n".join(lines)
+
+
+def contention_lines(system: str, night: str, processes: list[dict], contended: dict[str, str], when_ms: int) -> str:
+    """Every other process the watch saw on a GPU (run.json's contention: the
+    node, GPU, process and name as labels, the cases it was seen in as the
+    value) and every finding it explains (1, the path and who as labels): a
+    dashboard tells a busy GPU from a slow one."""
+    lines = []
+    for p in processes:
+        labels = {"system": system, "night": night, "node": p["node"], "gpu": str(p["gpu"]), "pid": str(p["pid"])}
+        lines.append(_line({"__name__": CONTENTION, **labels, "process": p["name"]}, p["cases"], when_ms))
+    for path, by in contended.items():
+        lines.append(
+            _line({"__name__": CONTENDED, "system": system, "night": night, "path": path, "by": by}, 1, when_ms)
+        )
     return "\n".join(lines)
 
 

@@ -37,6 +37,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -61,7 +62,7 @@ from reports.runs import (
     read_baselines,
     selected_system,
 )
-from runner import histories
+from runner import contention, histories
 from runner.plan import make_plan, plan_lines
 from runner.rfm import reframe_command
 from systems import data, toolkits
@@ -211,6 +212,7 @@ class Night:
     alpha: float
     found: dict  # the checks' outcomes: passed, failed, skipped
     frame: pd.DataFrame  # every record of the system, as last loaded (the reruns' included)
+    pages: object = None  # the report's figures and pages, drawn while the later measure waits (reports/html.py)
 
     def save(self) -> None:
         """run.json as it is now: a night killed later keeps what it has (its reruns' windows)."""
@@ -230,22 +232,60 @@ def confirm_by_rerun(night: Night, result: Judgement) -> Judgement:
     return rerun_flagged(night, "rerun", why, result)
 
 
-def confirm_later(night: Night, result: Judgement, after_s: int) -> Judgement:
+def confirm_later(
+    night: Night, result: Judgement, after_s: int, meanwhile=None, budget_s: int | None = None
+) -> Judgement:
     """On a host shared with other tenants, another tenant's load can last
     through the rerun minutes after the run, and a rerun cannot tell it from a
     slow node: what the rerun confirmed is measured once more `after_s`
     seconds later, and stays moved only if that agrees too (the system's
     confirm_later_s; 0 leaves the rerun's verdict as it is). Only after a
-    rerun, and not on a night a check failed (it exits 1 whatever moved)."""
+    rerun, and not on a night a check failed (it exits 1 whatever moved).
+    `meanwhile`, if given, is work done while it waits (the night's pages);
+    `budget_s`, the night's budget (the system's night_budget_s), shrinks the
+    wait to fit it (sized_wait)."""
     if after_s <= 0 or "rerun" not in night.run or night.found["failed"] or not result.flagged_paths():
         return result
+    wait = sized_wait(after_s, budget_s, _seconds_since(night.run["start"]), _window_s(night.run["rerun"]))
+    sized = f" (not {after_s} s: the night's budget is {budget_s} s)" if wait < after_s else ""
     print(
         f"nightly: {', '.join(result.flagged_paths())}: confirmed by the rerun; {night.system} shares its host "
-        f"with other tenants: measuring them again in {after_s} s",
+        f"with other tenants: measuring them again in {wait} s{sized}",
         flush=True,
     )
-    time.sleep(after_s)
+    night.run["later_wait_s"] = wait
+    after_s = wait
+    started = time.monotonic()
+    if meanwhile is not None:
+        meanwhile()
+    time.sleep(max(0.0, after_s - (time.monotonic() - started)))
     return rerun_flagged(night, "later", "measuring again", result)
+
+
+#: The least the later measure waits however little of the night's budget is
+#: left: what it is for is a tenant's load that outlasts the rerun, and the
+#: seconds-long disturbances seen on these hosts are over by then.
+LEAST_WAIT_S = 60
+#: What a night does after its later measure: judge it, write its index and history.
+CLOSING_S = 45
+
+
+def sized_wait(after_s: int, budget_s: int | None, elapsed_s: float, rerun_s: float) -> int:
+    """The later measure's wait: `after_s`, or less where the night (`elapsed_s`
+    so far) would otherwise pass `budget_s` with a later measure as long as
+    its rerun (`rerun_s`) and its closing; a minute at least (or `after_s` if less)."""
+    if not budget_s:
+        return after_s
+    room = budget_s - elapsed_s - rerun_s - CLOSING_S
+    return int(max(min(after_s, room), min(after_s, LEAST_WAIT_S)))
+
+
+def _seconds_since(stamp: str) -> float:
+    return (dt.datetime.fromisoformat(now()) - dt.datetime.fromisoformat(stamp)).total_seconds()
+
+
+def _window_s(window: dict) -> float:
+    return (dt.datetime.fromisoformat(window["end"]) - dt.datetime.fromisoformat(window["start"])).total_seconds()
 
 
 def rerun_flagged(night: Night, key: str, why: str, result: Judgement) -> Judgement:
@@ -288,6 +328,20 @@ def judged_with_rerun(frame: pd.DataFrame, system: str, accepted: dict | None, r
             confirmed = verdict.confirm(judged.verdict, again.verdict, by=key) if judged.verdict is not None else None
             judged = Judgement(confirmed, siblings.confirm(judged.siblings, again.siblings, by=key))
     return judged
+
+
+def with_contention(judged: Judgement, run: dict, outdir: Path) -> Judgement:
+    """The night's findings with who else used their GPUs (runner/contention.py):
+    `contended_by` on each finding another process explains ('' elsewhere), and
+    run.json's `contention`, every other process the watch saw."""
+    contended, seen = contention.explain_night(judged, run, outdir)
+    run["contention"] = {"processes": seen, "paths": contended}
+    lags = judged.siblings.assign(contended_by=judged.siblings["path"].map(contended).fillna(""))
+    result = judged.verdict
+    if result is not None:
+        paths = result.paths.assign(contended_by=result.paths["path"].map(contended).fillna(""))
+        result = verdict.Verdict(result.figures, paths)
+    return Judgement(result, lags)
 
 
 def unjudged_reasons(
@@ -442,7 +496,10 @@ def nightly(args) -> int:
         judged, records, frame = judge_night(system, run, accepted, args.alpha)
         night = Night(system, run, outdir, accepted, args.reframe, args.alpha, found, frame)
         judged = confirm_by_rerun(night, judged)
-        judged = confirm_later(night, judged, later_delay(system, args.confirm_later))
+        draw = None if args.no_report else (lambda: setattr(night, "pages", draw_pages(system, run, records, outdir)))
+        budget = None if args.confirm_later is not None else data.load_all().get(system, {}).get("night_budget_s")
+        judged = confirm_later(night, judged, later_delay(system, args.confirm_later), meanwhile=draw, budget_s=budget)
+        judged = with_contention(judged, run, outdir)
         result, lags = judged.verdict, judged.siblings
         frame = night.frame  # with the reruns' records: tonight's transients are at their reruns' level
         if result is not None:
@@ -456,11 +513,27 @@ def nightly(args) -> int:
     status = nightly_status(found, result, reasons, args.allow_unjudged, changes, siblings.lagging(lags))
     run["changes"] = [change.line() for change in changes]
     write_verdict(outdir, run, result, status, reasons, found, lags)
+    write_drain(outdir, run, result, found, lags)
     send_verdict(system, run, result, changes, status)
     if records is not None and not args.no_report:
-        write_html(system, run, records, outdir, frame, result, history, lags)
-    report_outcome(found, result, reasons, status, outdir, changes, lags)
+        write_html(system, run, records, outdir, frame, result, history, lags, pages=night.pages)
+    report_outcome(found, result, reasons, status, outdir, changes, lags, run)
     return status
+
+
+def draw_pages(system: str, run: dict, records: Loaded, outdir: Path):
+    """The night's figures and check pages (reports/html.py's write_pages); None where they cannot be drawn."""
+    from reports.html import write_pages
+
+    try:
+        return write_pages(records, outdir, night_title(system, run))
+    except Exception as err:  # matplotlib and pandas raise many kinds
+        print(f"nightly: warning: no pages drawn while waiting: {err!r}", file=sys.stderr)
+        return None
+
+
+def night_title(system: str, run: dict) -> str:
+    return f"Nightly run of {system}, {run['stamp']} UTC"
 
 
 def announce_plan(system: str, options: list[str]) -> dict:
@@ -485,7 +558,12 @@ def write_verdict(
     if lags is not None and not lags.empty:
         lags.drop(columns=["cases"]).to_csv(outdir / "siblings.csv", index=False)
         run["siblings"] = {
-            row.path: {"verdict": row.verdict, "vs_siblings_pct": _rounded(row.vs_siblings_pct), "gpus": row.gpus}
+            row.path: {
+                "verdict": row.verdict,
+                "vs_siblings_pct": _rounded(row.vs_siblings_pct),
+                "gpus": row.gpus,
+                **({"contended_by": row.contended_by} if getattr(row, "contended_by", "") else {}),
+            }
             for row in lags.itertuples()
             if row.verdict != "pass"
         }
@@ -495,6 +573,46 @@ def write_verdict(
         result.paths.to_csv(outdir / "paths.csv", index=False)
         run["counts"] = result.counts()
         run["paths"] = path_verdicts(result)
+    save_run(outdir, run)
+
+
+def drain_reasons(result: verdict.Verdict | None, found: dict, lags: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """Why the node should be drained (a failed check, a GPU behind its
+    siblings or a path moved, confirmed, that no other process explains), and
+    the findings not drained because another process used their GPUs."""
+    contended = _contended(lags) | (_contended(result.paths) if result is not None else {})
+    findings = [
+        (row.path, f"behind its siblings: {siblings.line(row)}")
+        for row in (lags[lags["verdict"] == "lagging"].itertuples() if not lags.empty else [])
+    ]
+    if result is not None:
+        moved = result.paths[result.paths["verdict"].isin(["moved", "unstable"])]
+        findings += [
+            (row.path, f"{row.verdict} against the accepted runs: {path_line(row)}") for row in moved.itertuples()
+        ]
+    reasons = [f"failed {line}" for line in found["failed"]] + [t for p, t in findings if p not in contended]
+    kept = [f"{t}; another process used its GPUs: {contended[p]}" for p, t in findings if p in contended]
+    return reasons, kept
+
+
+def _contended(table: pd.DataFrame) -> dict[str, str]:
+    """{path: who} of a findings table's contended rows."""
+    if "contended_by" not in table or table.empty:
+        return {}
+    rows = table[table["contended_by"] != ""]
+    return dict(zip(rows["path"], rows["contended_by"]))
+
+
+def write_drain(outdir: Path, run: dict, result, found: dict, lags: pd.DataFrame) -> None:
+    """drain.txt (the node and its reasons on one line, where there are any,
+    for `scontrol update nodename=$node state=drain reason=...`) and run.json's
+    `drain` and `not_drained` (findings another process explains: a busy GPU,
+    not a slow one)."""
+    reasons, kept = drain_reasons(result, found, lags)
+    run["drain"], run["not_drained"] = reasons, kept
+    facts = node_facts_of(outdir)
+    node = facts[0].get("host") if facts else socket.gethostname().split(".")[0]
+    (outdir / "drain.txt").write_text(f"{node}\t{' | '.join(reasons)}\n" if reasons else "")
     save_run(outdir, run)
 
 
@@ -520,6 +638,9 @@ def send_verdict(system: str, run: dict, result, changes: list, status: int) -> 
     if result is not None:
         lines += "\n" + metrics.verdict_lines(system, run["stamp"], result.paths, when)
     lines += "\n" + metrics.change_lines(system, run["stamp"], changes, when) if changes else ""
+    seen = run.get("contention", {})
+    if seen.get("processes") or seen.get("paths"):
+        lines += "\n" + metrics.contention_lines(system, run["stamp"], seen["processes"], seen["paths"], when)
     why = metrics.post(url, lines)
     if why:
         print(f"nightly: warning: metrics endpoint {why}: the records are in the perflogs only", file=sys.stderr)
@@ -565,6 +686,7 @@ def write_html(
     result: verdict.Verdict | None = None,
     history: tuple | None = None,
     lags: pd.DataFrame | None = None,
+    pages=None,
 ) -> None:
     """The run's HTML report, from the records the verdict judged, opening with
     the night's verdict (run.json's, each path's from `result`, each GPU
@@ -577,7 +699,7 @@ def write_html(
         print("nightly: warning: no HTML report: the run logged no performance values", file=sys.stderr)
         return
     from reports.history import slug, write_history
-    from reports.html import verdict_section, write_report
+    from reports.html import verdict_section, write_index, write_report
 
     try:
         kind = kind_of_run(system, run)
@@ -590,30 +712,47 @@ def write_html(
         print(f"nightly: warning: no history page: {err!r}", file=sys.stderr)
         page = None
     try:
-        title = f"Nightly run of {system}, {run['stamp']} UTC"
+        title = night_title(system, run)
         paths = result.paths if result is not None else None
         summary = verdict_section(run, paths, run.get("changes", []), UNJUDGED_REASONS, lags)
-        report = write_report(records, outdir, title, histories={system: page} if page else {}, verdict=summary)
+        linked = {system: page} if page else {}
+        if pages is not None:  # drawn while the later measure waited: only the index is left
+            report = write_index(pages, records, title, histories=linked, verdict=summary)
+        else:
+            report = write_report(records, outdir, title, histories=linked, verdict=summary)
         print(f"report written to {report.index}")
     except Exception as err:
         print(f"nightly: warning: no HTML report: {err!r}", file=sys.stderr)
 
 
 def report_outcome(
-    found: dict, result, reasons: list[str], status: int, outdir: Path, changes: list = (), lags=None
+    found: dict, result, reasons: list[str], status: int, outdir: Path, changes: list = (), lags=None, run=None
 ) -> None:
+    run = run or {}
     for line in found["failed"]:
         print(f"nightly: FAILED {line}", file=sys.stderr)
+    for other in run.get("contention", {}).get("processes", []):
+        print(f"nightly: ANOTHER PROCESS on GPU {other['gpu']}: {contention_line(other)}", file=sys.stderr)
     if lags is not None and not lags.empty:
         for row in lags[lags["verdict"] != "pass"].itertuples():
-            print(f"nightly: {row.verdict.upper()} behind its siblings: {siblings.line(row)}", file=sys.stderr)
-        print(f"nightly: each GPU against its siblings: {len(lags)} paths, {len(siblings.lagging(lags))} lagging")
+            by = getattr(row, "contended_by", "")
+            line = f"{siblings.line(row)}" + (f"; CONTENDED, not drained: {by}" if by else "")
+            print(f"nightly: {row.verdict.upper()} behind its siblings: {line}", file=sys.stderr)
+        contended = len(lags[(lags["verdict"] == "lagging") & (lags.get("contended_by", "") != "")])
+        print(
+            f"nightly: each GPU against its siblings: {len(lags)} paths, {len(siblings.lagging(lags))} lagging"
+            + (f" ({contended} contended by another process)" if contended else "")
+        )
+    if run.get("drain"):
+        print(f"nightly: DRAIN (drain.txt): {' | '.join(run['drain'])}", file=sys.stderr)
     for change in changes:
         print(f"nightly: CHANGE {change.line()}", file=sys.stderr)
     if result is not None:
         for row in result.paths.itertuples():
             if row.verdict in ("moved", "unstable", "transient", "improved"):
-                print(f"nightly: {row.verdict.upper()} {path_line(row)}", file=sys.stderr)
+                by = getattr(row, "contended_by", "")
+                line = path_line(row) + (f"; CONTENDED, not drained: {by}" if by else "")
+                print(f"nightly: {row.verdict.upper()} {line}", file=sys.stderr)
         for line in figure_lines(result.figures[result.figures["verdict"].isin(["broken", "unjudged"])], outdir):
             print(f"nightly: {line}", file=sys.stderr)
     for reason in reasons:
@@ -624,6 +763,14 @@ def report_outcome(
         f"{len(found['skipped'])} skipped; {verdict_line}"
     )
     print(f"nightly: exit {status} ({MEANING[status]}); results in {outdir}")
+
+
+def contention_line(other: dict) -> str:
+    """'pid 4242 (python3, 1.0 GiB) in 12 case(s) of path_matrix, um_bandwidth'."""
+    return (
+        f"pid {other['pid']} ({other['name']}, {other['used_gib']:.1f} GiB) in {other['cases']} case(s) of "
+        + ", ".join(other["tests"])
+    )
 
 
 #: Figures of one verdict, test and reason named one by one up to this many;

@@ -17,6 +17,11 @@ and a summary the checks' sanity reads:
 
 and exits with the program's status. A GPU that NVML cannot read is a fault:
 a measurement nobody watched is not passed as a healthy one.
+
+It also says who else used each GPU during the run and how much traffic
+crossed its links (systems/gpu_use.py): ``GpuUse`` and ``Contention``
+records before the summary, which are no fault (the nightly's verdict reads
+them: a busy GPU is not a slow one).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import sys
 import threading
 import time
 
+from . import gpu_use
 from .gpu_readings import as_str, read_counters, visible_gpus
 
 #: NVML's clock event reason bits, by the name the watch prints and --allow takes.
@@ -82,11 +88,21 @@ class Watch:
         self.before = [read_counters(nvml, h) for h in self.handles]
         self.seen = [0] * len(self.handles)
         self.unreadable: dict[int, str] = {}
+        #: Who used each GPU: the program's processes descend from `root` (set once it started).
+        self.uses = [
+            gpu_use.GpuUse(i, counters_before=gpu_use.read_counters(nvml, h)) for i, h in enumerate(self.handles)
+        ]
+        self.root: int | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def _sample(self) -> None:
+        next_use = 0.0
         while True:
+            if self.root is not None and time.monotonic() >= next_use:
+                next_use = time.monotonic() + gpu_use.USE_PERIOD
+                for handle, use in zip(self.handles, self.uses):
+                    gpu_use.sample(self.nvml, handle, use, self.root)
             for i, handle in enumerate(self.handles):
                 if i in self.unreadable:
                     continue
@@ -111,6 +127,15 @@ class Watch:
             if extra:
                 found.append(f"gpu{i} clock_events: {','.join(reason_names(extra))} during the run")
         return found
+
+    def use_lines(self, seconds: float) -> list[str]:
+        """Who used each GPU during the run and its traffic (systems/gpu_use.py), once stopped; one
+        last reading of the processes first, so that a run shorter than the period is read once."""
+        for handle, use in zip(self.handles, self.uses):
+            if use.samples == 0 and self.root is not None:
+                gpu_use.sample(self.nvml, handle, use, self.root)
+        after = [gpu_use.read_counters(self.nvml, h) for h in self.handles]
+        return gpu_use.record_lines(self.uses, after, seconds)
 
 
 def run(argv: list[str], nvml=None, environ=None) -> int:
@@ -148,12 +173,16 @@ def run(argv: list[str], nvml=None, environ=None) -> int:
         signal.signal(signum, forward)
     start = time.monotonic()
     child = subprocess.Popen(command)
+    if watch is not None:
+        watch.root = child.pid
     if received:
         child.send_signal(received[0])
     status = child.wait()
     elapsed = time.monotonic() - start
 
     found = watch.stop() if watch else [problem]
+    for line in watch.use_lines(elapsed) if watch else []:
+        print(line)
     gpus = len(watch.handles) if watch else 0
     if watch is not None and gpus == 0:
         found.append("no GPU watched: CUDA_VISIBLE_DEVICES leaves none of the GPUs NVML sees")

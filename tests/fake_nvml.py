@@ -2,6 +2,7 @@
 whose GPUs can be made to misbehave (a link trained down, errors counted,
 clocks throttled) to test what the health checks and the watch make of it."""
 
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -38,6 +39,12 @@ class FakeGpu:
     retired_pending: int = 0
     clock_events: int = 1  # idle
     loaded: bool = False  # a copy is loading the link (FakeCuda.load_link)
+    # Other processes on the GPU: (pid, name, bytes of GPU memory); the children of the
+    # process that asks (the watch's program) are listed too, as the program's own.
+    others: list = field(default_factory=list)
+    list_children: bool = True
+    pcie_kbps: tuple = (0, 0)  # PCIe throughput samples, tx and rx (KB/s)
+    counters: dict | None = None  # field ID: byte counter; None: the driver keeps none
 
 
 class FakeNvml:
@@ -83,6 +90,31 @@ class FakeNvml:
 
     def nvmlSystemGetCudaDriverVersion(self):
         return self.cuda
+
+    def nvmlSystemGetProcessName(self, pid):
+        for gpu in self.gpus:
+            for other, name, _ in gpu.others:
+                if other == pid:
+                    return name
+        raise NVMLError("Not Found")
+
+    def nvmlDeviceGetComputeRunningProcesses(self, g):
+        mine = _children(os.getpid()) if g.list_children else []  # the program and its ranks
+        listed = [(pid, used) for pid in mine for used in (512 << 20,)] + [(pid, used) for pid, _, used in g.others]
+        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in listed]
+
+    def nvmlDeviceGetPcieThroughput(self, g, counter):
+        return g.pcie_kbps[counter]
+
+    def nvmlDeviceGetFieldValues(self, g, field_ids):
+        if g.counters is None:
+            raise NVMLError("Not Supported")
+        return [
+            SimpleNamespace(
+                fieldId=f, nvmlReturn=0 if f in g.counters else 3, value=SimpleNamespace(ullVal=g.counters.get(f, 0))
+            )
+            for f in field_ids
+        ]
 
     def nvmlDeviceGetCount(self):
         return len(self.gpus)
@@ -130,6 +162,23 @@ class FakeNvml:
     def nvmlDeviceGetTotalEccErrors(self, g, error_type, counter_type):
         assert (error_type, counter_type) == (1, 0), "the health checks read uncorrected volatile errors"
         return g.ecc_uncorrected
+
+
+def _children(pid: int) -> list[int]:
+    """The descendants of `pid` (its children, their children, ...), from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stream:
+                    parents[int(entry)] = int(stream.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    found, frontier = [], [pid]
+    while frontier:
+        frontier = [p for p, parent in parents.items() if parent in frontier]
+        found += frontier
+    return found
 
 
 class FakeCuda:

@@ -11,11 +11,14 @@ A module of its own, so that it runs beside tests/test_fake_gpu.py.
 """
 
 import json
+import subprocess
 
 import pandas as pd
 import pytest
 import yaml
 from test_fake_gpu import FAKE_SYSTEM, make_repo, nightly
+
+from reports.html import verdict_section
 
 pytestmark = pytest.mark.slow
 
@@ -56,6 +59,45 @@ def test_one_slow_gpu_of_eight_is_named_by_its_siblings_on_a_first_night(repo):
     others = found[~found["path"].str.contains(f"GPU {SLOW_GPU}")]
     assert len(others) > 300 and (others["verdict"] == "pass").all()  # the 42 pairs without it among them
     assert f"LAGGING behind its siblings: host link h2d of GPU {SLOW_GPU}, ce" in output
+    # Nobody else used GPU 5: its lag is its own, and the node is to be drained for it.
+    assert run["contention"] == {"processes": [], "paths": {}} and run["not_drained"] == []
+    assert any(f"host link h2d of GPU {SLOW_GPU}, ce" in reason for reason in run["drain"])
+    assert (outdir / "drain.txt").read_text().split("\t")[1].startswith("behind its siblings")
+
+
+def test_a_slow_gpu_that_another_process_used_is_contended_not_drained(repo):
+    """A neighbour on GPU 5 (a process of the test's own, which the fake NVML lists on GPU 5 while the checks
+    run), GPU 5 as slow as above."""
+    with subprocess.Popen(["sleep", "600"]) as neighbour:
+        try:
+            status, output, outdir = eight_gpu_night(
+                repo,
+                13,
+                GPU_MEMPATHS_FAKE_SLOWDOWN=f"path_matrix.gpu{SLOW_GPU}=0.6",
+                GPU_MEMPATHS_FAKE_PROCESSES=f"{SLOW_GPU}={neighbour.pid}",
+            )
+        finally:
+            neighbour.kill()
+    run = json.loads((outdir / "run.json").read_text())
+    assert status == 2, output[-4000:]  # the GPU is behind tonight: not as accepted, but not a fault to drain
+    [seen] = run["contention"]["processes"]
+    assert (seen["gpu"], seen["pid"], seen["name"], seen["tests"]) == (
+        SLOW_GPU,
+        neighbour.pid,
+        "sleep",
+        ["path_matrix"],
+    )
+    who = f"pid {neighbour.pid} (sleep, 1.0 GiB) on GPU {SLOW_GPU}"
+    found = pd.read_csv(outdir / "siblings.csv", keep_default_na=False)
+    lagging = found[found["verdict"] == "lagging"]
+    assert len(lagging) >= 8 and lagging["contended_by"].str.startswith(who).all()
+    assert (found.loc[found["verdict"] == "pass", "contended_by"] == "").all()
+    assert run["drain"] == [] and (outdir / "drain.txt").read_text() == ""
+    assert len(run["not_drained"]) == len(lagging) and "GPU 5's PCIe 48.0 GB/s in, 48.0 out" in run["not_drained"][0]
+    assert f"CONTENDED, not drained: {who}" in output and "ANOTHER PROCESS on GPU 5" in output
+    page = "".join(verdict_section(run, None, [], lags=found))  # the night's page opens with it
+    assert "Contended, not drained" in page and f"pid {neighbour.pid} (sleep, 1.0 GiB)" in page
+    assert "another process on its GPUs (not drained)" in page
 
 
 def test_eight_gpus_with_nothing_slow_name_no_gpu(repo):

@@ -132,3 +132,21 @@ def test_a_partitions_night_sends_each_node_by_path_with_the_node_a_label():
     assert deviations == {"n1": 0.4, "n2": -48.0} and codes == {"n1": 0, "n2": 2}
     (change,) = [x for x in lines if x["metric"]["__name__"] == metrics.FLEET_CHANGE]
     assert "node" not in change["metric"] and change["values"] == [-0.3]
+
+
+def test_another_process_on_a_gpu_and_what_it_explains_are_series_of_their_own():
+    seen = [{"node": "n1", "gpu": 0, "pid": 4242, "name": "python3", "used_gib": 2.0, "cases": 7, "tests": ["x"]}]
+    lines = [
+        json.loads(line) for line in metrics.contention_lines("vm", "night", seen, {"p": "pid 4242"}, 5).split("\n")
+    ]
+    assert lines[0]["metric"] == {
+        "__name__": metrics.CONTENTION,
+        "system": "vm",
+        "night": "night",
+        "node": "n1",
+        "gpu": "0",
+        "pid": "4242",
+        "process": "python3",
+    }
+    assert lines[0]["values"] == [7] and lines[1]["metric"]["__name__"] == metrics.CONTENDED
+    assert (lines[1]["metric"]["path"], lines[1]["metric"]["by"], lines[1]["values"]) == ("p", "pid 4242", [1])

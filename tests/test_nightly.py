@@ -491,6 +491,22 @@ def test_no_later_measure_without_a_rerun_or_on_a_night_that_failed(tmp_path, mo
     assert slept == []
 
 
+def test_the_later_measure_draws_the_pages_while_it_waits_and_waits_what_the_budget_leaves(tmp_path, monkeypatch):
+    slept, drawn = [], []
+    monkeypatch.setattr(nightly.time, "sleep", slept.append)
+    monkeypatch.setattr(nightly, "rerun_flagged", lambda night, key, why, result: f"{key} judged")
+    monkeypatch.setattr(nightly, "now", lambda: "2026-12-01T01:06:35")  # 395 s into the night
+    flagged = type("Verdict", (), {"flagged_paths": lambda self: ["host link h2d of GPU 0, ce"]})()
+    run = {
+        "stamp": "s",
+        "start": "2026-12-01T01:00:00",
+        "rerun": {"start": "2026-12-01T01:06:00", "end": "2026-12-01T01:06:30"},
+    }
+    night = nightly.Night("site", run, tmp_path, {}, [], 0.05, {"failed": []}, pd.DataFrame())
+    assert nightly.confirm_later(night, flagged, 180, meanwhile=lambda: drawn.append(1), budget_s=600) == "later judged"
+    assert drawn == [1] and run["later_wait_s"] == 130 and 129 < slept[0] <= 130
+
+
 def test_a_nights_verdict_names_its_reasons_and_puts_the_largest_alarms_first():
     from reports.html import verdict_section
 

@@ -350,6 +350,20 @@ def test_the_delay_of_a_later_confirmation_comes_from_the_system_unless_given(mo
         nightly._seconds("3m")
 
 
+@pytest.mark.parametrize(
+    "after, budget, elapsed, rerun, wait",
+    [
+        (180, None, 500, 30, 180),  # no budget: the system's wait
+        (180, 600, 200, 20, 180),  # a short night waits it all
+        (180, 600, 395, 30, 130),  # four GPUs: the wait shrinks to end the night within its budget
+        (180, 600, 550, 30, 60),  # never below a minute
+        (30, 600, 590, 10, 30),  # nor above the system's
+    ],
+)
+def test_the_later_measures_wait_shrinks_to_the_nights_budget(after, budget, elapsed, rerun, wait):
+    assert nightly.sized_wait(after, budget, elapsed, rerun) == wait
+
+
 def test_an_unstable_path_needs_its_rerun_to_be_unstable_too():
     base = {f"r{i}": [55.0] for i in range(6)}
     wild = verdict.judge_values(

@@ -9,6 +9,8 @@ import time
 import pytest
 from fake_nvml import FakeGpu, FakeNvml
 
+from experiments.gpu_use import parse
+from systems.gpu_use import descends
 from systems.watch import CLOCK_EVENTS, Watch, allowed_mask, run
 
 
@@ -67,7 +69,7 @@ def test_the_programs_status_passes_through_and_a_summary_is_printed(capfd):
     nvml = FakeNvml([FakeGpu()])
     assert run(["--", sys.executable, "-c", "print('measured')"], nvml=nvml, environ={}) == 0
     out = capfd.readouterr().out
-    assert re.fullmatch(r"measured\nWatch: 1 GPU\(s\) watched for \d+\.\d s, 0 fault\(s\)\n", out)
+    assert re.fullmatch(r"measured\nGpuUse: gpu=0 [^\n]*\nWatch: 1 GPU\(s\) watched for \d+\.\d s, 0 fault\(s\)\n", out)
     assert run(["--", sys.executable, "-c", "raise SystemExit(3)"], nvml=nvml, environ={}) == 3
 
 
@@ -76,3 +78,54 @@ def test_no_nvml_is_a_fault_not_a_pass(capsys):
     out = capsys.readouterr().out
     assert "Watch: FAIL no GPU watched: NVML could not be read (Driver Not Loaded)" in out
     assert "Watch: 0 GPU(s) watched" in out and "1 fault(s)" in out
+
+
+# --- who else used the GPUs ----------------------------------------------------
+
+#: A program that holds the GPU a while, and starts a rank of its own (as mem_scan --spawn does).
+_PROGRAM_WITH_A_RANK = (
+    "import subprocess, sys, time; r = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1.2)']); "
+    "time.sleep(1.2); r.wait()"
+)
+
+
+def test_another_process_on_a_gpu_is_named_and_the_programs_own_ranks_are_not(capfd):
+    gpus = [FakeGpu(), FakeGpu(uuid="GPU-1", others=[(4999999, "copier", 3 << 30)], pcie_kbps=(50_000_000, 49_000_000))]
+    assert run(["--", sys.executable, "-c", _PROGRAM_WITH_A_RANK], nvml=FakeNvml(gpus), environ={}) == 0
+    text = capfd.readouterr().out
+    uses, others = parse(text)
+    assert [u.gpu for u in uses] == [0, 1] and all(u.own and u.samples >= 2 for u in uses)
+    assert uses[1].pcie_rx_gbs == pytest.approx(49.0) and uses[1].pcie_tx_gbs == pytest.approx(50.0)
+    [other] = others  # the program and its rank are its own: one other process, on GPU 1
+    assert (other.gpu, other.pid, other.name, other.used_mib) == (1, 4999999, "copier", 3072)
+    assert other.seen == other.samples >= 2
+    assert "0 fault(s)" in text  # another's process is no fault of the GPU
+
+
+def test_traffic_comes_from_the_byte_counters_where_the_driver_keeps_them(capfd):
+    gpu = FakeGpu(counters={197: 0, 198: 0, 138: 0, 139: 0})
+    nvml = FakeNvml([gpu])
+    watch = Watch(nvml, allowed_mask([]), 0.005, visible=None)
+    gpu.counters = {197: 20 * 10**9, 198: 40 * 10**9, 138: 10**6, 139: 0}  # over 2 s
+    [line] = watch.use_lines(2.0)
+    assert "pcie_rx_gbs=20.00 pcie_tx_gbs=10.00 nvlink_rx_gbs=0.00 nvlink_tx_gbs=0.51 traffic=counters" in line
+
+
+def test_a_gpu_whose_processes_nvml_cannot_list_has_no_contention():
+    class NoProcesses(FakeNvml):
+        def nvmlDeviceGetComputeRunningProcesses(self, g):
+            raise RuntimeError("Not Supported")
+
+    watch = Watch(NoProcesses([FakeGpu(others=[(4999999, "copier", 1)])]), allowed_mask([]), 0.005, visible=None)
+    watch.root = 1
+    watch.start()
+    time.sleep(0.02)
+    assert watch.stop() == [] and watch.use_lines(0.02) == ["GpuUse: gpu=0 own=no samples=0"]
+
+
+def test_descent_is_read_from_proc(tmp_path):
+    for pid, parent in ((10, 1), (11, 10), (12, 11), (20, 1)):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} (a (b) c) S {parent} 0 0")
+    assert descends(12, 10, str(tmp_path)) and descends(10, 10, str(tmp_path))
+    assert not descends(20, 10, str(tmp_path)) and not descends(99, 10, str(tmp_path))

@@ -3,8 +3,9 @@ one H100 on PCIe Gen5 under a name of its own, from tests/fake_nvml.py, or
 GPU_MEMPATHS_FAKE_GPUS of them (two joined by 18 NVLinks, more through NVSwitch). GPU_MEMPATHS_FAKE_GPU
 ('field=value,...') changes the GPU's readings, to inject a fault; GPU_MEMPATHS_FAKE_GPU_RUNNING
 changes them only for the watch (systems/watch.py), as a GPU that misbehaves only while a
-check's program loads it, not at rest when health reads it; GPU_MEMPATHS_FAKE_DRIVER, the
-driver it reports. The link trains up while the
+check's program loads it, not at rest when health reads it; GPU_MEMPATHS_FAKE_PROCESSES
+('GPU=PID:NAME,...') puts another's process on GPUs while the checks' programs run, and
+GPU_MEMPATHS_FAKE_DRIVER, the driver it reports. The link trains up while the
 fake CUDA driver (tests/fakegpu/libcuda) copies to the GPU, as health's load makes it."""
 
 import ctypes
@@ -36,6 +37,13 @@ def _gpu(index: int = 0, count: int = 1) -> FakeGpu:
     for item in filter(None, changes.split(",")):
         name, _, value = item.partition("=")
         setattr(gpu, name, type(getattr(gpu, name))(int(value)))
+    if _watching():
+        for item in filter(None, os.environ.get("GPU_MEMPATHS_FAKE_PROCESSES", "").split(",")):
+            where, _, process = item.partition("=")
+            pid, _, name = process.partition(":")
+            if int(where) == index:
+                gpu.others.append((int(pid), name or "neighbour", 1 << 30))
+                gpu.pcie_kbps = (48_000_000, 48_000_000)  # the neighbour's copies, both ways
     return gpu
 
 

@@ -1,0 +1,121 @@
+"""A busy GPU told from a slow one: which of a night's findings another
+process on the same GPUs can explain.
+
+The NVML watch lists, for every case and every GPU it watched, whether the
+case's program used the GPU and which other processes were on it
+(systems/gpu_use.py). A finding (a path behind its siblings, a path moved
+against the accepted runs) is on the GPUs its figures name (``gpu1_h2d_...``:
+GPU 1; ``gpu0_read_gpu1_ce``: GPUs 0 and 1), or, for a figure that names
+none, on the GPUs the case's program used. It is **contended** where, in
+every run that measured its cases and flagged it (the night, its rerun, the
+later measure), another process was on one of those GPUs during one of those
+cases: the night cannot say the GPU is slow, only that it was shared. A
+finding whose rerun still lags with nobody else on the GPU is the GPU's own
+(a fault to drain), however busy the first run was.
+
+Pure functions over tables (runner/contention.py reads them from a night's
+run reports); no ReFrame, no files.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from judge.siblings import sibling_group
+
+#: One row per case and GPU the watch saw: the run ('tonight', 'rerun', 'later'), the case's key, the
+#: GPU, whether the case's program used it, and the GPU's traffic over the case (GB/s).
+GPU_COLUMNS = [
+    "run",
+    "test",
+    "case",
+    "environ",
+    "node",
+    "gpu",
+    "own",
+    "samples",
+    "pcie_rx_gbs",
+    "pcie_tx_gbs",
+    "nvlink_rx_gbs",
+    "nvlink_tx_gbs",
+]
+#: One row per case, GPU and other process on it: how many of the watch's readings saw it, and its memory.
+OTHER_COLUMNS = ["run", "test", "case", "environ", "node", "gpu", "pid", "name", "seen", "samples", "used_mib"]
+#: A finding explained: the path, whether it is contended, and by whom.
+COLUMNS = ["path", "contended", "by"]
+
+_CASE = ["test", "case", "environ"]
+
+
+def figure_gpus(figures: pd.Series) -> set[int] | None:
+    """The GPUs a path's figures name; None where none names one (the case's program's GPUs)."""
+    found = {g for f in figures for g in (sibling_group(f) or ("", ()))[1]}
+    return found or None
+
+
+def explain(findings: pd.DataFrame, gpus: pd.DataFrame, others: pd.DataFrame) -> pd.DataFrame:
+    """Each finding (`findings`: path, `cases` a list of (test, case, environ),
+    `gpus` a set of GPU indices or None, `runs` the runs that flagged it)
+    contended or not, and by whom (COLUMNS)."""
+    rows = []
+    for finding in findings.itertuples():
+        runs = [r for r in finding.runs if _measured(gpus, r, finding.cases)]
+        seen = [_others_on(finding, r, gpus, others) for r in runs]
+        contended = bool(runs) and all(not s.empty for s in seen)
+        rows.append(
+            {"path": finding.path, "contended": contended, "by": describe(pd.concat(seen)) if contended else ""}
+        )
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _measured(gpus: pd.DataFrame, run: str, cases: list[tuple]) -> bool:
+    """Whether the watch saw any of `cases` in `run` (a rerun runs the flagged cases only)."""
+    return not _rows(gpus, run, cases).empty
+
+
+def _rows(table: pd.DataFrame, run: str, cases: list[tuple]) -> pd.DataFrame:
+    keys = pd.MultiIndex.from_frame(table[_CASE]) if not table.empty else pd.MultiIndex.from_tuples([], names=_CASE)
+    return table[(table["run"] == run).to_numpy() & keys.isin(cases)]
+
+
+def _others_on(finding, run: str, gpus: pd.DataFrame, others: pd.DataFrame) -> pd.DataFrame:
+    """The other processes on the finding's GPUs during its cases in `run`, with the GPU's traffic."""
+    here = _rows(others, run, finding.cases)
+    used = _rows(gpus, run, finding.cases)
+    wanted = finding.gpus if finding.gpus is not None else set(used.loc[used["own"].astype(bool), "gpu"])
+    here = here[here["gpu"].isin(wanted)]
+    traffic = used.groupby("gpu")[["pcie_rx_gbs", "pcie_tx_gbs"]].mean()
+    return here.join(traffic, on="gpu")
+
+
+def describe(seen: pd.DataFrame) -> str:
+    """'pid 4242 (python3, 1.0 GiB) on GPU 0 in 5 of its cases; GPU 0's PCIe 48.1 GB/s in, 47.9 out'."""
+    parts = []
+    for (pid, name, gpu), rows in seen.groupby(["pid", "name", "gpu"], sort=True):
+        memory = rows["used_mib"].max() / 1024
+        line = f"pid {pid} ({name}, {memory:.1f} GiB) on GPU {gpu} in {rows[_CASE].drop_duplicates().shape[0]} case(s)"
+        rx, tx = rows["pcie_rx_gbs"].mean(), rows["pcie_tx_gbs"].mean()
+        if pd.notna(rx) and pd.notna(tx):
+            line += f"; GPU {gpu}'s PCIe {rx:.1f} GB/s in, {tx:.1f} out"
+        parts.append(line)
+    return "; ".join(parts)
+
+
+def processes(others: pd.DataFrame) -> list[dict]:
+    """Every other process seen during the night, once per GPU: run.json's
+    `contention` (pid, name, GPU, how many cases it was seen in, of which tests)."""
+    found = []
+    for (node, gpu, pid, name), rows in others.groupby(["node", "gpu", "pid", "name"], sort=True):
+        cases = rows[_CASE].drop_duplicates()
+        found.append(
+            {
+                "node": node,
+                "gpu": int(gpu),
+                "pid": int(pid),
+                "name": name,
+                "used_gib": round(float(rows["used_mib"].max()) / 1024, 2),
+                "cases": int(len(cases)),
+                "tests": sorted(set(cases["test"])),
+            }
+        )
+    return found

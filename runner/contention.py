@@ -1,0 +1,95 @@
+"""Who else used the GPUs during a night, read from its cases' outputs, and
+which of its findings that explains (judge/contention.py).
+
+Each case's program ran under the NVML watch, which printed a ``GpuUse``
+record per GPU and a ``Contention`` record per other process
+(systems/gpu_use.py). ReFrame's run reports name each case's output: its
+output folder once it passed, its stage (kept: the nightly keeps the stages)
+where it did not.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from experiments.gpu_use import parse
+from judge import contention, siblings
+from judge.select import RERUNS
+
+#: The night's run reports by the run they hold (runner/nightly.py writes them).
+REPORTS = {"tonight": "run-report.json", **{key: f"{key}-report.json" for key in RERUNS}}
+
+
+def _stdout(case: dict) -> Path | None:
+    name = case.get("job_stdout")
+    if not name:
+        return None
+    for folder in (case.get("outputdir"), case.get("stagedir")):
+        if folder and (Path(folder) / name).is_file():
+            return Path(folder) / name
+    return None
+
+
+def read_report(report: Path, run: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The GpuUse and Contention records of every case of a ReFrame run report, as judge/contention.py's tables."""
+    gpus, others = [], []
+    runs = json.loads(report.read_text()).get("runs", []) if report.exists() else []
+    for case in (c for r in runs[-1:] for c in r["testcases"]):
+        path = _stdout(case)
+        if path is None:
+            continue
+        uses, contenders = parse(path.read_text(errors="replace"))
+        key = {
+            "run": run,
+            "test": case["display_name"].split()[0],
+            "case": case.get("case", ""),
+            "environ": case.get("environ", ""),
+            "node": ",".join(case.get("job_nodelist") or []),
+        }
+        gpus += [{**key, **vars(u)} for u in uses]
+        others += [{**key, **vars(c)} for c in contenders]
+    return (
+        pd.DataFrame(gpus, columns=contention.GPU_COLUMNS),
+        pd.DataFrame(others, columns=contention.OTHER_COLUMNS),
+    )
+
+
+def read_night(outdir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The night's GpuUse and Contention tables, its reruns' included."""
+    found = [read_report(outdir / name, run) for run, name in REPORTS.items() if (outdir / name).exists()]
+    if not found:
+        return pd.DataFrame(columns=contention.GPU_COLUMNS), pd.DataFrame(columns=contention.OTHER_COLUMNS)
+    return pd.concat([g for g, _ in found], ignore_index=True), pd.concat([o for _, o in found], ignore_index=True)
+
+
+def findings(judged, run: dict) -> pd.DataFrame:
+    """The night's findings to explain: each path behind its siblings (with
+    the GPUs of its figures) and each path moved or unstable against the
+    accepted runs, with their cases and the runs that measured them."""
+    runs = ["tonight", *(key for key in RERUNS if key in run)]
+    rows = []
+    lags = judged.siblings
+    for row in lags[lags["verdict"] == "lagging"].itertuples() if not lags.empty else []:
+        rows.append({"path": row.path, "cases": row.cases, "gpus": {int(g) for g in row.gpus.split()}, "runs": runs})
+    result = judged.verdict
+    for path in result.flagged_paths() if result is not None else []:
+        figures = result.figures[result.figures["path"] == path]
+        cases = list(figures[["test", "case", "environ"]].drop_duplicates().itertuples(index=False, name=None))
+        rows.append({"path": path, "cases": cases, "gpus": contention.figure_gpus(figures["figure"]), "runs": runs})
+    return pd.DataFrame(rows, columns=["path", "cases", "gpus", "runs"])
+
+
+def explain_night(judged, run: dict, outdir: Path) -> tuple[dict[str, str], list[dict]]:
+    """{path: who contended it} for the night's contended findings, and every other process seen (run.json's)."""
+    gpus, others = read_night(outdir)
+    explained = contention.explain(findings(judged, run), gpus, others)
+    contended = dict(zip(explained.loc[explained["contended"], "path"], explained.loc[explained["contended"], "by"]))
+    return contended, contention.processes(others)
+
+
+def lagging_uncontended(lags: pd.DataFrame, contended: dict[str, str]) -> list[str]:
+    """The paths behind their siblings that no other process explains: the GPU's own."""
+    return [p for p in siblings.lagging(lags) if p not in contended]

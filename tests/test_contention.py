@@ -1,0 +1,105 @@
+"""A busy GPU told from a slow one (judge/contention.py): a finding is
+contended only where another process was on its GPUs during its cases in
+every run that flagged it; a rerun that still lags with nobody else there
+is the GPU's own."""
+
+import pandas as pd
+import pytest
+
+from judge.contention import GPU_COLUMNS, OTHER_COLUMNS, describe, explain, figure_gpus, processes
+
+CASE = ("path_matrix", "paths=host-ce size=256M", "gnu")
+OTHER_CASE = ("um_bandwidth", "memory=pinned op=read", "gnu")
+
+
+def gpus_table(*runs, cases=(CASE, OTHER_CASE), count=4, own=(0, 1, 2, 3)) -> pd.DataFrame:
+    rows = [
+        [run, *case[:2], case[2], "n1", g, g in own, 10, 50.0 if g == 0 else 1.0, 49.0 if g == 0 else 1.0, 0.0, 0.0]
+        for run in runs
+        for case in cases
+        for g in range(count)
+    ]
+    return pd.DataFrame(rows, columns=GPU_COLUMNS)
+
+
+def others_table(*rows) -> pd.DataFrame:
+    """rows: (run, case, gpu)."""
+    return pd.DataFrame(
+        [[run, *case, "n1", gpu, 4242, "copier", 9, 10, 1024.0] for run, case, gpu in rows], columns=OTHER_COLUMNS
+    )
+
+
+def finding(path="host link h2d of GPU 0, ce", gpus=frozenset({0}), runs=("tonight", "rerun"), cases=(CASE,)):
+    return pd.DataFrame([{"path": path, "cases": list(cases), "gpus": set(gpus) if gpus else None, "runs": list(runs)}])
+
+
+def test_another_process_on_the_gpu_in_every_run_that_flagged_it_contends():
+    others = others_table(("tonight", CASE, 0), ("rerun", CASE, 0))
+    [row] = explain(finding(), gpus_table("tonight", "rerun"), others).itertuples()
+    assert row.contended
+    assert row.by == "pid 4242 (copier, 1.0 GiB) on GPU 0 in 1 case(s); GPU 0's PCIe 50.0 GB/s in, 49.0 out"
+
+
+def test_a_rerun_that_still_lags_with_nobody_else_on_the_gpu_is_the_gpus_own():
+    others = others_table(("tonight", CASE, 0))  # the neighbour had gone when the rerun measured it
+    [row] = explain(finding(), gpus_table("tonight", "rerun"), others).itertuples()
+    assert not row.contended and row.by == ""
+
+
+@pytest.mark.parametrize(
+    "where, contended",
+    [
+        ((1,), False),  # another GPU's neighbour does not explain GPU 0's lag
+        ((0,), True),
+    ],
+)
+def test_only_the_findings_own_gpus_count(where, contended):
+    others = others_table(*[(run, CASE, g) for run in ("tonight", "rerun") for g in where])
+    assert explain(finding(), gpus_table("tonight", "rerun"), others)["contended"].tolist() == [contended]
+
+
+def test_only_the_findings_own_cases_count():
+    others = others_table(("tonight", OTHER_CASE, 0), ("rerun", OTHER_CASE, 0))
+    assert not explain(finding(), gpus_table("tonight", "rerun"), others)["contended"].any()
+
+
+def test_a_figure_without_a_gpu_is_on_the_gpus_its_program_used():
+    # um_bandwidth's figures name no GPU: its program used GPU 0 alone.
+    gpus = gpus_table("tonight", cases=(OTHER_CASE,), own=(0,))
+    lag = finding("Unified Memory pinned read", gpus=None, runs=("tonight",), cases=(OTHER_CASE,))
+    assert explain(lag, gpus, others_table(("tonight", OTHER_CASE, 0)))["contended"].tolist() == [True]
+    assert explain(lag, gpus, others_table(("tonight", OTHER_CASE, 2)))["contended"].tolist() == [False]
+
+
+def test_a_run_that_did_not_measure_the_cases_does_not_count():
+    # The later measure ran other cases: the night and its rerun decide.
+    gpus = pd.concat([gpus_table("tonight", "rerun"), gpus_table("later", cases=(OTHER_CASE,))])
+    others = others_table(("tonight", CASE, 0), ("rerun", CASE, 0))
+    lag = finding(runs=("tonight", "rerun", "later"))
+    assert explain(lag, gpus, others)["contended"].tolist() == [True]
+
+
+def test_nothing_watched_is_nothing_contended():
+    empty_gpus, empty_others = pd.DataFrame(columns=GPU_COLUMNS), pd.DataFrame(columns=OTHER_COLUMNS)
+    assert explain(finding(), empty_gpus, empty_others)["contended"].tolist() == [False]
+    assert processes(empty_others) == []
+
+
+def test_figure_gpus_are_named_by_the_figures():
+    assert figure_gpus(pd.Series(["gpu1_read_gpu0_ce", "gpu1_h2d_numa0_ce"])) == {0, 1}
+    assert figure_gpus(pd.Series(["steady_bw"])) is None
+
+
+def test_the_nights_processes_are_listed_once_per_gpu():
+    others = others_table(("tonight", CASE, 0), ("tonight", OTHER_CASE, 0), ("rerun", CASE, 0))
+    [seen] = processes(others)
+    assert seen == {
+        "node": "n1",
+        "gpu": 0,
+        "pid": 4242,
+        "name": "copier",
+        "used_gib": 1.0,
+        "cases": 2,
+        "tests": ["path_matrix", "um_bandwidth"],
+    }
+    assert "in 2 case(s)" in describe(others.assign(pcie_rx_gbs=float("nan"), pcie_tx_gbs=float("nan")))
