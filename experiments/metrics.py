@@ -42,7 +42,7 @@ FLEET_CHANGE = "gpu_mempaths_fleet_change_pct"
 CONTENTION = "gpu_mempaths_contention_cases"
 CONTENDED = "gpu_mempaths_path_contended"
 #: A node's verdict on a path as a number (judge/partition.py's Cell), 0 as its siblings.
-NODE_CODES = {"pass": 0, "unjudged": 0, "transient": 1, "node fault": 2, "both": 2, "not measured": 1}
+NODE_CODES = {"pass": 0, "unjudged": 0, "transient": 1, "contended": 1, "node fault": 2, "both": 2, "not measured": 1}
 #: A path's verdict as a number, for a dashboard's thresholds: 0 is as accepted.
 VERDICT_CODES = {"pass": 0, "improved": 0, "transient": 1, "moved": 2, "unstable": 2, "unjudged": 3}
 NIGHT_VARIABLE = "GPU_MEMPATHS_NIGHT"

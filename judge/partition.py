@@ -93,6 +93,7 @@ class Cell(enum.StrEnum):
     NOT_MEASURED = "not measured"  # the other nodes measured it, this one did not
     UNJUDGED = "unjudged"  # too few siblings measured the path
     TRANSIENT = "transient"  # behind its siblings, but not when the node measured it again
+    CONTENDED = "contended"  # behind its siblings while another process used its GPUs (judge/contention.py)
 
 
 class Fleet(enum.StrEnum):
@@ -139,6 +140,10 @@ class Partition:
     def fleet_changes(self) -> pd.DataFrame:
         return self.fleet[self.fleet["verdict"] == Fleet.CHANGE]
 
+    def contended(self) -> pd.DataFrame:
+        """The cells of nodes behind their siblings while another process used their GPUs: not drained."""
+        return self.cells[self.cells["verdict"] == Cell.CONTENDED]
+
     def drain(self) -> list[str]:
         """The nodes to take out of service: behind their siblings, silent, or with paths not measured."""
         bad = self.nodes["state"].isin([NodeState.FAULT, NodeState.SILENT, NodeState.INCOMPLETE])
@@ -148,6 +153,7 @@ class Partition:
 class NodeState(enum.StrEnum):
     OK = "ok"
     FAULT = "behind its siblings"
+    CONTENDED = "behind its siblings, its GPUs shared"  # another process explains every path it is behind on
     SILENT = "did not report"
     INCOMPLETE = "paths not measured"
 
@@ -260,6 +266,18 @@ def confirm(first: Partition, again: Partition, measured: set[tuple[str, str]]) 
     cells.loc[index, "confirmed"] = seen & agreed
     cells.loc[index[seen & ~agreed], "verdict"] = Cell.TRANSIENT
     return Partition(cells, first.fleet, _node_rows(cells, first.silent, list(first.nodes["node"])), first.silent)
+
+
+def contend(result: Partition, contended: dict[tuple[str, str], str]) -> Partition:
+    """`result` with each node fault whose (node, path) is in `contended`
+    (who used its GPUs, judge/contention.py) a contended cell, `contended_by`
+    saying who; a node behind its siblings only on such paths is not drained."""
+    cells = result.cells.copy()
+    cells["contended_by"] = [contended.get(pair, "") for pair in zip(cells["node"], cells["path"])]
+    faulty = cells["verdict"].isin([Cell.NODE_FAULT, Cell.BOTH]) & (cells["contended_by"] != "")
+    cells.loc[faulty, "verdict"] = Cell.CONTENDED
+    cells.loc[~faulty, "contended_by"] = ""
+    return Partition(cells, result.fleet, _node_rows(cells, result.silent, list(result.nodes["node"])), result.silent)
 
 
 def measured_pairs(rerun: pd.DataFrame) -> set[tuple[str, str]]:
@@ -474,13 +492,15 @@ def _node_rows(cells: pd.DataFrame, silent: list[str], nodes: list[str]) -> pd.D
     rows.index.name = "node"
     rows["faults"] = bad.groupby(cells["node"]).sum().reindex(rows.index).fillna(0).astype(int)
     rows["not_measured"] = missing.groupby(cells["node"]).sum().reindex(rows.index).fillna(0).astype(int)
+    shared = (cells["verdict"] == Cell.CONTENDED).groupby(cells["node"]).sum().reindex(rows.index).fillna(0)
     # One state a node, ranked as the exit statuses are: silent and incomplete (1) before behind (2); a node's
     # line names both its missing paths and those it is behind on.
     state = np.where(rows["faults"] > 0, NodeState.FAULT, NodeState.OK).astype(object)
+    state[((rows["faults"] == 0) & (shared > 0)).to_numpy()] = NodeState.CONTENDED
     state[(rows["not_measured"] > 0).to_numpy()] = NodeState.INCOMPLETE
     state[rows.index.isin(silent)] = NodeState.SILENT
     rows["state"] = state
-    order = {NodeState.SILENT: 0, NodeState.INCOMPLETE: 1, NodeState.FAULT: 2, NodeState.OK: 3}
+    order = {NodeState.SILENT: 0, NodeState.INCOMPLETE: 1, NodeState.FAULT: 2, NodeState.CONTENDED: 3, NodeState.OK: 4}
     rows = rows.assign(_order=rows["state"].map(order), _z=rows["z"].fillna(-np.inf))
     rows = rows.sort_values(["_order", "_z"], ascending=[True, False]).drop(columns=["_order", "_z"])
     return rows.reset_index()
@@ -490,11 +510,16 @@ def node_line(row, cells: pd.DataFrame) -> str:
     """'behind its siblings: host memory read -48.2% against its siblings (z 31.0); ...' for the drain list."""
     if row.state == NodeState.SILENT:
         return str(NodeState.SILENT)
-    mine = cells[(cells["node"] == row.node) & cells["verdict"].isin([Cell.NODE_FAULT, Cell.BOTH, Cell.NOT_MEASURED])]
+    shown = [Cell.NODE_FAULT, Cell.BOTH, Cell.NOT_MEASURED, Cell.CONTENDED]
+    mine = cells[(cells["node"] == row.node) & cells["verdict"].isin(shown)]
     parts = []
     for cell in mine.sort_values("z", ascending=False).itertuples():
         if cell.verdict == Cell.NOT_MEASURED:
             parts.append(f"{cell.path} not measured")
+        elif cell.verdict == Cell.CONTENDED:
+            parts.append(
+                f"{cell.path} {cell.vs_siblings_pct:+.1f}% against its siblings, contended: {cell.contended_by}"
+            )
         else:
             both = ", the partition moved too" if cell.verdict == Cell.BOTH else ""
             parts.append(f"{cell.path} {cell.vs_siblings_pct:+.1f}% against its siblings (z {cell.z:.1f}{both})")

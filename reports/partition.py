@@ -113,6 +113,15 @@ def write_partition_page(run: dict, result, outdir: Path, histories: dict[str, p
         body.append("<ul>" + "".join(items) + "</ul>")
     else:
         body.append("<p>None.</p>")
+    if run.get("not_drained"):
+        items = "".join(
+            f"<li><b>{html.escape(r['node'])}</b>: {html.escape(' | '.join(r['reasons']))}</li>"
+            for r in run["not_drained"]
+        )
+        body.append(
+            "<h2>Contended, not drained</h2><p>Behind their siblings while another process used their GPUs: a busy "
+            f"node, not a slow one; measure it again when it is free.</p><ul>{items}</ul>"
+        )
     body.append("<h2>The partition against its accepted runs</h2>")
     changes = "".join(f"<li>{html.escape(x)}</li>" for x in run["fleet_changes"])
     body.append(f"<ul>{changes}</ul>" if changes else "<p>No fleet change.</p>")

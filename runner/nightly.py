@@ -330,6 +330,16 @@ def judged_with_rerun(frame: pd.DataFrame, system: str, accepted: dict | None, r
     return judged
 
 
+def seen_contended(judged: Judgement, run: dict, outdir: Path) -> bool:
+    """Whether the rerun confirmed findings and another process used the GPUs of every one of them,
+    in the run and its rerun (judge/contention.py)."""
+    flagged = judged.flagged_paths()
+    if "rerun" not in run or not flagged:
+        return False
+    contended, _ = contention.explain_night(judged, run, outdir)
+    return all(path in contended for path in flagged)
+
+
 def with_contention(judged: Judgement, run: dict, outdir: Path) -> Judgement:
     """The night's findings with who else used their GPUs (runner/contention.py):
     `contended_by` on each finding another process explains ('' elsewhere), and
@@ -498,7 +508,16 @@ def nightly(args) -> int:
         judged = confirm_by_rerun(night, judged)
         draw = None if args.no_report else (lambda: setattr(night, "pages", draw_pages(system, run, records, outdir)))
         budget = None if args.confirm_later is not None else data.load_all().get(system, {}).get("night_budget_s")
-        judged = confirm_later(night, judged, later_delay(system, args.confirm_later), meanwhile=draw, budget_s=budget)
+        if seen_contended(judged, run, outdir):
+            print(
+                "nightly: every finding the rerun confirmed is on GPUs another process used through it: no later "
+                "measure (what it is for, a load nobody sees, is seen); run the night again when they are free",
+                flush=True,
+            )
+        else:
+            judged = confirm_later(
+                night, judged, later_delay(system, args.confirm_later), meanwhile=draw, budget_s=budget
+            )
         judged = with_contention(judged, run, outdir)
         result, lags = judged.verdict, judged.siblings
         frame = night.frame  # with the reruns' records: tonight's transients are at their reruns' level

@@ -52,6 +52,7 @@ import pandas as pd
 
 from experiments import metrics
 from experiments.roots import REPO
+from judge import contention as judge_contention
 from judge import partition, verdict
 from judge.select import accepted_masks, run_rows
 from judge.status import FAILED, MEANING, MOVED, UNJUDGED
@@ -68,7 +69,7 @@ from reports.runs import (
     selected_system,
 )
 from rfmconfig import NODES_VARIABLE, ON_NODE_VARIABLE
-from runner import nightly
+from runner import contention, nightly
 from systems import data
 from systems.health import kind_of
 
@@ -280,7 +281,7 @@ def partition_status(result: partition.Partition, failed: dict, judged_any: bool
     """The night's exit status (module docstring)."""
     if failed or result.silent or (result.cells["verdict"] == partition.Cell.NOT_MEASURED).any():
         return FAILED
-    if not result.faults().empty or not result.fleet_changes().empty:
+    if not result.faults().empty or not result.fleet_changes().empty or not result.contended().empty:
         return MOVED
     if not judged_any or (not history and not allow):
         return UNJUDGED
@@ -353,6 +354,7 @@ def partition_nightly(args) -> int:
     tonight = tonight[tonight["node"].isin(expected)]
     result = partition.judge(partition.levels(tonight, past), args.alpha, expected=expected)
     result, again = confirm_by_rerun(night, result, tonight, past, args.alpha)
+    result = with_contention(result, tonight, reports, again, run)
     rerun_failed = {node: [f"rerun: {line}" for line in lines] for node, lines in failed_cases(again).items()}
     failed = merge(failed, by_expected(rerun_failed, expected))
     run["health"] = run["checks"] = "fail" if failed.get("") else "pass"  # the night's own, not a node's
@@ -446,6 +448,41 @@ def confirm_by_rerun(night: Night, result: partition.Partition, tonight, past, a
     return partition.confirm(result, second, partition.measured_pairs(rerun)), reports
 
 
+def with_contention(
+    result: partition.Partition, tonight: pd.DataFrame, reports: list[Path], again: list[Path], run: dict
+) -> partition.Partition:
+    """The partition with each node fault that another process on the node's
+    GPUs explains, in the run and in the node's rerun, contended, not a fault
+    (judge/contention.py, from the GpuUse and Contention records of the
+    cases' outputs); run.json's `contention`, every other process seen."""
+    read = [contention.read_report(p, "tonight") for p in reports if p.name == "run-report.json"]
+    read += [contention.read_report(p, "rerun") for p in again if p.name == "run-report.json"]
+    gpus = pd.concat([g for g, _ in read] or [pd.DataFrame(columns=judge_contention.GPU_COLUMNS)], ignore_index=True)
+    others = pd.concat(
+        [o for _, o in read] or [pd.DataFrame(columns=judge_contention.OTHER_COLUMNS)], ignore_index=True
+    )
+    gpus["node"], others["node"] = gpus["node"].map(short), others["node"].map(short)
+    rerun_nodes = set(run.get("rerun", {}).get("nodes", []))
+    contended = {}
+    for (node, path), _ in result.faults().groupby(["node", "path"]):
+        rows = tonight[(tonight["node"] == node) & (tonight["path"] == path)]
+        cases = list(rows[["test", "case", "environ"]].drop_duplicates().itertuples(index=False, name=None))
+        runs = ["tonight", "rerun"] if node in rerun_nodes else ["tonight"]
+        finding = pd.DataFrame(
+            [{"path": path, "cases": cases, "gpus": judge_contention.figure_gpus(rows["figure"]), "runs": runs}]
+        )
+        [explained] = judge_contention.explain(
+            finding, gpus[gpus["node"] == node], others[others["node"] == node]
+        ).itertuples()
+        if explained.contended:
+            contended[(node, path)] = explained.by
+    run["contention"] = {
+        "processes": judge_contention.processes(others),
+        "cells": {f"{node}: {path}": by for (node, path), by in contended.items()},
+    }
+    return partition.contend(result, contended)
+
+
 def failed_cases(reports: list[Path]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for path in reports:
@@ -483,7 +520,7 @@ def drain_rows(result: partition.Partition, failed: dict[str, list[str]]) -> lis
     rows = []
     for row in result.nodes.itertuples():
         lines = failed.get(row.node, [])
-        if row.state == partition.NodeState.OK and not lines:
+        if row.state in (partition.NodeState.OK, partition.NodeState.CONTENDED) and not lines:
             continue
         reasons = [partition.node_line(row, result.cells)] if row.state != partition.NodeState.OK else []
         rows.append({"node": row.node, "state": str(row.state), "reasons": reasons + [f"failed {x}" for x in lines]})
@@ -500,6 +537,11 @@ def write_results(outdir: Path, run: dict, result: partition.Partition, failed: 
     (outdir / "drain.txt").write_text("".join(f"{r['node']}\t{' | '.join(r['reasons'])}\n" for r in drain))
     run["exit"], run["meaning"] = status, MEANING[status]
     run["drain"] = drain
+    run["not_drained"] = [
+        {"node": r.node, "reasons": [partition.node_line(r, result.cells)]}
+        for r in result.nodes.itertuples()
+        if r.state == partition.NodeState.CONTENDED and not failed.get(r.node)
+    ]
     run["fleet_changes"] = [partition.fleet_line(r) for r in result.fleet_changes().itertuples()]
     run["improved"] = [r.path for r in result.fleet.itertuples() if r.verdict == partition.Fleet.IMPROVED]
     run["counts"] = {
@@ -522,6 +564,8 @@ def send(system: str, run: dict, result: partition.Partition, status: int) -> No
     when = nightly.end_ms(run)
     lines = metrics.night_line(system, run["stamp"], run.get("kind") or "unknown", status, MEANING[status], when)
     lines += "\n" + metrics.partition_lines(system, run["stamp"], result.cells, result.fleet, when)
+    if run.get("contention", {}).get("processes"):
+        lines += "\n" + metrics.contention_lines(system, run["stamp"], run["contention"]["processes"], {}, when)
     why = metrics.post(url, lines)
     if why:
         print(f"nightly: warning: metrics endpoint {why}: the verdict is in the night's folder only", file=sys.stderr)

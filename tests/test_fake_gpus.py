@@ -63,6 +63,7 @@ def test_one_slow_gpu_of_eight_is_named_by_its_siblings_on_a_first_night(repo):
     assert run["contention"] == {"processes": [], "paths": {}} and run["not_drained"] == []
     assert any(f"host link h2d of GPU {SLOW_GPU}, ce" in reason for reason in run["drain"])
     assert (outdir / "drain.txt").read_text().split("\t")[1].startswith("behind its siblings")
+    assert "no later measure" not in output
 
 
 def test_a_slow_gpu_that_another_process_used_is_contended_not_drained(repo):
@@ -95,6 +96,7 @@ def test_a_slow_gpu_that_another_process_used_is_contended_not_drained(repo):
     assert run["drain"] == [] and (outdir / "drain.txt").read_text() == ""
     assert len(run["not_drained"]) == len(lagging) and "GPU 5's PCIe 48.0 GB/s in, 48.0 out" in run["not_drained"][0]
     assert f"CONTENDED, not drained: {who}" in output and "ANOTHER PROCESS on GPU 5" in output
+    assert "another process used through it: no later measure" in output  # its load is seen: nothing to wait for
     page = "".join(verdict_section(run, None, [], lags=found))  # the night's page opens with it
     assert "Contended, not drained" in page and f"pid {neighbour.pid} (sleep, 1.0 GiB)" in page
     assert "another process on its GPUs (not drained)" in page

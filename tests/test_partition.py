@@ -240,3 +240,20 @@ def test_a_night_no_node_measured_drains_every_node_asked_for():
     empty = table(["a"], ["read"], np.random.default_rng(13)).iloc[0:0]
     result = partition.judge(partition.levels(empty), expected=["a", "b", "c"])
     assert result.drain() == ["a", "b", "c"] and set(result.nodes["state"]) == {NodeState.SILENT}
+
+
+def test_a_node_behind_while_another_process_used_its_gpus_is_contended_not_drained():
+    rng = np.random.default_rng(2)
+    nodes, paths = ["n1", "n2", "n3", "n4"], ["read", "write", "copy"]
+    result = judged(nodes, paths, rng, moves={("n3", "read"): 0.5, ("n1", "write"): 0.5})
+    shared = partition.contend(result, {("n3", "read"): "pid 7 (copier, 1.0 GiB) on GPU 0 in 1 case(s)"})
+    assert list(zip(shared.contended()["node"], shared.contended()["path"])) == [("n3", "read")]
+    assert list(zip(shared.faults()["node"], shared.faults()["path"])) == [("n1", "write")]
+    states = dict(zip(shared.nodes["node"], shared.nodes["state"]))
+    assert states["n3"] == NodeState.CONTENDED and states["n1"] == NodeState.FAULT and shared.drain() == ["n1"]
+    [row] = shared.nodes[shared.nodes["node"] == "n3"].itertuples()
+    assert "read -50" in partition.node_line(row, shared.cells) and "contended: pid 7 (copier" in partition.node_line(
+        row, shared.cells
+    )
+    # A contention on a path the node is not behind on changes nothing.
+    assert partition.contend(result, {("n2", "copy"): "pid 7"}).drain() == sorted(["n1", "n3"])

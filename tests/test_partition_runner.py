@@ -1,7 +1,12 @@
 """runner/partition.py's choices before anything runs: which nodes, which Slurm partition, whose failure."""
 
-import pytest
+import json
 
+import numpy as np
+import pytest
+from test_partition import table
+
+from judge import partition as judge_partition
 from runner import partition as night
 
 
@@ -37,3 +42,52 @@ def test_lsf_hosts_are_the_compute_hosts_the_job_was_given(tmp_path):
     (tmp_path / "hosts").write_text("batch3 1 h41n01.summit 42 h41n02.summit 42\n")
     assert night.lsf_hosts(tmp_path, 2) == ["h41n01", "h41n02"]
     assert night.lsf_hosts(tmp_path / "none", ["x", "y"]) == ["x", "y"]
+
+
+def test_a_node_fault_another_process_explains_in_the_run_and_its_rerun_is_contended(tmp_path):
+    """runner/partition.py's with_contention, from run reports and the watch's records in the cases' outputs."""
+    rng = np.random.default_rng(2)
+    nodes, paths = ["n1", "n2", "n3", "n4"], ["gpu0 read", "gpu0 write"]
+    tonight = table(nodes, paths, rng, moves={("n3", "gpu0 read"): 0.5, ("n1", "gpu0 write"): 0.5})
+    tonight["figure"] = tonight["figure"].str.replace(" ", "_")  # 'gpu0_read_f0': GPU 0's figures
+    past = table([f"r{k}" for k in range(5)], paths, rng, label="run")
+    result = judge_partition.judge(judge_partition.levels(tonight, past))
+
+    def report(folder, neighbours):
+        folder.mkdir()
+        cases = []
+        for node in nodes:
+            out = folder / f"{node}.out"
+            lines = ["GpuUse: gpu=0 own=yes samples=9", "GpuUse: gpu=1 own=yes samples=9"]
+            lines += [
+                f"Contention: gpu={g} pid=77 seen=9 samples=9 used_mib=1024 name=copier"
+                for g in neighbours.get(node, [])
+            ]
+            out.write_text("\n".join(lines) + "\n")
+            cases.append(
+                {
+                    "display_name": "host_bandwidth",
+                    "case": "",
+                    "environ": "gnu",
+                    "job_nodelist": [f"{node}.site"],
+                    "job_stdout": out.name,
+                    "outputdir": str(folder),
+                }
+            )
+        (folder / "run-report.json").write_text(json.dumps({"runs": [{"testcases": cases}]}))
+        return folder / "run-report.json"
+
+    # n3 had a neighbour on GPU 0 in the run and its rerun; n1 had one on GPU 1 only, beside its GPU 0 path.
+    run = {"rerun": {"nodes": ["n1", "n3"]}}
+    first = report(tmp_path / "night", {"n3": [0], "n1": [1]})
+    again = report(tmp_path / "rerun", {"n3": [0], "n1": [1]})
+    shared = night.with_contention(result, tonight, [first], [again], run)
+    assert list(zip(shared.contended()["node"], shared.contended()["path"])) == [("n3", "gpu0 read")]
+    assert shared.drain() == ["n1"]
+    assert run["contention"]["cells"] == {"n3: gpu0 read": "pid 77 (copier, 1.0 GiB) on GPU 0 in 1 case(s)"}
+    assert {(p["node"], p["gpu"]) for p in run["contention"]["processes"]} == {("n3", 0), ("n1", 1)}
+    # Gone in n3's rerun: its lag is its own.
+    alone = night.with_contention(
+        result, tonight, [first], [report(tmp_path / "rerun2", {})], {"rerun": {"nodes": ["n3"]}}
+    )
+    assert alone.contended().empty and sorted(alone.drain()) == ["n1", "n3"]
