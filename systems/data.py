@@ -8,6 +8,7 @@ bytes per second, so every figure is written once, in the unit of its source.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from pathlib import Path
@@ -259,6 +260,28 @@ def load_all(directory: Path = SYSTEMS_DIR) -> dict[str, dict[str, Any]]:
     if not files:
         raise SystemDataError(f"{directory}: no system files (*.yaml)")
     return {path.stem: load_file(path) for path in files}
+
+
+def unknown(option: str, word: str, known) -> str:
+    """A usage error's message for a word no known name matches, with the nearest known ones:
+    "--system 'sumit': no such system here (did you mean summit?); known: ac922, ..."."""
+    known = sorted(known)
+    near = difflib.get_close_matches(word, known, n=3, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+    return f"{option} {word!r}: not known{hint}; known: {', '.join(known)}"
+
+
+def known_system(name: str, systems: dict[str, dict[str, Any]] | None = None) -> str:
+    """`name` ('summit', or 'summit:batch' as ReFrame takes it), or SystemExit naming it and the nearest
+    declared systems: a typo'd system is a usage error (exit 3), never a night of an unknown node."""
+    systems = load_all() if systems is None else systems
+    system, _, part = name.partition(":")
+    if system not in systems:
+        raise SystemExit(unknown("--system", system, systems))
+    partitions = [p["name"] for p in systems[system].get("partitions", [])]
+    if part and partitions and part not in partitions:
+        raise SystemExit(unknown(f"--system {system}: partition", part, partitions))
+    return name
 
 
 def system_for_host(systems: dict[str, dict[str, Any]], host: str) -> str | None:

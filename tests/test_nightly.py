@@ -543,3 +543,26 @@ def test_a_nights_verdict_shows_each_gpu_against_its_siblings_what_lags_first():
     table = page[page.index("each GPU against its siblings") :]
     rows = re.findall(r"<tr>\s*<td>([^<]+)</td>\s*<td>([^<]+)</td>", table)
     assert [verdict for _, verdict in rows] == ["LAGGING", "TRANSIENT", "pass"]
+
+
+def test_a_typod_system_is_a_usage_error_that_writes_no_night(capsys):
+    from commands.cli import main
+    from reports.runs import NIGHTLY_DIR
+    from runner import rfm
+    from systems import data
+
+    before = set(NIGHTLY_DIR.glob("*"))
+    for command in (
+        ["nightly", "--system", "sumit"],
+        ["accept", "x", "--system", "sumit"],
+        ["power", "--system", "sumit"],
+    ):
+        assert main(command) == 3
+        assert "--system 'sumit': not known (did you mean summit?); known: ac922," in capsys.readouterr().err
+    assert set(NIGHTLY_DIR.glob("*")) == before and not (NIGHTLY_DIR / "sumit").exists()
+    assert (
+        rfm.main(["-n", "host_bandwidth", "--system=sumit"]) == 3 and "did you mean summit?" in capsys.readouterr().err
+    )
+    assert rfm.main(["--system", "summit:batch"]) == 0 and rfm.main([]) == 0
+    with pytest.raises(SystemExit, match="--system summit: partition 'gpu': not known; known: batch"):
+        data.known_system("summit:gpu")
