@@ -452,6 +452,8 @@ def nightly(args) -> int:
         # The accepted runs are of the node's own environments: runtime twins have no baseline.
         print(f"nightly: {toolkits.RUNTIMES_VARIABLE} ignored (runtime twins are for ./suite upgrade)", flush=True)
     system = selected_system(args.system)
+    if option_mistakes(args.reframe) != 0:  # named on stderr: a usage error, no night of it
+        return UNJUDGED
     stamp = now()
     outdir = NIGHTLY_DIR / system / stamp.replace(":", "")
     outdir.mkdir(parents=True, exist_ok=True)
@@ -553,6 +555,12 @@ def draw_pages(system: str, run: dict, records: Loaded, outdir: Path):
 
 def night_title(system: str, run: dict) -> str:
     return f"Nightly run of {system}, {run['stamp']} UTC"
+
+
+def option_mistakes(options: list[str]) -> int:
+    """checks/suite/options.py on ReFrame's options (in ReFrame's layer: this Python runs it): 3 where one
+    names a test or variable the suite does not have, each named on stderr; 0 otherwise."""
+    return subprocess.run([sys.executable, "-m", "checks.suite.options", *options], cwd=REPO).returncode
 
 
 def announce_plan(system: str, options: list[str]) -> dict:

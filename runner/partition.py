@@ -302,6 +302,8 @@ class Night:
 
 def partition_nightly(args) -> int:
     system = selected_system(args.system)
+    if nightly.option_mistakes(args.reframe) != 0:  # named on stderr: a usage error, no night of it
+        return UNJUDGED
     unavailable: dict[str, str] = {}
     try:
         if args.drill or args.confirm_later is not None:

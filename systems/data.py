@@ -262,13 +262,18 @@ def load_all(directory: Path = SYSTEMS_DIR) -> dict[str, dict[str, Any]]:
     return {path.stem: load_file(path) for path in files}
 
 
+#: Known names listed in full up to this many; more are counted.
+LISTED = 20
+
+
 def unknown(option: str, word: str, known) -> str:
     """A usage error's message for a word no known name matches, with the nearest known ones:
-    "--system 'sumit': no such system here (did you mean summit?); known: ac922, ..."."""
-    known = sorted(known)
+    "--system 'sumit': not known (did you mean summit?); known: ac922, ..."."""
+    known = sorted(set(known))
     near = difflib.get_close_matches(word, known, n=3, cutoff=0.6)
     hint = f" (did you mean {' or '.join(near)}?)" if near else ""
-    return f"{option} {word!r}: not known{hint}; known: {', '.join(known)}"
+    listed = ", ".join(known) if len(known) <= LISTED else f"{len(known)} names"
+    return f"{option} {word!r}: not known{hint}; known: {listed}"
 
 
 def known_system(name: str, systems: dict[str, dict[str, Any]] | None = None) -> str:

@@ -546,9 +546,9 @@ def test_a_nights_verdict_shows_each_gpu_against_its_siblings_what_lags_first():
 
 
 def test_a_typod_system_is_a_usage_error_that_writes_no_night(capsys):
+    from checks.suite import options
     from commands.cli import main
     from reports.runs import NIGHTLY_DIR
-    from runner import rfm
     from systems import data
 
     before = set(NIGHTLY_DIR.glob("*"))
@@ -560,9 +560,31 @@ def test_a_typod_system_is_a_usage_error_that_writes_no_night(capsys):
         assert main(command) == 3
         assert "--system 'sumit': not known (did you mean summit?); known: ac922," in capsys.readouterr().err
     assert set(NIGHTLY_DIR.glob("*")) == before and not (NIGHTLY_DIR / "sumit").exists()
-    assert (
-        rfm.main(["-n", "host_bandwidth", "--system=sumit"]) == 3 and "did you mean summit?" in capsys.readouterr().err
-    )
-    assert rfm.main(["--system", "summit:batch"]) == 0 and rfm.main([]) == 0
+    assert options.main(["-n", "x", "--system=sumit"]) == 3 and "did you mean summit?" in capsys.readouterr().err
+    assert options.main(["--system", "summit:batch"]) == 0 and options.main([]) == 0
     with pytest.raises(SystemExit, match="--system summit: partition 'gpu': not known; known: batch"):
         data.known_system("summit:gpu")
+
+
+def test_a_typod_variable_or_test_in_a_setting_is_a_usage_error_naming_the_nearest(capfd):
+    from checks.suite import options
+    from commands.cli import main
+
+    tests = {"mem_scan": {"memory_fraction", "reps"}, "SuiteBuild": {"build_jobs"}, "um_bandwidth": {"size"}}
+    assert options.mistakes(["-S", "mem_scan.memory_fracton=0.4", "-Sum_bandwith.size=1G"], tests=tests) == [
+        "-S: variable of mem_scan 'memory_fracton': not known (did you mean memory_fraction?); "
+        "known: memory_fraction, reps",
+        "-S: test 'um_bandwith': not known (did you mean um_bandwidth?); known: SuiteBuild, mem_scan, um_bandwidth",
+    ]
+    fine = ["--setvar=reps=3", "-S", "mem_scan.build.build_jobs=8", "-S", "size=1G"]
+    assert options.mistakes(fine, tests=tests) == []
+    assert (
+        options.mistakes(["-S", "rep=3", "-S", "nonsense"], tests=tests)[1]
+        == "-S 'nonsense': not [test.]variable=value"
+    )
+    # The suite's own tests, read from checks/: the nightly names the mistake and writes no night.
+    assert options.mistakes(["-S", "mem_scan.memory_fraction=0.4", "-S", "SuiteBuild.build_jobs=8"]) == []
+    assert main(["nightly", "--system", "local", "--", "-S", "mem_scan.memory_fracton=0.4"]) == 3
+    assert (
+        "-S: variable of mem_scan 'memory_fracton': not known (did you mean memory_fraction?)" in capfd.readouterr().err
+    )

@@ -1,0 +1,100 @@
+"""The mistakes in ReFrame's options a suite command is given, named before
+ReFrame runs: a system no systems/*.yaml declares, and a variable set with
+``-S [test.]name=value`` that no test of the suite has, or on a test the
+suite does not have. ReFrame itself only warns of the variable and runs with
+the default, so a typo in a site's crontab would measure the wrong case
+every night and say nothing.
+
+    python -m checks.suite.options [reframe options]
+
+prints each mistake, naming the word and the nearest known ones, and exits
+3 (a usage error); 0 where there is none. ``./suite run`` and the nightly
+call it first.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from pathlib import Path
+
+from systems import data
+
+#: The suite's check modules (checks/*.py), each with its test classes.
+CHECKS = Path(__file__).resolve().parent.parent
+
+
+def named_system(options: list[str]) -> str | None:
+    """The system ReFrame's options name (--system X, --system=X), if any."""
+    for i, option in enumerate(options):
+        if option == "--system" and i + 1 < len(options):
+            return options[i + 1]
+        if option.startswith("--system="):
+            return option.split("=", 1)[1]
+    return None
+
+
+def settings(options: list[str]) -> list[str]:
+    """The `[test.]name=value` of every -S (-S X, -SX, --setvar X, --setvar=X)."""
+    found = []
+    for i, option in enumerate(options):
+        if option in ("-S", "--setvar") and i + 1 < len(options):
+            found.append(options[i + 1])
+        elif option.startswith("--setvar="):
+            found.append(option.split("=", 1)[1])
+        elif option.startswith("-S") and len(option) > 2:
+            found.append(option[2:])
+    return found
+
+
+def test_variables() -> dict[str, set[str]]:
+    """Every test class of the suite (the checks and their build fixtures) and the variables it has."""
+    from checks.suite.build import GdrCopyBuild, SuiteBuild
+
+    classes = {"SuiteBuild": SuiteBuild, "GdrCopyBuild": GdrCopyBuild}
+    for path in sorted(CHECKS.glob("*.py")):
+        module = importlib.import_module(f"checks.{path.stem}")
+        for name, cls in vars(module).items():
+            if inspect.isclass(cls) and hasattr(cls, "_rfm_var_space") and cls.__module__ == module.__name__:
+                classes[name] = cls
+    return {name: set(cls._rfm_var_space) for name, cls in classes.items()}
+
+
+def mistakes(options: list[str], systems: dict | None = None, tests: dict[str, set[str]] | None = None) -> list[str]:
+    """What in `options` names nothing the suite has, each as a usage error's message."""
+    found = []
+    system = named_system(options)
+    if system is not None:
+        try:
+            data.known_system(system, systems)
+        except SystemExit as err:
+            found.append(str(err.code))
+    wanted = settings(options)
+    if wanted:
+        tests = test_variables() if tests is None else tests
+        every = set().union(*tests.values())
+        for setting in wanted:
+            # ReFrame's form: [TEST.][FIXTURE.]*VARIABLE=VALUE.
+            parts = setting.split("=", 1)[0].split(".")
+            test, variable = (parts[0] if len(parts) > 1 else ""), parts[-1]
+            known = tests[test] if len(parts) == 2 and test in tests else every
+            if "=" not in setting:
+                found.append(f"-S {setting!r}: not [test.]variable=value")
+            elif test and test not in tests:
+                found.append(data.unknown("-S: test", test, tests))
+            elif variable not in known:
+                where = f"of {test}" if len(parts) == 2 else "of any test"
+                found.append(data.unknown(f"-S: variable {where}", variable, (v for v in known if v[0] != "_")))
+    return found
+
+
+def main(argv: list[str]) -> int:
+    errors = mistakes(argv)
+    for error in errors:
+        print(f"suite: {error}", file=sys.stderr)
+    return 3 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
