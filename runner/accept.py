@@ -245,6 +245,11 @@ def node_runs(run: dict) -> list[dict]:
     return [{**base, "stamp": f"{run['stamp']}@{node}", "node": node} for node in picked]
 
 
+def declares_no_gpu(system: dict) -> bool:
+    """Whether a system's data declares nodes without GPUs (a partition with node.gpus.count 0)."""
+    return any(p.get("node", {}).get("gpus", {}).get("count") == 0 for p in system.get("partitions", []))
+
+
 def accept(args) -> int:
     system = selected_system(args.system)
     found = [find_run(system, stamp) for stamp in args.stamps]
@@ -281,6 +286,14 @@ def accept(args) -> int:
         )
         return UNJUDGED
     kind = kinds.pop() or "unknown"
+    if kind == "no GPU" and not declares_no_gpu(data.load_all()[system]):
+        print(
+            f"accept: {', '.join(args.stamps)}: health saw no GPU on the node, and {system} does not declare a node "
+            "without GPUs (its partitions' node.gpus.count: 0): a GPU node whose driver did not load would become "
+            "the baseline; accept runs of the node with its GPUs",
+            file=sys.stderr,
+        )
+        return UNJUDGED
     record = {"system": system, "kind": kind, "accepted": now(), "runs": runs}
     record["node"] = node_facts_of([o for o, _ in found])
     target = write_baseline(system, record)

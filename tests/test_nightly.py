@@ -272,6 +272,22 @@ def test_a_run_whose_checks_failed_is_accepted_only_saying_why(tmp_path, monkeyp
     assert [r.get("accepted_despite") for r in baseline["runs"]] == [None, why, None]
 
 
+def test_a_night_whose_health_saw_no_gpu_is_no_baseline_unless_the_system_declares_none(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(runs, "NIGHTLY_DIR", tmp_path)
+    monkeypatch.setattr(runs, "accepted_file", lambda system: tmp_path / "accepted.json")
+    stamps = ("2026-11-20T03:00:00", "2026-11-21T03:00:00", "2026-11-22T03:00:00")
+    for stamp in stamps:
+        run = tmp_path / "local" / stamp.replace(":", "")
+        run.mkdir(parents=True)
+        record = {"stamp": stamp, "start": stamp, "end": stamp, "checks": "pass", "health": "pass", "kind": "no GPU"}
+        (run / "run.json").write_text(json.dumps(record))
+    assert accept.accept(cli.parser().parse_args(["accept", *stamps, "--system", "local"])) == 3
+    assert "health saw no GPU on the node, and local does not declare a node without GPUs" in capsys.readouterr().err
+    assert not (tmp_path / "accepted.json").exists()
+    assert accept.declares_no_gpu({"partitions": [{"node": {"gpus": {"count": 0}}}]})
+    assert not accept.declares_no_gpu({"partitions": [{"node": {"gpus": {"count": 6}}}]})
+
+
 def test_every_committed_accepted_run_passed_its_checks_or_its_baseline_says_why():
     for accepted_file in sorted(runs.PERFLOGS.glob("*/accepted.json")):
         for kind, baseline in runs.baselines_in(json.loads(accepted_file.read_text())).items():
