@@ -15,6 +15,7 @@ an unknown field, runs that cannot be paired, a usage error).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -115,9 +116,9 @@ def parser() -> argparse.ArgumentParser:
     from reports import browser, grafana
     from runner import accept, histories, nightly, partition, power, upgrade
 
-    top = argparse.ArgumentParser(
-        prog="python -m commands", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    # ./suite names its commands as the user typed them (./suite nightly, ./suite report html).
+    prog = os.environ.get("GPU_MEMPATHS_PROG", "python -m commands")
+    top = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = top.add_subparsers(dest="command", required=True)
 
     def common(p):

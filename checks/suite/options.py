@@ -6,6 +6,7 @@ the default, so a typo in a site's crontab would measure the wrong case
 every night and say nothing.
 
     python -m checks.suite.options [reframe options]
+    python -m checks.suite.options --list    # the systems and what each check lets a site set
 
 prints each mistake, naming the word and the nearest known ones, and exits
 3 (a usage error); 0 where there is none. ``./suite run`` and the nightly
@@ -48,8 +49,8 @@ def settings(options: list[str]) -> list[str]:
     return found
 
 
-def test_variables() -> dict[str, set[str]]:
-    """Every test class of the suite (the checks and their build fixtures) and the variables it has."""
+def test_classes() -> dict[str, type]:
+    """Every test class of the suite: the checks (checks/*.py) and their build fixtures."""
     from checks.suite.build import GdrCopyBuild, SuiteBuild
 
     classes = {"SuiteBuild": SuiteBuild, "GdrCopyBuild": GdrCopyBuild}
@@ -58,7 +59,27 @@ def test_variables() -> dict[str, set[str]]:
         for name, cls in vars(module).items():
             if inspect.isclass(cls) and hasattr(cls, "_rfm_var_space") and cls.__module__ == module.__name__:
                 classes[name] = cls
-    return {name: set(cls._rfm_var_space) for name, cls in classes.items()}
+    return classes
+
+
+def test_variables() -> dict[str, set[str]]:
+    """Every test class of the suite and the variables it has."""
+    return {name: set(cls._rfm_var_space) for name, cls in test_classes().items()}
+
+
+def listing(systems: dict) -> list[str]:
+    """What ./suite run --help lists: the systems, and each check's variables a site may set with their ranges."""
+    from checks.suite.settings import rules_of
+
+    lines = ["Systems (--system NAME; systems/NAME.yaml):"]
+    lines += [f"  {name:14} {system.get('description', '')}" for name, system in sorted(systems.items())]
+    lines += ["", "Variables a site may set (-S [check.]variable=value), checked before any job is written:"]
+    for name, cls in test_classes().items():
+        rules = rules_of(cls)
+        if rules and not name[0].isupper():
+            lines.append(f"  {name}:")
+            lines += [f"    {variable:18} {rule.what()}" for variable, rule in sorted(rules.items())]
+    return lines
 
 
 def mistakes(options: list[str], systems: dict | None = None, tests: dict[str, set[str]] | None = None) -> list[str]:
@@ -90,6 +111,9 @@ def mistakes(options: list[str], systems: dict | None = None, tests: dict[str, s
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--list"]:
+        print("\n".join(listing(data.load_all())))
+        return 0
     errors = mistakes(argv)
     for error in errors:
         print(f"suite: {error}", file=sys.stderr)

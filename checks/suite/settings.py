@@ -95,11 +95,14 @@ class Count:
     high: int
     step: int = 1
 
+    def what(self) -> str:
+        return f"a whole number from {self.low} to {self.high}" + (
+            f", a multiple of {self.step}" if self.step > 1 else ""
+        )
+
     def problem(self, value, test) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int) or not self.low <= value <= self.high:
-            return f"a whole number from {self.low} to {self.high}" + (
-                f", a multiple of {self.step}" if self.step > 1 else ""
-            )
+            return self.what()
         if value % self.step:
             return f"a multiple of {self.step} from {self.low} to {self.high}"
         return None
@@ -112,9 +115,12 @@ class Real:
     low: float
     high: float
 
+    def what(self) -> str:
+        return f"a number from {self.low:g} to {self.high:g}"
+
     def problem(self, value, test) -> str | None:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return f"a number from {self.low:g} to {self.high:g}"
+            return self.what()
         if not math.isfinite(value) or not self.low <= value <= self.high:
             return f"a finite number from {self.low:g} to {self.high:g}"
         return None
@@ -132,15 +138,18 @@ class Size:
     also: tuple[str, ...] = ()
     multiple: tuple[float, float] | None = None
 
-    def problem(self, value, test) -> str | None:
-        text = str(value).strip()
-        if text in self.also or self._multiple_ok(text):
-            return None
+    def what(self) -> str:
         want = f"a size from {_bytes(self.low)} to {_bytes(self.high)} (K, M, G, T: powers of 1024)"
         want += f", a multiple of {_bytes(self.words)} bytes" if self.words > 1 else ""
         if self.multiple:
             want += f", or a multiple of the GPU's memory from {self.multiple[0]:g}x to {self.multiple[1]:g}x"
-        want += "".join(f", or '{word}'" for word in self.also)
+        return want + "".join(f", or '{word}'" for word in self.also)
+
+    def problem(self, value, test) -> str | None:
+        text = str(value).strip()
+        if text in self.also or self._multiple_ok(text):
+            return None
+        want = self.what()
         try:
             n = size_bytes(text)
         except ValueError:
@@ -158,8 +167,11 @@ class Choice:
 
     choices: tuple
 
+    def what(self) -> str:
+        return "one of " + ", ".join(map(str, self.choices))
+
     def problem(self, value, test) -> str | None:
-        return None if str(value) in map(str, self.choices) else "one of " + ", ".join(map(str, self.choices))
+        return None if str(value) in map(str, self.choices) else self.what()
 
 
 @dataclass(frozen=True)
@@ -174,12 +186,18 @@ class CountOr:
         text = str(value).strip()
         if text in self.words or (text.isdigit() and self.low <= int(text) <= self.high):
             return None
+        return self.what()
+
+    def what(self) -> str:
         return f"a whole number from {self.low} to {self.high}" + "".join(f", or '{w}'" for w in self.words)
 
 
 @dataclass(frozen=True)
 class Device:
     """A GPU of the partition's node, by its index (the system's data)."""
+
+    def what(self) -> str:
+        return "a GPU of the partition's node, by its index"
 
     def problem(self, value, test) -> str | None:
         count = test.node["gpus"]["count"]
@@ -194,6 +212,9 @@ class NumaNode:
     """A NUMA node of the partition's node (the system's data), or None where `optional`."""
 
     optional: bool = False
+
+    def what(self) -> str:
+        return "a NUMA node of the partition's node" + (" (or unset)" if self.optional else "")
 
     def problem(self, value, test) -> str | None:
         nodes = test.node["numa_nodes"]
@@ -215,6 +236,9 @@ class Each:
     least: int = 1
     most: int = 64
 
+    def what(self) -> str:
+        return f"a list of {self.least} to {self.most} items, each {self.rule.what()}"
+
     def problem(self, value, test) -> str | None:
         if not isinstance(value, (list, tuple)) or not self.least <= len(value) <= self.most:
             return f"a list of {self.least} to {self.most} items"
@@ -225,13 +249,18 @@ class Each:
         return None
 
 
+def rules_of(cls) -> dict:
+    """Every variable a site may set on a test class and its rule (a class's own over its bases')."""
+    rules = {}
+    for klass in reversed(cls.__mro__):
+        rules.update(vars(klass).get("settings", {}))
+    return rules
+
+
 def refuse_bad_settings(test) -> None:
     """Raises SettingError naming every variable of `test` whose value its rule refuses."""
-    rules = {}
-    for cls in reversed(type(test).__mro__):  # a check's own rules over its bases'
-        rules.update(vars(cls).get("settings", {}))
     found = []
-    for name, rule in rules.items():
+    for name, rule in rules_of(type(test)).items():
         value = getattr(test, name)
         why = rule.problem(value, test)
         if why:
