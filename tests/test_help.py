@@ -44,6 +44,7 @@ def test_runs_help_lists_the_systems_and_every_setting_with_its_range():
     assert "  mem_scan:" in done.stdout and "memory_fraction    a number from 0.01 to 0.9" in done.stdout
 
 
+@pytest.mark.slow  # the command line imports the judges (pandas, SciPy): seconds each
 @pytest.mark.parametrize(
     "args, prog", [(["nightly"], "./suite nightly"), (["report", "compare"], "./suite report compare")]
 )
