@@ -604,3 +604,15 @@ def test_a_typod_variable_or_test_in_a_setting_is_a_usage_error_naming_the_neare
     assert (
         "-S: variable of mem_scan 'memory_fracton': not known (did you mean memory_fraction?)" in capfd.readouterr().err
     )
+
+
+def test_a_check_name_no_check_matches_is_a_usage_error():
+    from checks.suite import options
+
+    assert options.mistakes(["-n", "um_bandwith"])[0].startswith(
+        "-n: no check matches 'um_bandwith': not known (did you mean um_bandwidth or host_bandwidth?)"
+    )
+    assert options.mistakes(["-n", "("])[0].startswith("-n '(': not a regular expression")
+    # ReFrame's own forms: a regular expression over the display names without spaces, a hash, a variant.
+    fine = ["-n", "^(path_matrix)(%|$)", "-npath_matrix%paths=host", "--name=host_bandwidth", "-n", "/abc", "-n", "x@1"]
+    assert options.mistakes(fine) == []

@@ -88,7 +88,7 @@ def test_dgx_a100_nvlink3_is_300_gb_per_direction_to_any_peer(systems):
 
 
 def test_every_declared_link_names_its_source(systems):
-    """The README's systems table shows these: a link limit without a source is a guess."""
+    """docs/systems.md's table of links shows these: a link limit without a source is a guess."""
     for name, system in systems.items():
         for part in system["partitions"]:
             node = part.get("node") or {}
@@ -219,10 +219,10 @@ def test_spacks_build_link_in_the_checkout_is_ignored():
     assert subprocess.run(["git", "check-ignore", "-q", link], cwd=repo).returncode == 0
 
 
-def test_readme_gives_each_declared_systems_links_with_their_source(systems):
+def test_the_docs_give_each_declared_systems_links_with_their_source(systems):
     import re
 
-    readme = (Path(data.SYSTEMS_DIR).parent / "README.md").read_text()
+    readme = (Path(data.SYSTEMS_DIR).parent / "docs" / "systems.md").read_text()
     table = readme[readme.index("Their links, per direction") :].split("\n\n")[1]
     rows = {m[1]: m[0] for m in re.finditer(r"^\| `([\w-]+)` \|.*$", table, re.MULTILINE)}
     declared = {n: s for n, s in systems.items() if not s.get("detect")}

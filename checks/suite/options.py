@@ -1,5 +1,6 @@
 """The mistakes in ReFrame's options a suite command is given, named before
-ReFrame runs: a system no systems/*.yaml declares, and a variable set with
+ReFrame runs: a system no systems/*.yaml declares, a check selected with
+``-n NAME`` that matches none of the suite's, and a variable set with
 ``-S [test.]name=value`` that no test of the suite has, or on a test the
 suite does not have. ReFrame itself only warns of the variable and runs with
 the default, so a typo in a site's crontab would measure the wrong case
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import sys
 from pathlib import Path
 
@@ -62,6 +64,29 @@ def test_classes() -> dict[str, type]:
     return classes
 
 
+def display_names(classes: dict[str, type]) -> list[str]:
+    """Every variant's display name without its spaces, as ReFrame's -n matches it ('path_matrix%paths=host-ce')."""
+    names = []
+    for name, cls in classes.items():
+        for variant in range(cls.num_variants):
+            params = cls.get_variant_info(variant)["params"]
+            names.append(name + "".join(f"%{p}={cls.raw_params[p].format(v)}" for p, v in params.items()))
+    return names
+
+
+def selections(options: list[str]) -> list[str]:
+    """The NAME of every -n (-n NAME, -nNAME, --name NAME, --name=NAME)."""
+    found = []
+    for i, option in enumerate(options):
+        if option in ("-n", "--name") and i + 1 < len(options):
+            found.append(options[i + 1])
+        elif option.startswith("--name="):
+            found.append(option.split("=", 1)[1])
+        elif option.startswith("-n") and len(option) > 2:
+            found.append(option[2:])
+    return found
+
+
 def test_variables() -> dict[str, set[str]]:
     """Every test class of the suite and the variables it has."""
     return {name: set(cls._rfm_var_space) for name, cls in test_classes().items()}
@@ -91,6 +116,17 @@ def mistakes(options: list[str], systems: dict | None = None, tests: dict[str, s
             data.known_system(system, systems)
         except SystemExit as err:
             found.append(str(err.code))
+    for pattern in selections(options):
+        if pattern.startswith("/") or "@" in pattern:  # a hash or a variant number: ReFrame's own selections
+            continue
+        names = display_names(test_classes())
+        try:
+            matched = any(re.search(pattern, n) for n in names)
+        except re.error as err:
+            found.append(f"-n {pattern!r}: not a regular expression ({err})")
+            continue
+        if not matched:
+            found.append(data.unknown("-n: no check matches", pattern, {n.split("%")[0] for n in names}))
     wanted = settings(options)
     if wanted:
         tests = test_variables() if tests is None else tests

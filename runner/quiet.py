@@ -1,0 +1,108 @@
+"""ReFrame's output, quieter, and what a run left where: ``./suite run`` runs
+ReFrame through this.
+
+    python -m runner.quiet [--perflogs DIR] [--stage DIR] -- COMMAND...
+
+Runs COMMAND (ReFrame), passing its output through line by line, except the
+cases it skipped: those are counted by their reason and said once each,
+before ReFrame's last line (on a machine without a GPU, 89 cases skip for one
+reason). After the run it names what the run wrote: the perflogs it added
+to, or, for a dry run, the job scripts it wrote. Exits with COMMAND's status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+#: ReFrame's line for a skipped case: '[    SKIP ] ( 2/92) gdrcopy_sanity /206fdd34 @sys:part+env [why]'.
+_SKIP = re.compile(r"^\[\s*SKIP\s*\]\s*\(\s*\d+/\d+\)\s+(?P<name>\S+).*?@\S+\s+\[(?P<why>.*)\]\s*$")
+#: ReFrame's last summary line: '[  PASSED  ] Ran 4/93 test case(s) ...' (or FAILED).
+_SUMMARY = re.compile(r"^\[\s*(PASSED|FAILED|ABORTED)\s*\] Ran ")
+#: ReFrame colours its verdicts: the escapes are read past.
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class Skips:
+    """The skipped cases, by reason: each reason said once, with its count and checks."""
+
+    def __init__(self) -> None:
+        self.by_reason: dict[str, Counter] = {}
+
+    def take(self, line: str) -> bool:
+        """Whether `line` is a skipped case's (counted, not printed)."""
+        found = _SKIP.match(_COLOUR.sub("", line))
+        if found:
+            self.by_reason.setdefault(found["why"], Counter())[found["name"]] += 1
+        return bool(found)
+
+    def lines(self) -> list[str]:
+        out = []
+        for why, names in self.by_reason.items():
+            checks = ", ".join(sorted(names))
+            out.append(f"suite: {sum(names.values())} case(s) skipped ({checks}): {why}")
+        self.by_reason.clear()
+        return out
+
+
+def written_since(root: Path, pattern: str, since: float) -> list[Path]:
+    """The files under `root` matching `pattern` modified since `since` (epoch seconds)."""
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.glob(pattern) if p.is_file() and p.stat().st_mtime >= since)
+
+
+def where_lines(perflogs: Path, stage: Path, since: float, dry_run: bool, cwd: Path) -> list[str]:
+    """What the run wrote, named for the user: job scripts of a dry run, the perflogs of a run."""
+
+    def shown(path: Path) -> str:
+        return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
+
+    if dry_run:
+        scripts = written_since(stage, "**/rfm_job.sh", since)
+        if not scripts:
+            return ["suite: the dry run wrote no job script"]
+        folders = sorted({shown(p.parent.parent) for p in scripts})
+        return [f"suite: {len(scripts)} job script(s) (rfm_job.sh) under {', '.join(folders)}; nothing submitted"]
+    logs = written_since(perflogs, "**/*.log", since)
+    if not logs:
+        return ["suite: no perflog written: nothing was measured"]
+    folders = sorted({shown(p.parent) for p in logs})
+    names = ", ".join(p.name for p in logs)
+    return [f"suite: perflogs in {', '.join(folders)} ({names}); ./suite report html {folders[0]} -o DIR draws them"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m runner.quiet", description=__doc__.splitlines()[0])
+    parser.add_argument("--perflogs", type=Path, default=Path("perflogs"))
+    parser.add_argument("--stage", type=Path, default=Path("stage"))
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    since = time.time() - 1
+    skips = Skips()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as child:
+        for line in child.stdout:
+            if skips.take(line):
+                continue
+            if _SUMMARY.match(_COLOUR.sub("", line)):
+                for said in skips.lines():
+                    print(said, flush=True)
+            print(line, end="", flush=True)
+    for line in skips.lines():
+        print(line)
+    dry_run = "--dry-run" in command
+    for line in where_lines(args.perflogs.resolve(), args.stage.resolve(), since, dry_run, Path.cwd()):
+        print(line)
+    return child.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

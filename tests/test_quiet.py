@@ -1,0 +1,49 @@
+"""./suite run's output (runner/quiet.py): each reason a case was skipped for
+said once, before ReFrame's last line, and where the run's perflogs or a dry
+run's job scripts went; ReFrame's status passes through."""
+
+import sys
+
+from runner import quiet
+
+REFRAME_LIKE = r"""
+import sys
+print("[ RUN      ] host_bandwidth /1a2b @local:default+gnu")
+WHY = "no GPU on local:default: NVML not found"
+for i in range(3):
+    print(f"[     SKIP ] ({i + 1}/5) um_bandwidth %memory=m{i} /ab{i} @local:default+gnu [{WHY}]")
+print(f"[ \x1b[33m    SKIP\x1b[0m ] (4/5) mem_scan %mode=single /cd @local:default+gnu [{WHY}]")
+print("[     SKIP ] (5/5) gdrcopy_sanity /ef @local:default+gnu [no gdrdrv on local:default]")
+print("[  PASSED  ] Ran 1/5 test case(s) from 5 check(s) (0 failure(s), 0 expected failure(s), 4 skipped, 0 aborted)")
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def test_skips_are_said_once_per_reason_before_the_last_line_and_the_status_passes(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "perflogs" / "local" / "default").mkdir(parents=True)
+    measured = "open('perflogs/local/default/x.log', 'w').close()\n" + REFRAME_LIKE
+    status = quiet.main(["--", sys.executable, "-c", measured, "0"])
+    out = capsys.readouterr().out.splitlines()
+    assert status == 0 and not any("SKIP" in line for line in out)
+    assert out[1:3] == [
+        "suite: 4 case(s) skipped (mem_scan, um_bandwidth): no GPU on local:default: NVML not found",
+        "suite: 1 case(s) skipped (gdrcopy_sanity): no gdrdrv on local:default",
+    ]
+    assert out[3].startswith("[  PASSED  ] Ran 1/5")
+    where = "perflogs/local/default"
+    assert out[4] == f"suite: perflogs in {where} (x.log); ./suite report html {where} -o DIR draws them"
+    monkeypatch.chdir(tmp_path / "perflogs")  # a checkout where nothing was measured
+    assert quiet.main(["--", sys.executable, "-c", REFRAME_LIKE, "1"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == "suite: no perflog written: nothing was measured"
+
+
+def test_a_dry_run_names_where_its_job_scripts_are(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write = (
+        "import os; os.makedirs('stage/dgx/gpu/cuda/t1', exist_ok=True); open('stage/dgx/gpu/cuda/t1/rfm_job.sh', 'w')"
+    )
+    assert quiet.main(["--", sys.executable, "-c", write, "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "suite: 1 job script(s) (rfm_job.sh) under stage/dgx/gpu/cuda; nothing submitted"
+    )
