@@ -25,3 +25,5 @@ POWER = RESULTS / "power"
 REPLAYS = RESULTS / "replays"
 #: Grafana dashboards (reports/grafana.py).
 DASHBOARDS = RESULTS / "grafana"
+#: What the loader read, kept by the files it read (reports/load.py): in the build folder, which git ignores.
+LOAD_CACHE = REPO / "build" / "cache" / "load"

@@ -19,7 +19,11 @@ rest of the file.
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
+import os
+import pickle
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +33,7 @@ import pandas as pd
 
 from experiments.curves import CURVE_SUFFIX
 from experiments.keys import NODE_FACTS, SOFTWARE_FACTS, direction, split_sample
+from experiments.roots import LOAD_CACHE, REPO
 from reports.curves import read_curves
 from reports.issue import Issue
 from reports.names import split_display_name
@@ -278,15 +283,78 @@ def _tidy(records: list[dict], source: str, from_report: bool) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: The cached tables kept at most (each of one set of files read): the oldest go first.
+CACHE_KEPT = 6
+
+
+def _cache_key(paths: list[Path]) -> str:
+    """What a table read from `paths` depends on: every file it reads (path,
+    size, modification time) and the loader's own code (reports/, experiments/)."""
+    digest = hashlib.sha256(pd.__version__.encode())
+    for top in paths:
+        found = [*_perflog_files(top), *_curve_files(top)] if top.exists() else []
+        for path in found:
+            stat = path.stat()
+            digest.update(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
+        digest.update(f"{top.resolve()}:{len(found)}\n".encode())
+    for source in sorted([*(REPO / "reports").rglob("*.py"), *(REPO / "experiments").rglob("*.py")]):
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:32]
+
+
+def _cached(key: str) -> Loaded | None:
+    path = LOAD_CACHE / f"{key}.pickle.gz"
+    try:
+        with gzip.open(path, "rb") as stream:
+            loaded = pickle.load(stream)
+        os.utime(path)  # the most recently used are kept
+        return loaded
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, gzip.BadGzipFile):
+        return None
+
+
+def _keep(key: str, loaded: Loaded) -> None:
+    """The table kept for the next load of the same files, compressed (the
+    committed perflogs' 150 MB of pickle are 3 MB), written whole and then
+    renamed: a reader never sees half of it."""
+    try:
+        LOAD_CACHE.mkdir(parents=True, exist_ok=True)
+        partial = LOAD_CACHE / f"{key}.{os.getpid()}.partial"
+        with gzip.open(partial, "wb", compresslevel=1) as stream:
+            pickle.dump(loaded, stream, protocol=pickle.HIGHEST_PROTOCOL)
+        partial.replace(LOAD_CACHE / f"{key}.pickle.gz")
+        kept = sorted(LOAD_CACHE.glob("*.pickle.gz"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in kept[CACHE_KEPT:]:
+            old.unlink(missing_ok=True)
+    except OSError:  # a read-only checkout loads as before, only slower next time
+        pass
+
+
 def load(paths, warn=sys.stderr) -> Loaded:
     """Every perflog (and JSON run report) under `paths`, as one table.
 
     One row per performance value. Records without one (a build's line) are
     left out. Each skipped line is reported on `warn` (None: silent) and kept
-    in the result's ``issues``.
+    in the result's ``issues``. What was read is kept (build/cache/load/, by
+    the files read, their sizes and times, and this code): reading the
+    committed perflogs again takes 2 s on two cores, where parsing them takes 16.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
+    paths = [Path(p) for p in paths]
+    key = _cache_key(paths)
+    loaded = _cached(key)
+    if loaded is None:
+        loaded = _load(paths)
+        _keep(key, loaded)
+    if warn is not None:
+        for issue in loaded.issues:
+            print(f"warning: {issue}", file=warn)
+    return loaded
+
+
+def _load(paths: list[Path]) -> Loaded:
+    """load()'s reading and tidying, uncached."""
     issues: list[Issue] = []
     frames, files = [], {}
     for top in map(Path, paths):
@@ -317,11 +385,7 @@ def load(paths, warn=sys.stderr) -> Loaded:
     table["line"] = table["line"].astype(int)
     _add_keys(table)
     issues.extend(_not_numbers(table))
-    loaded = Loaded(table, issues, files)
-    if warn is not None:
-        for issue in issues:
-            print(f"warning: {issue}", file=warn)
-    return loaded
+    return Loaded(table, issues, files)
 
 
 def _curve_files(top: Path) -> list[Path]:
