@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from experiments.records import records
+from experiments.records import fields
 
 
 @dataclass(frozen=True)
@@ -42,21 +42,39 @@ def _number(record: dict, key: str) -> float:
         return math.nan
 
 
+def _records(text: str, tag: str) -> list[dict[str, str]]:
+    """The fields of every `tag` record that reads as one: a line cut short, or a process name that
+    looks like fields ('x seen=1'), is left out, not the night's judgement."""
+    found = []
+    for line in text.splitlines():
+        if line.startswith(f"{tag}: "):
+            try:
+                found.append(fields(line[len(tag) + 2 :]))
+            except ValueError:
+                continue
+    return found
+
+
 def parse(text: str) -> tuple[list[GpuReading], list[Contender]]:
-    """The GpuUse and Contention records of a program's output under the watch."""
-    gpus = [
-        GpuReading(
-            int(r["gpu"]),
-            r.get("own") == "yes",
-            int(r.get("samples", 0)),
-            *(_number(r, k) for k in ("pcie_rx_gbs", "pcie_tx_gbs", "nvlink_rx_gbs", "nvlink_tx_gbs")),
-        )
-        for r in records(text, "GpuUse")
-    ]
-    others = [
-        Contender(
-            int(r["gpu"]), int(r["pid"]), r.get("name", "?"), int(r["seen"]), int(r["samples"]), _number(r, "used_mib")
-        )
-        for r in records(text, "Contention")
-    ]
+    """The GpuUse and Contention records of a program's output under the watch (those that read)."""
+    gpus, others = [], []
+    for r in _records(text, "GpuUse"):
+        try:
+            numbers = (_number(r, k) for k in ("pcie_rx_gbs", "pcie_tx_gbs", "nvlink_rx_gbs", "nvlink_tx_gbs"))
+            gpus.append(GpuReading(int(r["gpu"]), r.get("own") == "yes", int(r.get("samples", 0)), *numbers))
+        except (KeyError, ValueError):
+            continue
+    for r in _records(text, "Contention"):
+        try:
+            counts = int(r["gpu"]), int(r["pid"]), r.get("name", "?"), int(r["seen"]), int(r["samples"])
+            others.append(Contender(*counts, _number(r, "used_mib")))
+        except (KeyError, ValueError):
+            continue
     return gpus, others
+
+
+def process_line(other: dict) -> str:
+    """One other process of run.json's contention, as the night says it:
+    'pid 4242 (python3, 1.0 GiB) in 12 case(s) of path_matrix, um_bandwidth'."""
+    tests = ", ".join(other["tests"])
+    return f"pid {other['pid']} ({other['name']}, {other['used_gib']:.1f} GiB) in {other['cases']} case(s) of {tests}"

@@ -15,6 +15,7 @@ from urllib.parse import quote
 import pandas as pd
 
 import experiments
+from experiments.gpu_use import process_line
 from experiments.keys import SERIES_FIELDS
 from reports.figures import Figure, coverage, coverage_text, drawing_of, render_all
 from reports.figures.versions import versions_figures
@@ -228,12 +229,8 @@ def _drain_section(run: dict) -> list[str]:
         )
     others = run.get("contention", {}).get("processes", [])
     if others:
-        items = "".join(
-            f"<li>GPU {o['gpu']}{' of ' + html.escape(o['node']) if o.get('node') else ''}: pid {o['pid']} "
-            f"({html.escape(o['name'])}, {o['used_gib']:.1f} GiB) in {o['cases']} case(s) of "
-            f"{html.escape(', '.join(o['tests']))}</li>"
-            for o in others
-        )
+        where = [f"GPU {o['gpu']}" + (f" of {o['node']}" if o.get("node") else "") for o in others]
+        items = "".join(f"<li>{html.escape(w)}: {html.escape(process_line(o))}</li>" for w, o in zip(where, others))
         parts.append(f"<p>Other processes on the GPUs during the checks (the NVML watch):</p><ul>{items}</ul>")
     return parts
 

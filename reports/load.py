@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import pickle
+import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -290,7 +291,8 @@ CACHE_KEPT = 6
 def _cache_key(paths: list[Path]) -> str:
     """What a table read from `paths` depends on: every file it reads (path,
     size, modification time) and the loader's own code (reports/, experiments/)."""
-    digest = hashlib.sha256(pd.__version__.encode())
+    # The table names each file as the caller spelled it: the spelling and where it is read from count too.
+    digest = hashlib.sha256(f"{pd.__version__}|{Path.cwd()}|{[str(p) for p in paths]}".encode())
     for top in paths:
         found = [*_perflog_files(top), *_curve_files(top)] if top.exists() else []
         for path in found:
@@ -309,7 +311,7 @@ def _cached(key: str) -> Loaded | None:
             loaded = pickle.load(stream)
         os.utime(path)  # the most recently used are kept
         return loaded
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, gzip.BadGzipFile):
+    except Exception:  # unreadable, half-written or of another numpy: read the files again
         return None
 
 
@@ -319,7 +321,7 @@ def _keep(key: str, loaded: Loaded) -> None:
     renamed: a reader never sees half of it."""
     try:
         LOAD_CACHE.mkdir(parents=True, exist_ok=True)
-        partial = LOAD_CACHE / f"{key}.{os.getpid()}.partial"
+        partial = LOAD_CACHE / f"{key}.{socket.gethostname()}.{os.getpid()}.partial"  # a checkout nodes share
         with gzip.open(partial, "wb", compresslevel=1) as stream:
             pickle.dump(loaded, stream, protocol=pickle.HIGHEST_PROTOCOL)
         partial.replace(LOAD_CACHE / f"{key}.pickle.gz")

@@ -22,7 +22,7 @@ def selected_system(explicit: str | None) -> str:
     """The system ReFrame would pick on this machine, unless one is named:
     a name no system has is a usage error (SystemExit naming it and the nearest)."""
     if explicit:
-        return data.known_system(explicit)
+        return data.known_system(explicit, partition=False)
     return data.system_for_host(data.load_all(), socket.gethostname()) or "local"
 
 

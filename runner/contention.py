@@ -57,12 +57,50 @@ def read_report(report: Path, run: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     )
 
 
+def read_reports(reports: list[Path], run: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The GpuUse and Contention tables of several run reports of one run (a partition's, per node)."""
+    found = [read_report(path, run) for path in reports if path.name == "run-report.json"]
+    return _joined(found)
+
+
+def _joined(found: list[tuple[pd.DataFrame, pd.DataFrame]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    gpus = [g for g, _ in found] or [pd.DataFrame(columns=contention.GPU_COLUMNS)]
+    others = [o for _, o in found] or [pd.DataFrame(columns=contention.OTHER_COLUMNS)]
+    return pd.concat(gpus, ignore_index=True), pd.concat(others, ignore_index=True)
+
+
+def _snapshots(outdir: Path, run: str) -> tuple[Path, Path]:
+    return outdir / f"gpu-use-{run}.csv", outdir / f"contention-{run}.csv"
+
+
+def snapshot(outdir: Path, run: str) -> None:
+    """The run's GpuUse and Contention tables kept in the night's folder as soon as it ends: a rerun runs
+    the same cases in the same stage and output folders, and leaves only its own outputs there."""
+    gpus, others = read_report(outdir / REPORTS[run], run)
+    for table, path in zip((gpus, others), _snapshots(outdir, run)):
+        table.to_csv(path, index=False)
+
+
 def read_night(outdir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The night's GpuUse and Contention tables, its reruns' included."""
-    found = [read_report(outdir / name, run) for run, name in REPORTS.items() if (outdir / name).exists()]
-    if not found:
-        return pd.DataFrame(columns=contention.GPU_COLUMNS), pd.DataFrame(columns=contention.OTHER_COLUMNS)
-    return pd.concat([g for g, _ in found], ignore_index=True), pd.concat([o for _, o in found], ignore_index=True)
+    """The night's GpuUse and Contention tables, its reruns' included: each run's as kept when it ended
+    (snapshot), else as its report's outputs are now."""
+    found = []
+    for run, name in REPORTS.items():
+        kept = _snapshots(outdir, run)
+        if all(p.exists() for p in kept):
+            found.append(
+                tuple(_read_csv(p, c) for p, c in zip(kept, (contention.GPU_COLUMNS, contention.OTHER_COLUMNS)))
+            )
+        elif (outdir / name).exists():
+            found.append(read_report(outdir / name, run))
+    return _joined(found)
+
+
+def _read_csv(path: Path, columns: list[str]) -> pd.DataFrame:
+    table = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"case": str, "node": str, "name": str})
+    table = table.reindex(columns=columns)
+    table["case"] = table["case"].fillna("")
+    return table
 
 
 def findings(judged, run: dict) -> pd.DataFrame:

@@ -47,6 +47,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import metrics
+from experiments.gpu_use import process_line
 from experiments.roots import REPO
 from judge import changepoints, siblings, verdict
 from judge.select import RERUNS, accepted_masks, run_rows
@@ -313,6 +314,7 @@ def rerun_flagged(night: Night, key: str, why: str, result: Judgement) -> Judgem
     window["end"] = now()
     night.run[key] = window
     night.save()
+    contention.snapshot(night.outdir, key)
     night.found["failed"] += [f"{key}: {line}" for line in outcomes(night.outdir / f"{key}-report.json")["failed"]]
     night.frame = load([PERFLOGS / night.system], warn=None).frame
     return judged_with_rerun(night.frame, night.system, night.accepted, night.run, night.alpha)
@@ -489,6 +491,7 @@ def nightly(args) -> int:
             "reference_bounds=physical",
             *args.reframe,
         )
+        contention.snapshot(outdir, "tonight")  # before a rerun replaces the cases' outputs
         checks = outcomes(outdir / "run-report.json")
         if checks_status != 0 and not checks["failed"]:
             checks["failed"].append(f"checks: ReFrame exited {checks_status} (see {outdir / 'run-report.json'})")
@@ -759,7 +762,7 @@ def report_outcome(
     for line in found["failed"]:
         print(f"nightly: FAILED {line}", file=sys.stderr)
     for other in run.get("contention", {}).get("processes", []):
-        print(f"nightly: ANOTHER PROCESS on GPU {other['gpu']}: {contention_line(other)}", file=sys.stderr)
+        print(f"nightly: ANOTHER PROCESS on GPU {other['gpu']}: {process_line(other)}", file=sys.stderr)
     if lags is not None and not lags.empty:
         for row in lags[lags["verdict"] != "pass"].itertuples():
             by = getattr(row, "contended_by", "")
@@ -790,14 +793,6 @@ def report_outcome(
         f"{len(found['skipped'])} skipped; {verdict_line}"
     )
     print(f"nightly: exit {status} ({MEANING[status]}); results in {outdir}")
-
-
-def contention_line(other: dict) -> str:
-    """'pid 4242 (python3, 1.0 GiB) in 12 case(s) of path_matrix, um_bandwidth'."""
-    return (
-        f"pid {other['pid']} ({other['name']}, {other['used_gib']:.1f} GiB) in {other['cases']} case(s) of "
-        + ", ".join(other["tests"])
-    )
 
 
 #: Figures of one verdict, test and reason named one by one up to this many;

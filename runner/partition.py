@@ -339,6 +339,7 @@ def partition_nightly(args) -> int:
     expected, reports, status = measure(night, nodes, outdir, args.reframe)
     if args.dry_run:
         return 0 if status == 0 else UNJUDGED
+    used = contention.read_reports(reports, "tonight")  # before a rerun replaces the cases' outputs
     run["nodes"] = expected = [short(n) for n in expected]
     if not expected:  # an LSF job that ended before its script recorded the hosts it was given
         reports = [*reports, outdir / "hosts"]
@@ -356,7 +357,7 @@ def partition_nightly(args) -> int:
     tonight = tonight[tonight["node"].isin(expected)]
     result = partition.judge(partition.levels(tonight, past), args.alpha, expected=expected)
     result, again = confirm_by_rerun(night, result, tonight, past, args.alpha)
-    result = with_contention(result, tonight, reports, again, run)
+    result = with_contention(result, tonight, used, contention.read_reports(again, "rerun"), run)
     rerun_failed = {node: [f"rerun: {line}" for line in lines] for node, lines in failed_cases(again).items()}
     failed = merge(failed, by_expected(rerun_failed, expected))
     run["health"] = run["checks"] = "fail" if failed.get("") else "pass"  # the night's own, not a node's
@@ -451,18 +452,15 @@ def confirm_by_rerun(night: Night, result: partition.Partition, tonight, past, a
 
 
 def with_contention(
-    result: partition.Partition, tonight: pd.DataFrame, reports: list[Path], again: list[Path], run: dict
+    result: partition.Partition, tonight: pd.DataFrame, used: tuple, again: tuple, run: dict
 ) -> partition.Partition:
     """The partition with each node fault that another process on the node's
     GPUs explains, in the run and in the node's rerun, contended, not a fault
-    (judge/contention.py, from the GpuUse and Contention records of the
-    cases' outputs); run.json's `contention`, every other process seen."""
-    read = [contention.read_report(p, "tonight") for p in reports if p.name == "run-report.json"]
-    read += [contention.read_report(p, "rerun") for p in again if p.name == "run-report.json"]
-    gpus = pd.concat([g for g, _ in read] or [pd.DataFrame(columns=judge_contention.GPU_COLUMNS)], ignore_index=True)
-    others = pd.concat(
-        [o for _, o in read] or [pd.DataFrame(columns=judge_contention.OTHER_COLUMNS)], ignore_index=True
-    )
+    (judge/contention.py, from the GpuUse and Contention tables of the run,
+    `used`, and of its rerun, `again`: runner/contention.py's read_reports);
+    run.json's `contention`, every other process seen."""
+    gpus = pd.concat([used[0], again[0]], ignore_index=True)
+    others = pd.concat([used[1], again[1]], ignore_index=True)
     gpus["node"], others["node"] = gpus["node"].map(short), others["node"].map(short)
     rerun_nodes = set(run.get("rerun", {}).get("nodes", []))
     contended = {}

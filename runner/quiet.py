@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -88,7 +89,16 @@ def main(argv: list[str] | None = None) -> int:
     since = time.time() - 1
     skips = Skips()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as child:
+    child = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env=env
+    )
+    # Ctrl-C reaches ReFrame too (one process group): it cancels its jobs and says so, and this reads on
+    # to the end of what it says. A termination sent to this process alone is passed on.
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda number, _frame: child.send_signal(number))
+    with child:
         for line in child.stdout:
             if skips.take(line):
                 continue
@@ -96,12 +106,14 @@ def main(argv: list[str] | None = None) -> int:
                 for said in skips.lines():
                     print(said, flush=True)
             print(line, end="", flush=True)
+    for signum, handler in before.items():
+        signal.signal(signum, handler)
     for line in skips.lines():
         print(line)
     dry_run = "--dry-run" in command
     for line in where_lines(args.perflogs.resolve(), args.stage.resolve(), since, dry_run, Path.cwd()):
         print(line)
-    return child.returncode
+    return child.returncode if child.returncode >= 0 else 128 - child.returncode
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ from judge.select import accepted_masks, run_rows
 from judge.status import FAILED, UNJUDGED
 from reports.load import load
 from reports.runs import finished_runs, now, read_accepted, selected_system
-from runner.nightly import hash_selection, health_options, outcomes, reframe
+from runner.nightly import hash_selection, health_options, option_mistakes, outcomes, reframe
 from systems import detect, toolkits
 
 RUNTIMES = REPO / "build" / "cuda-runtimes"
@@ -166,6 +166,8 @@ def run(args) -> int:
 def upgrade(args, reframe_options: list[str]) -> int:
     if args.version == "driver":
         return driver_upgrade(selected_system(args.system), args.kind)
+    if option_mistakes(reframe_options) != 0:  # named on stderr: a usage error, nothing installed or run
+        return UNJUDGED
     base, new = base_release(), ".".join(args.version.split(".")[:2])
     if base is None:
         print("upgrade: no nvcc here, so no environment to run the new runtime beside", file=sys.stderr)

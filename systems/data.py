@@ -276,11 +276,14 @@ def unknown(option: str, word: str, known) -> str:
     return f"{option} {word!r}: not known{hint}; known: {listed}"
 
 
-def known_system(name: str, systems: dict[str, dict[str, Any]] | None = None) -> str:
-    """`name` ('summit', or 'summit:batch' as ReFrame takes it), or SystemExit naming it and the nearest
-    declared systems: a typo'd system is a usage error (exit 3), never a night of an unknown node."""
+def known_system(name: str, systems: dict[str, dict[str, Any]] | None = None, partition: bool = True) -> str:
+    """`name` ('summit', or 'summit:batch' as ReFrame takes it where `partition`), or SystemExit naming
+    it and the nearest declared systems: a typo'd system is a usage error (exit 3), never a night of an
+    unknown node."""
     systems = load_all() if systems is None else systems
-    system, _, part = name.partition(":")
+    system, colon, part = name.partition(":")
+    if colon and not partition:
+        raise SystemExit(f"--system {name!r}: a system's name ({system}); a partition's night takes --partition")
     if system not in systems:
         raise SystemExit(unknown("--system", system, systems))
     partitions = [p["name"] for p in systems[system].get("partitions", [])]

@@ -22,16 +22,25 @@ passes, and the nightly's verdict (judge/contention.py) says which of its
 findings another process can explain; experiments/gpu_use.py reads the
 records back.
 
-Processes are told apart by their process IDs as this node's /proc shows
-them. One that /proc does not show either ended between NVML's list and
-the reading of /proc (the program's own short-lived ranks do) or lives in
-another PID namespace (a container): it counts as another's only where
-NVML listed it in two readings or more.
+The program's own processes are its descendants (ranks it spawned) and
+every process whose environment carries the case's token (`CASE_TOKEN`,
+which the check sets for its job): the other ranks of the same launch, which
+srun or jsrun started beside this one, each under a watch of its own. One
+that /proc does not show either ended between NVML's list and the reading
+of /proc (the program's own short-lived ranks do) or lives in another PID
+namespace (a container): it counts as another's only where NVML listed it
+in two readings or more. A process counts as contention only where it was
+on the GPU for half the run's readings or more: one that came and went in
+a moment did not share the measurement.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+#: The environment variable whose value names one case's launch: every rank of it carries the same
+#: (checks/suite/base.py sets it for the job).
+CASE_TOKEN = "GPU_MEMPATHS_CASE_TOKEN"
 
 #: Seconds between readings of the GPUs' processes: each is one NVML call per
 #: GPU, and a neighbour that matters lasts seconds.
@@ -63,6 +72,17 @@ def descends(pid: int, root: int, proc: str = "/proc") -> bool:
         seen.add(pid)
         pid = _parent(pid, proc) or 0
     return False
+
+
+def carries(pid: int, token: str | None, proc: str = "/proc") -> bool:
+    """Whether process `pid`'s environment has CASE_TOKEN=`token` (another user's cannot be read: no)."""
+    if not token:
+        return False
+    try:
+        with open(f"{proc}/{pid}/environ", "rb") as stream:
+            return f"{CASE_TOKEN}={token}".encode() in stream.read().split(b"\0")
+    except OSError:
+        return False
 
 
 def process_name(nvml, pid: int, proc: str = "/proc") -> str:
@@ -112,16 +132,17 @@ def read_counters(nvml, handle) -> dict[int, int]:
     return {v.fieldId: int(v.value.ullVal) for v in values if v.nvmlReturn == 0}
 
 
-def sample(nvml, handle, use: GpuUse, root: int | None, proc: str = "/proc") -> None:
+def sample(nvml, handle, use: GpuUse, root: int | None, proc: str = "/proc", token: str | None = None) -> None:
     """One reading of a GPU's processes (and, without counters, its PCIe
-    throughput); the program's own are those descending from `root`."""
+    throughput); the program's own are those descending from `root` and those
+    carrying the case's `token` (its other ranks)."""
     try:
         processes = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
     except Exception:  # not supported: no process is known, so none is another's
         return
     use.samples += 1
     for p in processes:
-        if root is not None and descends(p.pid, root, proc):
+        if (root is not None and descends(p.pid, root, proc)) or carries(p.pid, token, proc):
             use.own = True
             continue
         other = use.others.get(p.pid) or use.others.setdefault(p.pid, Other(p.pid, process_name(nvml, p.pid, proc)))
@@ -148,7 +169,8 @@ def traffic(use: GpuUse, after: dict[int, int], seconds: float) -> dict[str, str
         for key, counter in (("nvlink_rx_gbs", NVLINK_RX), ("nvlink_tx_gbs", NVLINK_TX)):
             if counter in before and counter in after:
                 rates[key] = (after[counter] - before[counter]) * 1024 / seconds / 1e9
-        return {**{k: f"{v:.2f}" for k, v in rates.items()}, "traffic": "counters"}
+        # A counter that went back (reset, or wrapped) says nothing of the run.
+        return {**{k: f"{v:.2f}" for k, v in rates.items() if v >= 0}, "traffic": "counters"}
     if use.pcie_samples:
         tx = sum(s[0] for s in use.pcie_samples) / len(use.pcie_samples)
         rx = sum(s[1] for s in use.pcie_samples) / len(use.pcie_samples)
@@ -166,6 +188,8 @@ def record_lines(uses: list[GpuUse], after: list[dict[int, int]], seconds: float
         for other in sorted(use.others.values(), key=lambda o: o.pid):
             if not other.visible and other.seen < 2:
                 continue  # gone before /proc was read: one of the program's short-lived ranks, as like as not
+            if 2 * other.seen < use.samples:
+                continue  # on the GPU for a moment of the run: it did not share the measurement
             lines.append(
                 f"Contention: gpu={use.index} pid={other.pid} seen={other.seen} samples={use.samples} "
                 f"used_mib={other.used_mib:.0f} name={other.name}"

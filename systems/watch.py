@@ -80,7 +80,7 @@ def counter_faults(index: int, before: dict, after: dict) -> list[str]:
 class Watch:
     """The GPUs CUDA sees, their counters before, and their clock event reasons while the program runs."""
 
-    def __init__(self, nvml, allowed: int, period: float, visible: str | None):
+    def __init__(self, nvml, allowed: int, period: float, visible: str | None, token: str | None = None):
         self.nvml, self.allowed, self.period = nvml, allowed, period
         every = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
         uuids = [as_str(nvml.nvmlDeviceGetUUID(h)) for h in every]
@@ -88,21 +88,31 @@ class Watch:
         self.before = [read_counters(nvml, h) for h in self.handles]
         self.seen = [0] * len(self.handles)
         self.unreadable: dict[int, str] = {}
-        #: Who used each GPU: the program's processes descend from `root` (set once it started).
+        #: Who used each GPU: the program's processes descend from `root` (set once it started) or carry
+        #: the case's token (its other ranks, under watches of their own).
         self.uses = [
             gpu_use.GpuUse(i, counters_before=gpu_use.read_counters(nvml, h)) for i, h in enumerate(self.handles)
         ]
         self.root: int | None = None
+        self.token = token
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
+        # Apart from the clock events': its NVML calls may take tens of milliseconds where the
+        # driver keeps no byte counters, and a failure of it must not stop the faults' watch.
+        self._use_thread = threading.Thread(target=self._sample_use, daemon=True)
+
+    def _sample_use(self) -> None:
+        while not self._stop.is_set():
+            if self.root is not None:
+                for handle, use in zip(self.handles, self.uses):
+                    try:
+                        gpu_use.sample(self.nvml, handle, use, self.root, token=self.token)
+                    except Exception:  # who else used the GPU is a finding's context, never a fault
+                        pass
+            self._stop.wait(gpu_use.USE_PERIOD)
 
     def _sample(self) -> None:
-        next_use = 0.0
         while True:
-            if self.root is not None and time.monotonic() >= next_use:
-                next_use = time.monotonic() + gpu_use.USE_PERIOD
-                for handle, use in zip(self.handles, self.uses):
-                    gpu_use.sample(self.nvml, handle, use, self.root)
             for i, handle in enumerate(self.handles):
                 if i in self.unreadable:
                     continue
@@ -115,11 +125,13 @@ class Watch:
 
     def start(self) -> None:
         self._thread.start()
+        self._use_thread.start()
 
     def stop(self) -> list[str]:
         """Every fault during the run, as lines."""
         self._stop.set()
         self._thread.join()
+        self._use_thread.join()
         found = [self.unreadable[i] for i in sorted(self.unreadable)]
         for i, handle in enumerate(self.handles):
             found += counter_faults(i, self.before[i], read_counters(self.nvml, handle))
@@ -133,7 +145,7 @@ class Watch:
         last reading of the processes first, so that a run shorter than the period is read once."""
         for handle, use in zip(self.handles, self.uses):
             if use.samples == 0 and self.root is not None:
-                gpu_use.sample(self.nvml, handle, use, self.root)
+                gpu_use.sample(self.nvml, handle, use, self.root, token=self.token)
         after = [gpu_use.read_counters(self.nvml, h) for h in self.handles]
         return gpu_use.record_lines(self.uses, after, seconds)
 
@@ -155,7 +167,9 @@ def run(argv: list[str], nvml=None, environ=None) -> int:
         if nvml is None:
             import pynvml as nvml
         nvml.nvmlInit()
-        watch = Watch(nvml, allowed, args.period, environ.get("CUDA_VISIBLE_DEVICES"))
+        watch = Watch(
+            nvml, allowed, args.period, environ.get("CUDA_VISIBLE_DEVICES"), token=environ.get(gpu_use.CASE_TOKEN)
+        )
         watch.start()
     except Exception as err:  # no NVML, no driver: the run is not watched, and says so
         problem = f"no GPU watched: NVML could not be read ({err})"

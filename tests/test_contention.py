@@ -103,3 +103,25 @@ def test_the_nights_processes_are_listed_once_per_gpu():
         "tests": ["path_matrix", "um_bandwidth"],
     }
     assert "in 2 case(s)" in describe(others.assign(pcie_rx_gbs=float("nan"), pcie_tx_gbs=float("nan")))
+
+
+def test_each_runs_watch_is_kept_as_it_ended_though_the_rerun_writes_over_the_same_outputs(tmp_path):
+    """The rerun runs the same cases in the same stage and output folders: the night's tables are kept
+    as soon as it ends (runner/contention.py's snapshot), and a neighbour gone in the rerun stays in the night's."""
+    import json
+
+    from runner import contention as night
+
+    out = tmp_path / "path_matrix_1" / "rfm_job.out"
+    out.parent.mkdir()
+    case = {"display_name": "path_matrix %paths=host-ce", "case": CASE[1], "environ": "gnu", "job_nodelist": ["vm"]}
+    case |= {"job_stdout": out.name, "outputdir": str(out.parent)}
+    for key in ("run", "rerun"):
+        (tmp_path / f"{key}-report.json").write_text(json.dumps({"runs": [{"testcases": [case]}]}))
+    out.write_text("GpuUse: gpu=0 own=yes samples=9\nContention: gpu=0 pid=7 seen=9 samples=9 used_mib=1024 name=cp\n")
+    night.snapshot(tmp_path, "tonight")
+    out.write_text("GpuUse: gpu=0 own=yes samples=9\n")  # the rerun's: nobody else
+    night.snapshot(tmp_path, "rerun")
+    gpus, others = night.read_night(tmp_path)
+    assert others[["run", "pid"]].values.tolist() == [["tonight", 7]] and set(gpus["run"]) == {"tonight", "rerun"}
+    assert not explain(finding(), gpus, others)["contended"].any()  # the lag outlived the neighbour: the GPU's own

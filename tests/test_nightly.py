@@ -580,6 +580,8 @@ def test_a_typod_system_is_a_usage_error_that_writes_no_night(capsys):
     assert options.main(["--system", "summit:batch"]) == 0 and options.main([]) == 0
     with pytest.raises(SystemExit, match="--system summit: partition 'gpu': not known; known: batch"):
         data.known_system("summit:gpu")
+    assert main(["accept", "x", "--system", "summit:batch"]) == 3  # a night's folder is a system's, not a partition's
+    assert "a partition's night takes --partition" in capsys.readouterr().err
 
 
 def test_a_typod_variable_or_test_in_a_setting_is_a_usage_error_naming_the_nearest(capfd):

@@ -7,6 +7,7 @@ import pytest
 from test_partition import table
 
 from judge import partition as judge_partition
+from runner import contention
 from runner import partition as night
 
 
@@ -81,13 +82,13 @@ def test_a_node_fault_another_process_explains_in_the_run_and_its_rerun_is_conte
     run = {"rerun": {"nodes": ["n1", "n3"]}}
     first = report(tmp_path / "night", {"n3": [0], "n1": [1]})
     again = report(tmp_path / "rerun", {"n3": [0], "n1": [1]})
-    shared = night.with_contention(result, tonight, [first], [again], run)
+    read = contention.read_reports
+    shared = night.with_contention(result, tonight, read([first], "tonight"), read([again], "rerun"), run)
     assert list(zip(shared.contended()["node"], shared.contended()["path"])) == [("n3", "gpu0 read")]
     assert shared.drain() == ["n1"]
     assert run["contention"]["cells"] == {"n3: gpu0 read": "pid 77 (copier, 1.0 GiB) on GPU 0 in 1 case(s)"}
     assert {(p["node"], p["gpu"]) for p in run["contention"]["processes"]} == {("n3", 0), ("n1", 1)}
     # Gone in n3's rerun: its lag is its own.
-    alone = night.with_contention(
-        result, tonight, [first], [report(tmp_path / "rerun2", {})], {"rerun": {"nodes": ["n3"]}}
-    )
+    gone = read([report(tmp_path / "rerun2", {})], "rerun")
+    alone = night.with_contention(result, tonight, read([first], "tonight"), gone, {"rerun": {"nodes": ["n3"]}})
     assert alone.contended().empty and sorted(alone.drain()) == ["n1", "n3"]

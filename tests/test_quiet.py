@@ -47,3 +47,8 @@ def test_a_dry_run_names_where_its_job_scripts_are(tmp_path, capsys, monkeypatch
     assert capsys.readouterr().out.splitlines()[-1] == (
         "suite: 1 job script(s) (rfm_job.sh) under stage/dgx/gpu/cuda; nothing submitted"
     )
+
+
+def test_a_run_killed_by_a_signal_exits_as_a_shell_says_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert quiet.main(["--", sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"]) == 143

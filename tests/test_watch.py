@@ -2,7 +2,9 @@
 through the fake NVML, name the GPU and the field; the program's status
 passes through."""
 
+import os
 import re
+import subprocess
 import sys
 import time
 
@@ -10,7 +12,7 @@ import pytest
 from fake_nvml import FakeGpu, FakeNvml
 
 from experiments.gpu_use import parse
-from systems.gpu_use import descends
+from systems.gpu_use import CASE_TOKEN, GpuUse, Other, carries, descends, record_lines, sample
 from systems.watch import CLOCK_EVENTS, Watch, allowed_mask, run
 
 
@@ -129,3 +131,32 @@ def test_descent_is_read_from_proc(tmp_path):
         (tmp_path / str(pid) / "stat").write_text(f"{pid} (a (b) c) S {parent} 0 0")
     assert descends(12, 10, str(tmp_path)) and descends(10, 10, str(tmp_path))
     assert not descends(20, 10, str(tmp_path)) and not descends(99, 10, str(tmp_path))
+
+
+def test_the_other_ranks_of_the_same_launch_carry_its_token_and_are_the_programs_own(tmp_path):
+    """srun and jsrun start each rank beside the others, each under a watch of its own: a rank of
+    this launch carries the case's token in its environment; another's process does not."""
+    env = {**os.environ, CASE_TOKEN: "launch-1"}
+    with (
+        subprocess.Popen(["sleep", "30"], env=env) as rank,
+        subprocess.Popen(["sleep", "30"], env=env) as sibling,
+        subprocess.Popen(["sleep", "30"], env={**env, CASE_TOKEN: "launch-2"}) as stranger,
+    ):
+        try:
+            gpu = FakeGpu(list_children=False, others=[(p.pid, "x", 1 << 30) for p in (rank, sibling, stranger)])
+            use = GpuUse(0)
+            for _ in range(2):
+                sample(FakeNvml([gpu]), gpu, use, root=rank.pid, token="launch-1")
+            assert use.own and set(use.others) == {stranger.pid} and use.others[stranger.pid].name == "sleep"
+            assert not carries(stranger.pid, None) and not carries(999_999_999, "launch-1")
+        finally:
+            for p in (rank, sibling, stranger):
+                p.kill()
+
+
+def test_a_process_seen_for_a_moment_of_the_run_is_no_contention():
+    use = GpuUse(
+        0, samples=10, others={7: Other(7, "blip", seen=2, visible=True), 8: Other(8, "copier", seen=6, visible=True)}
+    )
+    lines = record_lines([use], [{}], 1.0)
+    assert [line.split(" pid=")[1].split()[0] for line in lines if line.startswith("Contention:")] == ["8"]

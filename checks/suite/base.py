@@ -10,6 +10,7 @@ import math
 import os
 import statistics
 import sys
+import uuid
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -20,6 +21,7 @@ from experiments.keys import NODE_FACTS, format_case, format_value, sample_name
 from experiments.paths import min_time_us
 from experiments.records import read_output, records
 from experiments.references import references_for
+from systems import gpu_use
 
 from .build import REPO, SuiteBuild
 from .curves import keep_curve, output_curve
@@ -306,6 +308,9 @@ class NodeFacts(Placement, SiteSettings):
         ]
         self.executable = sys.executable
         self.env_vars["PYTHONPATH"] = REPO + os.pathsep + "$PYTHONPATH"
+        # One token for all the ranks of this launch: each rank's watch tells its siblings, which
+        # srun or jsrun started beside it, from another's process on the same GPU (systems/gpu_use.py).
+        self.env_vars[gpu_use.CASE_TOKEN] = uuid.uuid4().hex
         # CUDA's default order puts the fastest GPU first, NVML's is the PCI
         # bus's: the same order makes CUDA_VISIBLE_DEVICES name the same GPUs
         # to the program and to the watch (and to detection).

@@ -35,11 +35,11 @@ class SuiteBuild(rfm.CompileOnlyRegressionTest):
     maintainers = ["gpu-mempaths"]
     tags = {"build"}
 
-    #: Parallel build jobs: by default one per core of the machine that
-    #: builds (ReFrame builds where it runs), up to 32: src/ has fewer
+    #: Parallel build jobs: by default one per core this process may run
+    #: on where ReFrame builds (ReFrame builds where it runs), up to 32: src/ has fewer
     #: translation units than that. A site's login node may want fewer
     #: (-S SuiteBuild.build_jobs=N).
-    build_jobs = variable(int, value=min(os.cpu_count() or 4, 32))
+    build_jobs = variable(int, value=min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 4, 32))
 
     #: When the CUDA programs are built: 'where-gpus' (a partition whose node
     #: has GPUs: on one without, every GPU check is skipped, and building them

@@ -7,7 +7,7 @@ the default, so a typo in a site's crontab would measure the wrong case
 every night and say nothing.
 
     python -m checks.suite.options [reframe options]
-    python -m checks.suite.options --list    # the systems and what each check lets a site set
+    python -m checks.suite.options --suite-list    # the systems and what each check lets a site set
 
 prints each mistake, naming the word and the nearest known ones, and exits
 3 (a usage error); 0 where there is none. ``./suite run`` and the nightly
@@ -147,7 +147,7 @@ def mistakes(options: list[str], systems: dict | None = None, tests: dict[str, s
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--list"]:
+    if argv[:1] == ["--suite-list"]:  # not ReFrame's --list
         print("\n".join(listing(data.load_all())))
         return 0
     errors = mistakes(argv)

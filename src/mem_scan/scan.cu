@@ -291,12 +291,17 @@ struct Run {
 // the layout's mapping granularity and launch span, so that all divide it.
 std::uint64_t chunk_size(const suite::Options &opts, const Config &c, int ngpus, std::uint64_t gpu_memory) {
     const std::uint64_t total = c.size.factor > 0 ? c.size.of(gpu_memory * ngpus) : c.size.bytes;
-    // A share smaller than --chunk-align is rounded to 2 MiB only: so few
+    // A share smaller than the alignment --chunk-align asks for (with the
+    // layout's) is rounded to 2 MiB and the layout's only: so few
     // translations fit the GPU's TLBs whatever their page size.
     const std::uint64_t share = total / ngpus;
-    std::uint64_t align = share >= c.chunk_align ? c.chunk_align : kChunkAlign;
-    for (std::uint64_t bytes : {c.map_bytes, c.launch_span})
-        if (bytes) align = std::lcm(align, bytes);
+    auto aligned = [&](std::uint64_t base) {
+        for (std::uint64_t bytes : {c.map_bytes, c.launch_span})
+            if (bytes) base = std::lcm(base, bytes);
+        return base;
+    };
+    std::uint64_t align = aligned(c.chunk_align);
+    if (share < align) align = aligned(kChunkAlign);
     const std::uint64_t chunk = share / align * align;
     if (chunk < align)
         opts.usage_error("option '--size' %s leaves less than %" PRIu64 " bytes per GPU (--chunk-align, "
