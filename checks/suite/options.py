@@ -28,27 +28,27 @@ from systems import data
 CHECKS = Path(__file__).resolve().parent.parent
 
 
+def option_values(options: list[str], short: str | None, long: str) -> list[str]:
+    """The value of every use of an option, in ReFrame's forms: -S X, -SX, --setvar X, --setvar=X."""
+    found = []
+    for i, option in enumerate(options):
+        if option in (short, long) and i + 1 < len(options):
+            found.append(options[i + 1])
+        elif option.startswith(f"{long}="):
+            found.append(option.split("=", 1)[1])
+        elif short and option.startswith(short) and len(option) > len(short):
+            found.append(option[len(short) :])
+    return found
+
+
 def named_system(options: list[str]) -> str | None:
     """The system ReFrame's options name (--system X, --system=X), if any."""
-    for i, option in enumerate(options):
-        if option == "--system" and i + 1 < len(options):
-            return options[i + 1]
-        if option.startswith("--system="):
-            return option.split("=", 1)[1]
-    return None
+    return next(iter(option_values(options, None, "--system")), None)
 
 
 def settings(options: list[str]) -> list[str]:
-    """The `[test.]name=value` of every -S (-S X, -SX, --setvar X, --setvar=X)."""
-    found = []
-    for i, option in enumerate(options):
-        if option in ("-S", "--setvar") and i + 1 < len(options):
-            found.append(options[i + 1])
-        elif option.startswith("--setvar="):
-            found.append(option.split("=", 1)[1])
-        elif option.startswith("-S") and len(option) > 2:
-            found.append(option[2:])
-    return found
+    """The `[test.]name=value` of every -S."""
+    return option_values(options, "-S", "--setvar")
 
 
 def test_classes() -> dict[str, type]:
@@ -75,16 +75,8 @@ def display_names(classes: dict[str, type]) -> list[str]:
 
 
 def selections(options: list[str]) -> list[str]:
-    """The NAME of every -n (-n NAME, -nNAME, --name NAME, --name=NAME)."""
-    found = []
-    for i, option in enumerate(options):
-        if option in ("-n", "--name") and i + 1 < len(options):
-            found.append(options[i + 1])
-        elif option.startswith("--name="):
-            found.append(option.split("=", 1)[1])
-        elif option.startswith("-n") and len(option) > 2:
-            found.append(option[2:])
-    return found
+    """The NAME of every -n."""
+    return option_values(options, "-n", "--name")
 
 
 def test_variables() -> dict[str, set[str]]:
