@@ -56,3 +56,4 @@ def test_the_python_commands_name_themselves_as_typed(args, prog):
 def test_a_command_the_suite_does_not_have_is_a_usage_error():
     done = suite("nigthly")
     assert done.returncode == 3 and "./suite nightly" in done.stdout
+    assert "suite: no command 'nigthly' (did you mean nightly?)" in done.stderr
