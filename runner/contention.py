@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.gpu_use import parse
-from judge import contention, siblings
+from judge import contention, verdict
 from judge.select import RERUNS
 
 #: The night's run reports by the run they hold (runner/nightly.py writes them).
@@ -114,9 +114,9 @@ def findings(judged, run: dict) -> pd.DataFrame:
         rows.append({"path": row.path, "cases": row.cases, "gpus": {int(g) for g in row.gpus.split()}, "runs": runs})
     result = judged.verdict
     for path in result.flagged_paths() if result is not None else []:
-        figures = result.figures[result.figures["path"] == path]
-        cases = list(figures[["test", "case", "environ"]].drop_duplicates().itertuples(index=False, name=None))
-        rows.append({"path": path, "cases": cases, "gpus": contention.figure_gpus(figures["figure"]), "runs": runs})
+        cases = list(verdict.cases_of_paths(result, [path]).itertuples(index=False, name=None))
+        figures = result.figures.loc[result.figures["path"] == path, "figure"]
+        rows.append({"path": path, "cases": cases, "gpus": contention.figure_gpus(figures), "runs": runs})
     return pd.DataFrame(rows, columns=["path", "cases", "gpus", "runs"])
 
 
@@ -126,8 +126,3 @@ def explain_night(judged, run: dict, outdir: Path) -> tuple[dict[str, str], list
     explained = contention.explain(findings(judged, run), gpus, others)
     contended = dict(zip(explained.loc[explained["contended"], "path"], explained.loc[explained["contended"], "by"]))
     return contended, contention.processes(others)
-
-
-def lagging_uncontended(lags: pd.DataFrame, contended: dict[str, str]) -> list[str]:
-    """The paths behind their siblings that no other process explains: the GPU's own."""
-    return [p for p in siblings.lagging(lags) if p not in contended]

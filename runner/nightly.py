@@ -332,16 +332,6 @@ def judged_with_rerun(frame: pd.DataFrame, system: str, accepted: dict | None, r
     return judged
 
 
-def seen_contended(judged: Judgement, run: dict, outdir: Path) -> bool:
-    """Whether the rerun confirmed findings and another process used the GPUs of every one of them,
-    in the run and its rerun (judge/contention.py)."""
-    flagged = judged.flagged_paths()
-    if "rerun" not in run or not flagged:
-        return False
-    contended, _ = contention.explain_night(judged, run, outdir)
-    return all(path in contended for path in flagged)
-
-
 def with_contention(judged: Judgement, run: dict, outdir: Path) -> Judgement:
     """The night's findings with who else used their GPUs (runner/contention.py):
     `contended_by` on each finding another process explains ('' elsewhere), and
@@ -513,17 +503,16 @@ def nightly(args) -> int:
         judged = confirm_by_rerun(night, judged)
         draw = None if args.no_report else (lambda: setattr(night, "pages", draw_pages(system, run, records, outdir)))
         budget = None if args.confirm_later is not None else data.load_all().get(system, {}).get("night_budget_s")
-        if seen_contended(judged, run, outdir):
+        judged = with_contention(judged, run, outdir)
+        if "rerun" in run and judged.flagged_paths() and set(judged.flagged_paths()) <= set(run["contention"]["paths"]):
             print(
                 "nightly: every finding the rerun confirmed is on GPUs another process used through it: no later "
                 "measure (what it is for, a load nobody sees, is seen); run the night again when they are free",
                 flush=True,
             )
         else:
-            judged = confirm_later(
-                night, judged, later_delay(system, args.confirm_later), meanwhile=draw, budget_s=budget
-            )
-        judged = with_contention(judged, run, outdir)
+            delay = later_delay(system, args.confirm_later)
+            judged = with_contention(confirm_later(night, judged, delay, meanwhile=draw, budget_s=budget), run, outdir)
         result, lags = judged.verdict, judged.siblings
         frame = night.frame  # with the reruns' records: tonight's transients are at their reruns' level
         if result is not None:
@@ -606,11 +595,12 @@ def write_verdict(
     save_run(outdir, run)
 
 
-def drain_reasons(result: verdict.Verdict | None, found: dict, lags: pd.DataFrame) -> tuple[list[str], list[str]]:
+def drain_reasons(
+    result: verdict.Verdict | None, found: dict, lags: pd.DataFrame, contended: dict[str, str]
+) -> tuple[list[str], list[str]]:
     """Why the node should be drained (a failed check, a GPU behind its
     siblings or a path moved, confirmed, that no other process explains), and
-    the findings not drained because another process used their GPUs."""
-    contended = _contended(lags) | (_contended(result.paths) if result is not None else {})
+    the findings not drained because another process (`contended`: path, who) used their GPUs."""
     findings = [
         (row.path, f"behind its siblings: {siblings.line(row)}")
         for row in (lags[lags["verdict"] == "lagging"].itertuples() if not lags.empty else [])
@@ -625,20 +615,12 @@ def drain_reasons(result: verdict.Verdict | None, found: dict, lags: pd.DataFram
     return reasons, kept
 
 
-def _contended(table: pd.DataFrame) -> dict[str, str]:
-    """{path: who} of a findings table's contended rows."""
-    if "contended_by" not in table or table.empty:
-        return {}
-    rows = table[table["contended_by"] != ""]
-    return dict(zip(rows["path"], rows["contended_by"]))
-
-
 def write_drain(outdir: Path, run: dict, result, found: dict, lags: pd.DataFrame) -> None:
     """drain.txt (the node and its reasons on one line, where there are any,
     for `scontrol update nodename=$node state=drain reason=...`) and run.json's
     `drain` and `not_drained` (findings another process explains: a busy GPU,
     not a slow one)."""
-    reasons, kept = drain_reasons(result, found, lags)
+    reasons, kept = drain_reasons(result, found, lags, run.get("contention", {}).get("paths", {}))
     run["drain"], run["not_drained"] = reasons, kept
     facts = node_facts_of(outdir)
     node = facts[0].get("host") if facts else socket.gethostname().split(".")[0]
