@@ -123,13 +123,23 @@ class GpuUse:
     pcie_samples: list[tuple[float, float]] = field(default_factory=list)
 
 
+#: nvmlValueType_t -> the member of nvmlValue_t that holds it. A 32-bit counter
+#: read as 64 bits would carry whatever the upper half held.
+_VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+def field_value(v) -> int:
+    """One field's value as the driver typed it (unsigned long long where it names no type)."""
+    return int(getattr(v.value, _VALUE_MEMBER.get(getattr(v, "valueType", 3), "ullVal")))
+
+
 def read_counters(nvml, handle) -> dict[int, int]:
     """The byte counters the driver keeps for this GPU ({} where it keeps none)."""
     try:
         values = nvml.nvmlDeviceGetFieldValues(handle, list(_COUNTERS))
     except Exception:
         return {}
-    return {v.fieldId: int(v.value.ullVal) for v in values if v.nvmlReturn == 0}
+    return {v.fieldId: field_value(v) for v in values if v.nvmlReturn == 0}
 
 
 def sample(nvml, handle, use: GpuUse, root: int | None, proc: str = "/proc", token: str | None = None) -> None:

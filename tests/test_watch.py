@@ -160,3 +160,15 @@ def test_a_process_seen_for_a_moment_of_the_run_is_no_contention():
     )
     lines = record_lines([use], [{}], 1.0)
     assert [line.split(" pid=")[1].split()[0] for line in lines if line.startswith("Contention:")] == ["8"]
+
+
+def test_a_counter_is_read_as_the_driver_typed_it():
+    """A 32-bit counter's upper half is not part of it (nvmlFieldValue_t's valueType)."""
+    from types import SimpleNamespace
+
+    from systems.gpu_use import field_value
+
+    union = SimpleNamespace(uiVal=7, ullVal=(5 << 32) + 7, dVal=2.5)
+    assert field_value(SimpleNamespace(valueType=1, value=union)) == 7
+    assert field_value(SimpleNamespace(valueType=3, value=union)) == (5 << 32) + 7
+    assert field_value(SimpleNamespace(value=union)) == (5 << 32) + 7
