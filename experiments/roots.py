@@ -23,6 +23,9 @@ UPGRADES = RESULTS / "upgrades"
 POWER = RESULTS / "power"
 #: The judge's test bench's results (runner/replay.py).
 REPLAYS = RESULTS / "replays"
+#: ReFrame's results database and its run reports (rfmconfig/settings.py), where ReFrame would
+#: otherwise write them in the home directory: in the checkout, ignored by git.
+REFRAME = RESULTS / "reframe"
 #: Grafana dashboards (reports/grafana.py).
 DASHBOARDS = RESULTS / "grafana"
 #: What the loader read, kept by the files it read (reports/load.py): in the build folder, which git ignores.

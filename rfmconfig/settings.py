@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from experiments import metrics
+from experiments import metrics, roots
 from experiments.roots import REPO
 from rfmconfig import (
     NODES_VARIABLE,
@@ -356,9 +356,10 @@ def site_configuration(systems_dir: Path | None = None, perflog_dir: Path | None
         "systems": rfm_systems,
         "environments": rfm_envs,
         "modes": MODES,
-        # ReFrame's results database (~/.reframe/reports/results.db): every
-        # session, for --list-stored-sessions and --performance-compare.
-        "storage": [{"enable": True}],
+        # ReFrame's results database: every session, for
+        # --list-stored-sessions and --performance-compare; in the checkout
+        # (results/reframe/), not the home directory.
+        "storage": [{"enable": True, "sqlite_db_file": str(roots.REFRAME / "results.db")}],
         "logging": logging,
         "general": general,
     }
@@ -371,6 +372,10 @@ def general_config(systems: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     of the local scheduler is a process of this machine, which costs nothing
     to poll, so there it polls at least twice a second (a nightly of 41 jobs of
     a few seconds each lost a minute to polling)."""
-    search = {"check_search_path": [str(REPO / "checks")]}
+    search = {
+        "check_search_path": [str(REPO / "checks")],
+        # The report of a run not given --report-file: beside the results database, not in the home directory.
+        "report_file": str(roots.REFRAME / "reports" / "run-report-{sessionid}.json"),
+    }
     local = sorted(n for n, s in systems.items() if all(p["scheduler"] == "local" for p in s["partitions"]))
     return [{"target_systems": local, **search, "poll_rate_min": 2.0}, search] if local else [search]
