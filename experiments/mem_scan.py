@@ -24,6 +24,12 @@ ATOMIC_WIDTHS = [4]
 
 PLATEAU_FROM = 128  # the seed: "if the segment size is 128 bytes or more, about 260 GB/s"
 
+#: Records from before this measured another layout under the same case: each
+#: GPU's chunk rounded to 2 MiB, where today's program rounds it to a whole GiB
+#: (--chunk-align), and small segments ran up to ten times slower at a few
+#: hundred GiB (docs/results/mem_scan.md). No tolerance is widened by them.
+ALIKE_SINCE = "2026-11-27T16:00:00+00:00"
+
 
 #: Blocks each point's timed launches are timed in (src/mem_scan's kBlocks),
 #: and the scan's headline figures, whose samples those blocks give.

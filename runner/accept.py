@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+import experiments
 from experiments.keys import CASE_KEY, NODE_FACTS, direction, format_case, parse_case
 from experiments.roots import REFERENCES, REPO
 from judge import siblings, verdict
@@ -115,7 +116,19 @@ def history_of(frame: pd.DataFrame, runs: list[dict], system: str) -> pd.DataFra
     passed = frame["result"].fillna("pass") == "pass"
     drills = [run for run in finished_runs(system, drills=True) if run.get("drill")]
     drilled = [window for run in drills for window in (run, *(run[key] for key in RERUNS if key in run))]
-    return frame[(frame["system"] == system) & ~run_rows(frame, system, runs + drilled) & passed]
+    return frame[(frame["system"] == system) & ~run_rows(frame, system, runs + drilled) & passed & alike(frame)]
+
+
+def alike(frame: pd.DataFrame) -> pd.Series:
+    """The records that measured what their experiment's program measures
+    today: not those from before a change of what a case means (an
+    experiment's ALIKE_SINCE)."""
+    keep = pd.Series(True, index=frame.index)
+    for test in frame["test"].unique():
+        since = getattr(experiments.find(test), "ALIKE_SINCE", None)
+        if since:
+            keep &= ~((frame["test"] == test) & (pd.to_datetime(frame["time"], utc=True) < pd.Timestamp(since)))
+    return keep
 
 
 def _where(row: pd.Series, detected: bool) -> dict:

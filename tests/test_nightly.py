@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from commands import cli
+from experiments import mem_scan
 from experiments.references import matching_values
 from judge import select, verdict
 from reports import history as history_page
@@ -126,6 +127,7 @@ def test_history_leaves_out_the_runs_that_failed_their_checks():
     frame = pd.DataFrame(
         {
             "system": ["local"] * 3,
+            "test": ["host_bandwidth"] * 3,
             "result": ["pass", "fail", None],
             "time": pd.to_datetime(["2026-11-20T01:00", "2026-11-20T02:00", "2026-11-20T03:00"], utc=True),
         }
@@ -142,9 +144,37 @@ def test_history_leaves_out_drills_and_their_reruns(tmp_path, monkeypatch):
     (tmp_path / "local" / "d").mkdir(parents=True)
     (tmp_path / "local" / "d" / "run.json").write_text(json.dumps(drill))
     times = ["2026-11-20T01:00", "2026-11-20T02:05", "2026-11-20T02:25", "2026-11-20T03:00"]
-    frame = pd.DataFrame({"system": ["local"] * 4, "result": ["pass"] * 4, "time": pd.to_datetime(times, utc=True)})
+    frame = pd.DataFrame(
+        {
+            "system": ["local"] * 4,
+            "test": ["daxpy"] * 4,
+            "result": ["pass"] * 4,
+            "time": pd.to_datetime(times, utc=True),
+        }
+    )
     history = accept.history_of(frame, [{"start": "2026-11-21T00:00", "end": "2026-11-21T01:00"}], "local")
     assert list(history["time"].dt.hour) == [1, 3]
+
+
+def test_history_leaves_out_records_from_before_their_program_measured_the_same():
+    """mem_scan's chunks were rounded to 2 MiB before ALIKE_SINCE, and small
+    segments ran ten times slower: such records must not widen today's tolerances."""
+    since = pd.Timestamp(mem_scan.ALIKE_SINCE)
+    times = [since - pd.Timedelta(hours=1), since + pd.Timedelta(hours=1)] * 2
+    frame = pd.DataFrame(
+        {
+            "system": ["local"] * 4,
+            "test": ["mem_scan", "mem_scan", "daxpy", "daxpy"],
+            "result": ["pass"] * 4,
+            "time": times,
+        }
+    )
+    history = accept.history_of(frame, [{"start": "2026-12-21T00:00", "end": "2026-12-21T01:00"}], "local")
+    assert list(zip(history["test"], history["time"] > since)) == [
+        ("mem_scan", True),
+        ("daxpy", False),
+        ("daxpy", True),
+    ]
 
 
 def test_written_references_keep_the_header_and_replace_the_last_acceptance(tmp_path):
