@@ -2,8 +2,8 @@
 crossed their links: what tells a busy GPU from a slow one.
 
 The watch (systems/watch.py) samples, every `USE_PERIOD` seconds, each
-watched GPU's compute processes as NVML lists them, and reads its PCIe and
-NVLink byte counters before and after the run. A process that is neither the
+watched GPU's compute processes as NVML lists them with its PCIe
+throughput, and reads its NVLink byte counters before and after the run. A process that is neither the
 program nor one of its descendants (a rank it spawned) is another's: a job
 sharing the node, a user's stray process, a neighbour copying through the
 same host link. After the run the watch prints, per GPU and per other process,
@@ -15,9 +15,13 @@ one record each in the suite's grammar (experiments/records.py):
 `own` says whether the program had a context on the GPU (the GPUs a figure
 without a GPU index in its name was measured on); the traffic is the GPU's
 whole traffic over the run, the program's own included (its bytes are its
-figures), in decimal GB/s: from NVML's byte counters where the driver keeps
-them (`traffic=counters`), else the mean of NVML's 20 ms throughput samples
-(`sampled`), else absent. Contention is no fault of the GPU: the check
+figures), in decimal GB/s: PCIe as the mean of NVML's 20 ms throughput
+samples, NVLink from its byte counters summed over the GPU's links, each
+absent where the driver keeps none. NVML's PCIe byte counters are not read:
+they are 32 bits wide (valueType 1 on four H200s, driver 580), so at the
+50 GB/s of a PCIe Gen5 x16 link they wrap every tenth of a second, and a
+difference over a run says nothing. The NVLink counters are kept per link
+(the field's scope is the link; scope 0 alone is one of eighteen links). Contention is no fault of the GPU: the check
 passes, and the nightly's verdict (judge/contention.py) says which of its
 findings another process can explain; experiments/gpu_use.py reads the
 records back.
@@ -46,10 +50,13 @@ CASE_TOKEN = "GPU_MEMPATHS_CASE_TOKEN"
 #: GPU, and a neighbour that matters lasts seconds.
 USE_PERIOD = 0.5
 
-#: NVML's field IDs of the byte counters (nvml.h): PCIe bytes sent and
-#: received, NVLink data sent and received (KiB), the GPU's total over its links.
-PCIE_TX, PCIE_RX, NVLINK_TX, NVLINK_RX = 197, 198, 138, 139
-_COUNTERS = (PCIE_TX, PCIE_RX, NVLINK_TX, NVLINK_RX)
+#: NVML's field IDs of the NVLink byte counters (nvml.h): data sent and
+#: received, KiB, one counter per link (the field value's scopeId).
+NVLINK_TX, NVLINK_RX = 138, 139
+#: The most links NVML numbers on one GPU (NVML_NVLINK_MAX_LINKS); a link the
+#: GPU lacks answers an error and adds nothing.
+NVLINK_MAX_LINKS = 18
+_NVLINK_FIELDS = [(f, link) for f in (NVLINK_TX, NVLINK_RX) for link in range(NVLINK_MAX_LINKS)]
 #: NVML's PCIe throughput samples (KB/s over 20 ms): what is read where the counters are not kept.
 PCIE_UTIL_TX, PCIE_UTIL_RX = 0, 1
 
@@ -134,18 +141,22 @@ def field_value(v) -> int:
 
 
 def read_counters(nvml, handle) -> dict[int, int]:
-    """The byte counters the driver keeps for this GPU ({} where it keeps none)."""
+    """The GPU's NVLink byte counters (KiB), each summed over its links ({} where it keeps none)."""
     try:
-        values = nvml.nvmlDeviceGetFieldValues(handle, list(_COUNTERS))
+        values = nvml.nvmlDeviceGetFieldValues(handle, _NVLINK_FIELDS)
     except Exception:
         return {}
-    return {v.fieldId: field_value(v) for v in values if v.nvmlReturn == 0}
+    totals: dict[int, int] = {}
+    for v in values:
+        if v.nvmlReturn == 0:
+            totals[v.fieldId] = totals.get(v.fieldId, 0) + field_value(v)
+    return totals
 
 
 def sample(nvml, handle, use: GpuUse, root: int | None, proc: str = "/proc", token: str | None = None) -> None:
-    """One reading of a GPU's processes (and, without counters, its PCIe
-    throughput); the program's own are those descending from `root` and those
-    carrying the case's `token` (its other ranks)."""
+    """One reading of a GPU's processes and its PCIe throughput; the program's
+    own are those descending from `root` and those carrying the case's `token`
+    (its other ranks)."""
     try:
         processes = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
     except Exception:  # not supported: no process is known, so none is another's
@@ -159,33 +170,26 @@ def sample(nvml, handle, use: GpuUse, root: int | None, proc: str = "/proc", tok
         other.seen += 1
         other.visible = other.visible or _parent(p.pid, proc) is not None
         other.used_mib = max(other.used_mib, (p.usedGpuMemory or 0) / 2**20)
-    if not use.counters_before:
-        try:
-            tx = nvml.nvmlDeviceGetPcieThroughput(handle, PCIE_UTIL_TX)
-            rx = nvml.nvmlDeviceGetPcieThroughput(handle, PCIE_UTIL_RX)
-            use.pcie_samples.append((tx * 1e3 / 1e9, rx * 1e3 / 1e9))
-        except Exception:
-            pass
+    try:
+        tx = nvml.nvmlDeviceGetPcieThroughput(handle, PCIE_UTIL_TX)
+        rx = nvml.nvmlDeviceGetPcieThroughput(handle, PCIE_UTIL_RX)
+        use.pcie_samples.append((tx * 1e3 / 1e9, rx * 1e3 / 1e9))
+    except Exception:
+        pass
 
 
 def traffic(use: GpuUse, after: dict[int, int], seconds: float) -> dict[str, str]:
     """The GPU's traffic over the run, GB/s, as GpuUse's record fields."""
-    before = use.counters_before
-    if seconds > 0 and all(k in before and k in after for k in (PCIE_TX, PCIE_RX)):
-        rates = {
-            "pcie_rx_gbs": (after[PCIE_RX] - before[PCIE_RX]) / seconds / 1e9,
-            "pcie_tx_gbs": (after[PCIE_TX] - before[PCIE_TX]) / seconds / 1e9,
-        }
-        for key, counter in (("nvlink_rx_gbs", NVLINK_RX), ("nvlink_tx_gbs", NVLINK_TX)):
-            if counter in before and counter in after:
-                rates[key] = (after[counter] - before[counter]) * 1024 / seconds / 1e9
-        # A counter that went back (reset, or wrapped) says nothing of the run.
-        return {**{k: f"{v:.2f}" for k, v in rates.items() if v >= 0}, "traffic": "counters"}
+    rates = {}
     if use.pcie_samples:
-        tx = sum(s[0] for s in use.pcie_samples) / len(use.pcie_samples)
-        rx = sum(s[1] for s in use.pcie_samples) / len(use.pcie_samples)
-        return {"pcie_rx_gbs": f"{rx:.2f}", "pcie_tx_gbs": f"{tx:.2f}", "traffic": "sampled"}
-    return {}
+        rates["pcie_rx_gbs"] = sum(s[1] for s in use.pcie_samples) / len(use.pcie_samples)
+        rates["pcie_tx_gbs"] = sum(s[0] for s in use.pcie_samples) / len(use.pcie_samples)
+    before = use.counters_before
+    for key, counter in (("nvlink_rx_gbs", NVLINK_RX), ("nvlink_tx_gbs", NVLINK_TX)):
+        if seconds > 0 and counter in before and counter in after:
+            rates[key] = (after[counter] - before[counter]) * 1024 / seconds / 1e9
+    # A counter that went back (reset, or wrapped) says nothing of the run.
+    return {k: f"{v:.2f}" for k, v in rates.items() if v >= 0}
 
 
 def record_lines(uses: list[GpuUse], after: list[dict[int, int]], seconds: float) -> list[str]:

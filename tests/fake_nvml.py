@@ -44,7 +44,7 @@ class FakeGpu:
     others: list = field(default_factory=list)
     list_children: bool = True
     pcie_kbps: tuple = (0, 0)  # PCIe throughput samples, tx and rx (KB/s)
-    counters: dict | None = None  # field ID: byte counter; None: the driver keeps none
+    counters: dict | None = None  # field ID or (ID, link): counter; None: the driver keeps none
 
 
 class FakeNvml:
@@ -107,14 +107,17 @@ class FakeNvml:
         return g.pcie_kbps[counter]
 
     def nvmlDeviceGetFieldValues(self, g, field_ids):
+        """As pynvml's: each field an ID or (ID, scope); counters are keyed so (scope 0: the ID alone)."""
         if g.counters is None:
             raise NVMLError("Not Supported")
-        return [
-            SimpleNamespace(
-                fieldId=f, nvmlReturn=0 if f in g.counters else 3, value=SimpleNamespace(ullVal=g.counters.get(f, 0))
-            )
-            for f in field_ids
-        ]
+        values = []
+        for f in field_ids:
+            fid, scope = f if isinstance(f, tuple) else (f, 0)
+            key = (fid, scope) if (fid, scope) in g.counters else fid if scope == 0 else None
+            found = key is not None and key in g.counters
+            value = SimpleNamespace(ullVal=g.counters[key] if found else 0)
+            values.append(SimpleNamespace(fieldId=fid, scopeId=scope, nvmlReturn=0 if found else 3, value=value))
+        return values
 
     def nvmlDeviceGetCount(self):
         return len(self.gpus)

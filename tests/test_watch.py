@@ -104,13 +104,21 @@ def test_another_process_on_a_gpu_is_named_and_the_programs_own_ranks_are_not(ca
     assert "0 fault(s)" in text  # another's process is no fault of the GPU
 
 
-def test_traffic_comes_from_the_byte_counters_where_the_driver_keeps_them(capfd):
-    gpu = FakeGpu(counters={197: 0, 198: 0, 138: 0, 139: 0})
+def test_nvlink_traffic_is_every_links_counter_and_pcie_the_throughput_samples():
+    """On four H200s (driver 580) scope 0 of the NVLink counters is one link of
+    eighteen, and the PCIe byte counters are 32 bits wide (they wrap every
+    tenth of a second at 50 GB/s): neither may stand for the GPU's traffic."""
+    links = range(18)
+    gpu = FakeGpu(
+        counters={197: 0, 198: 0, **{(f, k): 0 for f in (138, 139) for k in links}}, pcie_kbps=(10**7, 2 * 10**7)
+    )
     nvml = FakeNvml([gpu])
     watch = Watch(nvml, allowed_mask([]), 0.005, visible=None)
-    gpu.counters = {197: 20 * 10**9, 198: 40 * 10**9, 138: 10**6, 139: 0}  # over 2 s
+    sample(nvml, gpu, watch.uses[0], root=None)  # one reading of the processes and the throughput
+    # Over 2 s: 1 GiB through each link one way, none the other; a PCIe counter that wrapped.
+    gpu.counters = {197: 5, 198: 2**31, **{(138, k): 2**20 for k in links}, **{(139, k): 0 for k in links}}
     [line] = watch.use_lines(2.0)
-    assert "pcie_rx_gbs=20.00 pcie_tx_gbs=10.00 nvlink_rx_gbs=0.00 nvlink_tx_gbs=0.51 traffic=counters" in line
+    assert "pcie_rx_gbs=20.00 pcie_tx_gbs=10.00 nvlink_rx_gbs=0.00 nvlink_tx_gbs=9.66" in line
 
 
 def test_a_gpu_whose_processes_nvml_cannot_list_has_no_contention():
