@@ -31,7 +31,6 @@ the nodes', not the measurement's.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +40,7 @@ from judge import verdict
 from judge.select import accepted_masks
 from reports.load import load
 from reports.runs import PERFLOGS, read_accepted, read_baselines, selected_system
+from runner.progress import Progress
 
 
 def accepted_tables(
@@ -171,6 +171,7 @@ def sweep(table: pd.DataFrame, moves: list[float], nights: int, alpha: float, se
     }
     pairs = [("replay", base, night) for base, night in replayed_nights(table)]
     pairs += [("sim", *model.baseline_and_night(rng)) for _ in range(nights)]
+    progress = Progress("power", "replayed and simulated nights", len(pairs))
     for how, base, night in pairs:
         clean = flagged(base, night, alpha)
         measured = set(judged_rows(night)["path"])
@@ -182,6 +183,7 @@ def sweep(table: pd.DataFrame, moves: list[float], nights: int, alpha: float, se
             for move in moves:
                 column = f"{how}_power_{move * 100:g}"
                 rows[p][column] += p in flagged(base, plant(night, p, move), alpha)
+        progress.step()
     table = pd.DataFrame(list(rows.values()))
     for how in ("replay", "sim"):
         for move in moves:
@@ -213,16 +215,15 @@ def bench_sweep(
         return pd.DataFrame(columns=["path"])
     rng = np.random.default_rng(seed)
     clean = [bench.night(rng).flagged() for _ in range(nights)]
-    rows, chosen, began = [], list(paths or bench.paths), time.monotonic()
-    for i, path in enumerate(chosen):
-        if i:  # minutes of replays: say how far, and how long is left
-            left = (time.monotonic() - began) / i * (len(chosen) - i)
-            print(f"power: the bench, path {i + 1} of {len(chosen)}, about {left / 60:.0f} min left", flush=True)
+    rows, chosen = [], list(paths or bench.paths)
+    progress = Progress("power", "the bench's paths", len(chosen))
+    for path in chosen:
         row = {"path": path, "bench_nights": nights, "bench_false": sum(path in f for f in clean)}
         for move in moves:
             caught = sum(path in bench.night(rng, Fault(path, move=move)).flagged() for _ in range(nights))
             row[f"bench_power_{move * 100:g}"] = caught / nights
         rows.append(row)
+        progress.step()
     return pd.DataFrame(rows)
 
 
