@@ -6,8 +6,11 @@ ReFrame through this.
 Runs COMMAND (ReFrame), passing its output through line by line, except the
 cases it skipped: those are counted by their reason and said once each,
 before ReFrame's last line (on a machine without a GPU, 89 cases skip for one
-reason). After the run it names what the run wrote: the perflogs it added
-to, or, for a dry run, the job scripts it wrote. Exits with COMMAND's status.
+reason), and, in a dry run, the two lines ReFrame prints for every case (DRY
+and OK): those are counted per check and said once each, with the
+environments they cover (a dry run of dgx-a100 printed 400 lines). After
+the run it names what the run wrote: the perflogs it added to, or, for a dry
+run, the job scripts it wrote. Exits with COMMAND's status.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from pathlib import Path
 _SKIP = re.compile(r"^\[\s*SKIP\s*\]\s*\(\s*\d+/\d+\)\s+(?P<name>\S+).*?@\S+\s+\[(?P<why>.*)\]\s*$")
 #: ReFrame's last summary line: '[  PASSED  ] Ran 4/93 test case(s) ...' (or FAILED).
 _SUMMARY = re.compile(r"^\[\s*(PASSED|FAILED|ABORTED)\s*\] Ran ")
+#: A dry run's lines for a case: '[ DRY      ] path_matrix %paths=peer-ce /b59c7f8f @sys:part+env' and
+#: '[       OK ] ( 1/186) path_matrix %paths=peer-ce /b59c7f8f @sys:part+env'.
+_DRY_CASE = re.compile(r"^\[\s*(?P<what>DRY|OK)\s*\]\s*(\(\s*\d+/\d+\)\s*)?(?P<name>\S+).*@(?P<where>\S+)\s*$")
 #: ReFrame colours its verdicts: the escapes are read past.
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -49,6 +55,28 @@ class Skips:
             checks = ", ".join(sorted(names))
             out.append(f"suite: {sum(names.values())} case(s) skipped ({checks}): {why}")
         self.by_reason.clear()
+        return out
+
+
+class DryCases:
+    """A dry run's cases, per check: each check said once, with its count and where it would run."""
+
+    def __init__(self) -> None:
+        self.by_check: dict[str, Counter] = {}
+
+    def take(self, line: str) -> bool:
+        """Whether `line` is one of a dry run's case lines (counted, not printed)."""
+        found = _DRY_CASE.match(_COLOUR.sub("", line))
+        if found and found["what"] == "OK":  # its job script written (a skipped case has a DRY line too)
+            self.by_check.setdefault(found["name"], Counter())[found["where"]] += 1
+        return bool(found)
+
+    def lines(self) -> list[str]:
+        out = [
+            f"suite: {sum(where.values())} job script(s) of {name} for {', '.join(sorted(where))}"
+            for name, where in self.by_check.items()
+        ]
+        self.by_check.clear()
         return out
 
 
@@ -87,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     since = time.time() - 1
-    skips = Skips()
+    dry_run = "--dry-run" in command
+    skips, dry = Skips(), DryCases()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     child = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env=env
@@ -100,17 +129,16 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, lambda number, _frame: child.send_signal(number))
     with child:
         for line in child.stdout:
-            if skips.take(line):
+            if skips.take(line) or (dry_run and dry.take(line)):
                 continue
             if _SUMMARY.match(_COLOUR.sub("", line)):
-                for said in skips.lines():
+                for said in dry.lines() + skips.lines():
                     print(said, flush=True)
             print(line, end="", flush=True)
     for signum, handler in before.items():
         signal.signal(signum, handler)
-    for line in skips.lines():
+    for line in dry.lines() + skips.lines():
         print(line)
-    dry_run = "--dry-run" in command
     for line in where_lines(args.perflogs.resolve(), args.stage.resolve(), since, dry_run, Path.cwd()):
         print(line)
     return child.returncode if child.returncode >= 0 else 128 - child.returncode

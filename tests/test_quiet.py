@@ -52,3 +52,26 @@ def test_a_dry_run_names_where_its_job_scripts_are(tmp_path, capsys, monkeypatch
 def test_a_run_killed_by_a_signal_exits_as_a_shell_says_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert quiet.main(["--", sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"]) == 143
+
+
+DRY_LIKE = r"""
+for env in ("cuda", "spack"):
+    print(f"[ DRY      ] path_matrix %paths=peer-ce /b5{env} @dgx:gpu+{env}")
+    print(f"[       OK ] (1/3) path_matrix %paths=peer-ce /b5{env} @dgx:gpu+{env}")
+print("[ DRY      ] gdrcopy_sanity /ef @dgx:gpu+cuda")
+print("[     SKIP ] (3/3) gdrcopy_sanity /ef @dgx:gpu+cuda [no gdrdrv on dgx:gpu]")
+print("[  FAILED  ] (4/3) mem_scan /aa @dgx:gpu+cuda")
+print("[  PASSED  ] Ran 2/3 test case(s) from 2 check(s) (0 failure(s), 0 expected failure(s), 1 skipped, 0 aborted)")
+"""
+
+
+def test_a_dry_run_says_each_check_once_with_the_environments_its_job_scripts_cover(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert quiet.main(["--", sys.executable, "-c", DRY_LIKE, "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:4] == [
+        "[  FAILED  ] (4/3) mem_scan /aa @dgx:gpu+cuda",  # what is not a case's DRY or OK line passes
+        "suite: 2 job script(s) of path_matrix for dgx:gpu+cuda, dgx:gpu+spack",
+        "suite: 1 case(s) skipped (gdrcopy_sanity): no gdrdrv on dgx:gpu",
+        "[  PASSED  ] Ran 2/3 test case(s) from 2 check(s) (0 failure(s), 0 expected failure(s), 1 skipped, 0 aborted)",
+    ]
