@@ -28,5 +28,8 @@ REPLAYS = RESULTS / "replays"
 REFRAME = RESULTS / "reframe"
 #: Grafana dashboards (reports/grafana.py).
 DASHBOARDS = RESULTS / "grafana"
+#: A partition's dry runs (./suite nightly --nodes ... --dry-run): their job scripts and reports, in the
+#: build folder, which git ignores; never where the nights are kept.
+DRY_RUNS = REPO / "build" / "dry-runs"
 #: What the loader read, kept by the files it read (reports/load.py): in the build folder, which git ignores.
 LOAD_CACHE = REPO / "build" / "cache" / "load"

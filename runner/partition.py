@@ -44,14 +44,13 @@ import shlex
 import socket
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from experiments import metrics
-from experiments.roots import REPO
+from experiments.roots import DRY_RUNS, REPO
 from judge import contention as judge_contention
 from judge import partition, verdict
 from judge.select import accepted_masks, run_rows
@@ -112,13 +111,19 @@ def slurm_partition_name(part: dict) -> str | None:
 AVAILABLE = {"allocated", "completing", "idle", "planned", "reserved"}
 
 
-def slurm_nodes(part: dict) -> dict[str, str]:
+def slurm_nodes(part: dict, dry_run: bool = False) -> dict[str, str]:
     """Every node of the Slurm partition and its state ('idle', 'down', 'drained', ...), in sinfo's order."""
     name = slurm_partition_name(part)
     cmd = ["sinfo", "-h", "-N", "-o", "%N %T", *(["-p", name] if name else [])]
-    listed = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    try:
+        listed = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        listed = subprocess.CompletedProcess(cmd, 127, "", "sinfo: not installed on this machine")
     if listed.returncode != 0:
-        raise NodesError(f"--nodes: {' '.join(cmd)} failed: {listed.stderr.strip()}")
+        lines = listed.stderr.strip().splitlines()
+        why = lines[-1] if lines else f"exit {listed.returncode}"  # Slurm's last line says what it could not do
+        hint = "; a dry run with the nodes named (--nodes n1,n2) needs no controller" if dry_run else ""
+        raise NodesError(f"--nodes: {' '.join(cmd)} failed ({why}): Slurm lists no nodes here{hint}")
     pairs = [line.split()[:2] for line in listed.stdout.splitlines() if line.strip()]
     return {node: (state[0] if state else "unknown").lower() for node, *state in pairs}
 
@@ -154,6 +159,42 @@ def chosen_nodes(spec: str, known: list[str] | None) -> list[str] | int:
     if not names or unknown:
         raise NodesError(f"--nodes: no node {', '.join(unknown) or repr(spec)} in the partition")
     return names
+
+
+def dry_run_node_list(folder: Path, part: dict, nodes: list[str]) -> dict[str, str]:
+    """The environment of a Slurm dry run with the nodes named: ReFrame asks
+    `scontrol` for the partition's nodes even to write the job scripts of
+    --distribute, and a machine without a controller has none to ask. A dry
+    run submits nothing, so an `scontrol` first on PATH that lists the named
+    nodes (idle, in the partition, with the features its access asks for)
+    writes the same scripts a real night would."""
+    access = " ".join(part.get("access", []))
+    features = re.findall(r"(?:^|\s)(?:--constraint[= ]|-C\s*)(\S+)", access)
+    partition = slurm_partition_name(part) or "default"
+    listed = [
+        f"NodeName={node} Partitions={partition} State=IDLE ActiveFeatures={','.join(features) or '(null)'}"
+        for node in nodes
+    ]
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    scontrol = bin_dir / "scontrol"
+    scontrol.write_text(
+        "#!/bin/sh\n# What a dry run lists to ReFrame (runner/partition.py)\ncat <<'EOF'\n"
+        + "\n".join(listed)
+        + "\nEOF\n"
+    )
+    scontrol.chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def dry_run_scripts(reports: list[Path]) -> list[Path]:
+    """The job scripts a dry run's ReFrame reports say it wrote (each case's stage directory)."""
+    scripts = []
+    for report in (r for r in reports if r.exists()):
+        for run in json.loads(report.read_text()).get("runs", []):
+            stages = (Path(case["stagedir"]) / "rfm_job.sh" for case in run["testcases"] if case.get("stagedir"))
+            scripts += [script for script in stages if script.exists()]
+    return sorted(set(scripts))
 
 
 def distribute_options(nodes: list[str]) -> list[str]:
@@ -312,8 +353,10 @@ def partition_nightly(args) -> int:
         if part["scheduler"] in LSF:
             nodes = chosen_nodes(args.nodes, None)
             missing_account(part, args.dry_run)
+        elif args.dry_run and not (args.nodes == "all" or args.nodes.isdigit()):
+            nodes = chosen_nodes(args.nodes, None)  # named: their job scripts need no controller to be written
         else:
-            known = slurm_nodes(part)
+            known = slurm_nodes(part, args.dry_run)
             usable, down = available(known)
             # 'all' and N count the nodes Slurm can run jobs on; named ones that it cannot are not available.
             counted = args.nodes == "all" or args.nodes.isdigit()
@@ -326,12 +369,11 @@ def partition_nightly(args) -> int:
         print(f"nightly: {err}", file=sys.stderr)
         return UNJUDGED
     stamp = now()
-    # A dry run writes its scripts, never a night: nothing of it goes where the nights are kept.
-    outdir = (
-        Path(tempfile.mkdtemp(prefix=f"{system}-night-"))
-        if args.dry_run
-        else NIGHTLY_DIR / system / stamp.replace(":", "")
-    )
+    # A dry run writes its scripts, never a night: nothing of it goes where the nights are kept, and
+    # nothing outside the checkout (build/ is ignored by git).
+    outdir = (DRY_RUNS if args.dry_run else NIGHTLY_DIR / system) / stamp.replace(":", "")
+    if args.dry_run:
+        outdir = outdir.with_name(f"{system}-{outdir.name}")
     outdir.mkdir(parents=True, exist_ok=True)
     run = {"system": system, "stamp": stamp, "start": stamp, "partition": part["name"], "nodes_asked": args.nodes}
     os.environ[metrics.NIGHT_VARIABLE] = stamp
@@ -381,9 +423,12 @@ def by_expected(failed: dict[str, list[str]], expected: list[str]) -> dict[str, 
 def missing_account(part: dict, dry_run: bool) -> None:
     """A project the scheduler charges every job to, refused before any job is written where it is not set."""
     account = part.get("account") or {}
-    if account.get("required") and not os.environ.get("GPU_MEMPATHS_ACCOUNT", "").strip() and not dry_run:
+    if account.get("required") and not os.environ.get("GPU_MEMPATHS_ACCOUNT", "").strip():
         option = account["option"].format(account="<project>")
-        raise NodesError(f"--nodes: {part['name']} charges every job to a project ({option}): set GPU_MEMPATHS_ACCOUNT")
+        why = f"{part['name']} charges every job to a project ({option}): set GPU_MEMPATHS_ACCOUNT"
+        if not dry_run:
+            raise NodesError(f"--nodes: {why}")
+        print(f"nightly: dry run: {why} before the night itself (the scripts say <project>)", file=sys.stderr)
 
 
 def measure(
@@ -405,7 +450,10 @@ def measure(
         return lsf_hosts(folder, nodes), reports, 0
     where = [f"--system={system}:{part['name']}", *distribute_options(list(nodes))]
     # Each node may run its partition's max_jobs at once (rfmconfig/settings.py).
-    how = {"action": "--dry-run" if night.dry_run else "-r", "env": {**os.environ, NODES_VARIABLE: str(len(nodes))}}
+    env = {**os.environ, NODES_VARIABLE: str(len(nodes))}
+    if night.dry_run:
+        env.update(dry_run_node_list(folder, part, list(nodes)))
+    how = {"action": "--dry-run" if night.dry_run else "-r", "env": env}
     health = ["-t", "health", "-S", f"node_health.facts_dir={folder}", *where, *nightly.health_options(options)]
     status = nightly.reframe(None, folder / "health-report.json", *health, **how)
     checks = ["--mode", "nightly", *nightly.KEEP_THE_BUILD, "-S", "reference_bounds=physical", *where, *options]
@@ -414,7 +462,9 @@ def measure(
         print("nightly: the nodes run side by side: the partition's night takes about one node's", flush=True)
     status |= nightly.reframe(None, folder / "run-report.json", *checks, **how)
     if night.dry_run:
-        print("nightly: dry run: the job scripts are in ReFrame's stage directory (its --prefix)")
+        scripts = dry_run_scripts([folder / "health-report.json", folder / "run-report.json"])
+        where = ", ".join(sorted({str(p.parent.parent) for p in scripts})) or "nowhere"
+        print(f"nightly: dry run: {len(scripts)} job script(s) for {', '.join(nodes)} under {where}", flush=True)
     return list(nodes), [folder / "health-report.json", folder / "run-report.json"], status
 
 

@@ -452,3 +452,17 @@ def test_a_partition_night_refuses_what_the_partition_cannot_do():
     cmd = [sys.executable, "-m", "commands", "nightly", "--system", "summit", "--nodes", "4", "--drill", "x"]
     refused = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 3 and "--drill and --confirm-later are a node's night's" in refused.stderr
+
+
+def test_a_slurm_partitions_dry_run_with_the_nodes_named_needs_no_controller(tmp_path):
+    """Away from the cluster (no Slurm controller to ask), the named nodes'
+    job scripts are written as a real night's would be, each pinned to its node."""
+    result = _partition_night(tmp_path, "dgx-a100", "dgx007,dgx008", "--prefix", str(tmp_path), "-n", "host_bandwidth")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    scripts = list((tmp_path / "stage" / "dgx-a100" / "gpu").glob("*/*/rfm_job.sh"))
+    pinned = {}
+    for script in scripts:
+        node = re.search(r"#SBATCH --nodelist=(\S+)", script.read_text()).group(1)
+        pinned.setdefault(node, set()).add(script.parent.name.split("_")[0])
+    assert pinned == {"dgx007": {"node", "host"}, "dgx008": {"node", "host"}}  # health and the check, on each node
+    assert f"nightly: dry run: {len(scripts)} job script(s) for dgx007, dgx008" in result.stdout
