@@ -12,12 +12,14 @@ own time over itself.
 
 from __future__ import annotations
 
+import os
+
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
 from checks.suite.base import MultiGpuCheck, median
-from checks.suite.settings import Count, Size, Unreadable, Whole, size_bytes
+from checks.suite.settings import Count, SettingError, Size, Unreadable, Whole, size_bytes
 from experiments import budget
 from experiments.p2p_pingpong import (
     GiB,
@@ -85,13 +87,18 @@ class p2p_pingpong(MultiGpuCheck):
     def skip_without_nvbit(self):
         if self.variant != "nvbit":
             return
-        tool = self.current_partition.extras.get("nvbit_tool")
+        # -S p2p_pingpong.nvbit_tool=PATH (a tool tried before it goes into the system's data) or the partition's.
+        tool = self.nvbit_tool or self.current_partition.extras.get("nvbit_tool")
         system = self.current_partition.fullname.split(":")[0]
         self.skip_if(
             not tool,
             f"no NVBit installation for {self.current_partition.fullname}: name the empty-call tool (.so) "
-            f"with nvbit_tool in systems/{system}.yaml",
+            f"with nvbit_tool in systems/{system}.yaml (or -S p2p_pingpong.nvbit_tool=PATH)",
         )
+        if not (os.path.isabs(tool) and os.path.isfile(tool)):  # named but not there: a mistake, never a skip
+            raise SettingError(
+                f"{type(self).variant_name()}: nvbit_tool={tool!r} must be an existing file's absolute path"
+            )
         self.nvbit_tool = tool
 
     #: One round trip's launch and flags across the link, besides the array's bytes.

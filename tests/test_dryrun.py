@@ -466,3 +466,17 @@ def test_a_slurm_partitions_dry_run_with_the_nodes_named_needs_no_controller(tmp
         pinned.setdefault(node, set()).add(script.parent.name.split("_")[0])
     assert pinned == {"dgx007": {"node", "host"}, "dgx008": {"node", "host"}}  # health and the check, on each node
     assert f"nightly: dry run: {len(scripts)} job script(s) for dgx007, dgx008" in result.stdout
+
+
+def test_an_nvbit_tool_named_by_the_run_is_used_and_one_that_is_not_there_fails(tmp_path):
+    """-S p2p_pingpong.nvbit_tool tries a tool before it goes into the system's data; a path to
+    nothing is a mistake the run fails on, not a variant skipped."""
+    tool = tmp_path / "empty_call.so"
+    tool.write_bytes(b"")
+    _reframe(tmp_path, "dgx-a100", "-n", "p2p_pingpong.*nvbit", "-S", f"p2p_pingpong.nvbit_tool={tool}")
+    [script] = (tmp_path / "stage" / "dgx-a100" / "gpu" / "cuda").glob("p2p_pingpong*/rfm_job.sh")
+    assert f"--variants baseline,nvbit --size 64M --iters 10000 --samples 5 --nvbit-tool {tool}" in script.read_text()
+    missing = _reframe(
+        tmp_path, "dgx-a100", "-n", "p2p_pingpong.*nvbit", "-S", "p2p_pingpong.nvbit_tool=/no/tool.so", check=False
+    )
+    assert "nvbit_tool='/no/tool.so' must be an existing file's absolute path" in missing.stdout + missing.stderr
