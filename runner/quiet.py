@@ -50,12 +50,33 @@ class Skips:
         return bool(found)
 
     def lines(self) -> list[str]:
-        out = []
+        # Reasons that differ only in a case's expected time ('over the case budget ...: expected 3 min 19 s')
+        # are one reason, said with the range of those times.
+        merged: dict[str, tuple[Counter, list[str]]] = {}
         for why, names in self.by_reason.items():
+            found = _EXPECTED.match(why)
+            head, expected = (found["head"], [found["expected"]]) if found else (why, [])
+            counts, times = merged.setdefault(head, (Counter(), []))
+            counts.update(names)
+            times += expected
+        out = []
+        for head, (names, times) in merged.items():
             checks = ", ".join(sorted(names))
+            times = sorted(set(times), key=_seconds)
+            why = head + (f": expected {times[0]}" + (f" to {times[-1]}" if len(times) > 1 else "") if times else "")
             out.append(f"suite: {sum(names.values())} case(s) skipped ({checks}): {why}")
         self.by_reason.clear()
         return out
+
+
+#: A skip reason that ends in the case's expected time (checks/suite/base.py's case budget).
+_EXPECTED = re.compile(r"^(?P<head>.*): expected (?P<expected>(?:\d+ min )?\d+ s)$")
+
+
+def _seconds(duration: str) -> int:
+    """'3 min 19 s' or '38 s' in seconds (experiments/budget.py's `minutes` read back)."""
+    numbers = [int(n) for n in re.findall(r"\d+", duration)]
+    return numbers[0] * 60 + numbers[1] if len(numbers) == 2 else numbers[0]
 
 
 class DryCases:

@@ -75,3 +75,17 @@ def test_a_dry_run_says_each_check_once_with_the_environments_its_job_scripts_co
         "suite: 1 case(s) skipped (gdrcopy_sanity): no gdrdrv on dgx:gpu",
         "[  PASSED  ] Ran 2/3 test case(s) from 2 check(s) (0 failure(s), 0 expected failure(s), 1 skipped, 0 aborted)",
     ]
+
+
+def test_skips_over_the_case_budget_are_one_reason_with_the_range_of_expected_times():
+    skips = quiet.Skips()
+    budget = "over the case budget of 2 min 00 s (-S case_budget_s=SECONDS runs it)"
+    for i, expected in enumerate(["3 min 19 s", "62 min 04 s", "3 min 19 s", "10 min 35 s"]):
+        assert skips.take(
+            f"[     SKIP ] ({i + 1}/9) um_bandwidth %op=read /a{i} @x:gpu+cuda [{budget}: expected {expected}]"
+        )
+    assert skips.take("[     SKIP ] (5/9) daxpy /b @x:gpu+cuda [system memory needs ATS or HMM]")
+    assert skips.lines() == [
+        f"suite: 4 case(s) skipped (um_bandwidth): {budget}: expected 3 min 19 s to 62 min 04 s",
+        "suite: 1 case(s) skipped (daxpy): system memory needs ATS or HMM",
+    ]
