@@ -20,7 +20,7 @@ from experiments.keys import SERIES_FIELDS
 from reports.figures import Figure, coverage, coverage_text, drawing_of, render_all
 from reports.figures.versions import versions_figures
 from reports.load import Loaded
-from reports.page import page_html
+from reports.page import WORSE, WORSE_HEADER, page_html
 
 
 def summary_table(frame: pd.DataFrame, test: str) -> pd.DataFrame:
@@ -64,6 +64,33 @@ def node_table(data: pd.DataFrame, headline: set) -> pd.DataFrame | None:
     ratios = table / table.median()
     table["worst vs median node"] = ratios.apply(lambda row: row.loc[(row - 1).abs().idxmax()], axis=1).round(3)
     return table.reset_index()
+
+
+def _verdict_table(table: pd.DataFrame, columns: dict[str, str], caption: str) -> str:
+    """A verdict's table: `columns` (name: heading) of `table`, those it has;
+    the % columns signed with one decimal, other numbers to 3 significant
+    digits, words left-aligned."""
+    empty = [c for c in table.columns if table[c].map(lambda v: v is None or v == "" or v != v).all()]
+    names = [c for c in columns if c in table.columns and c not in empty]
+    head = "".join(f"<th>{html.escape(columns[c])}</th>" for c in names)
+    rows = []
+    for record in table[names].to_dict("records"):
+        cells = []
+        for name in names:
+            value = record[name]
+            if isinstance(value, str) or value is None:
+                cells.append(f"<td class='text'>{html.escape(value or '')}</td>")
+            elif value != value:
+                cells.append("<td></td>")
+            elif name.endswith("worse_pct"):
+                cells.append(f"<td>{value:+.1f}</td>")
+            else:
+                cells.append(f"<td>{value:.3g}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return (
+        f"<table class='verdicts'><caption>{html.escape(caption)}</caption><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def _table(table: pd.DataFrame, caption: str) -> str:
@@ -140,29 +167,32 @@ def _link(page: Path, text: str, outdir: Path) -> str:
     return f"<a href='{_href(page, outdir)}'>{html.escape(text)}</a>"
 
 
-#: The columns of a night's verdict by path, as paths.csv names them, and their headings.
+#: The columns of a night's verdict by path, as explain.explain_paths gives them, and their headings.
 VERDICT_COLUMNS = {
     "path": "path",
     "verdict": "verdict",
-    "change_pct": "change %",
-    "rerun_change_pct": "rerun %",
-    "later_change_pct": "later %",
-    "spread_pct": "spread between runs %",
+    "worse_pct": f"tonight, {WORSE_HEADER}",
+    "rerun_worse_pct": f"its rerun, {WORSE}",
+    "later_worse_pct": f"measured later, {WORSE}",
+    "spread_pct": "spread of the accepted runs %",
     "floor_pct": "floor %",
-    "reason": "why",
+    "siblings_verdict": f"against its siblings, {WORSE}",
+    "why": "why",
     "contended_by": "another process on its GPUs (not drained)",
 }
-#: The columns of each GPU against its siblings, as siblings.csv names them, and their headings.
+#: The columns of each GPU against its siblings, as explain.explain_siblings gives them, and their headings.
 SIBLING_COLUMNS = {
     "path": "path",
+    "gpus": "GPU",
     "verdict": "verdict",
-    "vs_siblings_pct": "against its siblings %",
-    "accepted_vs_siblings_pct": "as accepted %",
-    "rerun_vs_siblings_pct": "rerun %",
-    "later_vs_siblings_pct": "later %",
+    "worse_pct": f"tonight, {WORSE_HEADER} than its siblings",
+    "accepted_worse_pct": f"in the accepted runs, {WORSE}",
+    "rerun_worse_pct": f"its rerun, {WORSE}",
+    "later_worse_pct": f"measured later, {WORSE}",
     "floor_pct": "floor %",
     "z": "standard errors beyond the floor",
-    "reason": "why",
+    "accepted_verdict": f"against the accepted runs, {WORSE}",
+    "why": "why",
     "contended_by": "another process on its GPUs (not drained)",
 }
 #: A path's verdicts, the ones a centre must read first.
@@ -173,8 +203,8 @@ VERDICT_ORDER = [
     "broken",
     "transient",
     "improved",
-    "unjudged",
     "pass",
+    "unjudged",
     "yardstick",
 ]
 #: Verdicts that are no finding, shown in lower case.
@@ -187,45 +217,110 @@ def verdict_section(
     changes: list[str],
     reasons: dict[str, str] | None = None,
     lags: pd.DataFrame | None = None,
+    found: list = (),
+    step: tuple[str, str] | None = None,
 ) -> list[str]:
-    """A night's verdict at the top of its report: the exit status and its
-    meaning, why it was not judged (each reason with its meaning from
-    `reasons`), a drill's fault, the changes over the nights, one row per
-    path, what moved first and the largest moves first within a verdict, as
-    run.json and paths.csv have them, and each GPU against its siblings
-    (`lags`, siblings.csv), what lags first."""
-    parts = [f"<h2>Verdict: exit {run.get('exit')} ({html.escape(str(run.get('meaning', '')))})</h2>"]
-    if run.get("drill"):
-        parts.append(f"<p>A drill: {html.escape(run['drill'])} (no night of later nights' history).</p>")
+    """A night's verdict at the top of its page: the exit status and its
+    meaning, the next step (`step`: its name and what it asks), what moved
+    (`found`, each finding in a line), why it was not judged (each reason
+    with its meaning from `reasons`), a drill's fault, the changes over the
+    nights; then one row per path against the accepted runs (`paths`,
+    paths.csv) and one per GPU against its siblings (`lags`, siblings.csv),
+    findings first and the largest moves first within a verdict. The tables
+    as judge/explain.py gives them (runner/nightly.py's explained): every
+    change as % worse, every row with its why; the columns they lack are left out."""
+    parts = [f"<div class='verdict exit{html.escape(str(run.get('exit')))}'>", *verdict_box(run, list(found), step)]
     for reason in run.get("unjudged_reasons") or []:
         meaning = (reasons or {}).get(reason)
         parts.append(f"<p>Not judged ({html.escape(reason)}){': ' + html.escape(meaning) if meaning else ''}.</p>")
-    if changes:
+    if changes and not any(f.verdict == "CHANGE" for f in found):
         parts += ["<p>Changes over the nights:</p><ul>", *(f"<li>{html.escape(c)}</li>" for c in changes), "</ul>"]
+    parts.append("</div>")
     parts += _drain_section(run)
     if paths is not None and not paths.empty:
-        table = paths[[c for c in VERDICT_COLUMNS if c in paths.columns]]
-        table = _ranked(table, table["change_pct"].abs() if "change_pct" in table else pd.Series(0, table.index))
-        parts.append(_table(table.rename(columns=VERDICT_COLUMNS), "each path against the accepted runs (paths.csv)"))
+        aside = paths["verdict"].isin(["unjudged", "yardstick"])
+        table = paths.loc[~aside, [c for c in VERDICT_COLUMNS if c in paths.columns]]
+        sizes = table["worse_pct"].abs() if "worse_pct" in table else pd.Series(0, table.index)
+        parts.append(
+            _verdict_table(
+                _ranked(table, sizes),
+                VERDICT_COLUMNS,
+                f"Each path against the accepted runs (paths.csv): {WORSE_HEADER}, the change of the "
+                "path's figures signed so that a rate's fall and a time's rise are both positive.",
+            )
+        )
+        parts += _set_aside(paths[aside])
     if lags is not None and not lags.empty:
         table = _ranked(lags[[c for c in SIBLING_COLUMNS if c in lags.columns]], lags["z"])
-        parts.append(_table(table.rename(columns=SIBLING_COLUMNS), "each GPU against its siblings (siblings.csv)"))
+        parts.append(
+            _verdict_table(
+                table,
+                SIBLING_COLUMNS,
+                f"Each GPU against its siblings of the same night (siblings.csv): {WORSE_HEADER}, less "
+                "how far it sat from them in the accepted runs.",
+            )
+        )
+    return parts
+
+
+def _set_aside(paths: pd.DataFrame) -> list[str]:
+    """The paths not judged tonight, and those another check judges, a line per reason."""
+    parts = []
+    paths = paths.assign(why=paths["why"] if "why" in paths else paths.get("reason", ""))
+    for (verdict, why), rows in paths.fillna({"why": ""}).groupby(["verdict", "why"], sort=False):
+        names = "; ".join(rows["path"])
+        label = "Judged by another check" if verdict == "yardstick" else "Not judged"
+        parts.append(f"<p class='aside'>{label} ({len(rows)} path(s), {html.escape(why)}): {html.escape(names)}.</p>")
+    return parts
+
+
+def verdict_box(run: dict, found: list, step: tuple[str, str] | None, limit: int = 12) -> list[str]:
+    """The verdict in a few lines: its exit status and meaning, a drill's
+    fault, the next step, and what moved (the first `limit` findings, each
+    with its own step where it is not the night's)."""
+    if run.get("exit") is None:  # a night from before the verdict was written (or killed before it)
+        return [
+            "<h2>No verdict recorded</h2>",
+            "<p class='next'><b>Next step: rerun</b>: judge it against the accepted runs as they are now "
+            f"(./suite rejudge {html.escape(str(run.get('stamp', 'STAMP')))}).</p>",
+        ]
+    parts = [f"<h2>Verdict: exit {run.get('exit')} ({html.escape(str(run.get('meaning', '')))})</h2>"]
+    if run.get("drill"):
+        parts.append(f"<p>A drill: {html.escape(run['drill'])} (no night of later nights' history).</p>")
+    if step is not None:
+        parts.append(f"<p class='next'><b>Next step: {html.escape(step[0])}</b>: {html.escape(step[1])}.</p>")
+    if found:
+        items = [
+            f"<li><b>{html.escape(f.verdict)}</b> {html.escape(f.line)}"
+            + (f" <i>(next: {html.escape(f.step)})</i>" if step is None or f.step != step[0] else "")
+            + "</li>"
+            for f in found[:limit]
+        ]
+        more = f"<li>and {len(found) - limit} more, in the tables below</li>" if len(found) > limit else ""
+        parts.append(f"<p>What moved, as {WORSE_HEADER}:</p><ul class='found'>{''.join(items)}{more}</ul>")
+    elif run.get("exit") == 3:
+        parts.append("<p>Nothing moved of what could be judged.</p>")
+    else:
+        parts.append("<p>Nothing moved.</p>")
     return parts
 
 
 def _drain_section(run: dict) -> list[str]:
-    """What the night says of the node: drain it and why (drain.txt), the
-    findings not drained because another process used their GPUs, and every
-    other process the watch saw on a GPU."""
+    """What the night says of the node beyond its findings: the checks that
+    failed (drain.txt has them among its reasons), the findings not drained
+    because another process used their GPUs, and every other process the
+    watch saw on a GPU."""
     parts = []
-    if run.get("drain"):
-        items = "".join(f"<li>{html.escape(r)}</li>" for r in run["drain"])
-        parts.append(f"<p><strong>Drain the node</strong> (drain.txt):</p><ul>{items}</ul>")
+    failed = [
+        r.removeprefix("failed ") for r in run.get("drain") or [] if isinstance(r, str) and r.startswith("failed")
+    ]
+    if failed:
+        items = "".join(f"<li>{html.escape(r)}</li>" for r in failed)
+        parts.append(f"<p><strong>Checks that failed</strong> (drain.txt):</p><ul>{items}</ul>")
     if run.get("not_drained"):
-        items = "".join(f"<li>{html.escape(r)}</li>" for r in run["not_drained"])
         parts.append(
-            "<p><strong>Contended, not drained</strong>: a busy GPU, not a slow one; run the night again when "
-            f"it is free:</p><ul>{items}</ul>"
+            f"<p><strong>Contended, not drained</strong>: {len(run['not_drained'])} finding(s) on GPUs another "
+            "process used: a busy GPU, not a slow one; run the night again when it is free.</p>"
         )
     others = run.get("contention", {}).get("processes", [])
     if others:
@@ -241,6 +336,69 @@ def _ranked(table: pd.DataFrame, sizes: pd.Series) -> pd.DataFrame:
     table = table.assign(rank=table["verdict"].map(rank).fillna(len(rank)), size=-sizes.fillna(-math.inf))
     table = table.sort_values(["rank", "size"], kind="stable").drop(columns=["rank", "size"])
     return table.assign(verdict=table["verdict"].where(table["verdict"].isin(QUIET), table["verdict"].str.upper()))
+
+
+@dataclass
+class NightLink:
+    """A night the report's index opens with: its label (its kind of node),
+    run.json, page, what it found and its next step (runner/pages.py: judge/explain.py's)."""
+
+    label: str
+    run: dict
+    page: Path
+    found: list = field(default_factory=list)
+    step: tuple[str, str] = ("", "")
+
+
+def write_verdict_page(
+    run: dict,
+    paths: pd.DataFrame | None,
+    lags: pd.DataFrame | None,
+    outdir: Path,
+    title: str,
+    reasons: dict[str, str] | None = None,
+    back: str = "",
+    history: Path | None = None,
+    found: list = (),
+    step: tuple[str, str] | None = None,
+) -> Path:
+    """A night's page of its verdict alone (verdict_section, no check pages):
+    index.html in `outdir`, linking its kind's `history` where given."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    body = verdict_section(run, paths, run.get("changes", []), reasons, lags, found, step)
+    if history is not None:
+        body.insert(0, f"<p>{_link(history, 'The history of this kind of node, night by night', outdir)}.</p>")
+    page = outdir / "index.html"
+    page.write_text(page_html(title, body, back=back))
+    return page
+
+
+def nights_section(nights: list[NightLink], outdir: Path, limit: int = 3) -> list[str]:
+    """The index's first table: the latest night of each kind of node, its
+    verdict, what moved (its first `limit` findings) and its next step."""
+    if not nights:
+        return []
+    rows = []
+    for night in nights:
+        run, (step, what) = night.run, night.step
+        lines = [f"<b>{html.escape(f.verdict)}</b> {html.escape(f.line)}" for f in night.found[:limit]]
+        if len(night.found) > limit:
+            lines.append(f"and {len(night.found) - limit} more")
+        moved = "<br>".join(lines) or "nothing"
+        status = f"exit {run.get('exit')} ({html.escape(str(run.get('meaning', '')))})"
+        drill = "<br><i>a drill</i>" if run.get("drill") else "<br><i>a replay</i>" if run.get("replay") else ""
+        rows.append(
+            f"<tr class='exit{html.escape(str(run.get('exit')))}'><td class='text'>{html.escape(night.label)}</td>"
+            f"<td class='text'>{_link(night.page, run['stamp'].replace('T', ' '), outdir)}{drill}</td>"
+            f"<td class='text'>{status}</td><td class='text'>{moved}</td>"
+            f"<td class='text'><b>{html.escape(step)}</b><br><small>{html.escape(what)}</small></td></tr>"
+        )
+    return [
+        "<h2>The latest night of each kind of node</h2>",
+        "<table class='nights'><thead><tr><th>kind of node</th><th>night (UTC)</th><th>verdict</th>"
+        f"<th>what moved, as {WORSE_HEADER}</th><th>next step</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>",
+    ]
 
 
 def _contents(pages: dict[str, Path], histories: dict[str, Path], outdir: Path) -> list[str]:
@@ -259,12 +417,14 @@ def write_report(
     generic_for_all: bool = False,
     histories: dict[str, Path] | None = None,
     verdict: list[str] = (),
+    nights: list[NightLink] = (),
 ) -> Report:
     """index.html, a page per check and their figures under `outdir`; the
-    index opens with `verdict` (a night's, verdict_section) and links
-    `histories` (label: page; runner/histories.py writes them)."""
+    index opens with `verdict` (a night's, verdict_section) or with the
+    latest `nights` of each kind of node (runner/pages.py draws their pages),
+    and links `histories` (label: page; runner/histories.py writes them)."""
     report = write_pages(loaded, outdir, title, generic_for_all)
-    return write_index(report, loaded, title, histories, verdict)
+    return write_index(report, loaded, title, histories, verdict, nights)
 
 
 def write_pages(loaded: Loaded, outdir: Path, title: str, generic_for_all: bool = False) -> Report:
@@ -287,15 +447,22 @@ def write_pages(loaded: Loaded, outdir: Path, title: str, generic_for_all: bool 
 
 
 def write_index(
-    report: Report, loaded: Loaded, title: str, histories: dict[str, Path] | None = None, verdict: list[str] = ()
+    report: Report,
+    loaded: Loaded,
+    title: str,
+    histories: dict[str, Path] | None = None,
+    verdict: list[str] = (),
+    nights: list[NightLink] = (),
 ) -> Report:
-    """The report's index.html: `verdict` first, then the pages of `report` (write_pages) and `histories`."""
+    """The report's index.html: `verdict` or the latest `nights` first, then
+    the pages of `report` (write_pages) and `histories`."""
     report.histories = histories or {}
     outdir = report.index.parent
     frame = loaded.frame[loaded.frame["sample"].isna()]
     parts = [
         *verdict,
-        f"<p>Generated by <code>python -m commands html</code> on "
+        *nights_section(list(nights), outdir),
+        f"<p>Generated by <code>./suite report html</code> on "
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC from "
         f"{len(loaded.files)} file(s), {len(frame)} performance values.</p>",
         *_contents(report.pages, report.histories, outdir),

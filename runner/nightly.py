@@ -49,7 +49,7 @@ import pandas as pd
 from experiments import metrics
 from experiments.gpu_use import process_line
 from experiments.roots import REPO
-from judge import changepoints, siblings, verdict
+from judge import changepoints, explain, siblings, verdict
 from judge.select import RERUNS, accepted_masks, run_rows
 from judge.status import FAILED, MEANING, MOVED, UNJUDGED
 from reports.load import Loaded, load
@@ -545,8 +545,26 @@ def draw_pages(system: str, run: dict, records: Loaded, outdir: Path):
         return None
 
 
+def explained(run: dict, paths: pd.DataFrame | None, lags: pd.DataFrame | None, accepted: set | None = None) -> tuple:
+    """A night's verdict as its page says it (judge/explain.py): paths.csv and
+    siblings.csv with every change as % worse, a why for every row and each
+    judge's verdict beside the other's; what the night found, each in a line
+    with its next step; and the night's next step (its name, what it asks;
+    `accepted`, the stamps its kind's baseline holds now, for a night drawn again)."""
+    if paths is not None and not paths.empty:
+        paths = explain.explain_paths(paths)
+    if lags is not None and not lags.empty:
+        lags = explain.explain_siblings(lags, paths)
+        if paths is not None and not paths.empty:
+            paths, lags = explain.side_by_side(paths, lags)
+    found = explain.findings(run, paths, lags)
+    return paths, lags, found, explain.next_step(run, found, accepted)
+
+
 def night_title(system: str, run: dict) -> str:
-    return f"Nightly run of {system}, {run['stamp']} UTC"
+    """'Night of hopper-vm (1 x NVIDIA H100 80GB HBM3), 2026-11-26 06:49:16 UTC'."""
+    kind = f" ({run['kind']})" if run.get("kind") else ""
+    return f"Night of {system}{kind}, {run['stamp'].replace('T', ' ')} UTC"
 
 
 def option_mistakes(options: list[str]) -> int:
@@ -710,31 +728,56 @@ def write_html(
     if records.frame.empty:
         print("nightly: warning: no HTML report: the run logged no performance values", file=sys.stderr)
         return
-    from reports.history import slug, write_history
-    from reports.html import verdict_section, write_index, write_report
-
     try:
-        kind = kind_of_run(system, run)
-        folder = outdir.parent / (f"history-{slug(kind)}" if kind else "history")
-        if history is not None:
-            page = write_history(system, folder, history, kind=kind)
-        else:
-            page = histories.write_kind(system, folder, frame, kind=kind)
+        page = night_history(system, run, frame, outdir.parent, history)
     except Exception as err:  # matplotlib and pandas raise many kinds
         print(f"nightly: warning: no history page: {err!r}", file=sys.stderr)
         page = None
     try:
-        title = night_title(system, run)
         paths = result.paths if result is not None else None
-        summary = verdict_section(run, paths, run.get("changes", []), UNJUDGED_REASONS, lags)
-        linked = {system: page} if page else {}
-        if pages is not None:  # drawn while the later measure waited: only the index is left
-            report = write_index(pages, records, title, histories=linked, verdict=summary)
-        else:
-            report = write_report(records, outdir, title, histories=linked, verdict=summary)
+        report = night_report(system, run, records, outdir, paths, lags, page, pages)
         print(f"report written to {report.index}")
     except Exception as err:
         print(f"nightly: warning: no HTML report: {err!r}", file=sys.stderr)
+
+
+def night_history(system: str, run: dict, frame: pd.DataFrame, beside: Path, history: tuple | None = None, back=""):
+    """The history page of the night's kind of node in `beside`/history-KIND/
+    (the nights' folder: one history serves every night): drawn from
+    `history` (what tonight was judged over) or else judged over `frame`; None where there is none."""
+    from reports.history import slug, write_history
+
+    kind = kind_of_run(system, run)
+    folder = beside / (f"history-{slug(kind)}" if kind else "history")
+    if history is not None:
+        return write_history(system, folder, history, back=back, kind=kind)
+    return histories.write_kind(system, folder, frame, back=back, kind=kind)
+
+
+def night_report(
+    system: str,
+    run: dict,
+    records: Loaded,
+    outdir: Path,
+    paths: pd.DataFrame | None,
+    lags: pd.DataFrame | None,
+    history: Path | None = None,
+    pages=None,
+    accepted: set | None = None,
+):
+    """The night's index.html in `outdir` opening with its verdict (paths.csv's
+    `paths`, siblings.csv's `lags`; `accepted` as explained takes it), its
+    check pages (or `pages`, drawn while the later measure waited) and a link
+    to `history`: reports/html.py's Report."""
+    from reports.html import verdict_section, write_index, write_report
+
+    title = night_title(system, run)
+    paths, lags, found, step = explained(run, paths, lags, accepted)
+    summary = verdict_section(run, paths, run.get("changes", []), UNJUDGED_REASONS, lags, found, step)
+    linked = {system: history} if history else {}
+    if pages is not None:  # drawn while the later measure waited: only the index is left
+        return write_index(pages, records, title, histories=linked, verdict=summary)
+    return write_report(records, outdir, title, histories=linked, verdict=summary)
 
 
 def report_outcome(

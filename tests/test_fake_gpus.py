@@ -19,6 +19,7 @@ import yaml
 from test_fake_gpu import FAKE_SYSTEM, make_repo, nightly
 
 from reports.html import verdict_section
+from runner import nightly as the_nightly
 
 pytestmark = pytest.mark.slow
 
@@ -97,9 +98,12 @@ def test_a_slow_gpu_that_another_process_used_is_contended_not_drained(repo):
     assert len(run["not_drained"]) == len(lagging) and "GPU 5's PCIe 48.0 GB/s in, 48.0 out" in run["not_drained"][0]
     assert f"CONTENDED, not drained: {who}" in output and "ANOTHER PROCESS on GPU 5" in output
     assert "another process used through it: no later measure" in output  # its load is seen: nothing to wait for
-    page = "".join(verdict_section(run, None, [], lags=found))  # the night's page opens with it
+    _, lags, findings, step = the_nightly.explained(run, None, found)
+    page = "".join(
+        verdict_section(run, None, [], lags=lags, found=findings, step=step)
+    )  # the night's page opens with it
     assert "Contended, not drained" in page and f"pid {neighbour.pid} (sleep, 1.0 GiB)" in page
-    assert "another process on its GPUs (not drained)" in page
+    assert "another process on its GPUs (not drained)" in page and "Next step: rerun" in page
 
 
 def test_eight_gpus_with_nothing_slow_name_no_gpu(repo):

@@ -464,9 +464,9 @@ def test_a_nights_report_links_the_systems_history(tmp_path):
     folder = "history-1xNVIDIA-H100-80GB-HBM3"
     assert f"href='../{folder}/history.html'" in index and "History of hopper-vm" in index
     # The night's verdict opens its report, what moved first (22:49: the copy engines' host-to-GPU path).
-    assert f"<h2>Verdict: exit {last['exit']} ({last['meaning']})</h2>" in index
-    table = index[index.index("<caption>each path against") :].split("</table>")[0]
-    rows = re.findall(r"<tr>\s*<td>([^<]+)</td>\s*<td>([^<]+)</td>", table)
+    assert f"<h2>Verdict: exit {last['exit']} ({last['meaning']})</h2>" in index and "Next step: drain" in index
+    table = index[index.index("<caption>Each path against") :].split("</table>")[0]
+    rows = re.findall(r"<tr>\s*<td class='text'>([^<]+)</td>\s*<td class='text'>([^<]+)</td>", table)
     assert len(rows) == len(paths) and rows[0][1] == "MOVED" and rows[-1][1] == "pass"
     history = (tmp_path / folder / "history.html").read_text()
     assert f"History of hopper-vm, {H100_KIND}: 22 paths over" in history and "history-host-link.png" in history
@@ -477,7 +477,7 @@ def test_a_nights_report_links_the_systems_history(tmp_path):
     spreads = dict(zip(paths["path"], paths["spread_pct"] / 100))
     drawn = histories.drawn(levels, spreads, nightly.changepoints.changes(levels, spreads))
     again = history_page.write_history("hopper-vm", tmp_path / "again", drawn, kind=H100_KIND).read_text()
-    heading = re.compile(r"<h1>.*</h1>|<h2>Changes the nightly reports</h2><ul>.*?</ul>", re.S)
+    heading = re.compile(r"<h1>.*</h1>|<h2>Changes the nightly reports[^<]*</h2>(?:<ul>.*?</ul>|<p>.*?</p>)", re.S)
     assert heading.findall(again) == heading.findall(history)
 
 
@@ -558,19 +558,23 @@ def test_a_nights_verdict_names_its_reasons_and_puts_the_largest_alarms_first():
 
     paths = pd.DataFrame(
         {
-            "path": ["a", "b", "c", "d", "e"],
+            "path": ["a", "b <&>", "c", "d", "e"],
             "verdict": ["pass", "moved", "yardstick", "moved", "transient"],
             "change_pct": [0.1, -4.0, float("nan"), -30.0, 9.0],
-            "reason": ["", "moved alone: <x> & y", "", "", "gone when measured again later"],
+            "reason": ["", "moved alone: path_matrix gpu1_h2d_allgpus_ce", "", "", "gone when measured again later"],
         }
     )
     run = {"exit": 3, "meaning": "not judged", "unjudged_reasons": ["vanished"]}
-    parts = verdict_section(run, paths, [], nightly.UNJUDGED_REASONS)
+    paths, _, found, step = nightly.explained(run, paths, None)
+    parts = verdict_section(run, paths, [], nightly.UNJUDGED_REASONS, None, found, step)
     page = "\n".join(parts)
     assert "<p>Not judged (vanished): figures the accepted runs have were not measured tonight.</p>" in page
-    rows = re.findall(r"<tr>\s*<td>([^<]+)</td>\s*<td>([^<]+)</td>", page)
-    assert rows == [("d", "MOVED"), ("b", "MOVED"), ("e", "TRANSIENT"), ("a", "pass"), ("c", "yardstick")]
-    assert "moved alone: &lt;x&gt; &amp; y" in page
+    rows = re.findall(r"<tr>\s*<td class='text'>([^<]+)</td>\s*<td class='text'>([^<]+)</td>", page)
+    assert rows == [("d", "MOVED"), ("b &lt;&amp;&gt;", "MOVED"), ("e", "TRANSIENT"), ("a", "pass")]
+    assert "Judged by another check (1 path(s)" in page  # set aside, under the table
+    # The judge's reasons in words: no figure's internal name on the page.
+    assert "its one figure moved" in page and "gpu1_h2d_allgpus_ce" not in page
+    assert "Next step:" in page and all(f.line for f in found)
 
 
 def test_a_nights_verdict_shows_each_gpu_against_its_siblings_what_lags_first():
@@ -579,16 +583,27 @@ def test_a_nights_verdict_shows_each_gpu_against_its_siblings_what_lags_first():
     lags = pd.DataFrame(
         {
             "path": ["host link h2d of GPU 0, ce", "host link h2d of GPU 1, ce", "host link d2h of GPU 1, sm"],
+            "kind": ["host-link"] * 3,
+            "gpus": ["0", "1", "1"],
             "verdict": ["pass", "lagging", "transient"],
             "vs_siblings_pct": [1.0, -48.0, -12.0],
+            "floor_pct": [3.0] * 3,
             "z": [-3.0, 11.0, 5.0],
+            "siblings": [1] * 3,
             "reason": ["within the floor", "", "not behind its siblings in the rerun"],
         }
     )
-    page = "\n".join(verdict_section({"exit": 2, "meaning": "something moved"}, None, [], lags=lags))
-    table = page[page.index("each GPU against its siblings") :]
-    rows = re.findall(r"<tr>\s*<td>([^<]+)</td>\s*<td>([^<]+)</td>", table)
-    assert [verdict for _, verdict in rows] == ["LAGGING", "TRANSIENT", "pass"]
+    run = {"exit": 2, "meaning": "something moved"}
+    _, lags, found, step = nightly.explained(run, None, lags)
+    page = "\n".join(verdict_section(run, None, [], lags=lags, found=found, step=step))
+    table = page[page.index("Each GPU against its siblings") :]
+    rows = re.findall(
+        r"<tr>\s*<td class='text'>[^<]+</td>\s*<td class='text'>[^<]+</td>\s*<td class='text'>([^<]+)", table
+    )
+    assert rows == ["LAGGING", "TRANSIENT", "pass"]
+    # One sign on the page: a rate 48% behind its siblings is +48.0% worse, named so in the header.
+    assert "<td>+48.0</td>" in table and "% worse (positive is worse) than its siblings" in page
+    assert "Next step: drain" in page and "host link h2d of GPU 1, ce: +48.0% against its siblings" in page
 
 
 def test_a_typod_system_is_a_usage_error_that_writes_no_night(capsys):
