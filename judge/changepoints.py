@@ -86,9 +86,9 @@ class Change:
 def path_levels(frame: pd.DataFrame, system: str, runs: list[dict], accepted: list[str]) -> pd.DataFrame:
     """One row per path and night: its level (the median over its figures of
     the worse-oriented log move from the figure's median over the `accepted`
-    runs), the path's floor and its kind. A path its night called transient
+    runs), the path's floor, its kind and its direction (`better`). A path its night called transient
     is at the level its night's last rerun measured (settled_levels)."""
-    empty = pd.DataFrame(columns=["path", "run", "level", "floor", "kind"])
+    empty = pd.DataFrame(columns=["path", "run", "level", "floor", "kind", "better"])
     masks = {r["stamp"]: run_rows(frame, system, [r]) for r in runs}
     reruns = {f"{r['stamp']} {key}": run_rows(frame, system, [r[key]]) for r in runs for key in RERUNS if key in r}
     values = verdict.run_values(frame, {**masks, **reruns})
@@ -106,7 +106,9 @@ def path_levels(frame: pd.DataFrame, system: str, runs: list[dict], accepted: li
     reference = worse.where(values["run"].isin(accepted)).groupby(figure).transform("median")
     moves = values.assign(level=worse - reference)
     levels = moves[np.isfinite(moves["level"])].groupby(["path", "run"], sort=False)
-    table = levels.agg(level=("level", "median"), floor=("floor", "first"), kind=("kind", "first")).reset_index()
+    table = levels.agg(
+        level=("level", "median"), floor=("floor", "first"), kind=("kind", "first"), better=("better", "first")
+    ).reset_index()
     table = settled_levels(table, runs)
     order = {stamp: i for i, stamp in enumerate(masks)}
     return table.sort_values(["path", "run"], key=lambda c: c.map(order) if c.name == "run" else c)

@@ -1,5 +1,5 @@
 """The history page of a system: each path over the nights, how far each
-night was from the accepted runs (worse up), the band the accepted runs
+night was from the accepted runs (% worse, positive is worse), the band the accepted runs
 spread over, and the change points, as the judge found them
 (runner/histories.py computes them, judge/changepoints.py finds them); this
 module only draws.
@@ -17,69 +17,117 @@ import numpy as np
 import pandas as pd
 
 from reports.figures import common  # noqa: F401  (the figures' backend and style)
-from reports.page import page_html
+from reports.page import WORSE_HEADER, page_html
 
-COLUMNS = 4
+COLUMNS = 3
 
 
-def _panel(ax, path: str, rows: pd.DataFrame, spread: float, flagged) -> None:
-    levels = rows["level"].to_numpy(float)
-    x = np.arange(len(levels))
-    ax.axhspan(-200 * spread, 200 * spread, color="#dddddd", label="accepted ±2 spreads")
-    ax.plot(x, np.expm1(levels) * 100, marker="o", ms=3, lw=1, color="#1f77b4")
+def _night(stamp: str) -> str:
+    """'2026-11-24T22:34:55' -> '11-24 22:34': a night on an axis."""
+    return stamp[5:16].replace("T", " ")
+
+
+def _panel(ax, path: str, rows: pd.DataFrame, flagged) -> None:
+    worse = rows["worse"].to_numpy(float)
+    x = np.arange(len(worse))
+    ax.axhspan(rows["band_low"].iloc[0], rows["band_high"].iloc[0], color="#dddddd", label="accepted ±2 spreads")
+    ax.plot(x, worse, marker="o", ms=3, lw=1, color="#1f77b4")
     # The change points the nightly found (the table's `starts`, runner/histories.py).
     for start in np.flatnonzero(rows["starts"].to_numpy(bool)):
         ax.axvline(start - 0.5, color="#ff7f0e", ls="--", lw=1)
     if flagged:
-        start = len(levels) - flagged.nights
-        ax.plot(x[start:], np.expm1(levels[start:]) * 100, marker="o", ms=4, lw=2, color="#d62728")
+        start = len(worse) - flagged.nights
+        ax.plot(x[start:], worse[start:], marker="o", ms=4, lw=2, color="#d62728")
     ax.axhline(0, color="black", lw=0.5)
-    ax.set_title(path, fontsize=7)
-    ax.tick_params(labelsize=6)
-    ax.set_xticks(x[:: max(1, len(x) // 4)], rows["run"].str[5:16].iloc[:: max(1, len(x) // 4)], fontsize=5)
+    ax.set_title(path, fontsize=10)
+    ax.tick_params(labelsize=9)
+    step = max(1, len(x) // 5)
+    ax.set_xticks(x[::step], [_night(r) for r in rows["run"].iloc[::step]], fontsize=9, rotation=25, ha="right")
 
 
-def draw(table: pd.DataFrame, spreads: dict[str, float], found: list, outdir: Path) -> list[Path]:
+def draw(table: pd.DataFrame, found: list, outdir: Path) -> list[Path]:
     """One figure per kind of path, a panel per path."""
     flagged = {c.path: c for c in found}
     kinds = table.groupby("kind", sort=True)
     written = []
     for kind, rows in kinds:
         paths = sorted(rows["path"].unique())
-        nrows = math.ceil(len(paths) / COLUMNS)
-        fig, axes = plt.subplots(nrows, COLUMNS, figsize=(4 * COLUMNS, 2.6 * nrows), squeeze=False)
+        ncols = min(COLUMNS, len(paths))
+        nrows = math.ceil(len(paths) / ncols)
+        fig, axes = plt.subplots(nrows, ncols, figsize=(4.3 * ncols + 0.8, 3.3 * nrows + 0.9), squeeze=False)
         for ax, path in zip(axes.flat, paths):
             path_rows = rows[rows["path"] == path]
-            _panel(ax, path, path_rows, spreads[path], flagged.get(path))
+            _panel(ax, path, path_rows, flagged.get(path))
         for ax in list(axes.flat)[len(paths) :]:
             ax.set_visible(False)
-        fig.supylabel("% worse than the accepted runs", fontsize=8)
-        fig.suptitle(f"{kind}: each night against the accepted runs; dashed: change points", fontsize=9)
+        fig.supylabel("% worse (positive is worse)", fontsize=10)
+        fig.suptitle(f"{kind}: each night against the accepted runs", fontsize=11)
         fig.tight_layout()
         path = outdir / f"history-{kind}.png"
-        fig.savefig(path, dpi=90)
+        fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(path)
     return written
+
+
+def beyond(table: pd.DataFrame) -> dict[str, list[str]]:
+    """The nights a path stood far off the accepted runs (the table's `far`:
+    runner/histories.py's), worse or better, by night: the figures' spikes."""
+    nights: dict[str, list[str]] = {}
+    for row in table[table["far"].astype(bool)].sort_values(["run", "path"]).itertuples():
+        nights.setdefault(row.run, []).append(f"{row.path} {row.worse:+.0f}%")
+    return dict(sorted(nights.items()))
+
+
+def starts_of(table: pd.DataFrame) -> dict[str, list[str]]:
+    """Each path's change points (the nights a new level starts), as the page's dashed lines."""
+    found = table[table["starts"].astype(bool)] if "starts" in table.columns else table.iloc[0:0]
+    return {path: [_night(r) for r in rows["run"]] for path, rows in found.groupby("path", sort=True)}
 
 
 def write_history(system: str, outdir: Path, drawn: tuple, back: str = "", kind: str | None = None) -> Path | None:
     """history.html and its figures under `outdir` for one kind of the
     system's nodes, with a link to `back` where given, from `drawn`: what the
     judge found over the nights (runner/histories.py: each path's level per
-    night with its change points, its scaled spread, the changes reported);
+    night as % worse with its change points, the accepted band and the
+    nights far off it, its scaled spread, the changes reported);
     None where it holds no night. Drawn only: nothing is judged here."""
-    table, spreads, found = drawn
+    table, _, found = drawn
     if table.empty:
         return None
     outdir.mkdir(parents=True, exist_ok=True)
-    images = draw(table, spreads, found, outdir)
+    images = draw(table, found, outdir)
     nights = table["run"].nunique()
-    lines = "".join(f"<li>{html.escape(c.line())}</li>" for c in found) or "<li>none</li>"
-    parts = [
-        f"<h2>Changes the nightly reports</h2><ul>{lines}</ul>",
-        *(f"<figure><img src='{html.escape(quote(p.name))}' alt='{html.escape(p.stem)}'></figure>" for p in images),
-    ]
+    if found:
+        lines = "".join(f"<li>{html.escape(c.line())}</li>" for c in found)
+        parts = [f"<h2>Changes the nightly reports (held three nights or more)</h2><ul>{lines}</ul>"]
+    else:
+        parts = [
+            "<h2>Changes the nightly reports</h2><p>No new level has held three nights off the accepted one "
+            "(by half the path's floor or more): what stands out below is single nights and steps that did not "
+            "hold.</p>"
+        ]
+    spikes = beyond(table)
+    if spikes:
+        items = "".join(
+            f"<li>{html.escape(_night(stamp))}: {html.escape('; '.join(paths))}</li>" for stamp, paths in spikes.items()
+        )
+        parts.append(
+            f"<h3>Nights far off the accepted runs, as {WORSE_HEADER}: beyond twice the floor and the grey band"
+            "</h3><p>Each judged by its own "
+            f"night's verdict (its page); a path its night called transient is drawn at its rerun's level.</p>"
+            f"<ul>{items}</ul>"
+        )
+    starts = starts_of(table)
+    if starts:
+        items = "".join(f"<li>{html.escape(p)}: {', '.join(map(html.escape, s))}</li>" for p, s in starts.items())
+        held = "; a red line is one that held" if found else "; none held three nights"
+        parts.append(f"<h3>Change points (the dashed lines): where a new level starts{held}</h3><ul>{items}</ul>")
+    parts.append(
+        f"<p>Each figure is a kind of path, a panel a path: each night's {WORSE_HEADER} than the accepted runs, "
+        "their spread (grey: ±2 spreads), the change points (dashed) and a change held three nights (red).</p>"
+    )
+    parts += [f"<figure><img src='{html.escape(quote(p.name))}' alt='{html.escape(p.stem)}'></figure>" for p in images]
     of = f"{system}, {kind}" if kind else system
     heading = f"History of {of}: {table['path'].nunique()} paths over {nights} nights"
     page = outdir / "history.html"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from judge import changepoints, verdict
+from judge import changepoints, explain, verdict
 from judge.select import accepted_masks, run_rows
 from reports.history import slug, write_history
 from reports.load import load
@@ -35,17 +35,42 @@ def night_levels(frame: pd.DataFrame, system: str, accepted: dict, tonight: dict
     return changepoints.path_levels(frame, system, runs, stamps)
 
 
+#: A night is far off the accepted runs (the history page lists it) beyond this many times both its path's
+#: floor and the accepted band (±2 spreads): a spike to read about, not the noise around the band.
+FAR = 2.0
+
+
 def drawn(levels: pd.DataFrame, spreads: dict[str, float], changes: list) -> tuple:
     """What the history page draws: the levels with each night that starts a
     new level marked (`starts`: the change points, the series scaled as the
-    nightly scales it), each path's spread as scaled, and the changes."""
+    nightly scales it), each level as % worse (`worse`, judge/explain.py's
+    sign), the accepted band of ±2 spreads in the same unit (`band_low`,
+    `band_high`) and the nights far off it (`far`); each path's spread as
+    scaled, and the changes."""
     scaled = {path: changepoints.scale(spreads.get(path)) for path in levels["path"].unique()}
-    starts = pd.Series(False, index=levels.index)
+    columns = {name: pd.Series(dtype, index=levels.index) for name, dtype in [("starts", False), ("far", False)]}
+    worse, low, high = (pd.Series(float("nan"), index=levels.index) for _ in range(3))
     for path, rows in levels.groupby("path", sort=False):
         values = rows["level"].to_numpy(float)
         found = changepoints.change_points(values, changepoints.series_spread(values, scaled[path]))
-        starts[rows.index[[i for i in found if 0 <= i < len(rows)]]] = True
-    return levels.assign(starts=starts.to_numpy(bool)), scaled, changes
+        columns["starts"][rows.index[[i for i in found if 0 <= i < len(rows)]]] = True
+        better = str(rows["better"].iloc[0]) if "better" in rows.columns else "higher"
+        worse[rows.index] = explain.worse_of_levels(values, better)
+        band = explain.worse_of_levels([-2 * scaled[path], 2 * scaled[path]], better)
+        low[rows.index], high[rows.index] = band[0], band[1]
+        floor = float(rows["floor"].iloc[0]) * 100 if "floor" in rows.columns else 0.0
+        columns["far"][rows.index] = worse[rows.index].abs() > FAR * max(floor, abs(band[0]), abs(band[1]))
+    return (
+        levels.assign(
+            starts=columns["starts"].to_numpy(bool),
+            worse=worse.to_numpy(float),
+            band_low=low.to_numpy(float),
+            band_high=high.to_numpy(float),
+            far=columns["far"].to_numpy(bool),
+        ),
+        scaled,
+        changes,
+    )
 
 
 def history_table(system: str, accepted: dict, nights: list[dict], frame: pd.DataFrame | None = None) -> tuple:
