@@ -380,6 +380,11 @@ def _percent(logs: np.ndarray, rates: np.ndarray) -> np.ndarray:
     return np.where(rates, np.expm1(-logs), np.expm1(logs)) * 100
 
 
+def _worse_percent(logs: np.ndarray, rates: np.ndarray) -> np.ndarray:
+    """Worse-oriented log deviations as % worse (judge/explain.py): the value's change, positive where worse."""
+    return np.where(rates, -np.expm1(-logs), np.expm1(logs)) * 100
+
+
 def judge(levels: Levels, alpha: float = 0.05, expected: list[str] | None = None) -> Partition:
     """The partition judged (module docstring); `expected` the nodes that
     should have reported: one that did not is silent, and never judged away."""
@@ -421,6 +426,7 @@ def judge(levels: Levels, alpha: float = 0.05, expected: list[str] | None = None
             "verdict": verdicts.ravel(),
             "vs_siblings_pct": _percent(behind, rates).ravel(),
             "behind_pct": (np.expm1(behind) * 100).ravel(),  # worse positive, whatever the unit
+            "worse_pct": _worse_percent(behind, rates).ravel(),  # the pages' sign: the value's change, worse positive
             "vs_history_pct": _percent(history, rates).ravel(),
             "spread_pct": (np.expm1(scale) * 100).ravel(),
             "z": t.ravel(),
@@ -469,6 +475,7 @@ def judge_fleet(levels: Levels, paths: pd.Index, alpha: float) -> pd.DataFrame:
             "path": paths,
             "verdict": verdicts,
             "change_pct": _percent(median, rates),
+            "worse_pct": _worse_percent(median, rates),
             "share": np.where(count > 0, share, np.nan),
             "nodes": count,
             "accepted_runs": runs.astype(int),

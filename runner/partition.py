@@ -52,7 +52,7 @@ import pandas as pd
 from experiments import metrics
 from experiments.roots import DRY_RUNS, REPO
 from judge import contention as judge_contention
-from judge import partition, verdict
+from judge import explain, partition, verdict
 from judge.select import accepted_masks, run_rows
 from judge.status import FAILED, MEANING, MOVED, UNJUDGED
 from reports.load import load
@@ -624,12 +624,14 @@ def send(system: str, run: dict, result: partition.Partition, status: int) -> No
 def write_page(system: str, run: dict, result: partition.Partition, outdir: Path) -> None:
     """The partition's page and a history page for each node it names; a
     page that cannot be drawn changes no verdict."""
-    from reports.partition import HEAT_ROWS, write_partition_page
+    from reports.partition import write_partition_page
 
     try:
-        # The nodes the page names: those to drain and those the heat map draws a row of.
-        named = list(dict.fromkeys([r["node"] for r in run["drain"]] + list(result.nodes["node"][:HEAT_ROWS])))
-        page = write_partition_page(run, result, outdir, node_histories(system, named))
+        # The nodes the page names, each with its history: to drain, and behind while their GPUs were shared.
+        named = list(dict.fromkeys([r["node"] for r in run["drain"] + run.get("not_drained", [])]))
+        found = explain.partition_findings(run, result.cells, result.fleet)
+        step = explain.partition_next_step(run)
+        page = write_partition_page(run, result, outdir, node_histories(system, named), found=found, step=step)
         print(f"report written to {page}")
     except Exception as err:  # matplotlib and pandas raise many kinds
         print(f"nightly: warning: no partition page: {err!r}", file=sys.stderr)
@@ -642,6 +644,7 @@ def node_histories(system: str, nodes: list[str]) -> dict[str, pd.DataFrame]:
         cells = NIGHTLY_DIR / system / night["stamp"].replace(":", "") / "cells.csv"
         if night.get("nodes") and cells.exists():
             table = pd.read_csv(cells)
+            table = table.assign(worse_pct=explain.cell_worse(table))  # a night's before the column was kept
             parts.append(table[table["node"].isin(nodes)].assign(night=night["stamp"]))
     found = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["node", "night"])
     return {node: rows for node, rows in found.groupby("node")}

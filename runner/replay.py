@@ -17,6 +17,7 @@ nightly there.
 
 from __future__ import annotations
 
+import copy
 import json
 import tempfile
 from dataclasses import dataclass
@@ -29,8 +30,9 @@ import pandas as pd
 from judge import partition, verdict
 from judge.select import accepted_masks, run_rows
 from reports.load import load
-from reports.runs import PERFLOGS, finished_runs, read_accepted
+from reports.runs import NIGHTLY_DIR, PERFLOGS, finished_runs, now, read_accepted
 from runner import nightly
+from runner import partition as runner_partition
 from runner.upgrade import UPGRADES
 
 #: Where replayed nights are stamped: after any committed one.
@@ -416,6 +418,54 @@ def measure_partition(bench: Bench, out=print) -> None:
         )
 
 
+def partition_night(bench: Bench, stamp: str, alpha: float = 0.05) -> Path:
+    """The bench's committed clean nights judged as one partition's nodes
+    (as_partition) written as a partition's night is, by the partition's own
+    writers: run.json (`replay` says what it is), cells.csv, fleet.csv,
+    nodes.csv, drain.txt and its page, under results/nightly/<system>/<stamp>/,
+    each node named by its night's folder (its stamp without colons). Only
+    the nights that measured every path are its nodes: a partition's nodes
+    run the same checks, and the first nights ran fewer. Its window is the
+    moment it was written: no record of the perflogs is of it."""
+    bench = copy.copy(bench)
+    bench.nights = {s: n for s, n in bench.nights.items() if set(bench.paths) <= set(n["path"])}
+    bench.reruns = {s: r for s, r in bench.reruns.items() if s in bench.nights}
+    result = as_partition(bench, alpha)
+    named = {node: node.replace(":", "") for node in result.nodes["node"]}
+    result = partition.Partition(
+        result.cells.assign(node=result.cells["node"].map(named)),
+        result.fleet,
+        result.nodes.assign(node=result.nodes["node"].map(named)),
+        [named[n] for n in result.silent],
+    )
+    nights = sorted(bench.nights)
+    run = {
+        "system": bench.system,
+        "stamp": stamp,
+        "start": stamp,
+        "end": stamp,
+        "partition": "default",
+        "nodes_asked": "all",
+        "nodes": list(result.nodes["node"]),
+        "kind": bench.kind,
+        "replay": (
+            f"A replay, not a night measured at once: the {len(nights)} committed clean nights of {bench.kind} "
+            f"that measured every path ({nights[0][:10]} to {nights[-1][:10]}), each on a separately started "
+            "node, judged "
+            "as the nodes of one partition's night by the partition's judge, against the same accepted runs, "
+            "each flagged night confirmed by its own rerun (runner/replay.py, partition_night)"
+        ),
+    }
+    outdir = NIGHTLY_DIR / bench.system / stamp.replace(":", "")
+    outdir.mkdir(parents=True, exist_ok=True)
+    history = (result.fleet["verdict"] != partition.Fleet.UNJUDGED).any()
+    judged = result.cells["verdict"].isin([partition.Cell.PASS, partition.Cell.NODE_FAULT, partition.Cell.BOTH])
+    status = runner_partition.partition_status(result, {}, bool(judged.any()) or history, history, False)
+    runner_partition.write_results(outdir, run, result, {}, status, bench.accepted)
+    runner_partition.write_page(bench.system, run, result, outdir)
+    return outdir
+
+
 def main(argv=None) -> int:
     import argparse
 
@@ -428,7 +478,20 @@ def main(argv=None) -> int:
     parser.add_argument("--leave-out", nargs="*", default=[], metavar="STAMP", help="committed nights not drawn")
     parser.add_argument("--upgrade", metavar="NAME", help="replay the committed upgrade results/upgrades/NAME instead")
     parser.add_argument("--partition", action="store_true", help="judge the committed nights as one partition's nodes")
+    parser.add_argument(
+        "--write-night",
+        nargs="?",
+        const="now",
+        metavar="STAMP",
+        help="with --partition: write it as a partition's night stamped STAMP (default: now) in "
+        "results/nightly/SYSTEM/, its page included",
+    )
     args = parser.parse_args(argv)
+    if args.partition and args.write_night:
+        bench = Bench(args.system, args.kind, leave_out=tuple(args.leave_out))
+        stamp = now() if args.write_night == "now" else args.write_night
+        print(f"# {args.system}, {args.kind}: a partition's night written to {partition_night(bench, stamp)}")
+        return 0
     if args.partition:
         bench = Bench(args.system, args.kind, leave_out=tuple(args.leave_out))
         print(f"# {args.system}, {args.kind}: {len(bench.nights)} committed clean nights as one partition's nodes")

@@ -195,14 +195,18 @@ def test_4608_nodes_by_40_paths_judge_in_seconds_and_name_only_what_was_planted(
 
 
 @pytest.mark.slow
-def test_the_committed_nights_as_one_partition_name_the_slow_host_of_22_34():
+def test_the_committed_nights_as_one_partition_name_the_slow_host_of_22_34(tmp_path, monkeypatch):
     """The committed fresh single-H100 nights as the nodes of one partition
     (runner/replay.py, results/replays/hopper-vm-partition.txt): the night
     whose host link stayed slow through its rerun is named on it, no path is a
-    fleet change, and most nights are behind their siblings on nothing."""
+    fleet change, and most nights are behind their siblings on nothing. The
+    committed partition's night is that replay, of the nights that measured
+    every path, as the partition's own writers write it."""
+    from runner import replay
     from runner.replay import Bench, as_partition
 
-    result = as_partition(Bench("hopper-vm", "1 x NVIDIA H100 80GB HBM3"))
+    bench = Bench("hopper-vm", "1 x NVIDIA H100 80GB HBM3")
+    result = as_partition(bench)
     faults = result.faults()
     slow = faults[faults["node"] == "2026-11-24T22:34:55"]
     assert "host link h2d of GPU 0, sm" in set(slow["path"])
@@ -211,6 +215,11 @@ def test_the_committed_nights_as_one_partition_name_the_slow_host_of_22_34():
     assert faults["node"].nunique() <= len(result.nodes) // 4
     transient = result.cells[result.cells["verdict"] == Cell.TRANSIENT]
     assert "2026-11-24T22:49:45" in set(transient["node"])  # its small copies were not slow in its rerun
+    committed = replay.NIGHTLY_DIR / "hopper-vm" / "2026-11-27T200037"
+    monkeypatch.setattr(replay, "NIGHTLY_DIR", tmp_path)
+    again = replay.partition_night(bench, "2026-11-27T20:00:37")
+    for name in ("cells.csv", "fleet.csv", "nodes.csv", "drain.txt"):
+        assert (again / name).read_text() == (committed / name).read_text(), name
 
 
 def test_the_page_of_a_thousand_nodes_draws_the_worst_first_and_sums_up_the_rest(tmp_path):
