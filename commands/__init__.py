@@ -6,7 +6,8 @@ nothing imports it:
     python -m commands load [PERFLOGS...]                        the table, and what could not be read
     python -m commands compare --by driver_version --base 570 --new 580
     python -m commands html [PERFLOGS...] -o results/NAME        index.html, a page per check, each system's history
-    python -m commands screenshots results/NAME -o DIR           its pages in headless Chromium, a PNG of each
+    python -m commands night STAMP [-o DIR]                      a committed night's page drawn again
+    python -m commands screenshots [results/NAME -o DIR]         its pages in headless Chromium, a PNG of each
     python -m commands history|grafana ...                       a system's nights; a dashboard over them
     python -m commands nightly|accept|rejudge|power|upgrade ...  what ./suite runs of the same names
 

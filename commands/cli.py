@@ -97,6 +97,7 @@ def cmd_compare(args) -> int:
 
 def cmd_html(args) -> int:
     from reports.html import write_report
+    from runner.pages import latest_nights
 
     paths = _paths(args)
     loaded = load(paths)
@@ -106,15 +107,16 @@ def cmd_html(args) -> int:
         return UNJUDGED
     outdir = Path(args.output)
     histories = report_histories(loaded.frame, outdir)
-    report = write_report(loaded, outdir, args.title, args.generic_for_all, histories=histories)
+    nights = latest_nights(loaded.frame, outdir, histories)  # the index opens with them
+    report = write_report(loaded, outdir, args.title, args.generic_for_all, histories=histories, nights=nights)
     print(f"report written to {report.index}")
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
     """The one parser of the suite's reporting and judging commands."""
-    from reports import browser, grafana
-    from runner import accept, histories, nightly, partition, power, upgrade
+    from reports import grafana
+    from runner import accept, histories, nightly, pages, partition, power, upgrade
 
     # ./suite names its commands as the user typed them (./suite nightly, ./suite report html).
     prog = os.environ.get("GPU_MEMPATHS_PROG", "python -m commands")
@@ -154,7 +156,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", default="compare.csv", help="CSV file of the comparison (default compare.csv)")
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("html", help="figures (PNG) and static HTML pages: an index, one per check, the histories")
+    p = sub.add_parser(
+        "html",
+        help="figures (PNG) and static HTML pages: an index opening with the latest night of each kind of node, "
+        "a page per check, the histories",
+    )
     common(p)
     p.add_argument("-o", "--output", required=True, help="directory for index.html and the figures")
     p.add_argument("--title", default="GPU memory paths: performance report")
@@ -162,7 +168,7 @@ def parser() -> argparse.ArgumentParser:
         "--generic-for-all", action="store_true", help="also draw the generic figure for checks with their own"
     )
     p.set_defaults(func=cmd_html)
-    for module in (nightly, accept, histories, grafana, power, upgrade, browser):
+    for module in (nightly, accept, histories, grafana, power, upgrade, pages):
         module.add_parsers(sub)
     partition.add_arguments(sub.choices["nightly"])
     return top

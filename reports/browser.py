@@ -3,8 +3,9 @@ opened in headless Chromium (Debian's chromium and chromium-driver, driven
 through Selenium), its images and links checked, its console read and a
 screenshot taken.
 
-    python -m commands screenshots REPORT_DIR -o DIR    a PNG per page; exit 1 on a broken image or link,
-                                                       or a console error
+    ./suite report screenshots REPORT_DIR -o DIR    a PNG per page; exit 1 on a broken image or link,
+                                                  or a console error (runner/pages.py: the command, and
+                                                  the pages README shows without REPORT_DIR)
 """
 
 from __future__ import annotations
@@ -103,42 +104,42 @@ def _local_file(url: str) -> Path | None:
 
 
 def shot_name(page: Path, report: Path) -> str:
-    """index, <check>, history-<system>-<kind>: a page's name for its screenshot."""
-    return page.stem if page.parent == report or page.name != "history.html" else page.parent.name
+    """A page's name for its screenshot: index and <check> for the report's
+    own pages, its folder's name for a folder's index or history
+    (history-<system>-<kind>, night-<system>-<kind>), else folder-page (a partition's node pages)."""
+    if page.parent == report:
+        return page.stem
+    if page.name in ("index.html", "history.html"):
+        return page.parent.name
+    return f"{page.parent.name}-{page.stem}"
 
 
-def look_at_report(report: Path, outdir: Path) -> list[Look]:
-    """Every page the report's index leads to, in one browser: a screenshot of
-    each as NAME.png in `outdir` (pages of an earlier report nothing links to are left alone)."""
+def look_at_report(report: Path, outdir: Path, extra: list[Path] = ()) -> list[Look]:
+    """Every page the report's index (and each of `extra`) leads to, in one
+    browser: a screenshot of each as NAME.png in `outdir` (pages of an
+    earlier report nothing links to are left alone)."""
     report = Path(report).resolve()
     index = report / "index.html"
     if not index.exists():
-        raise SystemExit(f"screenshots: {index} is missing: make the report with `python -m commands html`")
-    looks, queue, seen = [], [index], {index}
+        raise SystemExit(f"screenshots: {index} is missing: make the report with `./suite report html`")
+    queue = [index, *(Path(p).resolve() for p in extra)]
+    looks, seen = [], set(queue)
     with chromium() as session:
         while queue:
             page = queue.pop(0)
             looked = look(session, page, Path(outdir) / f"{shot_name(page, report)}.png")
             looks.append(looked)
-            found = [p for p in looked.links if p.suffix == ".html" and p.exists() and p not in seen]
+            found = [p for p in dict.fromkeys(looked.links) if p.suffix == ".html" and p.exists() and p not in seen]
             seen.update(found)
             queue += found
     return looks
 
 
-def add_parsers(sub) -> None:
-    """screenshots in the suite's one parser (commands/cli.py)."""
-    p = sub.add_parser("screenshots", help="open a report's pages in headless Chromium; a screenshot of each")
-    p.add_argument("report", type=Path, help="the directory `python -m commands html` wrote")
-    p.add_argument("-o", "--output", type=Path, required=True, help="directory for one PNG per page")
-    p.set_defaults(func=screenshots)
-
-
-def screenshots(args) -> int:
-    looks = look_at_report(args.report, args.output)
+def said(looks: list[Look], outdir: Path) -> int:
+    """Each problem a page had, on stderr, and a line of what was looked at: 1 where a page had a problem."""
     for seen in looks:
         for problem in seen.problems():
             print(f"screenshots: {problem}", file=sys.stderr)
     bad = sum(not seen.ok for seen in looks)
-    print(f"screenshots: {len(looks)} pages, {sum(s.images for s in looks)} images, {bad} with problems: {args.output}")
+    print(f"screenshots: {len(looks)} pages, {sum(s.images for s in looks)} images, {bad} with problems: {outdir}")
     return 1 if bad else 0

@@ -24,7 +24,7 @@ def test_the_top_help_lists_every_command_as_suite():
     for command in ("run", "test", "nightly", "accept", "rejudge", "power", "report", "upgrade", "spack-externals"):
         assert f"./suite {command} " in done.stdout, command
     assert "--nodes all|N|NODE" in done.stdout and "power [--kind KIND]" in done.stdout
-    assert "screenshots|history|grafana" in done.stdout and "python -m commands" not in done.stdout
+    assert "html|night|screenshots|history|grafana" in done.stdout and "python -m commands" not in done.stdout
 
 
 @pytest.mark.parametrize("command", ["test", "env", "spack-externals"])
@@ -46,7 +46,12 @@ def test_runs_help_lists_the_systems_and_every_setting_with_its_range():
 
 @pytest.mark.slow  # the command line imports the judges (pandas, SciPy): seconds each
 @pytest.mark.parametrize(
-    "args, prog", [(["nightly"], "./suite nightly"), (["report", "compare"], "./suite report compare")]
+    "args, prog",
+    [
+        (["nightly"], "./suite nightly"),
+        (["report", "compare"], "./suite report compare"),
+        (["report", "night"], "./suite report night"),
+    ],
 )
 def test_the_python_commands_name_themselves_as_typed(args, prog):
     done = suite(*args, "--help")

@@ -255,9 +255,14 @@ def committed():
 @pytest.fixture(scope="module")
 def report(committed, tmp_path_factory):
     """The report of every committed perflog, as `./suite report html
-    perflogs` makes it, drawn once for the tests below."""
+    perflogs` makes it (its index opening with the latest night of each kind
+    of node), drawn once for the tests below."""
+    from runner.pages import latest_nights
+
     outdir = tmp_path_factory.mktemp("report")
-    return write_report(committed, outdir, "test report", histories=report_histories(committed.frame, outdir))
+    histories = report_histories(committed.frame, outdir)
+    nights = latest_nights(committed.frame, outdir, histories)
+    return write_report(committed, outdir, "test report", histories=histories, nights=nights)
 
 
 @pytest.fixture(scope="module")
@@ -296,6 +301,11 @@ def test_the_report_names_what_it_covers(report):
     assert "plateau, % of speed of light" in text and re.search(r"<td>\d\d\.\d%</td>", text)  # the scan table
     assert "slowdown vs baseline (x)" in text  # the ping-pong table
     assert "gbs_s4_w4" not in text  # no table of every point
+    # The index opens with the latest night of each kind of node, each linked, its verdict and next step.
+    assert index.index("The latest night of each kind of node") < index.index("<h2>Checks</h2>")
+    for kind in ("1xNVIDIA-H100-80GB-HBM3", "2xNVIDIA-H200", "4xNVIDIA-H200", "1xNVIDIA-H100-80GB-HBM3-partition"):
+        assert f"href='night-hopper-vm-{kind}/index.html'" in index, kind
+    assert "exit 0 (as accepted)" in index and "<b>nothing to do</b>" in index and "<b>drain</b>" in index
 
 
 def test_html_command_writes_the_report(tmp_path):
@@ -463,13 +473,25 @@ def browser_ready():
 
 
 def test_every_page_of_the_report_loads_in_chromium(report, browser_ready, tmp_path):
-    looks = browser_ready.look_at_report(report.index.parent, tmp_path)
-    names = {seen.screenshot.stem for seen in looks}
     from reports.history import slug
     from reports.runs import read_baselines
+    from runner import pages
 
+    # The nights README shows beside the index's (`./suite report screenshots`), their verdicts alone here.
+    extra = []
+    for system, stamp in pages.SHOWCASE_NIGHTS:
+        folder = pages.find_night(stamp, system)
+        outdir = report.index.parent / f"night-{folder.name}"
+        extra.append(pages.draw_night(folder, outdir, verdict_only=True, back="../index.html"))
+    looks = browser_ready.look_at_report(report.index.parent, tmp_path, extra=extra)
+    names = {seen.screenshot.stem for seen in looks}
     kinds = [slug(kind) for kind in read_baselines("hopper-vm")]  # a history per kind of node accepted
-    assert names == {"index", *report.pages, *(f"history-hopper-vm-{kind}" for kind in kinds)}
+    nights = {p.parent.name for p in report.index.parent.glob("night-*/index.html")}
+    assert {"night-hopper-vm-1xNVIDIA-H100-80GB-HBM3", "night-2026-11-25T214100"} <= nights
+    partition = "night-hopper-vm-1xNVIDIA-H100-80GB-HBM3-partition"
+    assert partition in nights and f"{partition}-node-2026-11-24T223455" in names  # its named node's history
+    nodes = {n for n in names if n.startswith(f"{partition}-node-")}
+    assert names == {"index", *report.pages, *(f"history-hopper-vm-{kind}" for kind in kinds), *nights, *nodes}
     assert [problem for seen in looks for problem in seen.problems()] == []
     assert sum(seen.images for seen in looks) >= len(report.figures)  # every figure shown, the history's too
     for seen in looks:
