@@ -184,11 +184,29 @@ def p_beyond(statistic: float, n: int, prior_df: int, null=null_distribution) ->
     return max(above, 1) / null.size
 
 
+@lru_cache(maxsize=64)
+def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.triu_indices(n, 1)
+
+
+def _median(values: np.ndarray) -> float:
+    """np.median of a 1-D array, the same float, without its overhead on the few
+    values of a figure (a night calls it tens of thousands of times)."""
+    n = values.size
+    if n == 0 or n > 64:
+        return float(np.median(values))
+    ordered = np.sort(values)
+    if np.isnan(ordered[-1]):  # NaN sorts last: np.median's NaN
+        return math.nan
+    half = n // 2
+    return float(ordered[half]) if n % 2 else float((ordered[half - 1] + ordered[half]) / 2)
+
+
 def _qn_raw(x: np.ndarray) -> np.ndarray:
     """Rousseeuw and Croux's Qn along the last axis, unscaled: the k-th
     smallest of the pairwise distances, k = C(n // 2 + 1, 2)."""
     n = x.shape[-1]
-    i, j = np.triu_indices(n, 1)
+    i, j = _pairs(n)
     distances = np.abs(x[..., i] - x[..., j])
     h = n // 2 + 1
     k = h * (h - 1) // 2
@@ -213,7 +231,7 @@ def qn_scale(x: np.ndarray) -> np.ndarray:
 def robust_spread(values: np.ndarray) -> tuple[float, float]:
     """The median of `values` and their robust SD (Qn)."""
     values = np.asarray(values, dtype=float)
-    return float(np.median(values)), float(qn_scale(values))
+    return _median(values) if values.ndim == 1 else float(np.median(values)), float(qn_scale(values))
 
 
 def robust_cv(samples: np.ndarray) -> float:
@@ -344,26 +362,37 @@ def run_values(
         if samples.empty:
             continue
         bounds = _bounds(frame[mask & frame["sample"].isna()], key) if physical else {}
-        grouped = samples.groupby([samples[k].fillna("").astype(str) for k in key], sort=False)
+        # The figures in the order they first appear (groupby's sort=False), each its rows' positions: plain
+        # arrays, not a DataFrame sliced per figure (a night's run has a thousand figures or more).
+        names = zip(*(samples[k].fillna("").astype(str).tolist() for k in key))
+        positions: dict[tuple, list[int]] = {}
+        for i, name in enumerate(names):
+            positions.setdefault(name, []).append(i)
+        values = pd.to_numeric(samples["value"], errors="coerce").to_numpy(float)
+        numbers = samples["sample"].to_numpy()
         rows = [
-            {**_run_row(dict(zip(key, name)), group, label, statistic), "bound": bounds.get(name, math.nan)}
-            for name, group in grouped
+            {
+                **_run_row(dict(zip(key, name)), values[at], numbers[at], label, statistic),
+                "bound": bounds.get(name, math.nan),
+            }
+            for name, at in positions.items()
         ]
         parts.append(pd.DataFrame(rows))
     columns = [*key, "run", "value", "cv", "n", "nan_samples", "bound"]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
 
 
-def _run_row(info: dict, group: pd.DataFrame, label: str, statistic: str = "median") -> dict:
-    values = pd.to_numeric(group["value"], errors="coerce").to_numpy(float)
-    bad = [f"s{int(k)}" for k, v in zip(group["sample"], values) if not np.isfinite(v) or v <= 0]
-    good = values[np.isfinite(values) & (values > 0)]
+def _run_row(info: dict, values: np.ndarray, numbers: np.ndarray, label: str, statistic: str = "median") -> dict:
+    """A figure's row of one run from its samples' values (NaN: not a number) and their sample numbers."""
+    usable = np.isfinite(values) & (values > 0)
+    bad = [f"s{int(k)}" for k, ok in zip(numbers, usable) if not ok]
+    good = values[usable]
     if not good.size:
         value = math.nan
     elif statistic == "best":
         value = float(good.max() if direction(info.get("unit", "")) == "higher" else good.min())
     else:
-        value = float(np.median(good))
+        value = _median(good)
     return {
         **info,
         "run": label,
@@ -380,8 +409,8 @@ def _bounds(headlines: pd.DataFrame, key: list[str]) -> dict[tuple, float]:
     held it to (the samples' lines carry none)."""
     if headlines.empty or "ref" not in headlines.columns:
         return {}
-    names = zip(*(headlines[k].fillna("").astype(str) for k in key))
-    values = zip(headlines["unit"], headlines["ref"], headlines["lower_thres"], headlines["upper_thres"])
+    names = zip(*(headlines[k].fillna("").astype(str).tolist() for k in key))
+    values = zip(*(headlines[c].tolist() for c in ("unit", "ref", "lower_thres", "upper_thres")))
     return {name: bound_of(*value) for name, value in zip(names, values)}
 
 
@@ -488,7 +517,10 @@ def judge_values(table: pd.DataFrame, alpha: float = 0.05) -> Verdict:
     tonight's rows under the run label 'tonight')."""
     key = [k for k in FIGURE_KEY if k in table.columns]
     groups: dict[tuple, list[dict]] = {}
-    for record in table.to_dict("records"):  # plain records: a night is judged in milliseconds, not seconds
+    columns = list(table.columns)
+    # Plain records (as to_dict("records") makes them, five times faster): a night is judged in milliseconds.
+    for values in zip(*(table[c].tolist() for c in columns)):
+        record = dict(zip(columns, values))
         groups.setdefault(tuple(record[k] for k in key), []).append(record)
     figures = pd.DataFrame(
         [_judge_figure(rows, key) for rows in groups.values()], columns=[*key, *FIGURE_COLUMNS, *_PRIVATE]
@@ -542,20 +574,20 @@ def _judge_figure(rows: list[dict], key: list[str]) -> dict:
     # Worse-oriented logs of the accepted runs' values: positive is worse.
     logs = sign * np.log(np.array([r["value"] for r in base], dtype=float))
     if base:
-        row["accepted"] = math.exp(sign * float(np.median(logs)))
-        row["cv_accepted"] = float(np.median([r["cv"] for r in base]))
+        row["accepted"] = math.exp(sign * _median(logs))
+        row["cv_accepted"] = _median(np.array([r["cv"] for r in base], dtype=float))
         # Each accepted run's deviation from the median of the others (left out, as tonight is from all of
         # them: in-sample deviations would shrink the path's spread), whence the path's statistic per run.
         row["_moves"] = (
-            {r["run"]: logs[i] - np.median(np.delete(logs, i)) for i, r in enumerate(base)} if len(base) > 1 else {}
+            {r["run"]: logs[i] - _median(np.delete(logs, i)) for i, r in enumerate(base)} if len(base) > 1 else {}
         )
     if len(night) == 1:
         row.update(tonight=night[0]["value"], cv_tonight=night[0]["cv"], nan_samples=night[0]["nan_samples"])
     elif night:  # several runs judged as one: their median
         finite = [r for r in night if np.isfinite(r["value"])]
         row.update(
-            tonight=float(np.median([r["value"] for r in finite])) if finite else math.nan,
-            cv_tonight=float(np.median([r["cv"] for r in finite])) if finite else math.nan,
+            tonight=_median(np.array([r["value"] for r in finite], dtype=float)) if finite else math.nan,
+            cv_tonight=_median(np.array([r["cv"] for r in finite], dtype=float)) if finite else math.nan,
             nan_samples=_join(*(f"{r['run']}: {r['nan_samples']}" for r in night if r["nan_samples"])),
         )
     row["_k"] = max(1, sum(np.isfinite(r["value"]) for r in night))
@@ -572,7 +604,7 @@ def _judge_figure(rows: list[dict], key: list[str]) -> dict:
         verdict="pass",
         change_pct=(row["tonight"] / row["accepted"] - 1) * 100,
         _logs=logs,
-        _worse=tonight - float(np.median(logs)),
+        _worse=tonight - _median(logs),
         _night=tonight,
         spread_pct=robust_spread(logs)[1] * 100,
         _cvs=(row["cv_tonight"], row["cv_accepted"]),
@@ -677,12 +709,16 @@ def _path_statistic(judged: pd.DataFrame, paired: bool = False) -> dict:
     """The path as one measurement: per run, the median of its figures'
     worse-oriented log moves; or, `paired`, per pair of runs the median of
     its figures' differences, the path's change their median."""
-    per_run = pd.DataFrame(list(judged["_moves"])).median(axis=0, skipna=True).dropna()
-    if len(per_run) < MIN_RUNS:
-        return {"reason": f"in {len(per_run)} {(PAIR_WORDS if paired else NIGHT_WORDS)['runs']}, {MIN_RUNS} needed"}
-    logs = per_run.to_numpy(float)
-    tonight = float(np.median(logs if paired else judged["_worse"]))
-    move = tonight if paired else tonight - float(np.median(logs))
+    moves: dict[str, list[float]] = {}  # per run (in the order the figures name them), its figures' moves
+    for figure in judged["_moves"]:
+        for run, move in figure.items():
+            if not math.isnan(move):  # skipped, as pandas' median skips NaN
+                moves.setdefault(run, []).append(move)
+    logs = np.array([_median(np.array(values, dtype=float)) for values in moves.values()], dtype=float)
+    if len(logs) < MIN_RUNS:
+        return {"reason": f"in {len(logs)} {(PAIR_WORDS if paired else NIGHT_WORDS)['runs']}, {MIN_RUNS} needed"}
+    tonight = _median(logs if paired else judged["_worse"].to_numpy(float))
+    move = tonight if paired else tonight - _median(logs)
     agree = int((np.sign(judged["_worse"]) == np.sign(move)).sum()) if move else 0
     ratios = [night / max(base, CV_FLOOR) for night, base in judged["_cvs"]]
     return {
@@ -690,8 +726,8 @@ def _path_statistic(judged: pd.DataFrame, paired: bool = False) -> dict:
         "agree": agree,
         "change_pct": _change_pct(judged, tonight),
         "spread_pct": (pair_spread(logs) if paired else robust_spread(logs)[1]) * 100,
-        "runs": int(len(per_run)),
-        "instability": float(np.median(ratios)),
+        "runs": int(len(logs)),
+        "instability": _median(np.array(ratios, dtype=float)),
         "_logs": logs,
         "_night": tonight,
         "_k": int(judged["_k"].max()),
@@ -822,10 +858,10 @@ def _judge_figure_paired(rows: list[dict], key: list[str], pairs: list[tuple[str
     row = _blank_figure_row(first, key, len(usable))
     row.update(low_pct=math.nan, high_pct=math.nan)
     finite = [r["value"] for r in old if np.isfinite(r["value"])]
-    row["accepted"] = float(np.median(finite)) if finite else math.nan
+    row["accepted"] = _median(np.array(finite, dtype=float)) if finite else math.nan
     night = [r for r in new if np.isfinite(r["value"])]
     if night:
-        row["tonight"] = float(np.median([r["value"] for r in night]))
+        row["tonight"] = _median(np.array([r["value"] for r in night], dtype=float))
     row["nan_samples"] = _join(*(f"{r['run']}: {r['nan_samples']}" for r in rows if r["nan_samples"]))
     row["bound"] = _night_bound(new)
     if first["yardstick"] and not row["nan_samples"]:
@@ -842,14 +878,14 @@ def _judge_figure_paired(rows: list[dict], key: list[str], pairs: list[tuple[str
         verdict="pass",
         _logs=logs,
         _moves=differences,
-        _worse=float(np.median(logs)),
+        _worse=_median(logs),
         # The pairs' median change, not the change between the sides' medians.
-        change_pct=(math.exp(sign * float(np.median(logs))) - 1) * 100,
+        change_pct=(math.exp(sign * _median(logs)) - 1) * 100,
         # Erratic only if the new side's calmest run spread more than the old side's most erratic one:
         # three runs a side on a shared host otherwise swap their transients into 'unstable'.
         _cvs=(float(np.min([n["cv"] for _, n in usable])), float(np.max([o["cv"] for o, _ in usable]))),
-        cv_tonight=float(np.median([n["cv"] for _, n in usable])),
-        cv_accepted=float(np.median([o["cv"] for o, _ in usable])),
+        cv_tonight=_median(np.array([n["cv"] for _, n in usable], dtype=float)),
+        cv_accepted=_median(np.array([o["cv"] for o, _ in usable], dtype=float)),
     )
     return row
 

@@ -85,7 +85,9 @@ class Bench:
                 self.reruns[run["stamp"]] = _with_paths(frame[run_rows(frame, system, [run["rerun"]])])
         if not self.nights:
             raise ValueError(f"no committed night of {system} on {kind} outside its accepted runs")
-        self.paths = sorted(set().union(*(set(n["path"]) for n in self.nights.values())) - {""})
+        # Each night's lines by path, split once: a replayed night draws every path from one of them.
+        self._lines = {stamp: dict(tuple(n.groupby("path", sort=False))) for stamp, n in self.nights.items()}
+        self.paths = sorted(set().union(*(set(n) for n in self._lines.values())) - {""})
         self._file_lines = _line_reader()
         self._count = 0
 
@@ -119,12 +121,12 @@ class Bench:
         stamps = list(self.nights)
         drawn = {"": stamps[rng.integers(len(stamps))]}
         for path in self.paths:
-            having = [s for s in stamps if (self.nights[s]["path"] == path).any()]
+            having = [s for s in stamps if path in self._lines[s]]
             drawn[path] = having[rng.integers(len(having))]
         return drawn
 
     def _rows(self, drawn: dict[str, str]) -> pd.DataFrame:
-        parts = [self.nights[stamp][self.nights[stamp]["path"] == path] for path, stamp in drawn.items()]
+        parts = [self._lines[stamp].get(path, self.nights[stamp].iloc[:0]) for path, stamp in drawn.items()]
         return pd.concat(parts, ignore_index=True)
 
     def _rerun_rows(self, rng: np.random.Generator, drawn: dict[str, str], flagged: list[str]) -> pd.DataFrame:
@@ -135,9 +137,9 @@ class Bench:
             if own is not None and (own["path"] == path).any():
                 parts.append(own[own["path"] == path])
                 continue
-            others = [s for s in self.nights if s != drawn[path] and (self.nights[s]["path"] == path).any()]
+            others = [s for s in self.nights if s != drawn[path] and path in self._lines[s]]
             stamp = others[rng.integers(len(others))] if others else drawn[path]
-            parts.append(self.nights[stamp][self.nights[stamp]["path"] == path])
+            parts.append(self._lines[stamp].get(path, self.nights[stamp].iloc[:0]))
         return pd.concat(parts, ignore_index=True)
 
     # --- writing, reading back, judging ---------------------------------------
