@@ -194,8 +194,8 @@ def _path_why(row: dict, adjusted: float, judged: int, alpha: float) -> str:
             parts.append(f"better, not worse{chance}: the verdict alarms on a path that got worse")
         elif _finite(row.get("p_worse")) and row["p_worse"] > level:
             parts.append(
-                f"within {band} over {int(_num(row.get('runs')) or 0)} runs: "
-                f"a move this far comes by chance (p {row['p_worse']:.2g})"
+                f"not beyond chance given {band} over {int(_num(row.get('runs')) or 0)} runs "
+                f"(p {row['p_worse']:.2g}, {level:g} needed)"
             )
         elif _finite(adjusted):
             parts.append(
