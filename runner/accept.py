@@ -124,10 +124,12 @@ def alike(frame: pd.DataFrame) -> pd.Series:
     today: not those from before a change of what a case means (an
     experiment's ALIKE_SINCE)."""
     keep = pd.Series(True, index=frame.index)
+    times = None  # read once, where an experiment asks
     for test in frame["test"].unique():
         since = getattr(experiments.find(test), "ALIKE_SINCE", None)
         if since:
-            keep &= ~((frame["test"] == test) & (pd.to_datetime(frame["time"], utc=True) < pd.Timestamp(since)))
+            times = pd.to_datetime(frame["time"], utc=True) if times is None else times
+            keep &= ~((frame["test"] == test) & (times < pd.Timestamp(since)))
     return keep
 
 
