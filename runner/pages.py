@@ -105,7 +105,7 @@ def _when(text: str) -> dt.datetime:
 # --- drawing a night --------------------------------------------------------------
 
 
-def _table(path: Path) -> pd.DataFrame | None:
+def night_table(path: Path) -> pd.DataFrame | None:
     """A night's table, its words '' where empty, or None where the night did not write it."""
     if not path.exists():
         return None
@@ -133,7 +133,7 @@ def draw_night(
     if run.get("nodes"):  # its named nodes' histories are few and quick: drawn whatever is asked
         return draw_partition(folder, run, outdir, back=back)
     system = run["system"]
-    paths, lags = _table(folder / "paths.csv"), _table(folder / "siblings.csv")
+    paths, lags = night_table(folder / "paths.csv"), night_table(folder / "siblings.csv")
     if verdict_only:
         return verdict_page(run, paths, lags, outdir, back, history)
     loaded = loaded if loaded is not None else load([PERFLOGS / system], warn=None)
@@ -164,7 +164,7 @@ def read_partition(folder: Path) -> judge_partition.Partition:
     """A partition's night as its folder keeps it (cells.csv, fleet.csv,
     nodes.csv), each cell's and path's % worse where a table written before
     it does not keep it."""
-    cells, fleet, nodes = (_table(folder / f"{name}.csv") for name in ("cells", "fleet", "nodes"))
+    cells, fleet, nodes = (night_table(folder / f"{name}.csv") for name in ("cells", "fleet", "nodes"))
     cells = cells.assign(worse_pct=explain.cell_worse(cells))
     fleet = fleet.assign(worse_pct=explain.fleet_worse(fleet))
     silent = list(nodes.loc[nodes["state"] == judge_partition.NodeState.SILENT, "node"])
@@ -211,7 +211,7 @@ def latest_nights(frame: pd.DataFrame, outdir: Path, history_pages: dict[str, Pa
                 found = explain.partition_findings(run, result.cells, result.fleet)
                 links.append(NightLink(label, run, page, found, explain.partition_next_step(run)))
             else:
-                tables = _table(folder / "paths.csv"), _table(folder / "siblings.csv")
+                tables = night_table(folder / "paths.csv"), night_table(folder / "siblings.csv")
                 *_, found, step = nightly.explained(run, *tables, accepted_now(run))
                 links.append(NightLink(label, run, page, found, step))
     return links

@@ -20,6 +20,7 @@ from test_fake_gpu import FAKE_SYSTEM, make_repo, nightly
 
 from reports.html import verdict_section
 from runner import nightly as the_nightly
+from runner.pages import night_table
 
 pytestmark = pytest.mark.slow
 
@@ -90,7 +91,7 @@ def test_a_slow_gpu_that_another_process_used_is_contended_not_drained(repo):
         ["path_matrix"],
     )
     who = f"pid {neighbour.pid} (sleep, 1.0 GiB) on GPU {SLOW_GPU}"
-    found = pd.read_csv(outdir / "siblings.csv", keep_default_na=False)
+    found = night_table(outdir / "siblings.csv")  # as the night's page reads it back
     lagging = found[found["verdict"] == "lagging"]
     assert len(lagging) >= 8 and lagging["contended_by"].str.startswith(who).all()
     assert (found.loc[found["verdict"] == "pass", "contended_by"] == "").all()

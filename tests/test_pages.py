@@ -31,7 +31,7 @@ INTERNAL = re.compile(r"\bgpu\d+_\w+")
 
 
 def table(stamp: str, name: str) -> pd.DataFrame | None:
-    return pages._table(NIGHTS / stamp / f"{name}.csv")
+    return pages.night_table(NIGHTS / stamp / f"{name}.csv")
 
 
 def judged_nights() -> list[str]:
