@@ -33,3 +33,5 @@ DASHBOARDS = RESULTS / "grafana"
 DRY_RUNS = REPO / "build" / "dry-runs"
 #: What the loader read, kept by the files it read (reports/load.py): in the build folder, which git ignores.
 LOAD_CACHE = REPO / "build" / "cache" / "load"
+#: The verdict's simulated null distributions, kept by what they depend on (experiments/caches.py): likewise.
+ARRAY_CACHE = REPO / "build" / "cache" / "arrays"

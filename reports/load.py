@@ -22,16 +22,16 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
 import pickle
-import socket
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from experiments import caches
 from experiments.curves import CURVE_SUFFIX
 from experiments.keys import NODE_FACTS, SOFTWARE_FACTS, direction, split_sample
 from experiments.roots import LOAD_CACHE, REPO
@@ -253,30 +253,51 @@ _REPORT_KEEP = {
 }
 
 
+@dataclass(frozen=True)
+class _Case:
+    """What a record's display name says: its test, its parameters (as text
+    and as the columns they fill) and the node ReFrame's --distribute ran it on."""
+
+    test: str
+    params: str
+    columns: tuple[tuple[str, str], ...]
+    nid: str | None
+
+    @classmethod
+    def of(cls, display: str) -> _Case:
+        test, params = split_display_name(display)
+        # ReFrame's hidden parameters say where a case ran (--distribute's '.nid', its node, where the
+        # scheduler reported none) and how often, not what it measured.
+        hidden = {k: params.pop(k) for k in [k for k in params if k.startswith(".")]}
+        text = " ".join(f"{k}={v}" for k, v in params.items())
+        columns = tuple((key if key not in CORE else f"param_{key}", value) for key, value in params.items())
+        return cls(test, text, columns, hidden.get(".nid"))
+
+
 def _tidy(records: list[dict], source: str, from_report: bool) -> pd.DataFrame:
     rows = []
+    columns: dict[tuple, list[str]] = {}  # a perflog's records share their fields: each set named once
+    cases: dict[str, _Case] = {}  # and a case's records its display name: each read once
     for record in records:
         if from_report:
             record = {k: v for k, v in record.items() if k in _REPORT_KEEP}
         line = record.pop("__line")
-        row = {_column(k): (None if isinstance(v, str) and v in _MISSING else v) for k, v in record.items()}
+        fields = tuple(record)
+        named = columns.get(fields) or columns.setdefault(fields, [_column(k) for k in fields])
+        row = dict(zip(named, [None if v.__class__ is str and v in _MISSING else v for v in record.values()]))
         row["__missing"] = row.get("value") is None  # no value (a build's line), where 'nan' is a program's
         row["line"] = line
         row["source"] = source
         display = row.get("display_name") or row.get("name") or ""
         row["display_name"] = display
-        test, params = split_display_name(display)
-        # ReFrame's hidden parameters say where a case ran (--distribute's '.nid', its node, where the
-        # scheduler reported none) and how often, not what it measured.
-        hidden = {k: params.pop(k) for k in [k for k in params if k.startswith(".")]}
-        if not row.get("node") and hidden.get(".nid"):
-            row["node"] = hidden[".nid"]
-        row["test"] = test
-        row["params"] = " ".join(f"{k}={v}" for k, v in params.items())
+        case = cases.get(display) or cases.setdefault(display, _Case.of(display))
+        if not row.get("node") and case.nid:
+            row["node"] = case.nid
+        row["test"] = case.test
+        row["params"] = case.params
         for key in _DROPPED:
             row.pop(key, None)
-        for key, value in params.items():
-            column = key if key not in CORE else f"param_{key}"
+        for column, value in case.columns:
             row.setdefault(column, value)
         if isinstance(row.get("reframe_version"), str):
             row["reframe_version"] = row["reframe_version"].removeprefix("reframe ").strip()
@@ -284,21 +305,30 @@ def _tidy(records: list[dict], source: str, from_report: bool) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-#: The cached tables kept at most (each of one set of files read): the oldest go first.
+#: The cached tables kept at most (each of one set of files read): the least recently used go first.
 CACHE_KEPT = 6
+
+#: Seconds of parsing below which a table is not kept: reading a few records
+#: again is as quick as reading their pickle back, and keeping them would push
+#: the committed perflogs' table (16 s to parse) out of the cache.
+CACHE_WORTH_S = 1.0
 
 
 def _cache_key(paths: list[Path]) -> str:
-    """What a table read from `paths` depends on: every file it reads (path,
-    size, modification time) and the loader's own code (reports/, experiments/)."""
-    # The table names each file as the caller spelled it: the spelling and where it is read from count too.
-    digest = hashlib.sha256(f"{pd.__version__}|{Path.cwd()}|{[str(p) for p in paths]}".encode())
+    """What a table read from `paths` depends on: every file it reads (as
+    spelled, which the table names, and where it is; size, modification
+    time), whether each path is a folder, and the loader's own code
+    (reports/, experiments/). Not the paths themselves: a folder and the
+    folder inside it that holds all its perflogs give the same table."""
+    digest = hashlib.sha256(f"{pd.__version__}|{Path.cwd()}".encode())
     for top in paths:
-        found = [*_perflog_files(top), *_curve_files(top)] if top.exists() else []
-        for path in found:
+        if not top.exists():
+            digest.update(f"missing {top}\n".encode())
+            continue
+        digest.update(b"folder\n" if top.is_dir() else b"file\n")
+        for path in [*_perflog_files(top), *_curve_files(top)]:
             stat = path.stat()
-            digest.update(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
-        digest.update(f"{top.resolve()}:{len(found)}\n".encode())
+            digest.update(f"{path}|{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
     for source in sorted([*(REPO / "reports").rglob("*.py"), *(REPO / "experiments").rglob("*.py")]):
         digest.update(source.read_bytes())
     return digest.hexdigest()[:32]
@@ -309,25 +339,23 @@ def _cached(key: str) -> Loaded | None:
     try:
         with gzip.open(path, "rb") as stream:
             loaded = pickle.load(stream)
-        os.utime(path)  # the most recently used are kept
-        return loaded
-    except Exception:  # unreadable, half-written or of another numpy: read the files again
+    except Exception:  # not kept, unreadable, half-written or of another numpy: read the files again
         return None
+    caches.touch(path)
+    return loaded
 
 
 def _keep(key: str, loaded: Loaded) -> None:
     """The table kept for the next load of the same files, compressed (the
-    committed perflogs' 150 MB of pickle are 3 MB), written whole and then
-    renamed: a reader never sees half of it."""
-    try:
-        LOAD_CACHE.mkdir(parents=True, exist_ok=True)
-        partial = LOAD_CACHE / f"{key}.{socket.gethostname()}.{os.getpid()}.partial"  # a checkout nodes share
+    committed perflogs' 150 MB of pickle are 3 MB)."""
+
+    def write(partial: Path) -> None:
         with gzip.open(partial, "wb", compresslevel=1) as stream:
             pickle.dump(loaded, stream, protocol=pickle.HIGHEST_PROTOCOL)
-        partial.replace(LOAD_CACHE / f"{key}.pickle.gz")
-        kept = sorted(LOAD_CACHE.glob("*.pickle.gz"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in kept[CACHE_KEPT:]:
-            old.unlink(missing_ok=True)
+
+    try:
+        caches.write_whole(LOAD_CACHE / f"{key}.pickle.gz", write)
+        caches.keep_recent(LOAD_CACHE, "*.pickle.gz", CACHE_KEPT)
     except OSError:  # a read-only checkout loads as before, only slower next time
         pass
 
@@ -337,18 +365,24 @@ def load(paths, warn=sys.stderr) -> Loaded:
 
     One row per performance value. Records without one (a build's line) are
     left out. Each skipped line is reported on `warn` (None: silent) and kept
-    in the result's ``issues``. What was read is kept (build/cache/load/, by
-    the files read, their sizes and times, and this code): reading the
-    committed perflogs again takes 2 s on two cores, where parsing them takes 16.
+    in the result's ``issues``. What took a second or more to read is kept
+    (build/cache/load/, by the files read, their sizes and times, and this
+    code): reading the committed perflogs again takes 2 s on two cores, where
+    parsing them takes 16.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     paths = [Path(p) for p in paths]
     key = _cache_key(paths)
-    loaded = _cached(key)
-    if loaded is None:
-        loaded = _load(paths)
-        _keep(key, loaded)
+    # Another process parsing the same files (a test worker of a fresh checkout, a report beside a nightly):
+    # wait for it, then read what it kept.
+    with caches.exclusive(LOAD_CACHE / f"{key}.lock"):
+        loaded = _cached(key)
+        if loaded is None:
+            started = time.monotonic()
+            loaded = _load(paths)
+            if time.monotonic() - started >= CACHE_WORTH_S:
+                _keep(key, loaded)
     if warn is not None:
         for issue in loaded.issues:
             print(f"warning: {issue}", file=warn)

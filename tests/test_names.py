@@ -62,6 +62,7 @@ def test_no_layer_uses_a_name_the_table_does_not_give():
                 "metrics",
                 "budget",
                 "roots",
+                "caches",
                 "gpu_use",
             )
         ],
