@@ -13,6 +13,9 @@ from pathlib import Path
 # The system data and the checks' shared code live beside this file.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from rfmconfig import deprecations  # noqa: E402
 from rfmconfig.settings import site_configuration  # noqa: E402
 
+# Loaded before the checks: their deprecated variables then cost ReFrame no stack walk each (rfmconfig/deprecations.py).
+deprecations.install()
 site_configuration = site_configuration()

@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 from . import cuda_drivers
@@ -80,7 +79,8 @@ def _schema() -> dict[str, Any]:
     return json.loads(SCHEMA_FILE.read_text())
 
 
-def _field_path(error: jsonschema.ValidationError) -> str:
+def _field_path(error) -> str:
+    """Where in the description a jsonschema.ValidationError points."""
     path = ""
     for part in error.absolute_path:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
@@ -89,6 +89,10 @@ def _field_path(error: jsonschema.ValidationError) -> str:
 
 def validate(data: Any, source: str) -> dict[str, Any]:
     """Validate one system description; errors name the file and the field."""
+    # Imported here: a tenth of a second that every case's watch (systems/watch.py), which validates nothing,
+    # would pay at its start.
+    import jsonschema
+
     validator = jsonschema.Draft202012Validator(_schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
