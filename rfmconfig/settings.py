@@ -303,7 +303,10 @@ def logging_config(perflog_dir: Path) -> list[dict[str, Any]]:
                 {
                     "type": "file",
                     "name": "reframe.log",
-                    "level": "debug",
+                    # Not debug: ReFrame gathers every variable of the test for each record the logger takes,
+                    # and its debug records made a sixth of its time loading and setting up the checks
+                    # (a failed case's job script and output stay in its stage folder).
+                    "level": "verbose",
                     "format": "[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s",
                     "append": False,
                 },
