@@ -170,13 +170,30 @@ class Judgement:
         return pd.concat(parts, ignore_index=True).drop_duplicates()
 
 
-def judge_window(frame: pd.DataFrame, system: str, accepted: dict | None, window: dict, alpha: float) -> Judgement:
+def accepted_values(frame: pd.DataFrame, system: str, accepted: dict | None) -> pd.DataFrame:
+    """The accepted runs' per-run table (verdict.run_values, with the physical
+    bounds their lines carry): what every night of the kind is judged
+    against, the same each night (empty without a baseline)."""
+    return verdict.run_values(frame, accepted_masks(frame, system, accepted) if accepted else {}, physical=True)
+
+
+def judge_window(
+    frame: pd.DataFrame,
+    system: str,
+    accepted: dict | None,
+    window: dict,
+    alpha: float,
+    accepted_table: pd.DataFrame | None = None,
+) -> Judgement:
     """The run in `window` judged both ways from one per-run table: against
     the accepted runs (where there is a baseline), and each GPU against its
-    siblings, the accepted runs' deviations the node's usual ones."""
-    masks = accepted_masks(frame, system, accepted) if accepted else {}
-    tonight = run_rows(frame, system, [window])
-    table = verdict.attach_paths(verdict.run_values(frame, {**masks, "tonight": tonight}, physical=True))
+    siblings, the accepted runs' deviations the node's usual ones.
+    `accepted_table`: accepted_values of `accepted`, made once for several
+    windows (a night's reruns, the bench's replayed nights); from `frame` by default."""
+    base = accepted_values(frame, system, accepted) if accepted_table is None else accepted_table
+    tonight = verdict.run_values(frame, {"tonight": run_rows(frame, system, [window])}, physical=True)
+    parts = [part for part in (base, tonight) if not part.empty]
+    table = verdict.attach_paths(pd.concat(parts, ignore_index=True) if parts else tonight)
     return Judgement(verdict.judge_values(table, alpha) if accepted else None, siblings.judge(table))
 
 
@@ -323,10 +340,11 @@ def rerun_flagged(night: Night, key: str, why: str, result: Judgement) -> Judgem
 def judged_with_rerun(frame: pd.DataFrame, system: str, accepted: dict | None, run: dict, alpha: float) -> Judgement:
     """The run judged against the accepted runs (where there are any) and
     each GPU against its siblings, both confirmed by each of its reruns."""
-    judged = judge_window(frame, system, accepted, run, alpha)
+    base = accepted_values(frame, system, accepted)
+    judged = judge_window(frame, system, accepted, run, alpha, base)
     for key in RERUNS:
         if key in run:
-            again = judge_window(frame, system, accepted, run[key], alpha)
+            again = judge_window(frame, system, accepted, run[key], alpha, base)
             confirmed = verdict.confirm(judged.verdict, again.verdict, by=key) if judged.verdict is not None else None
             judged = Judgement(confirmed, siblings.confirm(judged.siblings, again.siblings, by=key))
     return judged

@@ -76,6 +76,8 @@ class Bench:
         frame = frame[frame["source"].str.endswith(".log")]
         accepted = {r["stamp"] for r in self.accepted["runs"]}
         self.base = frame[run_rows(frame, system, self.accepted["runs"])]
+        # What every replayed night is judged against, made once as the nightly makes it.
+        self.base_values = nightly.accepted_values(self.base, system, self.accepted)
         self.nights, self.reruns = {}, {}
         for run in finished_runs(system, kind=kind):
             if run["stamp"] in accepted or run["stamp"] in leave_out:
@@ -147,9 +149,9 @@ class Bench:
     def _judge(self, rows: pd.DataFrame, fault: Fault) -> nightly.Judgement:
         self._count += 1
         start = REPLAY_EPOCH + pd.Timedelta(hours=self._count)
-        frame = pd.concat([self.base, read_back(self._perflogs(rows, fault, start))], ignore_index=True)
+        frame = read_back(self._perflogs(rows, fault, start))
         window = {"start": start.isoformat(), "end": (start + pd.Timedelta(seconds=1)).isoformat()}
-        return nightly.judge_window(frame, self.system, self.accepted, window, self.alpha)
+        return nightly.judge_window(frame, self.system, self.accepted, window, self.alpha, self.base_values)
 
     def _perflogs(self, rows: pd.DataFrame, fault: Fault, start: pd.Timestamp) -> dict[str, str]:
         """{file name: perflog text}: each row's committed line, stamped `start`, the fault planted."""
