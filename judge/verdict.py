@@ -56,7 +56,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import cached_property, lru_cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -562,23 +562,147 @@ def judge(
 def judge_values(table: pd.DataFrame, alpha: float = 0.05) -> Verdict:
     """The verdict from the per-run table (`run_values` with `attach_paths`;
     tonight's rows under the run label 'tonight')."""
+    return locate_values(table).conclude(alpha)
+
+
+@dataclass
+class Located:
+    """A night judged up to its correction: every figure and path located
+    against the accepted runs (its raw p-values), the kinds' priors fitted
+    from the figures and paths judged. `conclude` corrects it into the
+    verdict; `with_tonight` locates it again with some figures' rows of
+    tonight replaced, the rest as they are (runner/power.py plants a move on
+    each path in turn: the night is located once, not once a path)."""
+
+    key: list[str]
+    groups: dict[tuple, list[dict]]  # each figure's per-run records, accepted and tonight's
+    figures: pd.DataFrame  # located, with the private columns
+    paths: pd.DataFrame
+    figure_priors: dict[str, Prior]
+    path_priors: dict[str, Prior]
+
+    def conclude(self, alpha: float = 0.05) -> Verdict:
+        """Holm's correction over the figures and over the paths, then the paths
+        a figure flags alone: the verdict (this night left as it is)."""
+        figures, paths = self.figures.copy(), self.paths.copy()
+        _correct(figures, alpha / 2)
+        _correct(paths, alpha / 2)
+        _mark_paths_by_figures(figures, paths)
+        return Verdict(figures.drop(columns=_PRIVATE), paths.drop(columns=_PRIVATE, errors="ignore"))
+
+    def with_tonight(self, rows: pd.DataFrame) -> Located:
+        """The night with tonight's rows of the figures in `rows` (per-run
+        rows, run 'tonight', of those figures) replaced by them: those
+        figures and their paths located again against the same priors. The
+        priors are the judged figures' and paths', from their accepted runs
+        alone: where the new rows judge the same figures, they hold, and this
+        is what locate_values gives on the whole table; where not, it is that."""
+        relocated = self._relocate(rows)
+        if isinstance(relocated, Located):
+            return relocated
+        groups, redone, again = relocated
+        figures, paths = self.figures.copy(), self.paths.copy()
+        figures.loc[redone.index] = redone
+        paths.loc[again.index] = again[paths.columns]
+        return Located(self.key, groups, figures, paths, self.figure_priors, self.path_priors)
+
+    def flagged(self, alpha: float = 0.05, rows: pd.DataFrame | None = None) -> list[str]:
+        """The paths the night flags, conclude(alpha).flagged_paths(), with
+        tonight's rows of the figures in `rows` replaced as with_tonight
+        replaces them: from arrays, in a thousandth of the time of the
+        tables (./suite power asks it for each path and move of each night)."""
+        relocated = None if rows is None else self._relocate(rows)
+        if isinstance(relocated, Located):
+            return relocated.flagged(alpha)
+        figure_verdicts, figure_p = self._arrays["figure_verdicts"], self._arrays["figure_p"]
+        path_verdicts, path_p = self._arrays["path_verdicts"], self._arrays["path_p"]
+        if relocated is not None:
+            _, redone, again = relocated
+            figure_verdicts, figure_p = figure_verdicts.copy(), figure_p.copy()
+            at = self.figures.index.get_indexer(redone.index)
+            figure_verdicts[at], figure_p[:, at] = redone["verdict"], redone[["p_worse", "p_better"]].to_numpy(float).T
+            path_verdicts, path_p = path_verdicts.copy(), path_p.copy()
+            at = self.paths.index.get_indexer(again.index)
+            path_verdicts[at], path_p[:, at] = again["verdict"], again[["p_worse", "p_better"]].to_numpy(float).T
+        figure_verdicts = _corrected(figure_verdicts, *figure_p, alpha / 2)[0]
+        path_verdicts = _corrected(path_verdicts, *path_p, alpha / 2, self._arrays["instability"])[0]
+        names, counts = self._arrays["path_names"], self._arrays["path_figures"]
+        for name in _moved_figures(figure_verdicts, self._arrays["figure_paths"]):
+            i = self._arrays["path_at"].get(name)
+            if i is not None and counts[i] <= 1 and path_verdicts[i] in _FLAGGED_BY_ITS_FIGURE:
+                path_verdicts[i] = "moved"
+        return sorted(names[np.isin(path_verdicts, ["moved", "unstable"])])
+
+    @cached_property
+    def _arrays(self) -> dict:
+        """The located tables' columns that their conclusion reads, as arrays."""
+        figures, paths = self.figures, self.paths
+        return {
+            "figure_verdicts": figures["verdict"].to_numpy(object),
+            "figure_p": figures[["p_worse", "p_better"]].to_numpy(float).T.copy(),
+            "figure_paths": figures["path"].to_numpy(object),
+            "path_verdicts": paths["verdict"].to_numpy(object),
+            "path_p": paths[["p_worse", "p_better"]].to_numpy(float).T.copy(),
+            "instability": paths["instability"].to_numpy(float),
+            "path_names": paths["path"].to_numpy(object),
+            "path_figures": paths["figures"].to_numpy(),
+            "path_at": {name: i for i, name in enumerate(paths["path"])},
+        }
+
+    def _relocate(self, rows: pd.DataFrame):
+        """with_tonight's work: the figures' records with tonight's replaced,
+        and the replaced figures' and their paths' rows located again
+        against the same priors (indexed as in the tables); or, where they
+        judge other figures or paths than before, the whole night located anew."""
+        key = self.key
+        groups = dict(self.groups)
+        for figure, records in _records_by_figure(rows, key).items():
+            groups[figure] = [r for r in groups.get(figure, []) if not r["run"].startswith("tonight")] + records
+        changed = [figure for figure in groups if groups[figure] is not self.groups.get(figure)]
+        at = self._figure_at
+        if any(figure not in at for figure in changed):
+            return _locate_groups(groups, key)
+        redone = pd.DataFrame([_judge_figure(groups[f], key) for f in changed], columns=self.figures.columns)
+        redone.index = self.figures.index[[at[f] for f in changed]]
+        if list(redone["verdict"]) != list(self.figures.loc[redone.index, "verdict"]):  # other figures judged
+            return _locate_groups(groups, key)
+        _locate_rows(redone, self.figure_priors)
+        names = set(redone["path"]) - {""}
+        kept = self.figures[self.figures["path"].isin(names)]
+        again = _judge_paths(pd.concat([kept.drop(index=redone.index), redone]).loc[kept.index])
+        again.index = self.paths.index[[self._arrays["path_at"][name] for name in again["path"]]]
+        if list(again["verdict"]) != list(self.paths.loc[again.index, "verdict"]):  # other paths judged
+            return _locate_groups(groups, key)
+        _locate_rows(again, self.path_priors)
+        return groups, redone, again
+
+    @cached_property
+    def _figure_at(self) -> dict[tuple, int]:
+        return {figure: i for i, figure in enumerate(zip(*(self.figures[k].tolist() for k in self.key)))}
+
+
+def locate_values(table: pd.DataFrame) -> Located:
+    """The per-run table judged up to its correction (judge_values' first steps)."""
     key = [k for k in FIGURE_KEY if k in table.columns]
+    return _locate_groups(_records_by_figure(table, key), key)
+
+
+def _records_by_figure(table: pd.DataFrame, key: list[str]) -> dict[tuple, list[dict]]:
+    """Each figure's rows, as plain records (as to_dict("records") makes them, five times faster)."""
     groups: dict[tuple, list[dict]] = {}
     columns = list(table.columns)
-    # Plain records (as to_dict("records") makes them, five times faster): a night is judged in milliseconds.
     for values in zip(*(table[c].tolist() for c in columns)):
         record = dict(zip(columns, values))
         groups.setdefault(tuple(record[k] for k in key), []).append(record)
+    return groups
+
+
+def _locate_groups(groups: dict[tuple, list[dict]], key: list[str]) -> Located:
     figures = pd.DataFrame(
         [_judge_figure(rows, key) for rows in groups.values()], columns=[*key, *FIGURE_COLUMNS, *_PRIVATE]
     )
     paths = _judge_paths(figures)
-    _locate_rows(figures)
-    _locate_rows(paths)
-    _correct(figures, alpha / 2)
-    _correct(paths, alpha / 2)
-    _mark_paths_by_figures(figures, paths)
-    return Verdict(figures.drop(columns=_PRIVATE), paths.drop(columns=_PRIVATE, errors="ignore"))
+    return Located(key, groups, figures, paths, _locate_rows(figures), _locate_rows(paths))
 
 
 def _blank_figure_row(first: dict, key: list[str], runs: int) -> dict:
@@ -659,20 +783,24 @@ def _judge_figure(rows: list[dict], key: list[str]) -> dict:
     return row
 
 
-def _locate_rows(table: pd.DataFrame) -> None:
-    """Each judged row located against its accepted values, with its kind's prior variance (in place)."""
-    judged = table["verdict"] == "pass"
-    priors = kind_priors(table[judged])
-    located = [
-        locate(logs, night, floor / 100, priors[kind], int(k))
-        for logs, night, floor, kind, k in table.loc[judged, ["_logs", "_night", "floor_pct", "kind", "_k"]].itertuples(
-            index=False
-        )
-    ]
-    table.loc[judged, "spread_pct"] = [x.scale * 100 for x in located]
-    table.loc[judged, "prior_df"] = [priors[kind].df for kind in table.loc[judged, "kind"]]
-    table.loc[judged, "p_worse"] = [x.p_worse for x in located]
-    table.loc[judged, "p_better"] = [x.p_better for x in located]
+def _locate_rows(table: pd.DataFrame, priors: dict[str, Prior] | None = None) -> dict[str, Prior]:
+    """Each judged row located against its accepted values, with its kind's
+    prior variance (in place); the priors, fitted from the judged rows where
+    none are given."""
+    judged = (table["verdict"] == "pass").to_numpy()
+    if priors is None:
+        priors = kind_priors(table[judged])
+    columns = {c: table[c].to_numpy(float).copy() for c in ("spread_pct", "prior_df", "p_worse", "p_better")}
+    rows = zip(*(table[c].tolist() for c in ("_logs", "_night", "floor_pct", "kind", "_k")))
+    for i, (logs, night, floor, kind, k) in enumerate(rows):
+        if not judged[i]:
+            continue
+        x = locate(logs, night, floor / 100, priors[kind], int(k))
+        columns["spread_pct"][i], columns["prior_df"][i] = x.scale * 100, priors[kind].df
+        columns["p_worse"][i], columns["p_better"][i] = x.p_worse, x.p_better
+    for column, values in columns.items():  # whole columns: a masked assignment each costs more than locating
+        table[column] = values
+    return priors
 
 
 #: How a reason names the two sides: the nightly's, and an upgrade's pairs.
@@ -804,22 +932,59 @@ def holm(p_values: np.ndarray) -> np.ndarray:
 def _correct(table: pd.DataFrame, alpha: float) -> None:
     """Holm's correction over the judged rows, worse and better apart; flags
     'moved' and 'improved' in place, and 'unstable' paths."""
-    judged = (table["verdict"] == "pass").to_numpy()
-    table["p_adjusted"] = math.nan
+    instability = table["instability"].to_numpy(float) if "instability" in table.columns else None
+    verdicts, adjusted, flagged_by = _corrected(
+        table["verdict"].to_numpy(object),
+        table["p_worse"].to_numpy(float),
+        table["p_better"].to_numpy(float),
+        alpha,
+        instability,
+    )
+    table["p_adjusted"] = adjusted
+    table["verdict"] = verdicts
+    if flagged_by is not None:
+        table["flagged_by"] = flagged_by
+
+
+def _corrected(
+    verdicts: np.ndarray, p_worse: np.ndarray, p_better: np.ndarray, alpha: float, instability: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Holm's correction over the judged rows (verdict 'pass'), worse and
+    better apart: each row's verdict after it ('moved', 'improved'; with
+    `instability`, 'unstable' where its samples spread more than
+    STABILITY_FACTOR times the accepted runs'), its adjusted p_worse (NaN
+    where not judged) and, with `instability`, what flagged it (None where
+    nothing was judged: the table keeps its own)."""
+    verdicts = verdicts.copy()
+    adjusted = np.full(verdicts.size, math.nan)
+    judged = verdicts == "pass"
     if not judged.any():
-        return
-    p_worse = holm(table.loc[judged, "p_worse"])
-    worse = p_worse <= alpha
-    better = holm(table.loc[judged, "p_better"]) <= alpha
-    index = table.index[judged]
-    table.loc[index, "p_adjusted"] = p_worse
-    table.loc[index[worse], "verdict"] = "moved"
-    table.loc[index[better & ~worse], "verdict"] = "improved"
-    if "instability" in table.columns:
-        spread = judged & (table["instability"] > STABILITY_FACTOR).to_numpy()
-        moved = (table["verdict"] == "moved").to_numpy()
-        table["flagged_by"] = [_join(*w) for w in zip(np.where(moved, "path", ""), np.where(spread, "spread", ""))]
-        table.loc[spread & table["verdict"].isin(["pass", "improved"]).to_numpy(), "verdict"] = "unstable"
+        return verdicts, adjusted, None
+    adjusted[judged] = holm(p_worse[judged])
+    worse, better = np.zeros(verdicts.size, bool), np.zeros(verdicts.size, bool)
+    worse[judged] = adjusted[judged] <= alpha
+    better[judged] = holm(p_better[judged]) <= alpha
+    verdicts[worse] = "moved"
+    verdicts[better & ~worse] = "improved"
+    if instability is None:
+        return verdicts, adjusted, None
+    spread = judged & (instability > STABILITY_FACTOR)
+    moved = verdicts == "moved"
+    flagged_by = np.array([_join(*w) for w in zip(np.where(moved, "path", ""), np.where(spread, "spread", ""))], object)
+    verdicts[spread & np.isin(verdicts, ["pass", "improved"])] = "unstable"
+    return verdicts, adjusted, flagged_by
+
+
+#: The verdicts of a path that one figure, its only judged one, moving alone turns into 'moved'.
+_FLAGGED_BY_ITS_FIGURE = ("pass", "improved", "unjudged")
+
+
+def _moved_figures(figure_verdicts: np.ndarray, figure_paths: np.ndarray) -> dict[str, list[int]]:
+    """The positions of the figures that moved, by path."""
+    moved: dict[str, list[int]] = {}
+    for i in np.flatnonzero(figure_verdicts == "moved"):
+        moved.setdefault(figure_paths[i], []).append(int(i))
+    return moved
 
 
 def _mark_paths_by_figures(figures: pd.DataFrame, paths: pd.DataFrame) -> None:
@@ -829,22 +994,21 @@ def _mark_paths_by_figures(figures: pd.DataFrame, paths: pd.DataFrame) -> None:
     is named in the reason but flags nothing: a path alarms on its own
     evidence, what its figures agree on, not on the one of fifteen that a
     moment's noise pushed out."""
-    moved = figures[figures["verdict"] == "moved"]
-    for name, group in moved.groupby("path"):
+    tests, names = figures["test"].tolist(), figures["figure"].tolist()
+    for name, moved in _moved_figures(figures["verdict"].to_numpy(object), figures["path"].to_numpy(object)).items():
         at = paths.index[paths["path"] == name]
         if not len(at):
             continue
-        names = ", ".join(f"{t} {f}" for t, f in zip(group["test"], group["figure"]))
+        said = ", ".join(f"{tests[i]} {names[i]}" for i in moved)
         alone = paths.loc[at[0], "figures"] <= 1
         if not alone:
             if paths.loc[at[0], "verdict"] in ("pass", "improved"):
-                paths.loc[at[0], "reason"] = _join(
-                    paths.loc[at[0], "reason"], f"a figure moved, the path did not: {names}"
-                )
+                said = f"a figure moved, the path did not: {said}"
+                paths.loc[at[0], "reason"] = _join(paths.loc[at[0], "reason"], said)
             continue
-        paths.loc[at[0], "reason"] = _join(paths.loc[at[0], "reason"], f"moved alone: {names}")
+        paths.loc[at[0], "reason"] = _join(paths.loc[at[0], "reason"], f"moved alone: {said}")
         paths.loc[at[0], "flagged_by"] = _join(paths.loc[at[0], "flagged_by"], "figures")
-        if paths.loc[at[0], "verdict"] in ("pass", "improved", "unjudged"):
+        if paths.loc[at[0], "verdict"] in _FLAGGED_BY_ITS_FIGURE:
             paths.loc[at[0], "verdict"] = "moved"
 
 

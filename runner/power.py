@@ -145,11 +145,6 @@ class Model:
         return pd.concat(base, ignore_index=True), self.night(rng, "tonight")
 
 
-def flagged(base: pd.DataFrame, night: pd.DataFrame, alpha: float) -> set[str]:
-    result = verdict.judge_values(pd.concat([base, night], ignore_index=True), alpha)
-    return set(result.flagged_paths())
-
-
 def sweep(table: pd.DataFrame, moves: list[float], nights: int, alpha: float, seed: int = 1) -> pd.DataFrame:
     """Per path: false alarms in clean nights, and the share of nights that
     flag it when its figures move worse by each of `moves` (fractions),
@@ -173,16 +168,19 @@ def sweep(table: pd.DataFrame, moves: list[float], nights: int, alpha: float, se
     pairs += [("sim", *model.baseline_and_night(rng)) for _ in range(nights)]
     progress = Progress("power", "replayed and simulated nights", len(pairs))
     for how, base, night in pairs:
-        clean = flagged(base, night, alpha)
+        # Located once a night; each planted move then locates its path's figures again (verdict.Located).
+        located = verdict.locate_values(pd.concat([base, night], ignore_index=True))
+        clean = set(located.flagged(alpha))
         measured = set(judged_rows(night)["path"])
         for p in paths:
             if p not in measured:  # a replayed run from before the path existed says nothing of it
                 continue
             rows[p][f"{how}_nights"] += how == "replay"
             rows[p][f"{how}_false"] += p in clean
+            on_path = night[night["path"] == p]
             for move in moves:
                 column = f"{how}_power_{move * 100:g}"
-                rows[p][column] += p in flagged(base, plant(night, p, move), alpha)
+                rows[p][column] += p in located.flagged(alpha, plant(on_path, p, move))
         progress.step()
     table = pd.DataFrame(list(rows.values()))
     for how in ("replay", "sim"):

@@ -105,6 +105,37 @@ def test_one_figure_moved_alone_flags_its_path_only_where_it_is_the_paths_only_f
     assert alone.paths["verdict"].tolist() == ["moved"]
 
 
+@pytest.mark.parametrize("move", [0.05, 0.5])
+def test_a_night_located_once_then_moved_on_one_path_is_judged_as_the_whole_night_moved_is(move):
+    # ./suite power plants a move on each path in turn: the night is located once, each path again.
+    base, night = model().baseline_and_night(np.random.default_rng(14))
+    located = verdict.locate_values(pd.concat([base, night], ignore_index=True))
+    paths = sorted(set(power.judged_rows(night)["path"]))
+    for path in [HOST_LINK, *paths[:: len(paths) // 4]]:
+        planted = power.plant(night, path, move)
+        whole = verdict.judge_values(pd.concat([base, planted], ignore_index=True))
+        again = located.with_tonight(planted[planted["path"] == path]).conclude()
+        pd.testing.assert_frame_equal(again.figures, whole.figures, check_dtype=False)
+        pd.testing.assert_frame_equal(again.paths, whole.paths, check_dtype=False)
+        assert located.flagged(rows=planted[planted["path"] == path]) == whole.flagged_paths()
+        assert path != HOST_LINK or (HOST_LINK in whole.flagged_paths()) == (move >= 0.07)  # it sees 7% (power)
+
+
+def test_a_night_moved_so_that_other_figures_are_judged_is_located_anew():
+    # A sample that is not a number breaks its figure: the kinds' priors then come from other figures.
+    base, night = model().baseline_and_night(np.random.default_rng(15))
+    located = verdict.locate_values(pd.concat([base, night], ignore_index=True))
+    broken = night[night["path"] == HOST_LINK].copy()
+    broken.loc[broken.index[0], "nan_samples"] = "s1"
+    whole = verdict.judge_values(pd.concat([base, night.drop(index=broken.index), broken], ignore_index=True))
+    again = located.with_tonight(broken).conclude()
+    assert (again.figures["verdict"] == "broken").sum() == 1
+    pd.testing.assert_frame_equal(
+        again.paths.set_index("path").sort_index(), whole.paths.set_index("path").sort_index(), check_dtype=False
+    )
+    assert located.flagged(rows=broken) == whole.flagged_paths()
+
+
 def test_one_accepted_run_caught_in_a_transient_does_not_blind_the_paths_stability():
     base, night = model().baseline_and_night(np.random.default_rng(13))
     first = base["run"] == base["run"].iloc[0]
