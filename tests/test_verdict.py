@@ -356,18 +356,21 @@ def test_on_a_shared_host_a_move_its_rerun_confirmed_must_last_until_it_is_measu
 
 def test_a_nights_later_rerun_is_judged_again_from_its_window(monkeypatch):
     """run.json's 'later' window is part of the night whenever it is judged again (./suite accept --rejudge)."""
-    seen, lags = [], []
-    monkeypatch.setattr(
-        nightly,
-        "judge_window",
-        lambda frame, system, accepted, window, alpha: nightly.Judgement(window["start"], window["start"]),
-    )
+    seen, lags, tables = [], [], []
+    monkeypatch.setattr(nightly, "accepted_values", lambda frame, system, accepted: "the accepted runs' table")
+
+    def judge_window(frame, system, accepted, window, alpha, accepted_table=None):
+        tables.append(accepted_table)
+        return nightly.Judgement(window["start"], window["start"])
+
+    monkeypatch.setattr(nightly, "judge_window", judge_window)
     monkeypatch.setattr(nightly.verdict, "confirm", lambda result, again, by: seen.append((result, again, by)) or by)
     monkeypatch.setattr(nightly.siblings, "confirm", lambda found, again, by: lags.append((found, again, by)) or by)
     run = {"start": "run", "rerun": {"start": "rerun"}, "later": {"start": "later"}}
     judged = nightly.judged_with_rerun(None, "s", {"runs": []}, run, 0.05)
     assert judged.verdict == "later" and judged.siblings == "later"
     assert seen == lags == [("run", "rerun", "rerun"), ("rerun", "later", "later")]
+    assert tables == ["the accepted runs' table"] * 3  # made once for the run and its two measures again
 
 
 def test_the_delay_of_a_later_confirmation_comes_from_the_system_unless_given(monkeypatch):
