@@ -44,14 +44,14 @@ from experiments.copy_latency import (
     parse_verified,
     perf_name,
 )
-from experiments.records import read_output
+from experiments.records import parsed_output, read_output
 from systems import data
 
 
 @sn.deferrable
 def block_medians(stdout: str, method: str, direction: str, size: int) -> list:
     """A headline latency's samples: its block medians, from the job's output."""
-    found = parse_block_medians(read_output(stdout)).get((method, direction, size))
+    found = parsed_output(stdout, parse_block_medians).get((method, direction, size))
     if not found:
         raise sn.SanityError(f"no block medians for {method} {direction} {size} B")
     return found

@@ -19,14 +19,14 @@ from experiments import budget
 from experiments.host_bandwidth import (
     OPS,
 )
-from experiments.records import read_output, records, require
+from experiments.records import parsed_output, records, require
 from systems import data
 
 
 @sn.deferrable
 def measured(stdout: str, tag: str) -> list:
     """The (node, op) of every `tag` record ('Bandwidth': each node and op measured)."""
-    return [(r["node"], r["op"]) for r in records(read_output(stdout), tag) if {"node", "op"} <= r.keys()]
+    return [(r["node"], r["op"]) for r in parsed_output(stdout, records, tag) if {"node", "op"} <= r.keys()]
 
 
 @sn.deferrable
@@ -37,7 +37,7 @@ def _as_set(items) -> set:
 @sn.deferrable
 def run_bandwidths(stdout: str, node: int, op: str) -> list:
     """Each timed run's GiB/s of one node and operation, in run order."""
-    runs = records(read_output(stdout), "Run")
+    runs = parsed_output(stdout, records, "Run")
     return [float(require(r, ["gibs"], "Run")["gibs"]) for r in runs if (r.get("node"), r.get("op")) == (str(node), op)]
 
 

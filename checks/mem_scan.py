@@ -68,19 +68,19 @@ from experiments.mem_scan import (
     summarise,
     summary_names,
 )
-from experiments.records import read_output
+from experiments.records import parsed_output, read_output
 from systems import data, parse_quantity
 
 
 @sn.deferrable
 def scan_points(stdout: str, mode: str, op: str) -> list:
     """The case's points from the job's output (read when the figures are evaluated)."""
-    return [p for p in parse_scan(read_output(stdout)) if p.mode == mode and p.op == op]
+    return [p for p in parsed_output(stdout, parse_scan) if p.mode == mode and p.op == op]
 
 
 @sn.deferrable
 def link_yardstick(stdout: str, mode: str, op: str) -> LinkYardstick:
-    found = parse_link(read_output(stdout), mode, op)
+    found = parsed_output(stdout, parse_link, mode, op)
     if found is None:
         raise sn.SanityError(f"no Link line for mode={mode} op={op}")
     return found

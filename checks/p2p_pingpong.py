@@ -25,7 +25,7 @@ from experiments.p2p_pingpong import (
     GiB,
     parse_pingpong_samples,
 )
-from experiments.records import read_output
+from experiments.records import parsed_output
 from systems import data
 
 
@@ -33,7 +33,7 @@ from systems import data
 def pingpong_values(stdout: str, variant: str, field: str) -> list:
     """Each sample's time (field 'time', s) or bandwidth ('bw', GiB/s) of one
     variant, in sample order, read from the job's output when evaluated."""
-    samples = parse_pingpong_samples(read_output(stdout)).get(variant, [])
+    samples = parsed_output(stdout, parse_pingpong_samples).get(variant, [])
     return [time if field == "time" else bw for time, bw in samples]
 
 

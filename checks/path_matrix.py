@@ -41,14 +41,14 @@ from experiments.path_matrix import (
     expected_cells,
     samples_by_cell,
 )
-from experiments.records import read_output, records
+from experiments.records import parsed_output, read_output, records
 from systems import data
 
 
 @sn.deferrable
 def cell_samples(stdout: str, figure: str, count: int) -> list:
     """A cell's samples in order (GB/s, or ns for latency), exactly `count` of them."""
-    found = list(samples_by_cell(read_output(stdout)).get(figure, ()))
+    found = list(parsed_output(stdout, samples_by_cell).get(figure, ()))
     if len(found) != count:
         raise sn.SanityError(f"{describe(figure)} ({figure}): {len(found)} samples, expected {count}")
     return found

@@ -31,7 +31,7 @@ from reframe.core.exceptions import SkipTestError
 from checks.suite.base import GpuCheck, median, parser_sanity
 from checks.suite.settings import Choice, Count, CountOr, Decimal, Real, Size, Unreadable, Whole, size_bytes
 from experiments import budget
-from experiments.records import read_output
+from experiments.records import parsed_output
 from experiments.um_bandwidth import (
     MEMORY_CASES,
     RESIDENT_ON_GPU,
@@ -47,7 +47,7 @@ from systems import data, parse_quantity
 @parser_sanity
 def output_of(stdout: str) -> Output:
     """The program's records (experiments/um_bandwidth.py parses them)."""
-    return parse_output(read_output(stdout))
+    return parsed_output(stdout, parse_output)
 
 
 @sn.deferrable

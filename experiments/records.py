@@ -78,3 +78,17 @@ def read_output(path: str) -> str:
 def _read(path: str, size: int, mtime_ns: int) -> str:
     with open(path) as stream:
         return stream.read()
+
+
+def parsed_output(path: str, parser, *args):
+    """`parser(output, *args)` of a job's output, parsed once however many
+    deferred figures read it (a path matrix of eight GPUs has hundreds, each
+    of which parsed the whole output again), keyed as read_output's; what it
+    returns is shared by every caller: read it, never change it."""
+    stat = os.stat(path)
+    return _parsed(os.path.abspath(path), stat.st_size, stat.st_mtime_ns, parser, args)
+
+
+@lru_cache(maxsize=16)
+def _parsed(path: str, size: int, mtime_ns: int, parser, args: tuple):
+    return parser(_read(path, size, mtime_ns), *args)

@@ -16,7 +16,10 @@ still has it: the output is ReFrame's own, to the byte.
   for each record: a case's N figures, logged one a line, cost N-squared
   (a path matrix of eight GPUs logs hundreds: 35 of a fake night's 53 s).
   The list is made anew for each record, as the first record of a test
-  finds it.
+  finds it. And for each of those records ReFrame gathers every loggable
+  variable of the test again, with a warnings filter set up and taken down
+  for each (a seventh of that night): within one ``log_result`` nothing
+  changes them, so the records after its first keep what the first gathered.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from reframe.core import warnings as reframe_warnings
 
 _ORIGINAL = reframe_warnings.user_deprecation_warning
 _ORIGINAL_EXTRAS = reframe_logging.LoggerAdapter._update_check_extras
+_ORIGINAL_LOG_RESULT = reframe_logging.LoggerAdapter.log_result
 
 
 def _in_reframe(frame) -> bool:
@@ -59,11 +63,29 @@ def walks_the_stack(function) -> bool:
     return code is not None and {"inspect", "stack"} <= set(code.co_names)
 
 
+#: Set on a LoggerAdapter while its log_result logs a test's records: 'first' before the first record, 'kept' after.
+_IN_LOG_RESULT = "_gpu_mempaths_in_log_result"
+
+
 def update_check_extras(self) -> None:
-    """ReFrame's LoggerAdapter._update_check_extras, its list of loggable attributes made anew."""
+    """ReFrame's LoggerAdapter._update_check_extras, its list of loggable
+    attributes made anew; within one log_result, for its first record only."""
+    if self.__dict__.get(_IN_LOG_RESULT) == "kept":
+        return
     if self.check is not None:
         self.extra["__rfm_loggable_attrs__"] = []
     _ORIGINAL_EXTRAS(self)
+    if _IN_LOG_RESULT in self.__dict__:
+        self.__dict__[_IN_LOG_RESULT] = "kept"
+
+
+def log_result(self, *args, **kwargs):
+    """ReFrame's LoggerAdapter.log_result, the test's variables gathered for its first record only."""
+    self.__dict__[_IN_LOG_RESULT] = "first"
+    try:
+        return _ORIGINAL_LOG_RESULT(self, *args, **kwargs)
+    finally:
+        del self.__dict__[_IN_LOG_RESULT]
 
 
 def grows_the_list(method) -> bool:
@@ -83,7 +105,19 @@ def install() -> list[str]:
             if name.startswith("reframe") and getattr(module, "user_deprecation_warning", None) is _ORIGINAL:
                 module.user_deprecation_warning = user_deprecation_warning
         mended.append("deprecation warnings")
-    if grows_the_list(_ORIGINAL_EXTRAS):
+    if grows_the_list(_ORIGINAL_EXTRAS) and logs_a_record_a_figure(_ORIGINAL_LOG_RESULT):
         reframe_logging.LoggerAdapter._update_check_extras = update_check_extras
+        reframe_logging.LoggerAdapter.log_result = log_result
         mended.append("loggable attributes")
     return mended
+
+
+def logs_a_record_a_figure(method) -> bool:
+    """Whether `method` is ReFrame's log_result that this module expects: each
+    performance variable a record through self.log, check_partition and
+    check_environ set once before them."""
+    try:
+        source = inspect.getsource(method)
+    except (OSError, TypeError):
+        return False
+    return "for var, info in self.check.perfvalues.items()" in source and "self.log(level, msg)" in source

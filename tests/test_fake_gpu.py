@@ -137,11 +137,13 @@ def test_a_run_a_dry_run_and_a_nightly_leave_the_checkout_clean(repo, first_nigh
 
 
 def fake_node_env(repo: Path) -> dict[str, str]:
-    """The fake NVML and the fake CUDA driver first in the node's paths."""
+    """The fake NVML and the fake CUDA driver first in the node's paths, and
+    the fake programs run by this Python (tests/fakegpu/src/CMakeLists.txt)."""
     libraries = os.environ.get("LD_LIBRARY_PATH")
     return {
         "PYTHONPATH": f"{repo / 'tests' / 'fakegpu' / 'site'}{os.pathsep}{repo}",
         "LD_LIBRARY_PATH": str(repo.parent / "libcuda") + (f"{os.pathsep}{libraries}" if libraries else ""),
+        "GPU_MEMPATHS_FAKE_PYTHON": sys.executable,
     }
 
 

@@ -99,3 +99,20 @@ def test_a_jobs_output_is_read_again_once_it_changes(tmp_path):
     assert records(read_output(str(out)), "Run") == [{"node": "0", "op": "read", "run": "1", "gibs": "1.0"}]
     out.write_text("Run: node=0 op=read run=1 gibs=1.0\nRun: node=0 op=read run=2 gibs=2.5\n")
     assert len(records(read_output(str(out)), "Run")) == 2
+
+
+def test_a_jobs_output_is_parsed_once_for_every_figure_and_again_when_it_changes(tmp_path):
+    from experiments.records import parsed_output
+
+    out = tmp_path / "rfm_job.out"
+    out.write_text("Run: node=0 op=read run=1 gibs=1.0\n")
+    calls = []
+
+    def parse(text, tag):
+        calls.append(tag)
+        return records(text, tag)
+
+    first = [parsed_output(str(out), parse, "Run") for _ in range(100)]  # a figure each
+    assert len(calls) == 1 and all(found is first[0] for found in first)
+    out.write_text(out.read_text() + "Run: node=0 op=read run=2 gibs=2.0\n")
+    assert len(parsed_output(str(out), parse, "Run")) == 2 and len(calls) == 2

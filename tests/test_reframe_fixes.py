@@ -84,13 +84,73 @@ def test_a_records_loggable_attributes_are_named_once_each_however_many_came_bef
     assert after == before  # the values a record carries are ReFrame's
 
 
+class PerformanceCheck(Check):
+    """A test of two figures whose loggable attributes name its partition, as ReFrame's own do."""
+
+    current_partition = "fake:default"
+    perfvalues = {
+        "fake:default:read_bw": (61.5, 60.0, -0.1, 0.1, "GB/s", "pass"),
+        "fake:default:lat_us": (2.1, 2.0, None, 0.2, "us", "pass"),
+    }
+
+    @classmethod
+    def loggable_attrs(cls):
+        return [*super().loggable_attrs(), ("current_partition", "partition")]
+
+    def is_performance_check(self):
+        return True
+
+
+class Named:
+    def __init__(self, name):
+        self.name = name
+
+
+class Task:
+    testcase = (None, Named("default"), Named("gnu"))
+    result, succeeded = "pass", True
+
+
+def logged_records(update, log_result, monkeypatch) -> list[dict]:
+    """Each record a test's log_result gives a handler (its check_ fields and
+    loggable attributes), with `update` and `log_result` ReFrame's."""
+    import logging
+
+    monkeypatch.setattr(reframe_logging.LoggerAdapter, "_update_check_extras", update)
+    monkeypatch.setattr(reframe_logging.LoggerAdapter, "log_result", log_result)
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            fields = {k: v for k, v in vars(record).items() if k.startswith("check_")}
+            seen.append({**fields, "attrs": sorted(set(record.__rfm_loggable_attrs__))})
+
+    logger = logging.getLogger(f"reframe-fixes-{len(seen)}-{id(update)}")
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(Keep())
+    adapter = reframe_logging.LoggerAdapter(logger=logger, check=PerformanceCheck())
+    adapter.log_result(logging.INFO, Task(), multiline=True)
+    adapter.info("after the figures")  # and a record outside log_result, gathered as ReFrame gathers it
+    return seen
+
+
+def test_a_tests_figures_are_logged_with_the_fields_reframe_gives_them(monkeypatch):
+    ours = logged_records(reframe_fixes.update_check_extras, reframe_fixes.log_result, monkeypatch)
+    theirs = logged_records(reframe_fixes._ORIGINAL_EXTRAS, reframe_fixes._ORIGINAL_LOG_RESULT, monkeypatch)
+    assert len(ours) == 3 and ours == theirs
+    assert [r["check_perf_var"] for r in ours[:2]] == ["read_bw", "lat_us"]
+    assert ours[0]["check_partition"] == "fake:default"  # the attribute's, gathered after log_result set its own
+
+
 def test_installed_only_over_what_reframe_still_has(monkeypatch):
     for module in holders():
         monkeypatch.setattr(module, "user_deprecation_warning", reframe_fixes._ORIGINAL)
     monkeypatch.setattr(reframe_logging.LoggerAdapter, "_update_check_extras", reframe_fixes._ORIGINAL_EXTRAS)
+    monkeypatch.setattr(reframe_logging.LoggerAdapter, "log_result", reframe_fixes._ORIGINAL_LOG_RESULT)
     assert reframe_fixes.install() == ["deprecation warnings", "loggable attributes"]
     assert all(m.user_deprecation_warning is reframe_fixes.user_deprecation_warning for m in holders())
     assert reframe_logging.LoggerAdapter._update_check_extras is reframe_fixes.update_check_extras
+    assert reframe_logging.LoggerAdapter.log_result is reframe_fixes.log_result
     # A ReFrame that mended them itself is left alone.
     assert not reframe_fixes.walks_the_stack(reframe_fixes.user_deprecation_warning)
     assert not reframe_fixes.grows_the_list(reframe_fixes.update_check_extras)
