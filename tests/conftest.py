@@ -14,3 +14,10 @@ def seed():
     from gdrcopy_outputs import seed_outputs
 
     return seed_outputs()
+
+
+def pytest_collection_modifyitems(items):
+    """A long test is a slow one too: `./suite test --quick` leaves it out as well."""
+    for item in items:
+        if item.get_closest_marker("long") and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)

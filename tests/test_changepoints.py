@@ -35,6 +35,7 @@ def _found_at(moves_pct: np.ndarray, spread: float, seed: int) -> int | None:
     return None
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(("spread", "within_two"), [(TIGHT, 50), (LINK, 45)])
 def test_a_three_percent_step_at_night_20_is_found_within_two_nights(spread, within_two):
     """Of 50 seeds: at 0.3% every one by night 22 (its first night and two
@@ -45,12 +46,14 @@ def test_a_three_percent_step_at_night_20_is_found_within_two_nights(spread, wit
     assert all(f is not None and 20 <= f <= 26 for f in found), found
 
 
+@pytest.mark.long
 def test_a_drift_of_half_a_percent_a_night_is_found_by_night_30():
     drift = 0.5 * np.arange(30)
     found = [_found_at(drift, LINK, seed) for seed in range(20)]
     assert all(f is not None and f <= 30 for f in found), found
 
 
+@pytest.mark.long
 @pytest.mark.slow  # 3 spreads x 100 seeds x 30 nights
 @pytest.mark.parametrize("spread", [TIGHT, LINK, WIDE])
 def test_pure_noise_flags_nothing_over_100_seeds(spread):

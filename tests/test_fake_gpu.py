@@ -301,6 +301,7 @@ def test_half_speed_host_memory_is_flagged_and_nothing_else(accepted):
     assert "later" in json.loads((outdir / "run.json").read_text())
 
 
+@pytest.mark.long
 def test_a_night_of_a_few_checks_is_rerun_from_its_own_build(accepted):
     """A night of checks that all pass (no case skipped to hold the build's
     stage) still reruns what it flagged: the build's stage outlives the run,
@@ -320,6 +321,7 @@ def test_a_night_of_a_few_checks_is_rerun_from_its_own_build(accepted):
     assert (outdir / "rerun-report.json").exists() and "rerun" in json.loads((outdir / "run.json").read_text())
 
 
+@pytest.mark.long
 def test_a_load_that_outlasts_the_rerun_but_passes_before_the_later_measure_is_transient(accepted, tmp_path):
     """Another tenant streaming host memory through the run and its rerun, gone
     by the time a shared host's later confirmation measures it: exit 0, the
@@ -349,6 +351,7 @@ def test_an_uncorrected_ecc_error_fails_health(accepted):
     assert "no performance checks on an unhealthy node" in output
 
 
+@pytest.mark.long
 def test_a_gpu_throttled_during_the_run_fails_the_checks(accepted):
     # HW thermal slowdown under the checks' load only: at rest, health passes the GPU.
     status, output, outdir = nightly(accepted, 7, GPU_MEMPATHS_FAKE_GPU_RUNNING="clock_events=64")
@@ -391,6 +394,7 @@ def test_the_two_gpu_checks_never_run_on_one_gpu(repo):
     assert not list((repo.parent / "dry").rglob("rfm_job.sh")), "a job script was written for a skipped check"
 
 
+@pytest.mark.long
 def test_one_slow_path_is_flagged_under_its_own_name_and_nothing_else(accepted):
     """The path matrix's cells are figures of their own: one cell at 60% (the
     copy engines' device-to-host copies to the GPU's NUMA node, a path the
@@ -408,6 +412,7 @@ def test_one_slow_path_is_flagged_under_its_own_name_and_nothing_else(accepted):
     assert re.search(r"MOVED host link d2h of GPU 0, ce: ", output), output[-4000:]
 
 
+@pytest.mark.long
 def test_one_figure_of_a_path_many_figures_measure_names_it_but_does_not_flag_the_path(accepted):
     """The SMs' device-to-host cell at 60%, where the reprex's figures of the
     same path hold: the path alarms on what its figures agree on, so the
@@ -421,6 +426,7 @@ def test_one_figure_of_a_path_many_figures_measure_names_it_but_does_not_flag_th
     assert f"a figure moved, the path did not: path_matrix {cell}" in paths.loc["host link d2h of GPU 0, sm", "reason"]
 
 
+@pytest.mark.long
 def test_a_driver_upgrade_judges_the_nights_under_the_new_driver_and_names_both(accepted):
     """The fake NVML reports another driver, under which host memory runs at
     70%: the nightly's records carry the new driver, and `./suite upgrade

@@ -42,6 +42,7 @@ def eight_gpu_night(repo, seed: int, **env):
     )
 
 
+@pytest.mark.long
 def test_one_slow_gpu_of_eight_is_named_by_its_siblings_on_a_first_night(repo):
     status, output, outdir = eight_gpu_night(repo, 11, GPU_MEMPATHS_FAKE_SLOWDOWN=f"path_matrix.gpu{SLOW_GPU}=0.6")
     run = json.loads((outdir / "run.json").read_text())
@@ -107,6 +108,7 @@ def test_a_slow_gpu_that_another_process_used_is_contended_not_drained(repo):
     assert "another process on its GPUs (not drained)" in page and "Next step: rerun" in page
 
 
+@pytest.mark.long
 def test_eight_gpus_with_nothing_slow_name_no_gpu(repo):
     status, output, outdir = eight_gpu_night(repo, 12)
     assert status == 3, output[-4000:]  # nothing accepted of this kind: not judged, and nothing behind

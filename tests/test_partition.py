@@ -72,6 +72,7 @@ def test_leave_one_out_spread_is_qn_of_the_others_then_the_columns_mad():
     assert partition.leave_one_out_spread(many)[:, 0] == pytest.approx(np.full(15, mad))
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("count", [4, 8, 30])
 def test_nodes_spread_as_widely_as_the_floor_name_no_node_in_nearly_every_partition(count):
     """The null: no node planted, the nodes spread between them by the path's

@@ -22,6 +22,7 @@ HOSTS = ["h1", "h2", "h3", "h4"]
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.long,  # a partition's nights: CI runs ReFrame through Slurm in tests/test_ci_slurm.py
     pytest.mark.skipif(
         os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare, as CI has"
     ),

@@ -28,6 +28,7 @@ CHECKS = ["-n", "host_bandwidth|node_health", "-S", "host_bandwidth.runs=5"]
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.long,  # a partition's nights: CI runs ReFrame through Slurm in tests/test_ci_slurm.py
     pytest.mark.skipif(
         shutil.which("slurmctld") is None or os.geteuid() != 0,
         reason="needs root and Slurm (apt-get install slurmctld slurmd slurm-client munge), as CI has",

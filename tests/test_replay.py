@@ -90,6 +90,7 @@ def test_a_path_drawn_from_another_night_keeps_that_nights_lines():
 EXIT_2 = {"2026-11-24T13:18:53", "2026-11-24T22:34:55", "2026-11-24T22:49:45"}
 
 
+@pytest.mark.long
 def test_the_committed_clean_nights_replayed_whole_exit_2_only_where_the_host_was_slow_or_unconfirmed():
     b = bench()
     exits = {stamp: b.committed(stamp).exit for stamp in b.nights}
@@ -101,6 +102,7 @@ def test_the_committed_clean_nights_replayed_whole_exit_2_only_where_the_host_wa
 SEES_SEVEN = ["GPU memory of GPU 0", "host link d2h of GPU 0, ce", "host link d2h of GPU 0, sm", HOST_LINK]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("path", SEES_SEVEN)
 def test_a_seven_percent_move_is_caught_where_the_power_table_says_it_is_seen(path):
     rng = np.random.default_rng(SEES_SEVEN.index(path))
@@ -108,6 +110,7 @@ def test_a_seven_percent_move_is_caught_where_the_power_table_says_it_is_seen(pa
     assert caught == 6, caught  # 20 of 20 each when measured (results/replays/hopper-vm-h100.txt)
 
 
+@pytest.mark.long
 def test_replayed_clean_nights_exit_2_only_on_the_slow_hosts():
     # Drawn path by path from the committed clean nights but the two whose
     # hosts stayed slow through their reruns: the reruns clear every flag.
@@ -143,6 +146,7 @@ def test_a_replayed_upgrade_is_judged_as_the_upgrade_judges_it():
     pd.testing.assert_series_equal(whole["change_pct"], dealt["change_pct"], rtol=1e-9)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("which", sorted(UPGRADES))
 def test_two_hundred_upgrades_that_change_nothing_flag_at_most_one_percent(which):
     rng = np.random.default_rng(11)
@@ -150,6 +154,7 @@ def test_two_hundred_upgrades_that_change_nothing_flag_at_most_one_percent(which
     assert sum(map(bool, flagged)) <= 2, [f for f in flagged if f]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("which, path", [("copies", "host link d2h of GPU 0, ce"), ("copies", HOST_LINK)])
 def test_a_seven_percent_drop_is_caught_on_the_paths_three_pairs_can_see_it(which, path):
     # The paths the replay's power says can see 7% with three pairs on that node (results/replays/).
@@ -158,6 +163,7 @@ def test_a_seven_percent_drop_is_caught_on_the_paths_three_pairs_can_see_it(whic
     assert caught >= 19, caught
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("which", sorted(UPGRADES))
 def test_a_transient_in_one_run_of_the_new_side_is_not_called_moved(which):
     b, rng = upgrade_bench(which), np.random.default_rng(13)

@@ -271,6 +271,7 @@ def rendered(report):
     return [f for f in report.figures if not f.path.name.startswith("versions-")]
 
 
+@pytest.mark.long
 def test_every_figure_renders_from_the_committed_perflogs(rendered):
     figures = rendered
     kinds = {f.path.name.split("-")[0] + "-" + f.path.name.split("-")[1] for f in figures}
@@ -282,6 +283,7 @@ def test_every_figure_renders_from_the_committed_perflogs(rendered):
         assert any(gpu in figure.caption for gpu in gpus) and "580.159.04" in figure.caption, figure.caption
 
 
+@pytest.mark.long
 def test_the_report_names_what_it_covers(report):
     pages = {test: page.read_text() for test, page in report.pages.items()}
     index = report.index.read_text()
@@ -327,6 +329,7 @@ def test_records_without_a_night_give_a_report_without_history(tmp_path):
     assert not list((tmp_path / "report").glob("history-*"))
 
 
+@pytest.mark.long
 def test_daxpy_figures_1_to_8_render_from_the_committed_perflog(rendered):
     # A set of runs per driver and CUDA runtime: figures 1 to 8 for each.
     daxpy = [f for f in rendered if f.test == "daxpy" and "h100" in f.path.name]
@@ -378,6 +381,7 @@ def test_daxpy_crossovers_agree_with_the_checks_own_computation(committed):
             assert table.loc[size, label] == ("—" if inner is None else str(inner))
 
 
+@pytest.mark.long
 def test_latency_figure_renders_with_crossovers_and_the_link(committed, rendered):
     [figure] = [
         f
@@ -402,6 +406,7 @@ def test_latency_table_has_a_row_per_method_and_direction(committed):
     assert len(table.columns) == 2 + len(LATENCY_SIZES) + 1
 
 
+@pytest.mark.long
 def test_scan_figures_per_gpu_count_and_buffer_with_the_latest_speed_of_light(committed, rendered):
     # N/(N-1) differs with N, and small segments with the buffer's size.
     found = [(re.search(r"(\d+gpus-[0-9-]+x)\.png$", f.path.name), f) for f in rendered if f.test == "mem_scan"]
@@ -472,6 +477,7 @@ def browser_ready():
     return browser
 
 
+@pytest.mark.long
 def test_every_page_of_the_report_loads_in_chromium(report, browser_ready, tmp_path):
     from reports.history import slug
     from reports.runs import read_baselines

@@ -210,6 +210,7 @@ def test_an_installed_suite_is_used_as_it_is(tmp_path):
     assert f"ln -sfn {folder}/gpu-mempaths/bin bin" in script.read_text()
 
 
+@pytest.mark.long
 def test_a_wheel_toolkit_builds_the_suite_with_clang(tmp_path):
     """The CUDA 12.9 toolkit CI makes from NVIDIA's wheels (.ci/volta-compile),
     built by clang for real: every program, linked to that toolkit's runtime."""

@@ -35,6 +35,7 @@ def night_with(rng, moves: dict[str, float] | None = None, spread: dict[str, flo
     return verdict.judge_values(pd.concat([base, night], ignore_index=True))
 
 
+@pytest.mark.long
 @pytest.mark.slow  # hundreds of simulated nights
 def test_two_hundred_clean_nights_exit_2_at_most_twice():
     rng = np.random.default_rng(7)
@@ -43,6 +44,7 @@ def test_two_hundred_clean_nights_exit_2_at_most_twice():
     assert len(nights) <= 2, nights  # 1% of 200, before any confirming rerun
 
 
+@pytest.mark.long
 @pytest.mark.slow  # hundreds of simulated nights
 def test_a_seven_percent_drop_of_one_path_is_caught_in_95_percent_of_nights():
     rng = np.random.default_rng(8)
@@ -81,6 +83,7 @@ def test_the_path_says_how_many_figures_agree():
     assert row["agree"] == row["figures"] > 1
 
 
+@pytest.mark.long
 def test_samples_spread_ten_times_wider_make_a_path_unstable_not_moved():
     rng = np.random.default_rng(10)
     for _ in range(20):
@@ -145,6 +148,7 @@ def test_one_accepted_run_caught_in_a_transient_does_not_blind_the_paths_stabili
     assert result.paths.set_index("path").loc[HOST_LINK, "verdict"] == "unstable"
 
 
+@pytest.mark.long
 def test_a_clean_night_is_not_unstable():
     rng = np.random.default_rng(11)
     for _ in range(50):
@@ -517,6 +521,7 @@ def _many_paths(rng, runs: list[str], gpus: int = 8, figures: int = 14, sigma: f
     return verdict.attach_paths(pd.DataFrame(rows))
 
 
+@pytest.mark.long
 @pytest.mark.slow  # hundreds of simulated nights
 @pytest.mark.parametrize("n", [3, 8])
 def test_a_paths_p_values_are_not_too_small_when_nothing_moved(n):
