@@ -1,4 +1,4 @@
-"""Two costs of ReFrame 4.10 that the suite's checks run into, mended where
+"""Costs of ReFrame 4.10 that the suite's checks run into, mended where
 ReFrame loads its settings (reframe_settings.py), each only where ReFrame
 still has it: the output is ReFrame's own, to the byte.
 
@@ -20,6 +20,11 @@ still has it: the output is ReFrame's own, to the byte.
   variable of the test again, with a warnings filter set up and taken down
   for each (a seventh of that night): within one ``log_result`` nothing
   changes them, so the records after its first keep what the first gathered.
+- **Records no handler takes.** ReFrame's logger takes every level (the
+  settings set none), so each debug record is made, its test's variables
+  gathered, and then every handler drops it: half of a dry run of a DGX's
+  186 cases. Its logger now makes a record only where one of its handlers
+  would take it; -v lowers the handlers' levels, and with them this.
 """
 
 from __future__ import annotations
@@ -97,6 +102,20 @@ def grows_the_list(method) -> bool:
     return "['__rfm_loggable_attrs__'].append" in source and "'__rfm_loggable_attrs__'] = " not in source
 
 
+_ORIGINAL_ENABLED = reframe_logging.Logger.isEnabledFor
+
+
+def is_enabled_for(self, level: int) -> bool:
+    """ReFrame's Logger.isEnabledFor, and a handler of the logger that takes the level."""
+    return _ORIGINAL_ENABLED(self, level) and any(level >= handler.level for handler in self.handlers)
+
+
+def makes_every_record(logger_class) -> bool:
+    """Whether ReFrame's logger is one with no parent to hand records to and
+    no filter of its own on its handlers' levels: the one this module mends."""
+    return logger_class.isEnabledFor is _ORIGINAL_ENABLED and "reframe" in logger_class.__module__
+
+
 def install() -> list[str]:
     """Mends what this ReFrame still has of the two; the names of those mended."""
     mended = []
@@ -109,6 +128,9 @@ def install() -> list[str]:
         reframe_logging.LoggerAdapter._update_check_extras = update_check_extras
         reframe_logging.LoggerAdapter.log_result = log_result
         mended.append("loggable attributes")
+    if makes_every_record(reframe_logging.Logger):
+        reframe_logging.Logger.isEnabledFor = is_enabled_for
+        mended.append("records no handler takes")
     return mended
 
 

@@ -142,12 +142,32 @@ def test_a_tests_figures_are_logged_with_the_fields_reframe_gives_them(monkeypat
     assert ours[0]["check_partition"] == "fake:default"  # the attribute's, gathered after log_result set its own
 
 
+def test_a_record_is_made_where_a_handler_takes_it_and_where_verbose_output_asks_for_it(monkeypatch):
+    import logging
+
+    monkeypatch.setattr(reframe_logging.Logger, "isEnabledFor", reframe_fixes.is_enabled_for)
+    logger = reframe_logging.Logger("reframe")
+    stdout, log_file = logging.StreamHandler(), logging.NullHandler()
+    stdout.setLevel(logging.INFO)
+    log_file.setLevel(reframe_logging.VERBOSE)
+    logger.addHandler(stdout)
+    logger.addHandler(log_file)
+    assert logger.isEnabledFor(logging.INFO) and logger.isEnabledFor(reframe_logging.VERBOSE)
+    assert not logger.isEnabledFor(logging.DEBUG) and not logger.isEnabledFor(reframe_logging.DEBUG2)
+    stdout.setLevel(logging.DEBUG)  # what -vv does to the stream handlers
+    assert logger.isEnabledFor(logging.DEBUG) and not logger.isEnabledFor(reframe_logging.DEBUG2)
+    logger.setLevel(logging.WARNING)  # the logger's own level still holds
+    assert not logger.isEnabledFor(logging.INFO)
+
+
 def test_installed_only_over_what_reframe_still_has(monkeypatch):
     for module in holders():
         monkeypatch.setattr(module, "user_deprecation_warning", reframe_fixes._ORIGINAL)
     monkeypatch.setattr(reframe_logging.LoggerAdapter, "_update_check_extras", reframe_fixes._ORIGINAL_EXTRAS)
     monkeypatch.setattr(reframe_logging.LoggerAdapter, "log_result", reframe_fixes._ORIGINAL_LOG_RESULT)
-    assert reframe_fixes.install() == ["deprecation warnings", "loggable attributes"]
+    monkeypatch.setattr(reframe_logging.Logger, "isEnabledFor", reframe_fixes._ORIGINAL_ENABLED)
+    assert reframe_fixes.install() == ["deprecation warnings", "loggable attributes", "records no handler takes"]
+    assert reframe_logging.Logger.isEnabledFor is reframe_fixes.is_enabled_for
     assert all(m.user_deprecation_warning is reframe_fixes.user_deprecation_warning for m in holders())
     assert reframe_logging.LoggerAdapter._update_check_extras is reframe_fixes.update_check_extras
     assert reframe_logging.LoggerAdapter.log_result is reframe_fixes.log_result
