@@ -106,8 +106,12 @@ _ORIGINAL_ENABLED = reframe_logging.Logger.isEnabledFor
 
 
 def is_enabled_for(self, level: int) -> bool:
-    """ReFrame's Logger.isEnabledFor, and a handler of the logger that takes the level."""
-    return _ORIGINAL_ENABLED(self, level) and any(level >= handler.level for handler in self.handlers)
+    """ReFrame's Logger.isEnabledFor, and a handler of the logger that takes
+    the level; a logger with none hands its records to Python's last resort
+    (stderr: ReFrame's warnings while it sets its loggers up), as before."""
+    if not _ORIGINAL_ENABLED(self, level):
+        return False
+    return not self.handlers or any(level >= handler.level for handler in self.handlers)
 
 
 def makes_every_record(logger_class) -> bool:

@@ -107,7 +107,8 @@ def git_status(repo: Path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def first_night(repo):
-    """The node's first night, its records sent to an endpoint where nothing listens."""
+    """The node's first night, its records sent to an endpoint where nothing
+    listens (they are all in its perflogs still: the first accepted run)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         down = f"http://127.0.0.1:{probe.getsockname()[1]}/api/v1/import"  # nothing listens once closed
@@ -214,11 +215,12 @@ def stamp(outdir: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def accepted(repo):
-    """Five runs, not judged (nothing accepted), then accepted with references.
-    Five: host memory is a kind of two paths, too few to lend each other a
-    prior, and three runs alone cannot bound a fourth (judge/verdict.py)."""
-    runs = [nightly(repo, seed) for seed in (1, 2, 3, 11, 12)]
+def accepted(repo, first_night):
+    """Five runs, not judged (nothing accepted), then accepted with references:
+    the first night and four more. Five: host memory is a kind of two paths,
+    too few to lend each other a prior, and three runs alone cannot bound a
+    fourth (judge/verdict.py)."""
+    runs = [first_night[:3], *(nightly(repo, seed) for seed in (1, 2, 3, 11))]
     for status, output, _ in runs:
         assert status == 3, output[-4000:]
         assert "no accepted run of fakegpu" in output

@@ -147,6 +147,7 @@ def test_a_record_is_made_where_a_handler_takes_it_and_where_verbose_output_asks
 
     monkeypatch.setattr(reframe_logging.Logger, "isEnabledFor", reframe_fixes.is_enabled_for)
     logger = reframe_logging.Logger("reframe")
+    assert logger.isEnabledFor(logging.WARNING)  # no handler yet: Python's last resort prints it
     stdout, log_file = logging.StreamHandler(), logging.NullHandler()
     stdout.setLevel(logging.INFO)
     log_file.setLevel(reframe_logging.VERBOSE)

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from fake_nvml import FakeGpu, FakeNvml
@@ -141,6 +142,14 @@ def test_descent_is_read_from_proc(tmp_path):
     assert not descends(20, 10, str(tmp_path)) and not descends(99, 10, str(tmp_path))
 
 
+def wait_for_exec(pid: int, name: str, timeout: float = 10.0) -> None:
+    """Until process `pid` runs `name` (its /proc comm)."""
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}/comm").read_text().strip() != name:
+        assert time.monotonic() < deadline, f"process {pid} did not start {name}"
+        time.sleep(0.01)
+
+
 def test_the_other_ranks_of_the_same_launch_carry_its_token_and_are_the_programs_own(tmp_path):
     """srun and jsrun start each rank beside the others, each under a watch of its own: a rank of
     this launch carries the case's token in its environment; another's process does not."""
@@ -151,6 +160,10 @@ def test_the_other_ranks_of_the_same_launch_carry_its_token_and_are_the_programs
         subprocess.Popen(["sleep", "30"], env={**env, CASE_TOKEN: "launch-2"}) as stranger,
     ):
         try:
+            # A process is on a GPU only once it runs its program; until its exec
+            # /proc shows the parent's environment, without the token.
+            for p in (rank, sibling, stranger):
+                wait_for_exec(p.pid, "sleep")
             gpu = FakeGpu(list_children=False, others=[(p.pid, "x", 1 << 30) for p in (rank, sibling, stranger)])
             use = GpuUse(0)
             for _ in range(2):
