@@ -99,8 +99,10 @@ def _small_perflogs(folder: Path, lines: int = 300) -> None:
         (folder / path.name).write_text("".join(text[:1] + text[1:][-lines:]))
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_the_report_is_made_without_reframe(tmp_path):
+    """The import rule above, at run time (a module imported by name would
+    escape the static reading): a whole report drawn with ReFrame unimportable."""
     perflogs = tmp_path / "perflogs" / "hopper-vm" / "default"
     perflogs.mkdir(parents=True)
     _small_perflogs(perflogs)
