@@ -106,6 +106,13 @@ def cmd_html(args) -> int:
         print("error: no performance values to report", file=sys.stderr)
         return UNJUDGED
     outdir = Path(args.output)
+    frame = loaded.frame
+    print(
+        f"report: {len(frame)} records of {frame['test'].nunique()} checks and {frame['system'].nunique()} systems; "
+        f"drawing their histories, latest nights and figures into {outdir} (a second or so a figure)",
+        file=sys.stderr,
+        flush=True,
+    )
     histories = report_histories(loaded.frame, outdir)
     nights = latest_nights(loaded.frame, outdir, histories)  # the index opens with them
     report = write_report(loaded, outdir, args.title, args.generic_for_all, histories=histories, nights=nights)

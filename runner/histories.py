@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.progress import Progress
 from judge import changepoints, explain, verdict
 from judge.select import accepted_masks, run_rows
 from reports.history import slug, write_history
@@ -103,12 +104,18 @@ def report_histories(frame: pd.DataFrame, outdir: Path) -> dict[str, Path]:
     """The history page of each system and kind of node whose accepted runs
     and nights the records hold, for a report under `outdir` (its `histories`)."""
     pages = {}
-    for system in sorted(frame["system"].dropna().unique()):
-        for kind in sorted(read_baselines(system)) or [None]:
-            label, folder = (
-                (f"{system}, {kind}", f"history-{system}-{slug(kind)}") if kind else (system, f"history-{system}")
-            )
-            pages[label] = write_kind(system, outdir / folder, frame, back="../index.html", kind=kind)
+    kinds = [
+        (system, kind)
+        for system in sorted(frame["system"].dropna().unique())
+        for kind in sorted(read_baselines(system)) or [None]
+    ]
+    progress = Progress("report", "histories drawn", len(kinds))
+    for system, kind in kinds:
+        label, folder = (
+            (f"{system}, {kind}", f"history-{system}-{slug(kind)}") if kind else (system, f"history-{system}")
+        )
+        pages[label] = write_kind(system, outdir / folder, frame, back="../index.html", kind=kind)
+        progress.step()
     return {label: page for label, page in pages.items() if page is not None}
 
 

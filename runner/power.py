@@ -36,11 +36,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from experiments.progress import Progress
 from judge import verdict
 from judge.select import accepted_masks
 from reports.load import load
 from reports.runs import PERFLOGS, read_accepted, read_baselines, selected_system
-from runner.progress import Progress
 
 
 def accepted_tables(

@@ -63,6 +63,7 @@ def test_no_layer_uses_a_name_the_table_does_not_give():
                 "budget",
                 "roots",
                 "caches",
+                "progress",
                 "gpu_use",
             )
         ],

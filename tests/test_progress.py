@@ -2,7 +2,7 @@
 
 import io
 
-from runner.progress import Progress
+from experiments.progress import Progress
 
 
 def test_progress_is_said_once_a_period_with_the_time_left():

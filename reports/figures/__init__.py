@@ -22,6 +22,7 @@ from types import ModuleType
 
 import pandas as pd
 
+from experiments.progress import Progress
 from reports.figures import copy_latency, daxpy, host_bandwidth, mem_scan, p2p_pingpong, path_matrix, um_bandwidth
 from reports.figures.common import Figure, coverage, coverage_text, finite
 from reports.figures.generic import generic
@@ -43,11 +44,14 @@ def render_all(frame: pd.DataFrame, outdir: Path, generic_for_all: bool = False)
     outdir.mkdir(parents=True, exist_ok=True)
     frame = finite(frame)
     figures = []
-    for test in sorted(frame["test"].dropna().unique()):
+    tests = sorted(frame["test"].dropna().unique())
+    progress = Progress("report", "checks' figures drawn", len(tests))  # a second or so a figure, dozens a check
+    for test in tests:
         drawing = drawing_of(test)
         special = getattr(drawing, "FIGURES", [])
         for render in special:
             figures += render(frame, outdir)
         if getattr(drawing, "GENERIC", True) and (not special or generic_for_all):
             figures += generic(frame, outdir, test)
+        progress.step()
     return figures
