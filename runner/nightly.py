@@ -870,17 +870,23 @@ UNJUDGED_REASONS = {
 
 
 def path_line(row) -> str:
-    """'host link d2h of GPU 0, ce: -20.1% (14 of 14 figures agree; spread 0.4%, floor 3%)'."""
+    """'host link d2h of GPU 0, ce: +20.1% worse (14 of 14 figures agree; spread 0.4%, floor 3%)':
+    every change as % worse, positive worse, as on the pages (judge/explain.py)."""
+    better = getattr(row, "better", "")
+
+    def worse(change: float) -> str:
+        return f"{explain.worse_pct(change, better):+.1f}% worse" if better else f"{change:+.1f}%"
+
     line = (
-        f"{row.path}: {row.change_pct:+.1f}% ({row.agree} of {row.figures} figures agree; "
+        f"{row.path}: {worse(row.change_pct)} ({row.agree} of {row.figures} figures agree; "
         f"spread between runs {row.spread_pct:.1f}%, floor {row.floor_pct:.0f}%)"
     )
     if row.verdict in ("unstable", "transient") or row.instability > verdict.STABILITY_FACTOR:
         line += f"; samples spread {row.instability:.1f} times the accepted runs'"
     for key in RERUNS:
         change = getattr(row, f"{key}_change_pct", None)
-        if change is not None and change == change:
-            line += f"; {key} {change:+.1f}%"
+        if change is not None and pd.notna(change):
+            line += f"; {key} {worse(change)}"
     if row.reason:
         line += f"; {row.reason}"
     return line

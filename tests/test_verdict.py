@@ -352,7 +352,7 @@ def test_on_a_shared_host_a_move_its_rerun_confirmed_must_last_until_it_is_measu
     still = verdict.confirm(rerun, verdict.judge_values(_one_path_table({**base, "tonight": [44.2]})), by="later")
     assert still.paths["verdict"].tolist() == ["moved"] and still.paths["later_change_pct"].iloc[0] < -19
     assert nightly.nightly_status({"failed": []}, still, [], False) == 2
-    assert "; rerun -20.9%; later -19." in nightly.path_line(next(still.paths.itertuples()))
+    assert "; rerun +20.9% worse; later +19." in nightly.path_line(next(still.paths.itertuples()))
     # Not measured later (its case failed): the rerun's confirmation stands, and the reason says so.
     kept = verdict.confirm(rerun, verdict.judge_values(_one_path_table(base)), by="later")
     assert kept.paths["verdict"].tolist() == ["moved"] and verdict.UNMEASURED["later"] in kept.paths["reason"].iloc[0]
