@@ -16,8 +16,17 @@ def seed():
     return seed_outputs()
 
 
+#: The modules whose fixtures run whole nights one after another, minutes on one
+#: worker (xdist keeps a module on one): started first, so that they are not
+#: what the other workers wait for at the end.
+FIRST = ("test_fake_gpu.py", "test_fake_gpus.py", "test_dryrun.py", "test_readme.py", "test_nightly.py")
+
+
 def pytest_collection_modifyitems(items):
-    """A long test is a slow one too: `./suite test --quick` leaves it out as well."""
+    """A long test is a slow one too: `./suite test --quick` leaves it out as
+    well. The modules of FIRST first (a stable order: every worker collects the same)."""
     for item in items:
         if item.get_closest_marker("long") and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))

@@ -80,6 +80,7 @@ def test_generic_table_names_each_case_and_series(frame):
     assert generic_table(frame, "no_such_test").empty
 
 
+@pytest.mark.slow  # draws the figures of every run of the committed perflogs
 def test_the_per_run_legend_sits_beside_the_panels_not_over_them(monkeypatch, tmp_path):
     from reports.figures import common, um_bandwidth
 
