@@ -186,10 +186,11 @@ def test_4608_nodes_by_40_paths_judge_in_seconds_and_name_only_what_was_planted(
     nodes, paths = [f"n{k:04d}" for k in range(4608)], [f"path{k:02d}" for k in range(40)]
     tonight = table(nodes, paths, rng, moves={("n1234", "path07"): 0.8, ("*", "path30"): 0.85})
     accepted = table([f"r{k}" for k in range(8)], paths, rng, label="run")
-    start = time.perf_counter()
+    # CPU time, not wall time: another process on the machine does not make the judge slower.
+    start = time.process_time()
     result = partition.judge(partition.levels(tonight, accepted))
-    took = time.perf_counter() - start
-    assert took < 10, f"{took:.1f} s"
+    took = time.process_time() - start
+    assert took < 10, f"{took:.1f} CPU-s"
     assert list(zip(result.faults()["node"], result.faults()["path"])) == [("n1234", "path07")]
     assert list(result.fleet_changes()["path"]) == ["path30"]
     assert len(result.cells) == 4608 * 40

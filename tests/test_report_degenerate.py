@@ -35,9 +35,9 @@ DEGENERATE = {
 }
 
 
-#: Drawn in full by ./suite test --all only: zero and half NaN already give
-#: every figure its empty and its gapped series.
-LONG = {"negative", "half zero"}
+#: Drawn by ./suite test --all only: zeros already give every figure its
+#: empty series, and a record per check its single points.
+LONG = {"negative", "half zero", "half nan"}
 
 
 @pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.long) if k in LONG else k for k in DEGENERATE])
@@ -49,8 +49,9 @@ def test_degenerate_values_give_a_page_per_check(last_runs, kind, tmp_path):
         assert report.figures == []  # nothing finite to draw
 
 
-def test_one_record_per_check_gives_a_page_per_check(last_runs, tmp_path):
+@pytest.mark.parametrize("name", ["single", pytest.param("one per figure", marks=pytest.mark.long)])
+def test_one_record_per_check_gives_a_page_per_check(last_runs, tmp_path, name):
     single = pd.concat([last_runs.groupby("test").head(1), last_runs.drop_duplicates(["test", "perf_var"])])
-    for name, frame in (("single", single.groupby("test").head(1)), ("one per figure", single)):
-        report = write_report(Loaded(frame), tmp_path / name, name, histories={})
-        assert set(report.pages) == set(frame["test"]), name
+    frame = single.groupby("test").head(1) if name == "single" else single
+    report = write_report(Loaded(frame), tmp_path, name, histories={})
+    assert set(report.pages) == set(frame["test"]), name
