@@ -8,7 +8,10 @@ again against the references as they are now (rejudge).
 checks recorded) and, with --write-references, writes references from them
 into systems/references/<Check>.yaml: per case and headline figure the
 median of the runs and a tolerance from their spread, which needs at least
-three runs on separately started nodes.
+three runs on separately started nodes. From four runs on, each is judged
+against the others as a night would be (leave one out); a run the others
+would flag is refused unless --despite says why, and each run's result is
+kept in accepted.json.
 """
 
 from __future__ import annotations
@@ -260,6 +263,40 @@ def node_runs(run: dict) -> list[dict]:
     return [{**base, "stamp": f"{run['stamp']}@{node}", "node": node} for node in picked]
 
 
+def leave_one_out(frame: pd.DataFrame, system: str, record: dict, alpha: float = 0.05) -> dict[str, list[str]] | None:
+    """Each run of the baseline `record` judged as a night is, against the
+    others, its own rerun confirming: the paths it moved, by its stamp (none:
+    the others would have passed it). None where a run would have fewer than
+    MIN_RUNS others to be judged against. A baseline holds together when no
+    run of it is a move to the rest: one that is would widen every spread it
+    sets and hide the next night's fault behind it."""
+    runs = record["runs"]
+    if len(runs) <= MIN_RUNS:
+        return None
+    found = {}
+    for i, run in enumerate(runs):
+        others = {**record, "runs": runs[:i] + runs[i + 1 :]}
+        result = nightly.judged_with_rerun(frame, system, others, run, alpha).verdict
+        moved = result.paths[result.paths["verdict"] == "moved"] if result is not None else pd.DataFrame()
+        found[run["stamp"]] = [nightly.path_line(row) for row in moved.itertuples()]
+    return found
+
+
+def held_out(record: dict, found: dict[str, list[str]] | None) -> dict:
+    """`record` with each run's leave-one-out result (accepted.json): the
+    paths it moved against the others, or why it was not judged."""
+    others = len(record["runs"]) - 1
+    if found is None:
+        result = {"judged_against": others, "moved": None, "why": f"{MIN_RUNS} other runs needed"}
+        return {**record, "runs": [{**run, "leave_one_out": result} for run in record["runs"]]}
+    return {
+        **record,
+        "runs": [
+            {**run, "leave_one_out": {"judged_against": others, "moved": found[run["stamp"]]}} for run in record["runs"]
+        ],
+    }
+
+
 def declares_no_gpu(system: dict) -> bool:
     """Whether a system's data declares nodes without GPUs (a partition with node.gpus.count 0)."""
     return any(p.get("node", {}).get("gpus", {}).get("count") == 0 for p in system.get("partitions", []))
@@ -311,6 +348,22 @@ def accept(args) -> int:
         return UNJUDGED
     record = {"system": system, "kind": kind, "accepted": now(), "runs": runs}
     record["node"] = node_facts_of([o for o, _ in found])
+    frame = load([PERFLOGS / system], warn=None).frame
+    moves = leave_one_out(frame, system, record)
+    apart = {stamp: lines for stamp, lines in (moves or {}).items() if lines}
+    if apart and not args.despite:
+        print(
+            f"accept: judged against the other {len(runs) - 1} runs, as a night would be, "
+            f"{', '.join(apart)} moved: a baseline holds together; accept the others, or these too only with "
+            "--despite WHY",
+            file=sys.stderr,
+        )
+        for stamp, lines in apart.items():
+            for line in lines:
+                print(f"  {stamp}: MOVED {line}", file=sys.stderr)
+        return UNJUDGED
+    runs = [{**run, "accepted_despite": args.despite} if run["stamp"] in apart else run for run in runs]
+    record = held_out({**record, "runs": runs}, moves)
     target = write_baseline(system, record)
     shown = target.relative_to(REPO) if target.is_relative_to(REPO) else target
     print(f"accept: {', '.join(args.stamps)} now the baseline of {system} on {kind} ({shown})")
@@ -319,7 +372,6 @@ def accept(args) -> int:
     if args.write_references:
         minimum = (args.min_tolerance if args.min_tolerance is not None else 3.0) / 100
         detected = bool(data.load_all()[system].get("detect"))
-        frame = load([PERFLOGS / system], warn=None).frame
         samples, history = accepted_samples(frame, system, runs), history_of(frame, runs, system)
         entries, warnings = reference_entries(samples, minimum, detected, history, min(MIN_RUNS, len(runs)))
         for line in warnings:
@@ -377,7 +429,8 @@ def add_parsers(sub) -> None:
     p.add_argument(
         "--despite",
         metavar="WHY",
-        help="accept runs whose checks or health checks failed, saying why: kept in the baseline beside each",
+        help="accept runs whose checks or health checks failed, or that moved against the others, saying why: "
+        "kept in the baseline beside each",
     )
     p.add_argument(
         "--min-tolerance",

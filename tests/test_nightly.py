@@ -663,3 +663,22 @@ def test_a_check_name_no_check_matches_is_a_usage_error():
     # ReFrame's own forms: a regular expression over the display names without spaces, a hash, a variant.
     fine = ["-n", "^(path_matrix)(%|$)", "-npath_matrix%paths=host", "--name=host_bandwidth", "-n", "/abc", "-n", "x@1"]
     assert options.mistakes(fine) == []
+
+
+@pytest.mark.slow  # eleven nights judged
+def test_a_baseline_run_the_others_would_flag_is_found_by_leaving_it_out():
+    """The committed single-H100 baseline holds together: each of its ten
+    runs passes against the other nine. A night that moved (22:49, the copy
+    engines' host-to-GPU path), offered as an eleventh, is the one flagged,
+    with the path it moved."""
+    accepted = runs.read_accepted("hopper-vm", H100_KIND)
+    moved = next(r for r in runs.finished_runs("hopper-vm", kind=H100_KIND) if r["stamp"] == "2026-11-24T22:49:45")
+    from reports.load import load
+
+    frame = load(runs.PERFLOGS / "hopper-vm", warn=None).frame
+    found = accept.leave_one_out(frame, "hopper-vm", {**accepted, "runs": [*accepted["runs"], moved]})
+    assert [stamp for stamp, lines in found.items() if lines] == [moved["stamp"]]
+    assert any(line.startswith("host link h2d of GPU 0, ce: +") for line in found[moved["stamp"]])
+    three = {**accepted, "runs": accepted["runs"][:3]}  # two others each: too few to judge against
+    kept = accept.held_out(three, accept.leave_one_out(frame, "hopper-vm", three))
+    assert {run["leave_one_out"]["why"] for run in kept["runs"]} == {"3 other runs needed"}
