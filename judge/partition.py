@@ -58,6 +58,7 @@ from scipy import stats
 from experiments.keys import FIGURE_KEY
 from judge.siblings import MEDIAN_SE
 from judge.verdict import (
+    CONFIRM_ALPHA,
     CV_FLOOR,
     MIN_RUNS,
     MIN_SPREAD,
@@ -250,15 +251,18 @@ def with_rerun(tonight: pd.DataFrame, rerun: pd.DataFrame) -> pd.DataFrame:
 def confirm(first: Partition, again: Partition, measured: set[tuple[str, str]]) -> Partition:
     """`first` with each node fault the rerun measured (`measured`: its
     (node, path) pairs) kept where `again` (the judgement with the rerun's
-    values) has it too, transient where it does not; a fault the rerun did
-    not measure stays, unconfirmed (`confirmed` False; True where it agreed)."""
+    values) has the node behind beyond the floor there too, at CONFIRM_ALPHA
+    for that cell alone (the nightly's rule: judge/verdict.py's confirm, not
+    the whole partition's test passed again), transient where it does not; a
+    fault the rerun did not measure stays, unconfirmed (`confirmed` False;
+    True where it agreed)."""
     cells = first.cells.copy()
     rerun = again.cells.set_index(["node", "path"])
     flagged = cells["verdict"].isin([Cell.NODE_FAULT, Cell.BOTH]).to_numpy()
     pairs = list(zip(cells.loc[flagged, "node"], cells.loc[flagged, "path"]))
     seen = np.array([pair in measured for pair in pairs], dtype=bool)
-    verdicts = rerun["verdict"].reindex(pd.MultiIndex.from_tuples(pairs, names=["node", "path"])).to_numpy()
-    agreed = np.isin(verdicts.astype(str), [Cell.NODE_FAULT, Cell.BOTH])
+    p_again = rerun["p_worse"].reindex(pd.MultiIndex.from_tuples(pairs, names=["node", "path"])).to_numpy(float)
+    agreed = p_again <= CONFIRM_ALPHA  # NaN: not judged again, not agreed
     index = cells.index[flagged]
     cells["rerun_vs_siblings_pct"] = np.nan
     cells.loc[index[seen], "rerun_vs_siblings_pct"] = rerun["vs_siblings_pct"].reindex(pairs).to_numpy()[seen]
@@ -430,6 +434,7 @@ def judge(levels: Levels, alpha: float = 0.05, expected: list[str] | None = None
             "vs_history_pct": _percent(history, rates).ravel(),
             "spread_pct": (np.expm1(scale) * 100).ravel(),
             "z": t.ravel(),
+            "p_worse": p.ravel(),  # this cell's alone: what a rerun confirms by
             "p_adjusted": adjusted.ravel(),
         }
     )

@@ -35,17 +35,22 @@ from __future__ import annotations
 
 import math
 import re
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
 
 from experiments.keys import CASE_KEY
-from judge.verdict import CV_FLOOR, qn_scale
+from judge.verdict import CONFIRM_ALPHA, CV_FLOOR, qn_scale
 
 #: A lag must stand this many standard errors beyond the floor.
 Z = 3.0
 #: The standard error of a median of n samples, per standard deviation over sqrt(n).
 MEDIAN_SE = math.sqrt(math.pi / 2)
+#: A rerun confirms a lag as the nightly's rerun confirms a move (judge/verdict.py's
+#: confirm): behind beyond the floor again, at CONFIRM_ALPHA for that path alone
+#: (one-sided), not by passing the first run's test of every path again.
+Z_CONFIRM = NormalDist().inv_cdf(1 - CONFIRM_ALPHA)
 
 _GPU_IN_FIGURE = re.compile(r"gpu(\d+)")
 
@@ -181,8 +186,9 @@ def cases_of_paths(findings: pd.DataFrame, paths: list[str]) -> pd.DataFrame:
 
 def confirm(first: pd.DataFrame, rerun: pd.DataFrame, by: str = "rerun") -> pd.DataFrame:
     """The first run's findings with each lagging path confirmed by the rerun
-    (lagging there too) or 'transient' (it was measured and did not lag);
-    one the rerun did not measure stays lagging, unconfirmed."""
+    (behind beyond the floor there too, at Z_CONFIRM standard errors) or
+    'transient' (it was measured and was not); one the rerun did not measure
+    stays lagging, unconfirmed."""
     findings = first.copy()
     again = rerun.set_index("path") if not rerun.empty else pd.DataFrame(columns=COLUMNS).set_index("path")
     findings[f"{by}_vs_siblings_pct"] = findings["path"].map(again["vs_siblings_pct"]) if not findings.empty else []
@@ -190,7 +196,7 @@ def confirm(first: pd.DataFrame, rerun: pd.DataFrame, by: str = "rerun") -> pd.D
         path = findings.loc[index, "path"]
         if path not in again.index:
             findings.loc[index, "reason"] = _join(findings.loc[index, "reason"], f"not measured by the {by}")
-        elif again.loc[path, "verdict"] != "lagging":
+        elif not again.loc[path, "z"] >= Z_CONFIRM:  # NaN: not behind either
             findings.loc[index, "verdict"] = "transient"
             findings.loc[index, "reason"] = _join(findings.loc[index, "reason"], f"not behind its siblings in the {by}")
     return findings

@@ -161,6 +161,23 @@ def test_a_fault_its_rerun_does_not_show_is_transient_and_one_it_shows_stays():
     assert unmeasured.faults()["rerun_vs_siblings_pct"].isna().all()
 
 
+def test_a_fault_that_lasts_through_the_rerun_is_confirmed_though_the_rerun_alone_would_not_name_it():
+    """The nightly's rule of confirmation: the rerun behind beyond the floor at
+    CONFIRM_ALPHA for that cell, not past Holm over every node and path again
+    (a node still 6% behind on a path of 3% floor is no transient)."""
+    rng = np.random.default_rng(8)
+    nodes, paths = [f"n{k}" for k in range(1, 9)], [f"p{k:02d}" for k in range(30)]
+    tonight = table(nodes, paths, rng, moves={("n2", "p00"): 0.5})
+    accepted = table([f"r{k}" for k in range(5)], paths, rng, label="run")
+    first = partition.judge(partition.levels(tonight, accepted))
+    rerun = table(["n2"], paths, rng, moves={("n2", "p00"): 0.94})
+    second = partition.judge(partition.levels(partition.with_rerun(tonight, rerun), accepted))
+    again = second.cells.set_index(["node", "path"]).loc[("n2", "p00")]
+    assert again["verdict"] == Cell.PASS and again["p_worse"] <= 0.05 < again["p_adjusted"]
+    confirmed = partition.confirm(first, second, partition.measured_pairs(rerun))
+    assert confirmed.drain() == ["n2"] and confirmed.faults()["confirmed"].tolist() == [True]
+
+
 def test_a_node_that_did_not_report_is_named_and_drained():
     rng = np.random.default_rng(5)
     nodes = ["n1", "n2", "n3"]

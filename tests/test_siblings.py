@@ -92,6 +92,17 @@ def test_a_lag_the_rerun_does_not_show_is_transient_and_one_it_did_not_measure_s
     assert "not measured by the rerun" in unmeasured.loc["host link h2d of GPU 1, ce", "reason"]
 
 
+def test_a_lag_that_lasts_through_the_rerun_stays_lagging_though_the_rerun_alone_would_not_name_it():
+    """Confirmation is the nightly's rule: the rerun behind beyond the floor at
+    CONFIRM_ALPHA for that path, not past the first run's threshold again."""
+    first = siblings.judge(table({"tonight": {"gpu0_h2d_numa0_ce": 54.5, "gpu1_h2d_numa0_ce": 40.0}}))
+    again = siblings.judge(table({"tonight": {"gpu0_h2d_numa0_ce": 54.5, "gpu1_h2d_numa0_ce": 52.45}}))
+    rerun = again.set_index("path").loc["host link h2d of GPU 1, ce"]
+    assert rerun["verdict"] == "pass" and siblings.Z_CONFIRM < rerun["z"] < siblings.Z
+    confirmed = siblings.confirm(first, again).set_index("path")
+    assert confirmed.loc["host link h2d of GPU 1, ce", "verdict"] == "lagging"
+
+
 def test_a_figure_of_no_gpu_or_without_siblings_is_not_compared():
     assert siblings.sibling_group("read_bw_node0") is None
     assert siblings.sibling_group("gpu1_read_gpu0_both_ce") == ("gpu*_read_gpu*_both_ce", (1, 0))
