@@ -260,9 +260,10 @@ def confirm(first: Partition, again: Partition, measured: set[tuple[str, str]]) 
     rerun = again.cells.set_index(["node", "path"])
     flagged = cells["verdict"].isin([Cell.NODE_FAULT, Cell.BOTH]).to_numpy()
     pairs = list(zip(cells.loc[flagged, "node"], cells.loc[flagged, "path"]))
-    seen = np.array([pair in measured for pair in pairs], dtype=bool)
     p_again = rerun["p_worse"].reindex(pd.MultiIndex.from_tuples(pairs, names=["node", "path"])).to_numpy(float)
-    agreed = p_again <= CONFIRM_ALPHA  # NaN: not judged again, not agreed
+    # Measured and scored by the rerun; one it measured but could not score stands, unconfirmed.
+    seen = np.array([pair in measured for pair in pairs], dtype=bool) & ~np.isnan(p_again)
+    agreed = p_again <= CONFIRM_ALPHA
     index = cells.index[flagged]
     cells["rerun_vs_siblings_pct"] = np.nan
     cells.loc[index[seen], "rerun_vs_siblings_pct"] = rerun["vs_siblings_pct"].reindex(pairs).to_numpy()[seen]

@@ -188,15 +188,16 @@ def confirm(first: pd.DataFrame, rerun: pd.DataFrame, by: str = "rerun") -> pd.D
     """The first run's findings with each lagging path confirmed by the rerun
     (behind beyond the floor there too, at Z_CONFIRM standard errors) or
     'transient' (it was measured and was not); one the rerun did not measure
-    stays lagging, unconfirmed."""
+    (or could not score) stays lagging, unconfirmed."""
     findings = first.copy()
     again = rerun.set_index("path") if not rerun.empty else pd.DataFrame(columns=COLUMNS).set_index("path")
     findings[f"{by}_vs_siblings_pct"] = findings["path"].map(again["vs_siblings_pct"]) if not findings.empty else []
     for index in findings.index[findings["verdict"] == "lagging"]:
         path = findings.loc[index, "path"]
-        if path not in again.index:
+        if path not in again.index or math.isnan(again.loc[path, "z"]):
+            # Not measured, or measured and not scored: the lag stands, unconfirmed (as the nightly's).
             findings.loc[index, "reason"] = _join(findings.loc[index, "reason"], f"not measured by the {by}")
-        elif not again.loc[path, "z"] >= Z_CONFIRM:  # NaN: not behind either
+        elif again.loc[path, "z"] < Z_CONFIRM:
             findings.loc[index, "verdict"] = "transient"
             findings.loc[index, "reason"] = _join(findings.loc[index, "reason"], f"not behind its siblings in the {by}")
     return findings

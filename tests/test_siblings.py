@@ -90,6 +90,8 @@ def test_a_lag_the_rerun_does_not_show_is_transient_and_one_it_did_not_measure_s
     unmeasured = siblings.confirm(first, again.iloc[0:0]).set_index("path")
     assert unmeasured.loc["host link h2d of GPU 1, ce", "verdict"] == "lagging"
     assert "not measured by the rerun" in unmeasured.loc["host link h2d of GPU 1, ce", "reason"]
+    unscored = siblings.confirm(first, again.assign(z=math.nan)).set_index("path")  # measured, not scored
+    assert unscored.loc["host link h2d of GPU 1, ce", "verdict"] == "lagging"
 
 
 def test_a_lag_that_lasts_through_the_rerun_stays_lagging_though_the_rerun_alone_would_not_name_it():
