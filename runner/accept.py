@@ -277,24 +277,27 @@ def leave_one_out(frame: pd.DataFrame, system: str, record: dict, alpha: float =
     for i, run in enumerate(runs):
         others = {**record, "runs": runs[:i] + runs[i + 1 :]}
         result = nightly.judged_with_rerun(frame, system, others, run, alpha).verdict
-        moved = result.paths[result.paths["verdict"] == "moved"] if result is not None else pd.DataFrame()
+        flagged = result.paths["verdict"].isin(["moved", "unstable"]) if result is not None else None
+        moved = result.paths[flagged] if result is not None else pd.DataFrame()  # what would exit 2
         found[run["stamp"]] = [nightly.path_line(row) for row in moved.itertuples()]
     return found
 
 
-def held_out(record: dict, found: dict[str, list[str]] | None) -> dict:
+def held_out(record: dict, found: dict[str, list[str]] | None, despite: str | None = None) -> dict:
     """`record` with each run's leave-one-out result (accepted.json): the
-    paths it moved against the others, or why it was not judged."""
+    paths it moved against the others (and, where it did, why it was kept:
+    `despite`), or why it was not judged."""
     others = len(record["runs"]) - 1
     if found is None:
         result = {"judged_against": others, "moved": None, "why": f"{MIN_RUNS} other runs needed"}
         return {**record, "runs": [{**run, "leave_one_out": result} for run in record["runs"]]}
-    return {
-        **record,
-        "runs": [
-            {**run, "leave_one_out": {"judged_against": others, "moved": found[run["stamp"]]}} for run in record["runs"]
-        ],
-    }
+    runs = []
+    for run in record["runs"]:
+        result = {"judged_against": others, "moved": found[run["stamp"]]}
+        if result["moved"] and despite:
+            result["kept_despite"] = despite
+        runs.append({**run, "leave_one_out": result})
+    return {**record, "runs": runs}
 
 
 def declares_no_gpu(system: dict) -> bool:
@@ -304,6 +307,7 @@ def declares_no_gpu(system: dict) -> bool:
 
 def accept(args) -> int:
     system = selected_system(args.system)
+    args.stamps = list(dict.fromkeys(args.stamps))  # a run given twice is one run, not its own baseline
     found = [find_run(system, stamp) for stamp in args.stamps]
     runs = [node for _, run in found for node in node_runs(run)]
     if not runs:
@@ -351,19 +355,23 @@ def accept(args) -> int:
     frame = load([PERFLOGS / system], warn=None).frame
     moves = leave_one_out(frame, system, record)
     apart = {stamp: lines for stamp, lines in (moves or {}).items() if lines}
-    if apart and not args.despite:
+    if apart:
         print(
             f"accept: judged against the other {len(runs) - 1} runs, as a night would be, "
-            f"{', '.join(apart)} moved: a baseline holds together; accept the others, or these too only with "
-            "--despite WHY",
+            f"{', '.join(apart)} moved"
+            + (
+                f"; accepted despite it: {args.despite}"
+                if args.despite
+                else ": a baseline holds together; accept the others, or these too only with --despite WHY"
+            ),
             file=sys.stderr,
         )
         for stamp, lines in apart.items():
             for line in lines:
-                print(f"  {stamp}: MOVED {line}", file=sys.stderr)
-        return UNJUDGED
-    runs = [{**run, "accepted_despite": args.despite} if run["stamp"] in apart else run for run in runs]
-    record = held_out({**record, "runs": runs}, moves)
+                print(f"  {stamp}: {line}", file=sys.stderr)
+        if not args.despite:
+            return UNJUDGED
+    record = held_out(record, moves, args.despite)
     target = write_baseline(system, record)
     shown = target.relative_to(REPO) if target.is_relative_to(REPO) else target
     print(f"accept: {', '.join(args.stamps)} now the baseline of {system} on {kind} ({shown})")

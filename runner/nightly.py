@@ -873,6 +873,7 @@ def path_line(row) -> str:
     """'host link d2h of GPU 0, ce: +20.1% worse (14 of 14 figures agree; spread 0.4%, floor 3%)':
     every change as % worse, positive worse, as on the pages (judge/explain.py)."""
     better = getattr(row, "better", "")
+    better = better if isinstance(better, str) else ""  # NaN read back from a table: no direction known
 
     def worse(change: float) -> str:
         return f"{explain.worse_pct(change, better):+.1f}% worse" if better else f"{change:+.1f}%"
