@@ -95,7 +95,7 @@ def status_of(result: verdict.Verdict) -> int:
     measurement, 2 a path moved or unstable, 3 a path not judged, else 0."""
     if (result.figures["verdict"] == "broken").any():
         return FAILED
-    if result.paths["verdict"].isin(["moved", "unstable"]).any():
+    if result.paths["verdict"].isin(verdict.FLAGGED).any():
         return MOVED
     if result.paths.empty or (result.paths["verdict"] == "unjudged").any():
         return UNJUDGED

@@ -196,7 +196,8 @@ def confirm(first: pd.DataFrame, rerun: pd.DataFrame, by: str = "rerun") -> pd.D
         path = findings.loc[index, "path"]
         if path not in again.index or math.isnan(again.loc[path, "z"]):
             # Not measured, or measured and not scored: the lag stands, unconfirmed (as the nightly's).
-            findings.loc[index, "reason"] = _join(findings.loc[index, "reason"], f"not measured by the {by}")
+            why = f"not measured by the {by}" if path not in again.index else f"not scored by the {by}"
+            findings.loc[index, "reason"] = _join(findings.loc[index, "reason"], why)
         elif again.loc[path, "z"] < Z_CONFIRM:
             findings.loc[index, "verdict"] = "transient"
             findings.loc[index, "reason"] = _join(findings.loc[index, "reason"], f"not behind its siblings in the {by}")

@@ -71,6 +71,8 @@ from experiments.references import bound_of
 
 #: Accepted runs, at least, that a figure is judged against.
 MIN_RUNS = 3
+#: A path's verdicts that flag it: what makes a night, a comparison or an upgrade exit 2.
+FLAGGED = ("moved", "unstable")
 #: A path is unstable when its samples spread this many times more than the accepted runs' typically did...
 STABILITY_FACTOR = 5.0
 #: ... counting any accepted spread below this (a relative SD) as this.
@@ -528,7 +530,7 @@ class Verdict:
     paths: pd.DataFrame
 
     def flagged_paths(self) -> list[str]:
-        return sorted(self.paths.loc[self.paths["verdict"].isin(["moved", "unstable"]), "path"])
+        return sorted(self.paths.loc[self.paths["verdict"].isin(FLAGGED), "path"])
 
     def counts(self) -> dict[str, int]:
         figures = self.figures["verdict"].value_counts()
@@ -631,7 +633,7 @@ class Located:
             i = self._arrays["path_at"].get(name)
             if i is not None and counts[i] <= 1 and path_verdicts[i] in _FLAGGED_BY_ITS_FIGURE:
                 path_verdicts[i] = "moved"
-        return sorted(names[np.isin(path_verdicts, ["moved", "unstable"])])
+        return sorted(names[np.isin(path_verdicts, FLAGGED)])
 
     @cached_property
     def _arrays(self) -> dict:
@@ -1173,7 +1175,7 @@ def confirm(first: Verdict, rerun: Verdict, by: str = "rerun") -> Verdict:
     paths[f"{by}_instability"] = paths["path"].map(again["instability"])
     paths[f"{by}_p_worse"] = paths["path"].map(again["p_worse"])
     figures = first.figures.copy()
-    for index in paths.index[paths["verdict"].isin(["moved", "unstable"])]:
+    for index in paths.index[paths["verdict"].isin(FLAGGED)]:
         row = paths.loc[index]
         on_path = (figures["path"] == row["path"]) & (figures["verdict"] == "moved")
         evidence = _rerun_evidence(

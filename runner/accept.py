@@ -277,9 +277,9 @@ def leave_one_out(frame: pd.DataFrame, system: str, record: dict, alpha: float =
     for i, run in enumerate(runs):
         others = {**record, "runs": runs[:i] + runs[i + 1 :]}
         result = nightly.judged_with_rerun(frame, system, others, run, alpha).verdict
-        flagged = result.paths["verdict"].isin(["moved", "unstable"]) if result is not None else None
-        moved = result.paths[flagged] if result is not None else pd.DataFrame()  # what would exit 2
-        found[run["stamp"]] = [nightly.path_line(row) for row in moved.itertuples()]
+        paths = result.paths if result is not None else None
+        moved = [] if paths is None else paths[paths["verdict"].isin(verdict.FLAGGED)].itertuples()
+        found[run["stamp"]] = [nightly.path_line(row) for row in moved]
     return found
 
 

@@ -397,7 +397,7 @@ def nightly_status(
     siblings (`lagging`, confirmed), a held change, or not judged."""
     if found["failed"] or (result is not None and (result.figures["verdict"] == "broken").any()):
         return FAILED
-    if result is not None and result.paths["verdict"].isin(["moved", "unstable"]).any():
+    if result is not None and result.paths["verdict"].isin(verdict.FLAGGED).any():
         return MOVED
     if lagging:
         return MOVED
@@ -642,7 +642,7 @@ def drain_reasons(
         for row in (lags[lags["verdict"] == "lagging"].itertuples() if not lags.empty else [])
     ]
     if result is not None:
-        moved = result.paths[result.paths["verdict"].isin(["moved", "unstable"])]
+        moved = result.paths[result.paths["verdict"].isin(verdict.FLAGGED)]
         findings += [
             (row.path, f"{row.verdict} against the accepted runs: {path_line(row)}") for row in moved.itertuples()
         ]
