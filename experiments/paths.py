@@ -18,6 +18,9 @@ from experiments import REPO
 
 PATHS_FILE = os.path.join(REPO, "systems", "paths", "paths.yaml")
 
+#: What a path may share with every GPU of its node (paths.yaml's `shares`).
+SHARED = {"host"}
+
 #: Microseconds per unit of the time figures, for a path's floor in a figure's unit.
 US_PER = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}
 
@@ -26,14 +29,16 @@ US_PER = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}
 class FigurePath:
     """A figure's path: its name, its kind, the kind's practical floor (the
     smallest move worth an alarm, a fraction) and physical floor of a time in
-    microseconds (None where none is known), and, for a yardstick measured
-    once a night elsewhere, the check that judges it."""
+    microseconds (None where none is known), for a yardstick measured once a
+    night elsewhere, the check that judges it, and what of the node it
+    shares with every GPU ('host': the host side every host link crosses)."""
 
     name: str
     kind: str
     floor: float
     min_us: float | None = None
     yardstick: str | None = None
+    shares: str | None = None
 
 
 @lru_cache(maxsize=4)
@@ -50,6 +55,8 @@ def load_rules(rules_file: str = PATHS_FILE) -> tuple[dict, dict]:
                 raise ValueError(f"{where}: kind {rule.get('kind')!r} is not one of {sorted(kinds)}")
             if "path" not in rule or "figure" not in rule:
                 raise ValueError(f"{where}: needs 'figure' and 'path'")
+            if rule.get("shares", kinds[rule["kind"]].get("shares")) not in {None, *SHARED}:
+                raise ValueError(f"{where}: shares {rule.get('shares')!r} is not one of {sorted(SHARED)}")
             try:
                 re.compile(rule["figure"])
             except re.error as err:
@@ -78,7 +85,8 @@ def path_of(test: str, case: dict, figure: str, rules_file: str = PATHS_FILE) ->
         except KeyError as err:
             raise ValueError(f"{rules_file}: rules.{test}: path {rule['path']!r} needs {err} for {figure}") from err
         kind = kinds[rule["kind"]]
-        return FigurePath(name, rule["kind"], float(kind["floor"]), kind.get("min_us"), rule.get("yardstick"))
+        shares = rule.get("shares", kind.get("shares"))
+        return FigurePath(name, rule["kind"], float(kind["floor"]), kind.get("min_us"), rule.get("yardstick"), shares)
     return None
 
 

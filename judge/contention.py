@@ -9,9 +9,16 @@ GPU 1; ``gpu0_read_gpu1_ce``: GPUs 0 and 1), or, for a figure that names
 none, on the GPUs the case's program used. It is **contended** where, in
 every run that measured its cases and flagged it (the night, its rerun, the
 later measure), another process was on one of those GPUs during one of those
-cases: the night cannot say the GPU is slow, only that it was shared. A
-finding whose rerun still lags with nobody else on the GPU is the GPU's own
-(a fault to drain), however busy the first run was.
+cases: the night cannot say the GPU is slow, only that it was shared. A path
+through the host side (systems/paths/paths.yaml's `shares: host`: host
+memory, every host link, the migrations and small copies over them) is
+shared by every GPU of the node: another process on any GPU that moved
+HOST_TRAFFIC_GBS or more through its host link during the case contends it
+too (on four H200s, a neighbour copying 50 GB/s each way through GPU 2's
+link made GPU 1's and GPU 3's host paths 8-15% slower, their siblings
+alike). A finding whose rerun still lags with nobody else on the node's
+shared side is the GPU's own (a fault to drain), however busy the first run
+was.
 
 Pure functions over tables (runner/contention.py reads them from a night's
 run reports); no ReFrame, no files.
@@ -21,6 +28,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from experiments.keys import parse_case
+from experiments.paths import path_of
 from judge.siblings import sibling_group
 
 #: One row per case and GPU the watch saw: the run ('tonight', 'rerun', 'later'), the case's key, the
@@ -41,6 +50,10 @@ GPU_COLUMNS = [
 ]
 #: One row per case, GPU and other process on it: how many of the watch's readings saw it, and its memory.
 OTHER_COLUMNS = ["run", "test", "case", "environ", "node", "gpu", "pid", "name", "seen", "samples", "used_mib"]
+#: A GPU's host-link traffic, in and out together, mean over a case (GB/s), from which another
+#: process on it shares the host side with every GPU's host link: an idle context does not,
+#: a neighbour copying through the link does (50 GB/s each way in the measured night).
+HOST_TRAFFIC_GBS = 5.0
 #: A finding explained: the path, whether it is contended, and by whom.
 COLUMNS = ["path", "contended", "by"]
 
@@ -53,10 +66,22 @@ def figure_gpus(figures: pd.Series) -> set[int] | None:
     return found or None
 
 
+def path_shares(path: str, cases: list[tuple], figures) -> str | None:
+    """What the path shares with every GPU of the node (paths.yaml's `shares`),
+    from the first of its figures in its cases (test, case, environ) whose rule names it."""
+    for test, case, *_ in cases:
+        for figure in figures:
+            found = path_of(test, parse_case(case), figure)
+            if found is not None and found.name == path:
+                return found.shares
+    return None
+
+
 def explain(findings: pd.DataFrame, gpus: pd.DataFrame, others: pd.DataFrame) -> pd.DataFrame:
     """Each finding (`findings`: path, `cases` a list of (test, case, environ),
-    `gpus` a set of GPU indices or None, `runs` the runs that flagged it)
-    contended or not, and by whom (COLUMNS)."""
+    `gpus` a set of GPU indices or None, `runs` the runs that flagged it, and
+    optionally `shares`, 'host' for a path through the host side) contended
+    or not, and by whom (COLUMNS)."""
     rows = []
     for finding in findings.itertuples():
         runs = [r for r in finding.runs if _measured(gpus, r, finding.cases)]
@@ -79,13 +104,18 @@ def _rows(table: pd.DataFrame, run: str, cases: list[tuple]) -> pd.DataFrame:
 
 
 def _others_on(finding, run: str, gpus: pd.DataFrame, others: pd.DataFrame) -> pd.DataFrame:
-    """The other processes on the finding's GPUs during its cases in `run`, with the GPU's traffic."""
+    """The other processes on the finding's GPUs during its cases in `run`,
+    with the GPU's traffic; for a path through the host side, also those on
+    any GPU whose host link carried HOST_TRAFFIC_GBS or more (`across`)."""
     here = _rows(others, run, finding.cases)
     used = _rows(gpus, run, finding.cases)
     wanted = finding.gpus if finding.gpus is not None else set(used.loc[used["own"].astype(bool), "gpu"])
-    here = here[here["gpu"].isin(wanted)]
     traffic = used.groupby("gpu")[["pcie_rx_gbs", "pcie_tx_gbs"]].mean()
-    return here.join(traffic, on="gpu")
+    own = here["gpu"].isin(wanted)
+    near = own.copy()
+    if getattr(finding, "shares", None) == "host":
+        near |= here["gpu"].isin(traffic.index[traffic.sum(axis=1) >= HOST_TRAFFIC_GBS])
+    return here[near].assign(across=~own[near]).join(traffic, on="gpu")
 
 
 def describe(seen: pd.DataFrame) -> str:
@@ -97,6 +127,8 @@ def describe(seen: pd.DataFrame) -> str:
         rx, tx = rows["pcie_rx_gbs"].mean(), rows["pcie_tx_gbs"].mean()
         if pd.notna(rx) and pd.notna(tx):
             line += f"; GPU {gpu}'s PCIe {rx:.1f} GB/s in, {tx:.1f} out"
+        if "across" in rows and rows["across"].any():
+            line += " (on the host side every GPU's host link shares)"
         parts.append(line)
     return "; ".join(parts)
 

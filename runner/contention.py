@@ -111,13 +111,17 @@ def findings(judged, run: dict) -> pd.DataFrame:
     rows = []
     lags = judged.siblings
     for row in lags[lags["verdict"] == "lagging"].itertuples() if not lags.empty else []:
-        rows.append({"path": row.path, "cases": row.cases, "gpus": {int(g) for g in row.gpus.split()}, "runs": runs})
+        shares = contention.path_shares(row.path, row.cases, row.figures.split())
+        gpus = {int(g) for g in row.gpus.split()}
+        rows.append({"path": row.path, "cases": row.cases, "gpus": gpus, "runs": runs, "shares": shares})
     result = judged.verdict
     for path in result.flagged_paths() if result is not None else []:
         cases = list(verdict.cases_of_paths(result, [path]).itertuples(index=False, name=None))
         figures = result.figures.loc[result.figures["path"] == path, "figure"]
-        rows.append({"path": path, "cases": cases, "gpus": contention.figure_gpus(figures), "runs": runs})
-    return pd.DataFrame(rows, columns=["path", "cases", "gpus", "runs"])
+        shares = contention.path_shares(path, cases, figures.drop_duplicates())
+        gpus = contention.figure_gpus(figures)
+        rows.append({"path": path, "cases": cases, "gpus": gpus, "runs": runs, "shares": shares})
+    return pd.DataFrame(rows, columns=["path", "cases", "gpus", "runs", "shares"])
 
 
 def explain_night(judged, run: dict, outdir: Path) -> tuple[dict[str, str], list[dict]]:

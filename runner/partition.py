@@ -518,9 +518,9 @@ def with_contention(
         rows = tonight[(tonight["node"] == node) & (tonight["path"] == path)]
         cases = list(rows[["test", "case", "environ"]].drop_duplicates().itertuples(index=False, name=None))
         runs = ["tonight", "rerun"] if node in rerun_nodes else ["tonight"]
-        finding = pd.DataFrame(
-            [{"path": path, "cases": cases, "gpus": judge_contention.figure_gpus(rows["figure"]), "runs": runs}]
-        )
+        gpus_named = judge_contention.figure_gpus(rows["figure"])
+        shares = judge_contention.path_shares(path, cases, rows["figure"].drop_duplicates())
+        finding = pd.DataFrame([{"path": path, "cases": cases, "gpus": gpus_named, "runs": runs, "shares": shares}])
         [explained] = judge_contention.explain(
             finding, gpus[gpus["node"] == node], others[others["node"] == node]
         ).itertuples()

@@ -6,7 +6,16 @@ is the GPU's own."""
 import pandas as pd
 import pytest
 
-from judge.contention import GPU_COLUMNS, OTHER_COLUMNS, describe, explain, figure_gpus, processes
+from judge.contention import (
+    GPU_COLUMNS,
+    HOST_TRAFFIC_GBS,
+    OTHER_COLUMNS,
+    describe,
+    explain,
+    figure_gpus,
+    path_shares,
+    processes,
+)
 
 CASE = ("path_matrix", "paths=host-ce size=256M", "gnu")
 OTHER_CASE = ("um_bandwidth", "memory=pinned op=read", "gnu")
@@ -29,8 +38,11 @@ def others_table(*rows) -> pd.DataFrame:
     )
 
 
-def finding(path="host link h2d of GPU 0, ce", gpus=frozenset({0}), runs=("tonight", "rerun"), cases=(CASE,)):
-    return pd.DataFrame([{"path": path, "cases": list(cases), "gpus": set(gpus) if gpus else None, "runs": list(runs)}])
+def finding(
+    path="host link h2d of GPU 0, ce", gpus=frozenset({0}), runs=("tonight", "rerun"), cases=(CASE,), shares=None
+):
+    row = {"path": path, "cases": list(cases), "gpus": set(gpus) if gpus else None, "runs": list(runs)}
+    return pd.DataFrame([row | {"shares": shares}])
 
 
 def test_another_process_on_the_gpu_in_every_run_that_flagged_it_contends():
@@ -56,6 +68,56 @@ def test_a_rerun_that_still_lags_with_nobody_else_on_the_gpu_is_the_gpus_own():
 def test_only_the_findings_own_gpus_count(where, contended):
     others = others_table(*[(run, CASE, g) for run in ("tonight", "rerun") for g in where])
     assert explain(finding(), gpus_table("tonight", "rerun"), others)["contended"].tolist() == [contended]
+
+
+def busy(gpus: pd.DataFrame, gpu: int, gbs: float) -> pd.DataFrame:
+    """The table with `gpu`'s host link carrying `gbs` each way during every case."""
+    at = gpus["gpu"] == gpu
+    return gpus.assign(pcie_rx_gbs=gpus["pcie_rx_gbs"].where(~at, gbs), pcie_tx_gbs=gpus["pcie_tx_gbs"].where(~at, gbs))
+
+
+@pytest.mark.parametrize(
+    "shares, gbs, contended",
+    [
+        ("host", 55.0, True),  # the measured neighbour: 50-57 GB/s each way through GPU 2's link
+        ("host", HOST_TRAFFIC_GBS / 2 - 0.5, False),  # an idle context on another GPU explains nothing
+        (None, 55.0, False),  # a peer link or GPU memory does not cross the host side
+    ],
+)
+def test_a_path_through_the_host_side_is_contended_by_a_neighbour_copying_through_any_gpus_link(shares, gbs, contended):
+    """On four H200s a neighbour copying through GPU 2's host link made GPU 1's and 3's host paths 8-15%
+    slower: the host's memory and root complex are every host link's."""
+    gpus = busy(gpus_table("tonight", "rerun"), 2, gbs)
+    others = others_table(("tonight", CASE, 2), ("rerun", CASE, 2))
+    lag = finding("host link d2h of GPU 1, sm", gpus={1}, shares=shares)
+    [row] = explain(lag, gpus, others).itertuples()
+    assert row.contended == contended
+    if contended:
+        assert row.by.startswith("pid 4242 (copier, 1.0 GiB) on GPU 2 in 1 case(s); GPU 2's PCIe 55.0 GB/s in")
+        assert row.by.endswith("(on the host side every GPU's host link shares)")
+
+
+def test_a_host_side_neighbour_gone_in_the_rerun_leaves_the_lag_the_gpus_own():
+    gpus = busy(gpus_table("tonight", "rerun"), 2, 55.0)
+    lag = finding("host link d2h of GPU 1, sm", gpus={1}, shares="host")
+    assert not explain(lag, gpus, others_table(("tonight", CASE, 2)))["contended"].any()
+
+
+@pytest.mark.parametrize(
+    "path, case, figure, shares",
+    [
+        ("host link h2d of GPU 1, ce", CASE, "gpu1_h2d_numa0_ce", "host"),
+        ("host link latency of GPU 1, SM loads", CASE, "gpu1_latency_numa0", "host"),
+        ("peer link GPU 0 -> GPU 1, ce", CASE, "gpu1_read_gpu0_ce", None),
+        ("peer link latency GPU 1 -> GPU 0", CASE, "gpu1_latency_gpu0", None),
+        ("small copies h2d of GPU 0, pinned", ("copy_latency", "", "gnu"), "lat_us_pinned_h2d_8", "host"),
+        ("host memory read, NUMA node 0", ("host_bandwidth", "", "gnu"), "read_bw_node0", "host"),
+        ("GPU memory of GPU 0", ("um_bandwidth", "memory=device op=read", "gnu"), "steady_bw", None),
+    ],
+)
+def test_what_a_path_shares_is_read_from_the_paths_rules(path, case, figure, shares):
+    assert path_shares(path, [case], [figure]) == shares
+    assert path_shares("a path no rule names", [case], [figure]) is None
 
 
 def test_only_the_findings_own_cases_count():

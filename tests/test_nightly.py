@@ -687,3 +687,27 @@ def test_a_baseline_run_the_others_would_flag_is_found_by_leaving_it_out():
     three = {**accepted, "runs": accepted["runs"][:3]}  # two others each: too few to judge against
     kept = accept.held_out(three, accept.leave_one_out(frame, "hopper-vm", three))
     assert {run["leave_one_out"]["why"] for run in kept["runs"]} == {"3 other runs needed"}
+
+
+@pytest.mark.slow  # the committed perflogs judged: the night, its rerun and its later measure
+def test_the_committed_neighbour_night_on_four_h200s_drains_nothing_and_names_gpu_2_alone_behind_its_siblings():
+    """08:45, a neighbour copying 50 GB/s each way through GPU 2's host link: GPU 2's host paths lag its
+    siblings, and GPU 1's and 3's host paths are 8-13% slower than the accepted runs (the host side is
+    every link's). Judged again by the nightly's own code: every finding contended, none drained (the
+    night itself, under the rule that looked at a finding's own GPUs alone, drained GPU 1 and 3)."""
+    from reports.load import load
+
+    outdir = runs.NIGHTLY_DIR / "hopper-vm" / "2026-11-28T084531"
+    run = json.loads((outdir / "run.json").read_text())
+    accepted, kind = nightly.baseline_of_node("hopper-vm", outdir)
+    assert kind == "4 x NVIDIA H200" and run["drill"]
+    frame = load(runs.PERFLOGS / "hopper-vm", warn=None).frame
+    judged = nightly.with_contention(nightly.judged_with_rerun(frame, "hopper-vm", accepted, run, 0.05), run, outdir)
+    contended = run["contention"]["paths"]
+    drain, kept = nightly.drain_reasons(judged.verdict, {"failed": []}, judged.siblings, contended)
+    lagging = judged.siblings[judged.siblings["verdict"] == "lagging"]
+    assert drain == [] and len(kept) == 15
+    assert set(lagging["gpus"]) == {"2"} and len(lagging) == 7
+    flagged = judged.verdict.flagged_paths()
+    assert {p for p in flagged if "GPU 1" in p or "GPU 3" in p} and set(flagged) <= set(contended)
+    assert "on GPU 2 in 1 case(s); GPU 2's PCIe 49.4 GB/s in" in contended["host link d2h of GPU 1, sm"]
