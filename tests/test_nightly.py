@@ -689,7 +689,8 @@ def test_a_baseline_run_the_others_would_flag_is_found_by_leaving_it_out():
     assert {run["leave_one_out"]["why"] for run in kept["runs"]} == {"3 other runs needed"}
 
 
-@pytest.mark.slow  # the committed perflogs judged: the night, its rerun and its later measure
+@pytest.mark.long  # the committed perflogs judged: the night, its rerun and its later measure (test_contention.py
+# holds the rule itself, on tables, in every tier)
 def test_the_committed_neighbour_night_on_four_h200s_drains_nothing_and_names_gpu_2_alone_behind_its_siblings():
     """08:45, a neighbour copying 50 GB/s each way through GPU 2's host link: GPU 2's host paths lag its
     siblings, and GPU 1's and 3's host paths are 8-13% slower than the accepted runs (the host side is
