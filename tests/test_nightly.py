@@ -446,7 +446,7 @@ def test_many_figures_unjudged_for_one_reason_are_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_nights_report_links_the_systems_history(tmp_path):
+def test_a_nights_report_links_the_systems_history(tmp_path, monkeypatch):
     """A committed night of hopper-vm that moved (22:49), its report drawn
     again (its host memory: few figures): its index links the history of
     every night, drawn beside the nights."""
@@ -476,6 +476,7 @@ def test_a_nights_report_links_the_systems_history(tmp_path):
     levels = histories.night_levels(frame, "hopper-vm", accepted, tonight=last)
     spreads = dict(zip(paths["path"], paths["spread_pct"] / 100))
     drawn = histories.drawn(levels, spreads, nightly.changepoints.changes(levels, spreads))
+    monkeypatch.setattr(history_page, "draw", lambda *args: [])  # its words are compared, not its figures again
     again = history_page.write_history("hopper-vm", tmp_path / "again", drawn, kind=H100_KIND).read_text()
     heading = re.compile(r"<h1>.*</h1>|<h2>Changes the nightly reports[^<]*</h2>(?:<ul>.*?</ul>|<p>.*?</p>)", re.S)
     assert heading.findall(again) == heading.findall(history)
