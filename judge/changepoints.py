@@ -38,7 +38,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import ruptures
 
 from experiments.keys import FIGURE_KEY, direction
 from judge import verdict
@@ -160,6 +159,8 @@ def change_points(levels: np.ndarray, spread: float, penalty: float = PENALTY) -
     """The indices where a new level starts (PELT, l2 cost, on the series in units of `spread`)."""
     if len(levels) < 2 * MIN_NIGHTS:
         return []
+    import ruptures  # here: it imports scipy.stats, most of a second that every command's parser would pay
+
     scaled = (np.asarray(levels, float) / scale(spread)).reshape(-1, 1)
     ends = ruptures.Pelt(model="l2", min_size=MIN_NIGHTS, jump=1).fit(scaled).predict(pen=penalty)
     return [e for e in ends if e < len(levels)]

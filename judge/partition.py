@@ -50,10 +50,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from experiments.keys import FIGURE_KEY
 from judge.siblings import MEDIAN_SE
@@ -75,9 +75,19 @@ from judge.verdict import (
 #: costs little (its standard error over ten values is 25% of the SD).
 MAD_FROM = 10
 #: The MAD of normal values over their SD.
-MAD_NORMAL = stats.norm.ppf(0.75)
+MAD_NORMAL = NormalDist().inv_cdf(0.75)
 #: The MAD's efficiency for normal values: its degrees of freedom per value.
 MAD_EFFICIENCY = 0.37
+
+
+def _t_sf(t, df):
+    """Student's t survival function: SciPy's stats, imported when a partition is judged (every
+    command's parser imports this module, and scipy.stats takes most of a second to import)."""
+    from scipy import stats
+
+    return stats.t.sf(t, df)
+
+
 #: Accepted nights a fleet change is judged against, at least: one says nothing of how nights differ.
 MIN_NIGHTS = 2
 #: Fewer other nodes than this and a node has no siblings to be judged against:
@@ -376,7 +386,7 @@ def sibling_p(t: np.ndarray, others: np.ndarray, prior_df: np.ndarray) -> np.nda
         if m < MAD_FROM:
             p[cells] = _simulated_p(t[cells], m, df)
         else:
-            p[cells] = stats.t.sf(t[cells], max(round(MAD_EFFICIENCY * m), 1))
+            p[cells] = _t_sf(t[cells], max(round(MAD_EFFICIENCY * m), 1))
     return p
 
 
@@ -465,8 +475,8 @@ def judge_fleet(levels: Levels, paths: pd.Index, alpha: float) -> pd.DataFrame:
         # The larger of two nulls: Student's t on the nights' degrees of freedom, and the simulated one of a
         # robust spread of so few runs (Qn's, or the MAD's effective degrees of freedom from MAD_FROM on).
         n = int(runs[j])
-        spread_p = _simulated_p(t[j], n) if n < MAD_FROM else stats.t.sf(t[j], max(round(MAD_EFFICIENCY * n), 1))
-        p[j] = max(stats.t.sf(t[j], nights[j] - 1), spread_p)
+        spread_p = _simulated_p(t[j], n) if n < MAD_FROM else _t_sf(t[j], max(round(MAD_EFFICIENCY * n), 1))
+        p[j] = max(_t_sf(t[j], nights[j] - 1), spread_p)
     adjusted = np.full(len(paths), np.nan)
     adjusted[judged] = holm(p[judged])
     verdicts = np.where(judged, Fleet.PASS, Fleet.UNJUDGED).astype(object)

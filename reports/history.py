@@ -12,11 +12,9 @@ import math
 from pathlib import Path
 from urllib.parse import quote
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from reports.figures import common  # noqa: F401  (the figures' backend and style)
 from reports.page import WORSE_HEADER, page_html
 
 COLUMNS = 3
@@ -47,6 +45,9 @@ def _panel(ax, path: str, rows: pd.DataFrame, flagged) -> None:
 
 def draw(table: pd.DataFrame, found: list, outdir: Path) -> list[Path]:
     """One figure per kind of path, a panel per path."""
+    # Here, not at the top: every command's parser imports this module, and pyplot takes half a second.
+    from reports.figures.common import plt  # the figures' backend and style set before pyplot
+
     flagged = {c.path: c for c in found}
     kinds = table.groupby("kind", sort=True)
     written = []

@@ -21,6 +21,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -30,11 +31,13 @@ from judge import partition as judge_partition
 from judge.select import run_rows
 from reports import browser
 from reports.history import slug
-from reports.html import NightLink, write_verdict_page
 from reports.load import Loaded, load
 from reports.runs import NIGHTLY_DIR, PERFLOGS, finished_runs, kind_of_run, read_accepted
 from runner import histories, nightly
 from runner import partition as runner_partition
+
+if TYPE_CHECKING:  # reports.html draws figures: imported where a page is written, not by every command's parser
+    from reports.html import NightLink
 
 #: Where `report night` draws a night unless -o says: build/, which git ignores.
 DRAWN = REPO / "build" / "nights"
@@ -157,6 +160,8 @@ def verdict_page(run: dict, paths, lags, outdir: Path, back: str = "", history: 
     paths, lags, found, step = nightly.explained(run, paths, lags, accepted_now(run))
     title = nightly.night_title(run["system"], run)
     reasons = nightly.UNJUDGED_REASONS
+    from reports.html import write_verdict_page
+
     return write_verdict_page(run, paths, lags, outdir, title, reasons, back, history, found, step)
 
 
@@ -192,6 +197,8 @@ def latest_nights(frame: pd.DataFrame, outdir: Path, history_pages: dict[str, Pa
     each page drawn into `outdir`/night-SYSTEM-KIND/ (its verdict alone; a
     partition's with its heat map), linking its kind's history where
     `history_pages` has it (report_histories' labels)."""
+    from reports.html import NightLink
+
     links = []
     for system in sorted(frame["system"].dropna().unique()):
         latest: dict[tuple[str, bool], dict] = {}
