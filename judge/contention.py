@@ -12,9 +12,9 @@ later measure), another process was on one of those GPUs during one of those
 cases: the night cannot say the GPU is slow, only that it was shared. A path
 through the host side (systems/paths/paths.yaml's `shares: host`: host
 memory, every host link, the migrations and small copies over them) is
-shared by every GPU of the node: another process on any GPU that moved
-HOST_TRAFFIC_GBS or more through its host link during the case contends it
-too (on four H200s, a neighbour copying 50 GB/s each way through GPU 2's
+shared by every GPU of the node: another process on any GPU, seen moving
+HOST_TRAFFIC_GBS or more through that GPU's host link while the suite did
+not use it, contends it too (on four H200s, a neighbour copying 50 GB/s each way through GPU 2's
 link made GPU 1's and GPU 3's host paths 8-13% slower, their siblings
 alike). A finding whose rerun still lags with nobody else on the node's
 shared side is the GPU's own (a fault to drain), however busy the first run
@@ -83,9 +83,10 @@ def explain(findings: pd.DataFrame, gpus: pd.DataFrame, others: pd.DataFrame) ->
     optionally `shares`, 'host' for a path through the host side) contended
     or not, and by whom (COLUMNS)."""
     rows = []
+    moving = movers(gpus, others)
     for finding in findings.itertuples():
         runs = [r for r in finding.runs if _measured(gpus, r, finding.cases)]
-        seen = [_others_on(finding, r, gpus, others) for r in runs]
+        seen = [_others_on(finding, r, gpus, others, moving) for r in runs]
         contended = bool(runs) and all(not s.empty for s in seen)
         rows.append(
             {"path": finding.path, "contended": contended, "by": describe(pd.concat(seen)) if contended else ""}
@@ -103,10 +104,24 @@ def _rows(table: pd.DataFrame, run: str, cases: list[tuple]) -> pd.DataFrame:
     return table[(table["run"] == run).to_numpy() & keys.isin(cases)]
 
 
-def _others_on(finding, run: str, gpus: pd.DataFrame, others: pd.DataFrame) -> pd.DataFrame:
+def movers(gpus: pd.DataFrame, others: pd.DataFrame) -> set[tuple]:
+    """The (node, GPU, pid) of other processes seen moving data through their
+    GPU's host link: on it during a case that did not use that GPU (so that
+    the traffic is not the suite's own), the GPU carrying HOST_TRAFFIC_GBS or
+    more in and out. An idle context is none; nor is a process on a GPU the
+    night's cases all used, whose traffic cannot be told from theirs."""
+    if gpus.empty or others.empty:
+        return set()
+    load = gpus["pcie_rx_gbs"].fillna(0) + gpus["pcie_tx_gbs"].fillna(0)
+    busy = gpus[~gpus["own"].astype(bool) & (load >= HOST_TRAFFIC_GBS)]
+    found = others.merge(busy[["run", *_CASE, "node", "gpu"]], on=["run", *_CASE, "node", "gpu"])
+    return set(found[["node", "gpu", "pid"]].itertuples(index=False, name=None))
+
+
+def _others_on(finding, run: str, gpus: pd.DataFrame, others: pd.DataFrame, moving: set[tuple]) -> pd.DataFrame:
     """The other processes on the finding's GPUs during its cases in `run`,
     with the GPU's traffic; for a path through the host side, also those on
-    any GPU whose host link carried HOST_TRAFFIC_GBS or more (`across`)."""
+    any other GPU that were seen moving data through its host link (`movers`; `across`)."""
     here = _rows(others, run, finding.cases)
     used = _rows(gpus, run, finding.cases)
     wanted = finding.gpus if finding.gpus is not None else set(used.loc[used["own"].astype(bool), "gpu"])
@@ -114,7 +129,8 @@ def _others_on(finding, run: str, gpus: pd.DataFrame, others: pd.DataFrame) -> p
     own = here["gpu"].isin(wanted)
     near = own.copy()
     if getattr(finding, "shares", None) == "host":
-        near |= here["gpu"].isin(traffic.index[traffic.sum(axis=1) >= HOST_TRAFFIC_GBS])
+        keys = zip(here["node"], here["gpu"], here["pid"])
+        near |= pd.Series([key in moving for key in keys], index=here.index, dtype=bool)
     return here[near].assign(across=~own[near]).join(traffic, on="gpu")
 
 

@@ -70,6 +70,11 @@ def test_only_the_findings_own_gpus_count(where, contended):
     assert explain(finding(), gpus_table("tonight", "rerun"), others)["contended"].tolist() == [contended]
 
 
+def one_gpu_case(gpus: pd.DataFrame) -> pd.DataFrame:
+    """`gpus` and OTHER_CASE's rows, a case whose program used GPU 0 alone, in its first run."""
+    return pd.concat([gpus, gpus_table(gpus["run"].iloc[0], cases=(OTHER_CASE,), own=(0,))], ignore_index=True)
+
+
 def busy(gpus: pd.DataFrame, gpu: int, gbs: float) -> pd.DataFrame:
     """The table with `gpu`'s host link carrying `gbs` each way during every case."""
     at = gpus["gpu"] == gpu
@@ -85,10 +90,11 @@ def busy(gpus: pd.DataFrame, gpu: int, gbs: float) -> pd.DataFrame:
     ],
 )
 def test_a_path_through_the_host_side_is_contended_by_a_neighbour_copying_through_any_gpus_link(shares, gbs, contended):
-    """On four H200s a neighbour copying through GPU 2's host link made GPU 1's and 3's host paths 8-15%
-    slower: the host's memory and root complex are every host link's."""
-    gpus = busy(gpus_table("tonight", "rerun"), 2, gbs)
-    others = others_table(("tonight", CASE, 2), ("rerun", CASE, 2))
+    """On four H200s a neighbour copying through GPU 2's host link made GPU 1's and 3's host paths 8-13%
+    slower: the host's memory and root complex are every host link's. It is seen moving data where a
+    case did not use GPU 2 (OTHER_CASE: GPU 0 alone), so that its traffic is not the suite's."""
+    gpus = busy(one_gpu_case(gpus_table("tonight", "rerun", cases=(CASE,))), 2, gbs)
+    others = others_table(("tonight", CASE, 2), ("rerun", CASE, 2), ("tonight", OTHER_CASE, 2))
     lag = finding("host link d2h of GPU 1, sm", gpus={1}, shares=shares)
     [row] = explain(lag, gpus, others).itertuples()
     assert row.contended == contended
@@ -98,9 +104,21 @@ def test_a_path_through_the_host_side_is_contended_by_a_neighbour_copying_throug
 
 
 def test_a_host_side_neighbour_gone_in_the_rerun_leaves_the_lag_the_gpus_own():
-    gpus = busy(gpus_table("tonight", "rerun"), 2, 55.0)
+    gpus = busy(one_gpu_case(gpus_table("tonight", "rerun", cases=(CASE,))), 2, 55.0)
     lag = finding("host link d2h of GPU 1, sm", gpus={1}, shares="host")
-    assert not explain(lag, gpus, others_table(("tonight", CASE, 2)))["contended"].any()
+    assert not explain(lag, gpus, others_table(("tonight", CASE, 2), ("tonight", OTHER_CASE, 2)))["contended"].any()
+
+
+def test_traffic_on_a_gpu_the_suite_used_is_no_sign_of_a_neighbour_moving_data():
+    """An idle context on GPU 0, which every case used (its 50 GB/s are the suite's copies): GPU 1's
+    host path is not explained by it; nor is a neighbour seen only where its GPU was the suite's."""
+    gpus = gpus_table("tonight", "rerun", cases=(CASE,))
+    lag = finding("host link d2h of GPU 1, sm", gpus={1}, shares="host")
+    idle = others_table(("tonight", CASE, 0), ("rerun", CASE, 0))
+    assert not explain(lag, gpus, idle)["contended"].any()
+    assert not explain(lag, busy(gpus, 2, 55.0), others_table(("tonight", CASE, 2), ("rerun", CASE, 2)))[
+        "contended"
+    ].any()
 
 
 @pytest.mark.parametrize(
