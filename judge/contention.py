@@ -14,9 +14,9 @@ through the host side (systems/paths/paths.yaml's `shares: host`: host
 memory, every host link, the migrations and small copies over them) is
 shared by every GPU of the node: another process on any GPU, seen moving
 HOST_TRAFFIC_GBS or more through that GPU's host link while the suite did
-not use it, contends it too (on four H200s, a neighbour copying 50 GB/s each way through GPU 2's
-link made GPU 1's and GPU 3's host paths 8-13% slower, their siblings
-alike). A finding whose rerun still lags with nobody else on the node's
+not use it, contends it too (on four H200s, a neighbour copying 50 GB/s
+each way through GPU 2's link made GPU 1's and GPU 3's host paths 8-13%
+slower, their siblings alike). A finding whose rerun still lags with nobody else on the node's
 shared side is the GPU's own (a fault to drain), however busy the first run
 was.
 

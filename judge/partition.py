@@ -80,19 +80,19 @@ MAD_NORMAL = NormalDist().inv_cdf(0.75)
 MAD_EFFICIENCY = 0.37
 
 
+#: Accepted nights a fleet change is judged against, at least: one says nothing of how nights differ.
+MIN_NIGHTS = 2
+#: Fewer other nodes than this and a node has no siblings to be judged against:
+#: with one, no spread tells which of the two is behind.
+MIN_SIBLINGS = 2
+
+
 def _t_sf(t, df):
     """Student's t survival function: SciPy's stats, imported when a partition is judged (every
     command's parser imports this module, and scipy.stats takes most of a second to import)."""
     from scipy import stats
 
     return stats.t.sf(t, df)
-
-
-#: Accepted nights a fleet change is judged against, at least: one says nothing of how nights differ.
-MIN_NIGHTS = 2
-#: Fewer other nodes than this and a node has no siblings to be judged against:
-#: with one, no spread tells which of the two is behind.
-MIN_SIBLINGS = 2
 
 
 class Cell(enum.StrEnum):

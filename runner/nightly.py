@@ -488,7 +488,7 @@ def nightly(args) -> int:
     run["health"] = "pass" if health == 0 else "fail"
     accepted, run["kind"] = baseline_of_node(system, outdir)
     if accepted:  # what tonight is judged against, for judging it again once the kind has more accepted runs
-        run["judged_against"] = [r["stamp"] for r in accepted.get("runs", [])]
+        run["accepted_runs"] = [r["stamp"] for r in accepted.get("runs", [])]
     if health == 0:
         run["plan"] = announce_plan(system, ["--mode", "nightly", *args.reframe])
         checks_status = reframe(
