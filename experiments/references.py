@@ -30,7 +30,7 @@ import os
 import yaml
 
 from experiments import REPO
-from experiments.keys import direction
+from experiments.keys import direction, split_sample
 from experiments.paths import US_PER
 
 REFERENCES_DIR = os.path.join(REPO, "systems", "references")
@@ -111,6 +111,29 @@ def physical_bounds(value: list, limit: float | None, floor_us: float | None) ->
     return (ref, None, None, unit)
 
 
+def bound_only(unit: str, limit: float | None, floor_us: float | None) -> tuple | None:
+    """A reference that holds a figure with no reference value to its
+    physical bound alone: the bound itself as the reference, a rate no higher
+    (upper 0), a time no lower (lower 0); None where neither is known or the
+    unit is neither. What a kind's first nights, which become its baseline,
+    are held to before anything is accepted."""
+    if direction(unit) == "higher" and unit != "fraction" and limit:
+        return (limit, None, 0.0, unit)
+    if unit in US_PER and floor_us:
+        return (floor_us / US_PER[unit], 0.0, None, unit)
+    return None
+
+
+def is_bound_only(unit: str, ref, lower, upper) -> bool:
+    """Whether a perflog line's reference is :func:`bound_only`'s: a bound,
+    not a value any run measured (the reports draw no reference for it)."""
+    side, other = (upper, lower) if direction(unit) == "higher" else (lower, upper)
+    try:
+        return float(side) == 0 and not (other is not None and math.isfinite(float(other))) and float(ref) > 0
+    except (TypeError, ValueError):
+        return False
+
+
 def bound_of(unit: str, ref, lower, upper) -> float:
     """The physical bound a reference of :func:`physical_bounds` carries, in
     the figure's unit: a rate's limit (its upper bound), a time's floor (its
@@ -137,8 +160,26 @@ def references_for(check) -> dict:
             figure: physical_bounds(value, check.figure_limit(figure), check.figure_floor_us(figure))
             for figure, value in values.items()
         }
+        bounded |= bounds_alone(check, set(values))
     elif check.reference_bounds == "tolerance":
         bounded = {figure: bounded_by_limit(value, check.figure_limit(figure)) for figure, value in values.items()}
     else:
         raise ValueError(f"reference_bounds={check.reference_bounds!r}: expected 'tolerance' or 'physical'")
     return {check.current_partition.fullname: bounded} if bounded else {}
+
+
+def bounds_alone(check, referenced: set) -> dict:
+    """{figure: reference}: each headline figure of the check's without a
+    reference value held to its physical bound alone (:func:`bound_only`),
+    from the system's data and the node's detected facts: on a kind's first
+    nights every rate has its limit and every time its floor, before
+    anything is accepted. Samples are held through their median."""
+    found = {}
+    for name, function in check.perf_variables.items():
+        if name in referenced or split_sample(name)[1] is not None:
+            continue
+        unit = getattr(function, "unit", "")
+        bound = bound_only(unit, check.figure_limit(name), check.figure_floor_us(name))
+        if bound:
+            found[name] = bound
+    return found

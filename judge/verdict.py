@@ -479,6 +479,17 @@ def attach_paths(values: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def unbounded_paths(values: pd.DataFrame) -> list[str]:
+    """The paths of `values` (attach_paths's table) with a rate that no limit
+    bounds or a time that no floor does, its line's or its path kind's: what
+    no physical bound can call impossible (a CPU that systems/cpus/memory.yaml
+    does not list leaves host memory so). Ratios have none to have."""
+    rates = values["better"].eq("higher") & values["unit"].ne("fraction")
+    times = values["unit"].isin(_US_PER.keys())
+    open_ = values["bound"].isna() & (rates | (times & values["min_us"].isna()))
+    return sorted(set(values.loc[open_ & values["path"].ne(""), "path"]))
+
+
 # --- judging ---------------------------------------------------------------
 
 FIGURE_COLUMNS = [

@@ -133,6 +133,7 @@ def judge_night(system: str, run: dict, accepted: dict | None, alpha: float) -> 
     tonight = run_rows(frame, system, [run])
     records = Loaded(frame[tonight], loaded.issues, loaded.files)
     judged = judge_window(frame, system, accepted, run, alpha)
+    say_unbounded(run, verdict.attach_paths(verdict.run_values(frame, {"tonight": tonight}, physical=True)))
     if accepted is None:
         print(
             f"nightly: no accepted run of {system} on a node of this kind ({run.get('kind') or 'unknown'}): "
@@ -147,6 +148,21 @@ def judge_night(system: str, run: dict, accepted: dict | None, alpha: float) -> 
         f"Holm-corrected, alpha {alpha})"
     )
     return judged, records, frame
+
+
+def say_unbounded(run: dict, values: pd.DataFrame) -> None:
+    """Name the paths no physical bound held tonight (run.json's
+    `unbounded_paths`): an impossible value of theirs would pass for a
+    measurement, on a first night before anything is accepted too."""
+    paths = verdict.unbounded_paths(values)
+    if paths:
+        run["unbounded_paths"] = paths
+        print(
+            f"nightly: no physical bound is known for {len(paths)} path(s), which an impossible value would pass: "
+            f"{', '.join(paths[:6])}{' ...' if len(paths) > 6 else ''} (the node's data lacks their limit: "
+            "systems/cpus/memory.yaml for host memory)",
+            flush=True,
+        )
 
 
 @dataclass

@@ -558,3 +558,27 @@ def test_a_server_that_is_down_loses_no_record_and_is_named(repo, first_night):
     host_port = down.split("/")[2]
     assert f"httpjson: could not connect to server {host_port}" in output
     assert len(_night_records(repo, outdir)) > 0
+
+
+def test_a_first_night_holds_every_figure_to_a_physical_bound(repo, first_night):
+    """Nothing is accepted on the fake node's first night, so no reference
+    has a value; yet every rate it judges has its limit and every time its
+    floor from the node's facts (experiments/references.py's bounds alone),
+    which ReFrame held them to: a figure beyond one fails its check (exit 1)."""
+    from judge import verdict
+    from judge.select import run_rows
+    from reports.load import load
+    from systems.detect import _cpu
+
+    frame = load(repo / "perflogs" / "fakegpu", warn=None).frame
+    run = json.loads((first_night[2] / "run.json").read_text())
+    values = verdict.attach_paths(
+        verdict.run_values(frame, {"first": run_rows(frame, "fakegpu", [run])}, physical=True)
+    )
+    units = values["unit"].map(verdict.direction).notna() & (values["unit"] != "fraction")
+    judged = values[values["path"].fillna("").ne("") & units & (values["unit"] != "x")]
+    unbounded = judged[judged["bound"].isna()]
+    assert run.get("unbounded_paths", []) == verdict.unbounded_paths(judged)  # the night names them
+    if "memory_bandwidth" not in _cpu(Path("/sys")):  # a CPU systems/cpus/memory.yaml does not list: host memory's
+        unbounded = unbounded[unbounded["test"] != "host_bandwidth"]
+    assert len(judged) >= 90 and unbounded.empty, unbounded[["test", "case", "figure"]].to_string()

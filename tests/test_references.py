@@ -294,3 +294,68 @@ def test_a_daxpy_points_floor_counts_its_kernels_and_bytes():
     big = {**case, "data_size": "800000"}
     assert daxpy.floor_us_of("total_us_i7_o4", big, _dgx_node()) == pytest.approx(28 * 3 * 80e6 / 2039e9 * 1e6)
     assert daxpy.floor_us_of("touch_us_i4_o4", case, _dgx_node()) is None
+
+
+def test_a_figure_without_a_reference_is_held_to_its_bound_alone():
+    # A kind's first nights have no references; the nightly holds each figure to what the node's facts bound.
+    import reframe.utility.sanity as sn
+
+    from experiments.references import bound_of, is_bound_only, references_for
+
+    class Check:
+        current_partition = type("Partition", (), {"fullname": "new:default"})()
+        reference_bounds = "physical"
+        perf_variables = {
+            "h2d_bw": sn.make_performance_function(1.0, "GB/s"),
+            "h2d_bw.s1": sn.make_performance_function(1.0, "GB/s"),  # held through its median
+            "lat_us": sn.make_performance_function(1.0, "us"),
+            "of_sol": sn.make_performance_function(1.0, "fraction"),  # a ratio: no bound of its own
+            "unknown_bw": sn.make_performance_function(1.0, "GB/s"),  # nothing known of its path
+        }
+
+        def node_facts(self):
+            return {"system": "new"}
+
+        def case_items(self):
+            return {}
+
+        def reference_applies(self, entry):
+            return True
+
+        def figure_limit(self, figure):
+            return {"h2d_bw": 63.0}.get(figure)
+
+        def figure_floor_us(self, figure):
+            return {"lat_us": 0.5}.get(figure)
+
+    Check.__name__ = "no_such_check"  # no references file
+    found = references_for(Check())["new:default"]
+    assert found == {"h2d_bw": (63.0, None, 0.0, "GB/s"), "lat_us": (0.5, 0.0, None, "us")}
+    assert bound_of("GB/s", *found["h2d_bw"][:3]) == pytest.approx(63.0)
+    assert bound_of("us", *found["lat_us"][:3]) == pytest.approx(0.5)
+    assert is_bound_only("GB/s", *found["h2d_bw"][:3]) and is_bound_only("us", *found["lat_us"][:3])
+    # ReFrame fails a rate above it and a time below it, and passes what is within.
+    for unit, value, ok in (
+        ("h2d_bw", 63.5, False),
+        ("h2d_bw", 62.0, True),
+        ("lat_us", 0.4, False),
+        ("lat_us", 9, True),
+    ):
+        ref, lower, upper, _ = found[unit]
+        if ok:
+            assert sn.evaluate(sn.assert_reference(value, ref, lower, upper))
+        else:
+            with pytest.raises(sn.SanityError):
+                sn.evaluate(sn.assert_reference(value, ref, lower, upper))
+    # A run by hand is held to the references' tolerances alone.
+    Check.reference_bounds = "tolerance"
+    assert references_for(Check()) == {}
+
+
+def test_only_a_bound_alone_is_not_drawn_as_a_reference():
+    from experiments.references import is_bound_only, physical_bounds
+
+    assert not is_bound_only("GB/s", *physical_bounds([50.0, -0.06, None, "GB/s"], 63.0, None)[:3])
+    assert not is_bound_only("us", 7.2, -0.3, 0.4)
+    assert not is_bound_only("GB/s", math.nan, math.nan, math.nan)
+    assert is_bound_only("GB/s", 63.0, math.nan, 0.0)  # as the loader reads a perflog's empty field

@@ -566,3 +566,17 @@ def test_a_rerun_reruns_no_case_for_its_yardstick_alone():
     result = verdict.judge_values(rows)
     assert result.flagged_paths() == ["host link h2d of GPU 0, ce"]
     assert verdict.cases_of_paths(result, result.flagged_paths())["test"].tolist() == ["path_matrix"]
+
+
+def test_paths_no_bound_holds_are_named():
+    values = pd.DataFrame(
+        {
+            "path": ["host memory read", "host link h2d", "link latency", "small copies", "ratio", ""],
+            "unit": ["GB/s", "GB/s", "ns", "us", "fraction", "GB/s"],
+            "better": ["higher", "higher", "lower", "lower", "higher", "higher"],
+            "bound": [math.nan, 63.0, math.nan, math.nan, math.nan, math.nan],
+            "min_us": [math.nan, math.nan, 0.5, math.nan, math.nan, math.nan],
+        }
+    )
+    # A rate without a limit, a time with neither a line's floor nor its kind's; not a ratio, not a figure of no path.
+    assert verdict.unbounded_paths(values) == ["host memory read", "small copies"]

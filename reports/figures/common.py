@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from experiments import keys  # noqa: E402
+from experiments.references import is_bound_only  # noqa: E402
 from reports import sol  # noqa: E402
 
 GiB = 2**30
@@ -167,3 +169,19 @@ def finite(frame: pd.DataFrame) -> pd.DataFrame:
     """The records a figure can draw: those with a finite value (a NaN or an
     infinity stays in the tables, where it shows as what it is)."""
     return frame[np.isfinite(pd.to_numeric(frame["value"], errors="coerce"))]
+
+
+#: A perflog line's reference, as experiments/references.py's bound_of reads it.
+BOUND_COLUMNS = ("unit", "ref", "lower_thres", "upper_thres")
+
+
+def references(rows: pd.DataFrame) -> pd.Series:
+    """The rows' reference values a figure draws as what was accepted: none
+    where the line's reference is a physical bound alone (a kind's first
+    nights carry their limits so, experiments/references.py), or zero."""
+    if "ref" not in rows:
+        return pd.Series(dtype=float)
+    columns = [rows[c] if c in rows else pd.Series(math.nan, index=rows.index) for c in BOUND_COLUMNS]
+    measured = [not is_bound_only(*line) for line in zip(*(c.tolist() for c in columns))]
+    refs = rows["ref"][measured]
+    return refs[refs.fillna(0) != 0].dropna()

@@ -13,6 +13,7 @@ from reports.figures.common import (
     Figure,
     coverage_text,
     finish,
+    references,
     series_labels,
     slug,
     unique,
@@ -42,7 +43,7 @@ def _draw_variable(ax, rows: pd.DataFrame, var: str, series: list, cases: list, 
         y = [i + (s - (len(series) - 1) / 2) * bar for i in range(len(cases))]
         err = [part["median"] - part["min"], part["max"] - part["median"]]
         ax.barh(y, part["median"], bar, xerr=err, capsize=2, color=colors[s % len(colors)], label=name)
-    refs = rows[(rows["ref"].fillna(0) != 0)]
+    refs = rows.loc[references(rows).index]
     for _, ref in refs.drop_duplicates(["case", "ref"]).iterrows():
         ax.plot(ref["ref"], cases.index(ref["case"]), "k|", ms=14)
     if "fraction" in unit:

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from experiments.path_matrix import NAME, cell_parts
-from reports.figures.common import Figure, coverage_text, finish, key_name, sets_of
+from reports.figures.common import Figure, coverage_text, finish, key_name, references, sets_of
 
 
 def cell_table(group: pd.DataFrame) -> pd.DataFrame:
@@ -26,8 +26,8 @@ def cell_table(group: pd.DataFrame) -> pd.DataFrame:
         c = cell_parts(figure)
         if c is None:
             continue
-        refs = cell["ref"].dropna() if "ref" in cell else pd.Series(dtype=float)
-        accepted = refs[refs != 0].median() if len(refs) else None
+        refs = references(cell)
+        accepted = refs.median() if len(refs) else None
         row = {
             "figure": figure,
             "median": cell["value"].median(),
