@@ -38,6 +38,7 @@ import json
 import socket
 import sys
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,7 +178,9 @@ def baselines_in(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {kind_of(facts) if facts else "unknown": {k: v for k, v in record.items() if k != "system"}}
 
 
-def baseline_for(baselines: dict[str, dict[str, Any]], partition: str, facts: dict[str, Any]) -> str | None:
+def baseline_for(
+    baselines: dict[str, dict[str, Any]], partition: str, facts: dict[str, Any], declared: Iterable[str] = ()
+) -> str | None:
     """The kind whose baseline a node is held to: its own kind's; else, for a
     node with fewer GPUs than an accepted kind of its models (or none
     visible), the smallest such kind, so that a node that lost a GPU fails
@@ -185,10 +188,14 @@ def baseline_for(baselines: dict[str, dict[str, Any]], partition: str, facts: di
     models, or of more GPUs than any accepted kind, is another kind of node,
     not judged until its own runs are accepted. (Where the system has a
     baseline of the smaller count too, a node that lost a GPU is of that
-    kind: only a system's data, not detection, can say how many it should have.)"""
+    kind: only a system's data, not detection, can say how many it should
+    have.) A node of a kind the system `declared` (its data's `node_kinds`)
+    is of that kind: None where none of its runs is accepted yet."""
     own = kind_of(facts)
     if own in baselines and partition in (baselines[own].get("node") or {}):
         return own
+    if own in declared:
+        return None
     models, count = {gpu["model"] for gpu in facts.get("gpus", [])}, len(facts.get("gpus", []))
     larger = [
         (len(node.get("gpus", [])), kind)
@@ -390,12 +397,15 @@ def expectations(
     if accepted is None or not accepted.exists():
         return None, "nothing to judge the node's facts against: no accepted run (./suite accept)"
     baselines, this = baselines_in(json.loads(accepted.read_text())), node_facts(detected)
-    kind = baseline_for(baselines, part["name"], this)
+    kind = baseline_for(baselines, part["name"], this, system.get("node_kinds", ()))
     if kind is None:
         kinds = "; ".join(sorted(baselines)) or "none"
+        declared = (
+            f", a kind systems/{system['name']}.yaml declares" if kind_of(this) in system.get("node_kinds", ()) else ""
+        )
         return None, (
             f"nothing to judge the node's facts against: {accepted} has no node facts of {part['name']} with "
-            f"{kind_of(this)} (accepted kinds: {kinds})"
+            f"{kind_of(this)}{declared} (accepted kinds: {kinds})"
         )
     found = expected_from_accepted(baselines[kind], part["name"], str(accepted))
     basis = f"against the accepted runs of {kind} ({accepted})"

@@ -325,6 +325,21 @@ def test_a_node_of_other_gpus_is_not_judged_and_one_that_lost_a_gpu_fails(capsys
     assert "FAIL gpu_count: expected 2, found 1" in capsys.readouterr().out
 
 
+def test_a_kind_the_system_declares_is_its_own_not_a_larger_one_that_lost_a_gpu():
+    """One H200 alone, where the system declares that kind (hopper-vm's
+    node_kinds): not held to the pair of H200 accepted, as a pair that lost
+    a GPU would be; undeclared, it is."""
+    pair = {"2 x NVIDIA H200": {"node": {"default": {"gpus": [{"model": "NVIDIA H200"}] * 2}}}}
+    single = {"gpus": [{"model": "NVIDIA H200"}]}
+    assert health.baseline_for(pair, "default", single) == "2 x NVIDIA H200"
+    assert health.baseline_for(pair, "default", single, ["1 x NVIDIA H200"]) is None
+    own = {**pair, "1 x NVIDIA H200": {"node": {"default": single}}}
+    assert health.baseline_for(own, "default", single, ["1 x NVIDIA H200"]) == "1 x NVIDIA H200"
+    # A lost GPU of a kind not declared small still fails its count.
+    assert health.baseline_for(pair, "default", {"gpus": []}, ["1 x NVIDIA H200"]) == "2 x NVIDIA H200"
+    assert "1 x NVIDIA H200" in load_all()["hopper-vm"]["node_kinds"]
+
+
 def test_each_kind_is_held_to_its_own_baseline(capsys, tmp_path):
     """A system with baselines of one and of two H100s: each node is held to
     its own kind's node facts."""
