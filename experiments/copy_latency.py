@@ -100,6 +100,15 @@ def perf_name(method: str, direction: str, size: int) -> str:
     return f"lat_us_{method}_{direction}_{size}"
 
 
+_PERF_NAME = re.compile(r"^lat_us_(?P<method>\w+)_(?P<direction>h2d|d2h)_(?P<size>\d+)$")
+
+
+def copy_size(figure: str) -> int | None:
+    """'lat_us_pinned_h2d_4096' -> 4096: the bytes a latency figure copies; None for another figure."""
+    match = _PERF_NAME.match(figure)
+    return int(match["size"]) if match else None
+
+
 def curve_figures(lines: list[str], figures: dict) -> dict:
     """The figures of a kept curve (its lines), beside the run's logged `figures`."""
     # Every size's median, and the crossovers of the whole curves.

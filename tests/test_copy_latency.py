@@ -143,3 +143,16 @@ def test_sanity_requires_the_block_medians_of_every_headline_size(h100_measured,
         sn.evaluate(_complete_curves(_write(tmp_path, h100_measured), METHODS, ["h2d", "d2h"], 5))
     run = (DATA / "runs" / "copy_latency_h100.out").read_text()
     assert sn.evaluate(_complete_curves(_write(tmp_path, run), METHODS, ["h2d", "d2h"], 5))
+
+
+def test_a_copys_floor_is_its_bytes_at_the_host_links_limit():
+    from checks.copy_latency import copy_latency
+    from experiments.copy_latency import copy_size
+    from systems import data
+
+    node = next(p["node"] for p in data.load_all()["dgx-a100"]["partitions"] if "node" in p)
+    link = data.speed_of_light(node)["host_link"]
+    assert copy_size("lat_us_pinned_h2d_1048576") == 1048576 and copy_size("crossover_h2d_async_over_pinned") is None
+    assert copy_latency.floor_us_of("lat_us_pinned_h2d_1048576", {}, node) == pytest.approx(1048576 / link * 1e6)
+    # Small copies keep the path's own floor (anything that crosses a link: 0.5 us).
+    assert copy_latency.floor_us_of("lat_us_zerocopy_d2h_8", {}, node) == pytest.approx(0.5)
