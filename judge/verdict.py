@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass
 from functools import cached_property, lru_cache, partial
 from pathlib import Path
@@ -380,6 +381,100 @@ def kind_priors(table: pd.DataFrame) -> dict[str, Prior]:
     return fit_priors(members)
 
 
+#: What a figure is called on any kind of node (its key without the node
+#: facts), and a path (its name): what the pool of other kinds' spreads is keyed by.
+POOL_KEY = ("test", "case", "environ", "figure", "unit")
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The spreads other kinds of node measured of the same figures and
+    paths (the same links, memories and copies on other nodes), each as a
+    prior: their accepted runs' variances of worse-oriented log values
+    pooled, weighing the runs they came from (Σ(n - 1), at most
+    MAX_PRIOR_DF). A kind of node with three accepted runs has three values
+    a path to draw a spread from: alone, its kinds' priors weigh about one
+    degree of freedom, so that a move must be tens of spreads to be seen;
+    beside the runs other kinds measured it is judged as a kind with their
+    runs would be, its own three runs moderating their spread."""
+
+    figures: dict[tuple, Prior]
+    paths: dict[tuple, Prior]
+
+
+NO_POOL = Pool({}, {})
+
+
+#: The weights a pooled prior takes, its Σ(n - 1) rounded down to one of
+#: them: fewer nulls to simulate (each a second), never more weight than measured.
+POOL_DF_STEPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, MAX_PRIOR_DF)
+
+
+def _pooled(members: dict[tuple, list[tuple[float, int, tuple]]]) -> dict[tuple, Prior]:
+    """Each key's members (a variance, of n runs, on a kind of node) pooled
+    into one prior: the variances weighed by their runs, the prior weighing
+    each kind's runs once (its GPUs' paths are measured in the same runs)."""
+    found = {}
+    for key, found_in in members.items():
+        total = sum(n - 1 for _, n, _ in found_in)
+        runs: dict[tuple, int] = {}
+        for _, n, node in found_in:
+            runs[node] = max(runs.get(node, 0), n - 1)
+        dof = sum(runs.values())
+        if total > 0 and dof > 0:
+            weight = max(step for step in POOL_DF_STEPS if step <= dof)
+            found[key] = Prior(sum((n - 1) * v for v, n, _ in found_in) / total, weight)
+    return found
+
+
+_ONE_OF_MANY = re.compile(r"(GPU |gpu|device=|peer=|NUMA node |numa)\d+")
+
+
+def anonymous(name: str) -> str:
+    """'host link h2d of GPU 1, ce' -> 'host link h2d of GPU *, ce': a path
+    or figure named without which GPU or NUMA node it is (one GPU's host
+    link is its sibling's, on another kind of node as on this one)."""
+    return _ONE_OF_MANY.sub(r"\1*", name)
+
+
+def pool_of(values: pd.DataFrame) -> Pool:
+    """The pool of other kinds' accepted runs (`values`: run_values with
+    attach_paths of those runs; each kind's runs its own figures by their
+    node facts): each judged figure's spread over its kind's runs, and each
+    path's over its runs' medians of their figures' moves, as a night's
+    paths are taken; pooled over the kinds, and over the GPUs and NUMA
+    nodes, by the figure's and path's names without them (anonymous)."""
+    key = [k for k in FIGURE_KEY if k in values.columns]
+    usable = values["path"].ne("") & values["better"].ne("") & values["yardstick"].eq("")
+    rows = values[usable & (pd.to_numeric(values["value"], errors="coerce") > 0)]
+    figures: dict[tuple, list] = {}
+    moves: dict[tuple, dict[str, list[float]]] = {}
+    for name, group in rows.groupby(key, sort=False):
+        logs = worse_sign(group["better"].iloc[0]) * np.log(group["value"].to_numpy(float))
+        if logs.size < MIN_RUNS:
+            continue
+        named = dict(zip(key, name))
+        node = tuple(v for k, v in named.items() if k not in POOL_KEY)
+        pooled_as = ("figure", *(anonymous(str(named[k])) for k in POOL_KEY))
+        figures.setdefault(pooled_as, []).append((float(qn_scale(logs)) ** 2, logs.size, node))
+        center = _median(logs)
+        for run, log in zip(group["run"], logs):
+            moves.setdefault((node, group["path"].iloc[0]), {}).setdefault(run, []).append(log - center)
+    paths: dict[tuple, list] = {}
+    for (node, path), per_run in moves.items():
+        logs = np.array([_median(np.array(m, dtype=float)) for m in per_run.values()])
+        if logs.size >= MIN_RUNS:
+            paths.setdefault(("path", anonymous(path)), []).append((float(qn_scale(logs)) ** 2, logs.size, node))
+    return Pool(_pooled(figures), _pooled(paths))
+
+
+def _pool_keys(table: pd.DataFrame) -> list[tuple]:
+    """Each row's key in a Pool: a figure's name, or a path's (anonymous)."""
+    if "figure" in table.columns:
+        return [("figure", *map(anonymous, map(str, row))) for row in zip(*(table[k].tolist() for k in POOL_KEY))]
+    return [("path", anonymous(name)) for name in table["path"].tolist()]
+
+
 def worse_sign(better: str | None) -> float:
     """+1 where a larger value is worse (times), -1 where it is better (rates)."""
     return -1.0 if better == "higher" else 1.0
@@ -572,10 +667,11 @@ def judge(
     return judge_values(attach_paths(run_values(frame, {**accepted, **nights}, physical=physical)), alpha)
 
 
-def judge_values(table: pd.DataFrame, alpha: float = 0.05) -> Verdict:
+def judge_values(table: pd.DataFrame, alpha: float = 0.05, pool: Pool = NO_POOL) -> Verdict:
     """The verdict from the per-run table (`run_values` with `attach_paths`;
-    tonight's rows under the run label 'tonight')."""
-    return locate_values(table).conclude(alpha)
+    tonight's rows under the run label 'tonight'), with the `pool` of other
+    kinds of node's spreads beside its own accepted runs'."""
+    return locate_values(table, pool).conclude(alpha)
 
 
 @dataclass
@@ -694,10 +790,11 @@ class Located:
         return {figure: i for i, figure in enumerate(zip(*(self.figures[k].tolist() for k in self.key)))}
 
 
-def locate_values(table: pd.DataFrame) -> Located:
-    """The per-run table judged up to its correction (judge_values' first steps)."""
+def locate_values(table: pd.DataFrame, pool: Pool = NO_POOL) -> Located:
+    """The per-run table judged up to its correction (judge_values' first
+    steps), the priors drawing on the `pool` of other kinds of node too."""
     key = [k for k in FIGURE_KEY if k in table.columns]
-    return _locate_groups(_records_by_figure(table, key), key)
+    return _locate_groups(_records_by_figure(table, key), key, pool)
 
 
 def _records_by_figure(table: pd.DataFrame, key: list[str]) -> dict[tuple, list[dict]]:
@@ -710,12 +807,14 @@ def _records_by_figure(table: pd.DataFrame, key: list[str]) -> dict[tuple, list[
     return groups
 
 
-def _locate_groups(groups: dict[tuple, list[dict]], key: list[str]) -> Located:
+def _locate_groups(groups: dict[tuple, list[dict]], key: list[str], pool: Pool = NO_POOL) -> Located:
     figures = pd.DataFrame(
         [_judge_figure(rows, key) for rows in groups.values()], columns=[*key, *FIGURE_COLUMNS, *_PRIVATE]
     )
     paths = _judge_paths(figures)
-    return Located(key, groups, figures, paths, _locate_rows(figures), _locate_rows(paths))
+    return Located(
+        key, groups, figures, paths, _locate_rows(figures, pooled=pool.figures), _locate_rows(paths, pooled=pool.paths)
+    )
 
 
 def _blank_figure_row(first: dict, key: list[str], runs: int) -> dict:
@@ -796,20 +895,22 @@ def _judge_figure(rows: list[dict], key: list[str]) -> dict:
     return row
 
 
-def _locate_rows(table: pd.DataFrame, priors: dict[str, Prior] | None = None) -> dict[str, Prior]:
-    """Each judged row located against its accepted values, with its kind's
-    prior variance (in place); the priors, fitted from the judged rows where
-    none are given."""
+def _locate_rows(table: pd.DataFrame, priors: dict | None = None, pooled: dict[tuple, Prior] | None = None) -> dict:
+    """Each judged row located against its accepted values, with its prior
+    variance (in place): the pool's for its figure or path where other kinds
+    of node measured it, else its kind's; the priors (by kind, and the
+    pool's by name), fitted from the judged rows where none are given."""
     judged = (table["verdict"] == "pass").to_numpy()
     if priors is None:
-        priors = kind_priors(table[judged])
+        priors = {**kind_priors(table[judged]), **(pooled or {})}
     columns = {c: table[c].to_numpy(float).copy() for c in ("spread_pct", "prior_df", "p_worse", "p_better")}
-    rows = zip(*(table[c].tolist() for c in ("_logs", "_night", "floor_pct", "kind", "_k")))
-    for i, (logs, night, floor, kind, k) in enumerate(rows):
+    rows = zip(*(table[c].tolist() for c in ("_logs", "_night", "floor_pct", "kind", "_k")), _pool_keys(table))
+    for i, (logs, night, floor, kind, k, name) in enumerate(rows):
         if not judged[i]:
             continue
-        x = locate(logs, night, floor / 100, priors[kind], int(k))
-        columns["spread_pct"][i], columns["prior_df"][i] = x.scale * 100, priors[kind].df
+        prior = priors.get(name) or priors[kind]
+        x = locate(logs, night, floor / 100, prior, int(k))
+        columns["spread_pct"][i], columns["prior_df"][i] = x.scale * 100, prior.df
         columns["p_worse"][i], columns["p_better"][i] = x.p_worse, x.p_better
     for column, values in columns.items():  # whole columns: a masked assignment each costs more than locating
         table[column] = values
@@ -927,6 +1028,25 @@ def _change_pct(judged: pd.DataFrame, move: float) -> float:
     worse move is a fall, a time's a rise. Paths hold one kind of unit."""
     rates = direction(judged["unit"].iloc[0]) == "higher"
     return (math.exp(-move) - 1) * 100 if rates else (math.exp(move) - 1) * 100
+
+
+def smallest_seen(paths: pd.DataFrame, alpha: float = 0.05) -> dict[str, float]:
+    """Per judged path of a located night (Located.paths), the smallest move
+    worse, as a fraction of its value (a rate's fall, a time's rise), that
+    its own test flags tonight: its statistic past the null's point of
+    alpha / 2m with m judged paths, Holm's first step (the verdict's
+    correction, the worse direction's half of alpha), from where tonight
+    already is. One figure moving alone can flag a path sooner; never later."""
+    judged = paths["verdict"].eq("pass").to_numpy()
+    m = int(judged.sum())
+    columns = ("path", "better", "floor_pct", "spread_pct", "prior_df", "_logs", "_night", "_k")
+    found = {}
+    for path, better, floor, spread, prior_df, logs, night, k in zip(*(paths.loc[judged, c].tolist() for c in columns)):
+        null = null_distribution(len(logs), int(prior_df), int(k))
+        point = null[min(null.size - 1, int(math.ceil((1 - alpha / 2 / m) * null.size)))]
+        needed = max(0.0, math.log1p(floor / 100) + point * spread / 100 - (night - _median(logs)))
+        found[path] = -math.expm1(-needed) if better == "higher" else math.expm1(needed)
+    return found
 
 
 def holm(p_values: np.ndarray) -> np.ndarray:

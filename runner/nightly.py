@@ -193,6 +193,29 @@ def accepted_values(frame: pd.DataFrame, system: str, accepted: dict | None) -> 
     return verdict.run_values(frame, accepted_masks(frame, system, accepted) if accepted else {}, physical=True)
 
 
+def gpu_models(kind: str) -> set[str]:
+    """'2 x NVIDIA H200' -> {'NVIDIA H200'}: the GPU models a kind of node has (systems/health.py's kind_of)."""
+    return {part.split(" x ", 1)[-1] for part in kind.split(", ") if part}
+
+
+def others_pool(frame: pd.DataFrame, system: str, accepted: dict | None) -> verdict.Pool:
+    """What the system's other kinds of node with the same GPUs measured
+    (their accepted runs; verdict.Pool): the spreads a kind with few
+    accepted runs of its own draws its priors on. The same GPUs only: one
+    H100's host link latency spreads wider than an H200's, and a kind of ten
+    runs held to the H200s' spread alarmed on a clean night."""
+    if not accepted:
+        return verdict.NO_POOL
+    models = gpu_models(accepted.get("kind", ""))
+    others = [
+        b for kind, b in read_baselines(system).items() if kind != accepted.get("kind") and gpu_models(kind) == models
+    ]
+    masks = {f"{b['kind']}: {stamp}": mask for b in others for stamp, mask in accepted_masks(frame, system, b).items()}
+    if not masks:
+        return verdict.NO_POOL
+    return verdict.pool_of(verdict.attach_paths(verdict.run_values(frame, masks)))
+
+
 def judge_window(
     frame: pd.DataFrame,
     system: str,
@@ -200,17 +223,20 @@ def judge_window(
     window: dict,
     alpha: float,
     accepted_table: pd.DataFrame | None = None,
+    pool: verdict.Pool | None = None,
 ) -> Judgement:
     """The run in `window` judged both ways from one per-run table: against
     the accepted runs (where there is a baseline), and each GPU against its
     siblings, the accepted runs' deviations the node's usual ones.
     `accepted_table`: accepted_values of `accepted`, made once for several
-    windows (a night's reruns, the bench's replayed nights); from `frame` by default."""
+    windows (a night's reruns, the bench's replayed nights); from `frame` by default, as `pool`
+    (others_pool) is."""
     base = accepted_values(frame, system, accepted) if accepted_table is None else accepted_table
+    pool = others_pool(frame, system, accepted) if pool is None else pool
     tonight = verdict.run_values(frame, {"tonight": run_rows(frame, system, [window])}, physical=True)
     parts = [part for part in (base, tonight) if not part.empty]
     table = verdict.attach_paths(pd.concat(parts, ignore_index=True) if parts else tonight)
-    return Judgement(verdict.judge_values(table, alpha) if accepted else None, siblings.judge(table))
+    return Judgement(verdict.judge_values(table, alpha, pool) if accepted else None, siblings.judge(table))
 
 
 def rerun_selection(judged: Judgement, report: Path) -> list[str]:
@@ -356,11 +382,11 @@ def rerun_flagged(night: Night, key: str, why: str, result: Judgement) -> Judgem
 def judged_with_rerun(frame: pd.DataFrame, system: str, accepted: dict | None, run: dict, alpha: float) -> Judgement:
     """The run judged against the accepted runs (where there are any) and
     each GPU against its siblings, both confirmed by each of its reruns."""
-    base = accepted_values(frame, system, accepted)
-    judged = judge_window(frame, system, accepted, run, alpha, base)
+    base, pool = accepted_values(frame, system, accepted), others_pool(frame, system, accepted)
+    judged = judge_window(frame, system, accepted, run, alpha, base, pool)
     for key in RERUNS:
         if key in run:
-            again = judge_window(frame, system, accepted, run[key], alpha, base)
+            again = judge_window(frame, system, accepted, run[key], alpha, base, pool)
             confirmed = verdict.confirm(judged.verdict, again.verdict, by=key) if judged.verdict is not None else None
             judged = Judgement(confirmed, siblings.confirm(judged.siblings, again.siblings, by=key))
     return judged

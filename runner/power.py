@@ -31,6 +31,7 @@ the nodes', not the measurement's.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +42,7 @@ from judge import verdict
 from judge.select import accepted_masks
 from reports.load import load
 from reports.runs import PERFLOGS, read_accepted, read_baselines, selected_system
+from runner import nightly
 
 
 def accepted_tables(
@@ -145,10 +147,28 @@ class Model:
         return pd.concat(base, ignore_index=True), self.night(rng, "tonight")
 
 
-def sweep(table: pd.DataFrame, moves: list[float], nights: int, alpha: float, seed: int = 1) -> pd.DataFrame:
+#: The share of nights a path's smallest seen move is seen in.
+SEEN_IN = 0.95
+
+
+def others_pool(system: str, kind: str | None = None) -> verdict.Pool:
+    """The spreads the system's other kinds of node measured, which a night
+    of this kind draws its priors on (runner/nightly.py's others_pool)."""
+    return nightly.others_pool(load([PERFLOGS / system], warn=None).frame, system, read_accepted(system, kind))
+
+
+def sweep(
+    table: pd.DataFrame,
+    moves: list[float],
+    nights: int,
+    alpha: float,
+    seed: int = 1,
+    pool: verdict.Pool = verdict.NO_POOL,
+) -> pd.DataFrame:
     """Per path: false alarms in clean nights, and the share of nights that
     flag it when its figures move worse by each of `moves` (fractions),
-    replayed and simulated."""
+    replayed and simulated, each night judged as the nightly judges it (with
+    the `pool` of the system's other kinds of node)."""
     model = Model.fit(table)
     paths = sorted(model.path_spread)
     rng = np.random.default_rng(seed)
@@ -164,12 +184,14 @@ def sweep(table: pd.DataFrame, moves: list[float], nights: int, alpha: float, se
         }
         for p in paths
     }
+    smallest: dict[str, list[float]] = {p: [] for p in paths}
+    target: dict[str, list[float]] = {}  # per night: twice its floor and three of its (moderated) spreads
     pairs = [("replay", base, night) for base, night in replayed_nights(table)]
     pairs += [("sim", *model.baseline_and_night(rng)) for _ in range(nights)]
     progress = Progress("power", "replayed and simulated nights", len(pairs))
     for how, base, night in pairs:
         # Located once a night; each planted move then locates its path's figures again (verdict.Located).
-        located = verdict.locate_values(pd.concat([base, night], ignore_index=True))
+        located = verdict.locate_values(pd.concat([base, night], ignore_index=True), pool)
         clean = set(located.flagged(alpha))
         measured = set(judged_rows(night)["path"])
         for p in paths:
@@ -181,7 +203,18 @@ def sweep(table: pd.DataFrame, moves: list[float], nights: int, alpha: float, se
             for move in moves:
                 column = f"{how}_power_{move * 100:g}"
                 rows[p][column] += p in located.flagged(alpha, plant(on_path, p, move))
+        seen = verdict.smallest_seen(located.paths, alpha)
+        judged = located.paths[located.paths["path"].isin(seen)]
+        for p, floor, spread in judged[["path", "floor_pct", "spread_pct"]].itertuples(index=False):
+            if p in smallest:
+                smallest[p].append(seen[p])
+                target.setdefault(p, []).append(2 * floor + 3 * spread)
         progress.step()
+    for p in paths:
+        found = np.array(smallest[p], dtype=float)
+        # Seen in 95% of the nights that judged it: their smallest flagged moves' 95th percentile (the larger).
+        rows[p]["seen_95_pct"] = float(np.quantile(found, SEEN_IN, method="higher")) * 100 if found.size else math.nan
+        rows[p]["target_pct"] = float(np.median(target[p])) if target.get(p) else math.nan
     table = pd.DataFrame(list(rows.values()))
     for how in ("replay", "sim"):
         for move in moves:
@@ -254,7 +287,7 @@ def power(args) -> int:
         return 0
     system = selected_system(args.system)
     table = accepted_table(system, args.kind)
-    result = sweep(table, [m / 100 for m in args.move], args.nights, args.alpha)
+    result = sweep(table, [m / 100 for m in args.move], args.nights, args.alpha, pool=others_pool(system, args.kind))
     bench = pd.DataFrame(columns=["path"])
     if args.bench_nights > 0:
         kind = read_accepted(system, args.kind)["kind"]
@@ -262,6 +295,11 @@ def power(args) -> int:
         result = result.merge(bench, on="path", how="left")
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         print(result.round(3).to_string(index=False))
+    within = int((result["seen_95_pct"] <= result["target_pct"]).sum())
+    print(
+        f"{within} of {len(result)} paths see, in 95% of the replayed and simulated nights, a move of twice their "
+        "floor and three of their spreads (seen_95_pct <= target_pct)"
+    )
     for move in args.move:
         strong = int((result[f"sim_power_{move:g}"] >= 0.9).sum())
         print(f"{strong} of {len(result)} paths flag a {move:g}% move in 90% of {args.nights} simulated nights")

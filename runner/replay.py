@@ -78,6 +78,7 @@ class Bench:
         self.base = frame[run_rows(frame, system, self.accepted["runs"])]
         # What every replayed night is judged against, made once as the nightly makes it.
         self.base_values = nightly.accepted_values(self.base, system, self.accepted)
+        self.pool = nightly.others_pool(frame, system, self.accepted)  # every kind's runs, not this one's alone
         self.nights, self.reruns = {}, {}
         for run in finished_runs(system, kind=kind):
             if run["stamp"] in accepted or run["stamp"] in leave_out:
@@ -151,7 +152,7 @@ class Bench:
         start = REPLAY_EPOCH + pd.Timedelta(hours=self._count)
         frame = read_back(self._perflogs(rows, fault, start))
         window = {"start": start.isoformat(), "end": (start + pd.Timedelta(seconds=1)).isoformat()}
-        return nightly.judge_window(frame, self.system, self.accepted, window, self.alpha, self.base_values)
+        return nightly.judge_window(frame, self.system, self.accepted, window, self.alpha, self.base_values, self.pool)
 
     def _perflogs(self, rows: pd.DataFrame, fault: Fault, start: pd.Timestamp) -> dict[str, str]:
         """{file name: perflog text}: each row's committed line, stamped `start`, the fault planted."""

@@ -362,9 +362,10 @@ def test_a_nights_later_rerun_is_judged_again_from_its_window(monkeypatch):
     """run.json's 'later' window is part of the night whenever it is judged again (./suite accept --rejudge)."""
     seen, lags, tables = [], [], []
     monkeypatch.setattr(nightly, "accepted_values", lambda frame, system, accepted: "the accepted runs' table")
+    monkeypatch.setattr(nightly, "others_pool", lambda frame, system, accepted: "the other kinds' pool")
 
-    def judge_window(frame, system, accepted, window, alpha, accepted_table=None):
-        tables.append(accepted_table)
+    def judge_window(frame, system, accepted, window, alpha, accepted_table=None, pool=None):
+        tables.append((accepted_table, pool))
         return nightly.Judgement(window["start"], window["start"])
 
     monkeypatch.setattr(nightly, "judge_window", judge_window)
@@ -374,7 +375,8 @@ def test_a_nights_later_rerun_is_judged_again_from_its_window(monkeypatch):
     judged = nightly.judged_with_rerun(None, "s", {"runs": []}, run, 0.05)
     assert judged.verdict == "later" and judged.siblings == "later"
     assert seen == lags == [("run", "rerun", "rerun"), ("rerun", "later", "later")]
-    assert tables == ["the accepted runs' table"] * 3  # made once for the run and its two measures again
+    # made once for the run and its two measures again
+    assert tables == [("the accepted runs' table", "the other kinds' pool")] * 3
 
 
 def test_the_delay_of_a_later_confirmation_comes_from_the_system_unless_given(monkeypatch):
@@ -580,3 +582,68 @@ def test_paths_no_bound_holds_are_named():
     )
     # A rate without a limit, a time with neither a line's floor nor its kind's; not a ratio, not a figure of no path.
     assert verdict.unbounded_paths(values) == ["host memory read", "small copies"]
+
+
+def test_a_gpu_or_numa_node_is_named_as_any_in_the_pool():
+    assert verdict.anonymous("host link h2d of GPU 1, ce") == "host link h2d of GPU *, ce"
+    assert verdict.anonymous("gpu3_h2d_numa1_both_ce") == "gpu*_h2d_numa*_both_ce"
+    assert verdict.anonymous("device=2 size=1G") == "device=* size=1G"
+    assert verdict.anonymous("host memory read, NUMA node 0") == "host memory read, NUMA node *"
+
+
+def _three_run_kind(rng, spread: float, moved: float = 0.0) -> pd.DataFrame:
+    """Three accepted runs and a night of one host-link path with one figure, worse by `moved`."""
+    values = np.exp(rng.normal(0, spread, 4)) * 50.0
+    values[-1] *= 1 - moved
+    return pd.DataFrame(
+        {
+            "test": "path_matrix",
+            "case": "",
+            "environ": "gnu",
+            "system": "s",
+            "partition": "p",
+            "gpu_model": "G",
+            "gpu_count": 1,
+            "host_link": "pcie",
+            "figure": "gpu0_h2d_numa0_ce",
+            "unit": "GB/s",
+            "run": ["a", "b", "c", "tonight"],
+            "value": values,
+            "cv": 0.001,
+            "n": 5,
+            "nan_samples": "",
+            "bound": math.nan,
+        }
+    )
+
+
+def _other_kind(rng, runs: int, spread: float) -> pd.DataFrame:
+    """Another kind of node's accepted runs of the same path, on its GPU 1 (4 GPUs)."""
+    return pd.DataFrame(
+        {
+            **{k: v for k, v in _three_run_kind(rng, spread).iloc[0].to_dict().items() if k not in ("run", "value")},
+            "gpu_count": 4,
+            "figure": "gpu1_h2d_numa0_ce",
+            "run": [f"r{i}" for i in range(runs)],
+            "value": np.exp(rng.normal(0, spread, runs)) * 50.0,
+        }
+    )
+
+
+def test_a_kind_of_three_runs_sees_a_move_other_kinds_spreads_say_is_large():
+    """Three runs alone give a prior of no weight: a 15% fall of a path whose
+    other kinds of node spread 1% passes. With their runs pooled (the same
+    link on another GPU of another kind), it is flagged, and a clean night is not."""
+    rng = np.random.default_rng(11)
+    pool = verdict.pool_of(verdict.attach_paths(_other_kind(rng, 10, 0.01)))
+    assert pool.paths[("path", "host link h2d of GPU *, ce")].df == 8  # nine runs' worth, rounded down to a step
+    flagged = {False: 0, True: 0}
+    false_alarms = 0
+    for _ in range(20):
+        night = verdict.attach_paths(_three_run_kind(rng, 0.01, moved=0.15))
+        for pooled in (False, True):
+            found = verdict.judge_values(night, pool=pool if pooled else verdict.NO_POOL).flagged_paths()
+            flagged[pooled] += bool(found)
+        clean = verdict.attach_paths(_three_run_kind(rng, 0.01))
+        false_alarms += bool(verdict.judge_values(clean, pool=pool).flagged_paths())
+    assert flagged[True] == 20 and flagged[False] <= 10 and false_alarms == 0, (flagged, false_alarms)  # 9 alone
