@@ -717,3 +717,45 @@ def test_the_committed_neighbour_night_on_four_h200s_drains_nothing_and_names_gp
     flagged = judged.verdict.flagged_paths()
     assert {p for p in flagged if "GPU 1" in p or "GPU 3" in p} and set(flagged) <= set(contended)
     assert "on GPU 2 in 1 case(s); GPU 2's PCIe 49.4 GB/s in" in contended["host link d2h of GPU 1, sm"]
+
+
+@pytest.mark.long  # the committed perflogs judged twice: with the other kinds' spreads pooled, and without
+def test_the_h100_pairs_neighbour_night_is_seen_by_its_three_accepted_runs_with_the_pooled_spreads():
+    """The pair of H100s, three accepted runs, a second process copying
+    through GPU 1's host link both ways all night (2026-11-25 21:41). Judged
+    on its three runs alone, 8 paths end flagged; with the spreads the
+    single H100's ten runs measured of the same links and copies (on GPU 0:
+    a GPU's host link is its sibling's), 13: the 8, GPU 1's latency (+222%)
+    and its SM copies (-13%) among them. Passed still: GPU 1's d2h by copy
+    engine (-51%) and h2d by SMs (-14%) with all GPUs at once, which no
+    other kind of H100 measured, and host memory read (-43%: this kind's
+    own three runs spread 54%)."""
+    from reports.load import load
+
+    outdir = runs.NIGHTLY_DIR / "hopper-vm" / "2026-11-25T214100"
+    run = json.loads((outdir / "run.json").read_text())
+    accepted = runs.read_accepted("hopper-vm", "2 x NVIDIA H100 80GB HBM3")
+    assert len(accepted["runs"]) == 3
+    frame = load(runs.PERFLOGS / "hopper-vm", warn=None).frame
+    pool = nightly.others_pool(frame, "hopper-vm", accepted)
+    flagged = {}
+    for name, used in (("alone", verdict.NO_POOL), ("pooled", pool)):
+        base = nightly.accepted_values(frame, "hopper-vm", accepted)
+        judged = nightly.judge_window(frame, "hopper-vm", accepted, run, 0.05, base, used)
+        for key in select.RERUNS:
+            if key in run:
+                again = nightly.judge_window(frame, "hopper-vm", accepted, run[key], 0.05, base, used)
+                judged = nightly.Judgement(verdict.confirm(judged.verdict, again.verdict, by=key), judged.siblings)
+        flagged[name] = set(judged.verdict.flagged_paths())
+    assert len(flagged["alone"]) == 8 and len(flagged["pooled"]) == 13 and flagged["alone"] < flagged["pooled"]
+    gpu1 = {p for p in flagged["pooled"] if "GPU 1" in p}
+    assert gpu1 == {
+        "host link both ways of GPU 1, ce",
+        "host link both ways of GPU 1, sm",
+        "host link d2h of GPU 1, ce",
+        "host link d2h of GPU 1, sm",
+        "host link h2d of GPU 1 with all GPUs at once, ce",
+        "host link h2d of GPU 1, ce",
+        "host link h2d of GPU 1, sm",
+        "host link latency of GPU 1, SM loads",
+    }
