@@ -269,6 +269,18 @@ def _qn_factor(n: int) -> float:
     return 1 / float(np.median(_qn_raw(np.random.default_rng(n).standard_normal((200_000, n)))))
 
 
+@lru_cache(maxsize=64)
+def qn_variance_moments(n: int) -> tuple[float, float]:
+    """Of Qn² of n normal values of variance 1 (simulated once per n): its
+    mean (what makes it a mean-unbiased variance) and the degrees of freedom
+    a scaled chi-squared of its mean and variance has, 2 mean² / var: what
+    one such variance is worth as evidence (0.8 for three values, where a
+    sample variance is worth 2)."""
+    squares = qn_scale(np.random.default_rng(1000 + n).standard_normal((200_000, n))) ** 2
+    mean = float(squares.mean())
+    return mean, float(2 * mean**2 / squares.var())
+
+
 def qn_scale(x: np.ndarray) -> np.ndarray:
     """A robust SD along the last axis: Qn, which, unlike the MAD (37% as
     efficient as the SD for normal data), keeps 82% of the SD's efficiency
@@ -411,29 +423,35 @@ POOL_DF_STEPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, MAX_PRIOR_DF)
 
 
 def _pooled(members: dict[tuple, list[tuple[float, int, tuple]]]) -> dict[tuple, Prior]:
-    """Each key's members (a variance, of n runs, on a kind of node) pooled
-    into one prior: the variances weighed by their runs, the prior weighing
-    each kind's runs once (its GPUs' paths are measured in the same runs)."""
+    """Each key's members (a robust variance, Qn², of n runs, on a kind of
+    node) pooled into one prior: each made mean-unbiased and weighed by what
+    it is worth (qn_variance_moments), the prior weighing each kind once, by
+    its best-measured member (its GPUs' paths are measured in the same
+    runs), rounded down to a step; members of no spread (equal values) say
+    nothing of it and are left out, as fit_priors leaves them."""
     found = {}
     for key, found_in in members.items():
-        total = sum(n - 1 for _, n, _ in found_in)
-        runs: dict[tuple, int] = {}
-        for _, n, node in found_in:
-            runs[node] = max(runs.get(node, 0), n - 1)
-        dof = sum(runs.values())
-        if total > 0 and dof > 0:
-            weight = max(step for step in POOL_DF_STEPS if step <= dof)
-            found[key] = Prior(sum((n - 1) * v for v, n, _ in found_in) / total, weight)
+        usable = [(v, n, node) for v, n, node in found_in if v > 0 and n >= 2]
+        weights = [qn_variance_moments(n)[1] for _, n, _ in usable]
+        unbiased = [v / qn_variance_moments(n)[0] for v, n, _ in usable]
+        per_kind: dict[tuple, float] = {}
+        for weight, (_, _, node) in zip(weights, usable):
+            per_kind[node] = max(per_kind.get(node, 0.0), weight)
+        dof = sum(per_kind.values())
+        if dof >= POOL_DF_STEPS[0]:
+            variance = sum(w * v for w, v in zip(weights, unbiased)) / sum(weights)
+            found[key] = Prior(variance, max(step for step in POOL_DF_STEPS if step <= dof))
     return found
 
 
-_ONE_OF_MANY = re.compile(r"(GPU |gpu|device=|peer=|NUMA node |numa)\d+")
+_ONE_OF_MANY = re.compile(r"(GPU |gpu|device=|peer=)\d+")
 
 
 def anonymous(name: str) -> str:
     """'host link h2d of GPU 1, ce' -> 'host link h2d of GPU *, ce': a path
-    or figure named without which GPU or NUMA node it is (one GPU's host
-    link is its sibling's, on another kind of node as on this one)."""
+    or figure named without which GPU it is (one GPU's host link is its
+    sibling's, on another kind of node as on this one); a NUMA node stays
+    named (a remote one is another path)."""
     return _ONE_OF_MANY.sub(r"\1*", name)
 
 
@@ -455,24 +473,51 @@ def pool_of(values: pd.DataFrame) -> Pool:
             continue
         named = dict(zip(key, name))
         node = tuple(v for k, v in named.items() if k not in POOL_KEY)
-        pooled_as = ("figure", *(anonymous(str(named[k])) for k in POOL_KEY))
+        pooled_as = ("figure", *(anonymous(str(named[k])) for k in POOL_KEY), _gpus_sharing(named))
         figures.setdefault(pooled_as, []).append((float(qn_scale(logs)) ** 2, logs.size, node))
-        center = _median(logs)
-        for run, log in zip(group["run"], logs):
-            moves.setdefault((node, group["path"].iloc[0]), {}).setdefault(run, []).append(log - center)
+        # Each run's move from the others' median, as a night's paths take it (_judge_figure's `_moves`).
+        for i, (run, log) in enumerate(zip(group["run"], logs)):
+            moves.setdefault((node, group["path"].iloc[0], named.get("gpu_count")), {}).setdefault(run, []).append(
+                log - _median(np.delete(logs, i))
+            )
     paths: dict[tuple, list] = {}
-    for (node, path), per_run in moves.items():
+    for (node, path, count), per_run in moves.items():
         logs = np.array([_median(np.array(m, dtype=float)) for m in per_run.values()])
         if logs.size >= MIN_RUNS:
-            paths.setdefault(("path", anonymous(path)), []).append((float(qn_scale(logs)) ** 2, logs.size, node))
+            pooled_as = ("path", anonymous(path), _gpus_sharing({"path": path, "gpu_count": count}))
+            paths.setdefault(pooled_as, []).append((float(qn_scale(logs)) ** 2, logs.size, node))
     return Pool(_pooled(figures), _pooled(paths))
 
 
+_ALL_GPUS = re.compile(r"all GPUs at once|allgpus")
+
+
+def _gpus_sharing(named: dict) -> int | None:
+    """How many GPUs a figure or path of all GPUs at once shares its links
+    with (two H200s' host side is not four's): part of its name in a Pool;
+    None for any other."""
+    text = " ".join(str(named.get(k, "")) for k in ("path", "figure", "case"))
+    return int(named.get("gpu_count") or 0) if _ALL_GPUS.search(text) else None
+
+
 def _pool_keys(table: pd.DataFrame) -> list[tuple]:
-    """Each row's key in a Pool: a figure's name, or a path's (anonymous)."""
+    """Each row's key in a Pool: a figure's name, or a path's (anonymous),
+    and for all GPUs at once, how many."""
+    counts = table["gpu_count"].tolist() if "gpu_count" in table.columns else [None] * len(table)
     if "figure" in table.columns:
-        return [("figure", *map(anonymous, map(str, row))) for row in zip(*(table[k].tolist() for k in POOL_KEY))]
-    return [("path", anonymous(name)) for name in table["path"].tolist()]
+        rows = zip(*(table[k].tolist() for k in (*POOL_KEY, "path")), counts)
+        return [
+            (
+                "figure",
+                *map(anonymous, map(str, row[:-2])),
+                _gpus_sharing(dict(zip((*POOL_KEY, "path", "gpu_count"), row))),
+            )
+            for row in rows
+        ]
+    return [
+        ("path", anonymous(name), _gpus_sharing({"path": name, "gpu_count": count}))
+        for name, count in zip(table["path"].tolist(), counts)
+    ]
 
 
 def worse_sign(better: str | None) -> float:
@@ -689,6 +734,7 @@ class Located:
     paths: pd.DataFrame
     figure_priors: dict[str, Prior]
     path_priors: dict[str, Prior]
+    pool: Pool = NO_POOL  # what the priors drew on: a night located anew draws on it again
 
     def conclude(self, alpha: float = 0.05) -> Verdict:
         """Holm's correction over the figures and over the paths, then the paths
@@ -713,7 +759,7 @@ class Located:
         figures, paths = self.figures.copy(), self.paths.copy()
         figures.loc[redone.index] = redone
         paths.loc[again.index] = again[paths.columns]
-        return Located(self.key, groups, figures, paths, self.figure_priors, self.path_priors)
+        return Located(self.key, groups, figures, paths, self.figure_priors, self.path_priors, self.pool)
 
     def flagged(self, alpha: float = 0.05, rows: pd.DataFrame | None = None) -> list[str]:
         """The paths the night flags, conclude(alpha).flagged_paths(), with
@@ -770,18 +816,18 @@ class Located:
         changed = [figure for figure in groups if groups[figure] is not self.groups.get(figure)]
         at = self._figure_at
         if any(figure not in at for figure in changed):
-            return _locate_groups(groups, key)
+            return _locate_groups(groups, key, self.pool)
         redone = pd.DataFrame([_judge_figure(groups[f], key) for f in changed], columns=self.figures.columns)
         redone.index = self.figures.index[[at[f] for f in changed]]
         if list(redone["verdict"]) != list(self.figures.loc[redone.index, "verdict"]):  # other figures judged
-            return _locate_groups(groups, key)
+            return _locate_groups(groups, key, self.pool)
         _locate_rows(redone, self.figure_priors)
         names = set(redone["path"]) - {""}
         kept = self.figures[self.figures["path"].isin(names)]
         again = _judge_paths(pd.concat([kept.drop(index=redone.index), redone]).loc[kept.index])
         again.index = self.paths.index[[self._arrays["path_at"][name] for name in again["path"]]]
         if list(again["verdict"]) != list(self.paths.loc[again.index, "verdict"]):  # other paths judged
-            return _locate_groups(groups, key)
+            return _locate_groups(groups, key, self.pool)
         _locate_rows(again, self.path_priors)
         return groups, redone, again
 
@@ -813,7 +859,13 @@ def _locate_groups(groups: dict[tuple, list[dict]], key: list[str], pool: Pool =
     )
     paths = _judge_paths(figures)
     return Located(
-        key, groups, figures, paths, _locate_rows(figures, pooled=pool.figures), _locate_rows(paths, pooled=pool.paths)
+        key,
+        groups,
+        figures,
+        paths,
+        _locate_rows(figures, pooled=pool.figures),
+        _locate_rows(paths, pooled=pool.paths),
+        pool,
     )
 
 
@@ -908,7 +960,8 @@ def _locate_rows(table: pd.DataFrame, priors: dict | None = None, pooled: dict[t
     for i, (logs, night, floor, kind, k, name) in enumerate(rows):
         if not judged[i]:
             continue
-        prior = priors.get(name) or priors[kind]
+        pooled_prior, own = priors.get(name), priors[kind]
+        prior = pooled_prior if pooled_prior is not None and pooled_prior.df > own.df else own
         x = locate(logs, night, floor / 100, prior, int(k))
         columns["spread_pct"][i], columns["prior_df"][i] = x.scale * 100, prior.df
         columns["p_worse"][i], columns["p_better"][i] = x.p_worse, x.p_better
