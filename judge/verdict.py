@@ -701,15 +701,17 @@ def judge(
     tonight: pd.Series | list[pd.Series],
     alpha: float = 0.05,
     physical: bool = False,
+    pool: Pool = NO_POOL,
 ) -> Verdict:
     """Tonight's run (a mask of `frame`), or several runs judged as one (their
     median: the nights since an upgrade), against the accepted runs (label ->
-    mask); with `physical`, tonight's values held to the physical bounds their
-    lines carry (`run_values`)."""
+    mask), with the `pool` of other kinds' spreads as the nightly has it; with
+    `physical`, tonight's values held to the physical bounds their lines
+    carry (`run_values`)."""
     nights = (
         {"tonight": tonight} if isinstance(tonight, pd.Series) else {f"tonight{i}": m for i, m in enumerate(tonight, 1)}
     )
-    return judge_values(attach_paths(run_values(frame, {**accepted, **nights}, physical=physical)), alpha)
+    return judge_values(attach_paths(run_values(frame, {**accepted, **nights}, physical=physical)), alpha, pool)
 
 
 def judge_values(table: pd.DataFrame, alpha: float = 0.05, pool: Pool = NO_POOL) -> Verdict:

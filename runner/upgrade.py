@@ -59,7 +59,7 @@ from judge.select import accepted_masks, run_rows
 from judge.status import FAILED, UNJUDGED
 from reports.load import load
 from reports.runs import finished_runs, now, read_accepted, selected_system
-from runner.nightly import hash_selection, health_options, option_mistakes, outcomes, reframe
+from runner.nightly import hash_selection, health_options, option_mistakes, others_pool, outcomes, reframe
 from systems import detect, toolkits
 
 RUNTIMES = REPO / "build" / "cuda-runtimes"
@@ -260,7 +260,8 @@ def driver_upgrade(system: str, kind: str | None) -> int:
         return UNJUDGED
     new = max((d for d, _ in nights.values()), key=lambda d: tuple(int(x) for x in d.split(".") if x.isdigit()))
     stamps = [stamp for stamp, (driver, _) in nights.items() if driver == new]
-    result = verdict.judge(frame, masks, [nights[s][1] for s in stamps], physical=True)
+    pool = others_pool(frame, system, accepted)  # as the nightly judges a night of this kind
+    result = verdict.judge(frame, masks, [nights[s][1] for s in stamps], physical=True, pool=pool)
     what = (
         f"driver {old[0]} ({len(masks)} accepted runs) -> {new} ({len(stamps)} night(s): {', '.join(stamps)}), "
         "judged as one against the accepted runs"
