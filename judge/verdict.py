@@ -403,8 +403,8 @@ class Pool:
     """The spreads other kinds of node measured of the same figures and
     paths (the same links, memories and copies on other nodes), each as a
     prior: their accepted runs' variances of worse-oriented log values
-    pooled, weighing the runs they came from (Σ(n - 1), at most
-    MAX_PRIOR_DF). A kind of node with three accepted runs has three values
+    pooled, weighing what those runs are worth (_pooled). A kind of node
+    with three accepted runs has three values
     a path to draw a spread from: alone, its kinds' priors weigh about one
     degree of freedom, so that a move must be tens of spreads to be seen;
     beside the runs other kinds measured it is judged as a kind with their
@@ -417,8 +417,8 @@ class Pool:
 NO_POOL = Pool({}, {})
 
 
-#: The weights a pooled prior takes, its Σ(n - 1) rounded down to one of
-#: them: fewer nulls to simulate (each a second), never more weight than measured.
+#: The weights a pooled prior takes, its degrees of freedom rounded down to
+#: one of them: fewer nulls to simulate (each a second), never more weight than measured.
 POOL_DF_STEPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, MAX_PRIOR_DF)
 
 
@@ -460,8 +460,8 @@ def pool_of(values: pd.DataFrame) -> Pool:
     attach_paths of those runs; each kind's runs its own figures by their
     node facts): each judged figure's spread over its kind's runs, and each
     path's over its runs' medians of their figures' moves, as a night's
-    paths are taken; pooled over the kinds, and over the GPUs and NUMA
-    nodes, by the figure's and path's names without them (anonymous)."""
+    paths are taken; pooled over the kinds and over the GPUs, by the
+    figure's and path's names without them (anonymous)."""
     key = [k for k in FIGURE_KEY if k in values.columns]
     usable = values["path"].ne("") & values["better"].ne("") & values["yardstick"].eq("")
     rows = values[usable & (pd.to_numeric(values["value"], errors="coerce") > 0)]
@@ -473,11 +473,12 @@ def pool_of(values: pd.DataFrame) -> Pool:
             continue
         named = dict(zip(key, name))
         node = tuple(v for k, v in named.items() if k not in POOL_KEY)
-        pooled_as = ("figure", *(anonymous(str(named[k])) for k in POOL_KEY), _gpus_sharing(named))
+        path = group["path"].iloc[0]
+        pooled_as = ("figure", *(anonymous(str(named[k])) for k in POOL_KEY), _gpus_sharing({**named, "path": path}))
         figures.setdefault(pooled_as, []).append((float(qn_scale(logs)) ** 2, logs.size, node))
         # Each run's move from the others' median, as a night's paths take it (_judge_figure's `_moves`).
         for i, (run, log) in enumerate(zip(group["run"], logs)):
-            moves.setdefault((node, group["path"].iloc[0], named.get("gpu_count")), {}).setdefault(run, []).append(
+            moves.setdefault((node, path, named.get("gpu_count")), {}).setdefault(run, []).append(
                 log - _median(np.delete(logs, i))
             )
     paths: dict[tuple, list] = {}
