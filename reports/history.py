@@ -18,6 +18,11 @@ import pandas as pd
 from reports.page import WORSE_HEADER, page_html
 
 COLUMNS = 3
+#: A panel's size and the room around the panels, in inches: fixed, where
+#: matplotlib's tight_layout measured every label of every panel first (two
+#: fifths of a busy night's history page, drawn while the night waits to end).
+PANEL_IN = (4.3, 3.3)
+MARGINS_IN = {"left": 1.0, "right": 0.2, "top": 0.7, "bottom": 0.8, "wspace": 0.6, "hspace": 1.0}
 
 
 def _night(stamp: str) -> str:
@@ -55,20 +60,38 @@ def draw(table: pd.DataFrame, found: list, outdir: Path) -> list[Path]:
         paths = sorted(rows["path"].unique())
         ncols = min(COLUMNS, len(paths))
         nrows = math.ceil(len(paths) / ncols)
-        fig, axes = plt.subplots(nrows, ncols, figsize=(4.3 * ncols + 0.8, 3.3 * nrows + 0.9), squeeze=False)
+        fig, axes = plt.subplots(
+            nrows, ncols, figsize=(PANEL_IN[0] * ncols + 0.8, PANEL_IN[1] * nrows + 0.9), squeeze=False
+        )
         for ax, path in zip(axes.flat, paths):
             path_rows = rows[rows["path"] == path]
             _panel(ax, path, path_rows, flagged.get(path))
         for ax in list(axes.flat)[len(paths) :]:
             ax.set_visible(False)
-        fig.supylabel("% worse (positive is worse)", fontsize=10)
-        fig.suptitle(f"{kind}: each night against the accepted runs", fontsize=11)
-        fig.tight_layout()
+        fig.supylabel("% worse (positive is worse)", fontsize=10, x=0.2 / fig.get_figwidth())
+        title = f"{kind}: each night against the accepted runs"
+        fig.suptitle(title, fontsize=11, y=1 - 0.15 / fig.get_figheight())  # a fixed room above, in inches
+        _fixed_margins(fig, nrows, ncols)
         path = outdir / f"history-{kind}.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(path)
     return written
+
+
+def _fixed_margins(fig, nrows: int, ncols: int) -> None:
+    """The panels placed with MARGINS_IN's room around and between them."""
+    m, (width, height) = MARGINS_IN, fig.get_size_inches()
+    panel_w = (width - m["left"] - m["right"] - (ncols - 1) * m["wspace"]) / ncols
+    panel_h = (height - m["top"] - m["bottom"] - (nrows - 1) * m["hspace"]) / nrows
+    fig.subplots_adjust(
+        left=m["left"] / width,
+        right=1 - m["right"] / width,
+        top=1 - m["top"] / height,
+        bottom=m["bottom"] / height,
+        wspace=m["wspace"] / panel_w,
+        hspace=m["hspace"] / panel_h,
+    )
 
 
 def beyond(table: pd.DataFrame) -> dict[str, list[str]]:

@@ -34,12 +34,14 @@ for runs by hand (./suite run), so one figure never gets two verdicts.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -272,24 +274,30 @@ class Night:
     alpha: float
     found: dict  # the checks' outcomes: passed, failed, skipped
     frame: pd.DataFrame  # every record of the system, as last loaded (the reruns' included)
-    pages: object = None  # the report's figures and pages, drawn while the later measure waits (reports/html.py)
+    pages: object = None  # the report's figures and pages, drawn while a rerun runs or the later measure waits
 
     def save(self) -> None:
         """run.json as it is now: a night killed later keeps what it has (its reruns' windows)."""
         save_run(self.outdir, self.run)
+
+    def draw(self, pages) -> None:
+        """The night's pages from `pages()` (draw_pages), unless they are drawn already."""
+        if self.pages is None:
+            self.pages = pages()
 
 
 def save_run(outdir: Path, run: dict) -> None:
     (outdir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
 
 
-def confirm_by_rerun(night: Night, result: Judgement) -> Judgement:
+def confirm_by_rerun(night: Night, result: Judgement, meanwhile=None) -> Judgement:
     """Rerun the cases of the flagged paths once and judge the rerun: the
     verdict and the siblings' with each flagged path confirmed, 'transient',
     or unconfirmed where the rerun could not measure it. A rerun case that
-    fails is a failed check like any other (added to night.found)."""
+    fails is a failed check like any other (added to night.found).
+    `meanwhile`, if given, is work done while the rerun runs (alongside)."""
     why = f"confirming {', '.join(result.flagged_paths())}"
-    return rerun_flagged(night, "rerun", why, result)
+    return rerun_flagged(night, "rerun", why, result, meanwhile)
 
 
 def confirm_later(
@@ -348,28 +356,30 @@ def _window_s(window: dict) -> float:
     return (dt.datetime.fromisoformat(window["end"]) - dt.datetime.fromisoformat(window["start"])).total_seconds()
 
 
-def rerun_flagged(night: Night, key: str, why: str, result: Judgement) -> Judgement:
+def rerun_flagged(night: Night, key: str, why: str, result: Judgement, meanwhile=None) -> Judgement:
     """Run the cases of the flagged paths again (their window in run[key],
     saved at once; ReFrame's report in KEY-report.json) and the verdict
-    confirmed by every rerun so far; `why` opens the line that says so."""
+    confirmed by every rerun so far; `why` opens the line that says so;
+    `meanwhile`, work done alongside the rerun."""
     selection = rerun_selection(result, night.outdir / "run-report.json")
     if not selection:
         return result
     print(f"nightly: {why}: rerunning {len(selection) // 2} case(s)", flush=True)
     window = {"start": now()}
-    reframe(
-        night.system,
-        night.outdir / f"{key}-report.json",
-        "--restore-session",
-        str(night.outdir / "run-report.json"),
-        *KEEP_THE_BUILD,
-        "--mode",
-        "nightly",  # measured as the night was (its settings: the reprex's repeats)
-        *selection,
-        "-S",
-        "reference_bounds=physical",
-        *health_options(night.options),
-    )
+    with alongside(meanwhile):
+        reframe(
+            night.system,
+            night.outdir / f"{key}-report.json",
+            "--restore-session",
+            str(night.outdir / "run-report.json"),
+            *KEEP_THE_BUILD,
+            "--mode",
+            "nightly",  # measured as the night was (its settings: the reprex's repeats)
+            *selection,
+            "-S",
+            "reference_bounds=physical",
+            *health_options(night.options),
+        )
     window["end"] = now()
     night.run[key] = window
     night.save()
@@ -377,6 +387,32 @@ def rerun_flagged(night: Night, key: str, why: str, result: Judgement) -> Judgem
     night.found["failed"] += [f"{key}: {line}" for line in outcomes(night.outdir / f"{key}-report.json")["failed"]]
     night.frame = load([PERFLOGS / night.system], warn=None).frame
     return judged_with_rerun(night.frame, night.system, night.accepted, night.run, night.alpha)
+
+
+@contextlib.contextmanager
+def alongside(work):
+    """`work` (the night's pages: a minute of drawing on a busy night) done in
+    a thread while the block runs (a rerun: ReFrame's process, which this one
+    only waits on), joined at the block's end. The thread runs at the lowest
+    CPU priority, so the cases measured meanwhile lose at most what the
+    scheduler leaves a nice-19 thread beside them, one core's idle time."""
+    if work is None:
+        yield
+        return
+    thread = threading.Thread(target=_lowest_priority, args=(work,), name="night-pages", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+
+
+def _lowest_priority(work) -> None:
+    try:  # Linux sets a thread's niceness by its own id
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (OSError, AttributeError):  # elsewhere the work runs at the process's priority
+        pass
+    work()
 
 
 def judged_with_rerun(frame: pd.DataFrame, system: str, accepted: dict | None, run: dict, alpha: float) -> Judgement:
@@ -562,8 +598,8 @@ def nightly(args) -> int:
     if health == 0:
         judged, records, frame = judge_night(system, run, accepted, args.alpha)
         night = Night(system, run, outdir, accepted, args.reframe, args.alpha, found, frame)
-        judged = confirm_by_rerun(night, judged)
-        draw = None if args.no_report else (lambda: setattr(night, "pages", draw_pages(system, run, records, outdir)))
+        draw = None if args.no_report else (lambda: night.draw(lambda: draw_pages(system, run, records, outdir)))
+        judged = confirm_by_rerun(night, judged, meanwhile=draw)
         budget = None if args.confirm_later is not None else data.load_all().get(system, {}).get("night_budget_s")
         judged = with_contention(judged, run, outdir)
         if "rerun" in run and judged.flagged_paths() and set(judged.flagged_paths()) <= set(run["contention"]["paths"]):

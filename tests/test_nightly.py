@@ -554,6 +554,27 @@ def test_the_later_measure_draws_the_pages_while_it_waits_and_waits_what_the_bud
     assert drawn == [1] and run["later_wait_s"] == 130 and 129 < slept[0] <= 130
 
 
+def test_the_pages_are_drawn_alongside_the_rerun_at_the_lowest_priority_and_once(tmp_path):
+    import os
+    import threading
+
+    drawing, seen = threading.Event(), []
+
+    def pages():
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        drawing.set()
+        return "pages"
+
+    night = nightly.Night("site", {}, tmp_path, {}, [], 0.05, {"failed": []}, pd.DataFrame())
+    with nightly.alongside(lambda: night.draw(pages)):
+        assert drawing.wait(10)  # drawn while the block (the rerun's ReFrame) still runs
+    assert night.pages == "pages" and seen == [19]
+    night.draw(pages)  # the later measure's wait draws nothing again
+    assert seen == [19]
+    with nightly.alongside(None):  # --no-report: nothing alongside
+        pass
+
+
 def test_a_nights_verdict_names_its_reasons_and_puts_the_largest_alarms_first():
     from reports.html import verdict_section
 
