@@ -288,6 +288,16 @@ def _drivers(frame: pd.DataFrame, masks) -> list[str]:
     return sorted({str(d) for d in rows["driver_version"].dropna() if str(d) not in ("", "unknown", "None")})
 
 
+def side_options(environments: list[str], *options: str) -> tuple[str, ...]:
+    """ReFrame's options for a side's run: measured as nights are (the
+    nightly mode's options, spelled out: beside --mode, ReFrame would run a
+    -p's cases in every environment), in `environments` alone, then `options`."""
+    from rfmconfig.settings import NIGHTLY_OPTIONS
+
+    selected = "|".join(f"^{re.escape(env)}$" for env in environments)
+    return (*NIGHTLY_OPTIONS, "-S", "reference_bounds=physical", "-p", selected, *options)
+
+
 class Experiment:
     """The sides (name -> ReFrame environments) run in interleaved rounds, then compared in pairs."""
 
@@ -339,10 +349,8 @@ class Experiment:
         rerun's `selection` in place of the command line's); its window and report."""
         report = self.folder / f"{label}-{side}-report.json"
         window = {"start": now()}
-        environments = "|".join(f"^{re.escape(env)}$" for env in self.sides[side])
         given = health_options(self.options) if selection else self.options
-        options = ("--mode", "nightly", "-S", "reference_bounds=physical", "-p", environments, *selection, *given)
-        reframe(self.system, report, *options)
+        reframe(self.system, report, *side_options(self.sides[side], *selection, *given))
         window.update(end=now(), report=report.name)  # in the upgrade's folder
         self.failed += [f"{label} {side}: {why}" for why in outcomes(report)["failed"]]
         return window

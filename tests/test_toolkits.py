@@ -1,6 +1,8 @@
 """CUDA runtimes as environments (systems/toolkits.py), and the sanity that
 holds a program to the runtime its records name (checks/suite/base.py)."""
 
+import re
+
 import pytest
 import reframe.utility.sanity as sn
 
@@ -208,6 +210,18 @@ def test_an_installed_suite_is_used_as_it_is(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     (script,) = (tmp_path / "stage" / "local" / "default" / "clang-cuda12_9").glob("SuiteBuild*/rfm_build.sh")
     assert f"ln -sfn {folder}/gpu-mempaths/bin bin" in script.read_text()
+
+
+def test_a_side_of_an_upgrade_runs_its_cases_in_its_own_environment_alone(tmp_path):
+    """Measured on four H200s (2026-11-28): with --mode nightly beside -p,
+    every side's run ran all three environments' cases, three times the time."""
+    from runner.upgrade import side_options
+
+    folders = [toolkit(tmp_path / r, r, installed=True) for r in ("12.9", "13.0")]
+    env = {toolkits.TOOLKITS_VARIABLE: ":".join(map(str, folders))}
+    result = reframe_local(tmp_path, env, *side_options(["clang-cuda12_9"], "-n", "host_bandwidth"), "-lC")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.findall(r"- host_bandwidth .*@local:default\+(\S+)", result.stdout) == ["clang-cuda12_9"]
 
 
 @pytest.mark.long

@@ -10,6 +10,7 @@ import pytest
 from test_toolkits import wheel
 
 from commands import cli
+from rfmconfig.settings import NIGHTLY_OPTIONS
 from runner import upgrade
 from systems import toolkits
 
@@ -116,7 +117,7 @@ def test_an_upgrade_runs_the_sides_interleaved_and_judges_each_path_in_pairs(sit
     sides = [environs for environs, _ in calls]
     assert sides[:6] == [["gnu"], ["gnu-rt13_5"]] * 3  # old, new, old, new, old, new
     assert all(options[-2:] == ("-n", "um_bandwidth") for _, options in calls[:6])
-    assert all(("--mode", "nightly") == options[:2] for _, options in calls)  # measured as nights are
+    assert all(tuple(NIGHTLY_OPTIONS) == options[:3] for _, options in calls)  # measured as nights are
     verdicts = path_verdicts(site, "local-cuda-runtime-13.0-to-13.5-*-paths.csv")
     assert verdicts == {GPU_MEMORY: "moved" if planted else "pass", MIGRATION: "pass"}
     if planted:  # the flagged path's case ran once more on both sides before it was called moved
