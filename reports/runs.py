@@ -91,7 +91,9 @@ def find_run(system: str, stamp: str) -> tuple[Path, dict]:
     outdir = NIGHTLY_DIR / system / stamp.replace(":", "")
     path = outdir / "run.json"
     if not path.exists():
-        raise SystemExit(f"accept: no nightly run {stamp} of {system} ({path} is missing)")
+        elsewhere = sorted(p.parent.parent.name for p in NIGHTLY_DIR.glob(f"*/{outdir.name}/run.json"))
+        hint = f": it is a night of {', '.join(elsewhere)} (--system {elsewhere[0]})" if elsewhere else ""
+        raise SystemExit(f"accept: no nightly run {stamp} of {system} ({path} is missing){hint}")
     return outdir, json.loads(path.read_text())
 
 

@@ -283,6 +283,14 @@ def test_references_need_three_runs(tmp_path, monkeypatch, capsys):
     assert "at least 3 runs on separately started nodes, 2 given" in capsys.readouterr().err
 
 
+def test_a_stamp_of_another_system_names_the_system_to_give(tmp_path, monkeypatch):
+    monkeypatch.setattr(runs, "NIGHTLY_DIR", tmp_path)
+    (tmp_path / "mysite" / "2026-11-20T030000").mkdir(parents=True)
+    (tmp_path / "mysite" / "2026-11-20T030000" / "run.json").write_text("{}")
+    with pytest.raises(SystemExit, match=r"it is a night of mysite \(--system mysite\)"):
+        runs.find_run("local", "2026-11-20T03:00:00")
+
+
 def test_a_run_whose_checks_failed_is_accepted_only_saying_why(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(runs, "NIGHTLY_DIR", tmp_path)
     monkeypatch.setattr(runs, "accepted_file", lambda system: tmp_path / "accepted.json")
