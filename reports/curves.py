@@ -18,22 +18,14 @@ def _curve_reader(test: str):
     return experiments.curve_figures(test)
 
 
-def curve_runs(
-    path: Path, issues: list[Issue], text: str | None = None, first: int = 2
-) -> dict[tuple[str, str, str], tuple[int, list[str]]]:
-    """{(completion time, display name, job id): (first line number, records)}
-    of a curves file; of `text` alone where given, the file's lines from
-    number `first` on (what it gained since an earlier read), past its header."""
+def _curve_runs(path: Path, issues: list[Issue]) -> dict[tuple[str, str, str], tuple[int, list[str]]]:
+    """{(completion time, display name, job id): (first line number, records)} of a curves file."""
     runs: dict = {}
-    if text is None:
-        lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
-        if not lines or tuple(lines[0].split("|")) != CURVE_COLUMNS:
-            issues.append(Issue(str(path), 1, "unreadable", f"no curves header ({'|'.join(CURVE_COLUMNS)})"))
-            return runs
-        lines = lines[1:]
-    else:
-        lines = text.splitlines()
-    for number, line in enumerate(lines, start=first):
+    lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
+    if not lines or tuple(lines[0].split("|")) != CURVE_COLUMNS:
+        issues.append(Issue(str(path), 1, "unreadable", f"no curves header ({'|'.join(CURVE_COLUMNS)})"))
+        return runs
+    for number, line in enumerate(lines[1:], start=2):
         fields = line.split("|")
         if len(fields) != len(CURVE_COLUMNS):
             issues.append(Issue(str(path), number, "malformed", f"{len(fields)} fields, not {len(CURVE_COLUMNS)}"))
@@ -43,21 +35,18 @@ def curve_runs(
     return runs
 
 
-def read_curves(
-    path: Path, logged: list[dict], issues: list[Issue], whole: bool = True, runs: dict | None = None
-) -> list[dict]:
-    """The figures a curves file gives (or its `runs`, curve_runs of a part
-    of it), as perflog records of the runs its records belong to (`logged`:
-    the records of the perflogs beside it); figures a run's perflog has are
-    its own. A run without perflog lines is an issue where `logged` is the
-    whole folder's (`whole`), not one file's."""
+def read_curves(path: Path, logged: list[dict], issues: list[Issue], whole: bool = True) -> list[dict]:
+    """The figures a curves file gives, as perflog records of the runs its
+    records belong to (`logged`: the records of the perflogs beside it);
+    figures a run's perflog has are its own. A run without perflog lines is
+    an issue where `logged` is the whole folder's (`whole`), not one file's."""
     # The job id tells apart runs of one test in two environments that end in the same second.
     by_run: dict = {}
     for record in logged:
         key = (record.get("job_completion_time"), record.get("display_name"), str(record.get("jobid")))
         by_run.setdefault(key, []).append(record)
     found = []
-    for (when, display_name, jobid), (number, lines) in (curve_runs(path, issues) if runs is None else runs).items():
+    for (when, display_name, jobid), (number, lines) in _curve_runs(path, issues).items():
         run = by_run.get((when, display_name, jobid))
         if not run:
             if whole:

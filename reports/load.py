@@ -19,7 +19,6 @@ rest of the file.
 
 from __future__ import annotations
 
-import functools
 import gzip
 import hashlib
 import json
@@ -36,7 +35,7 @@ from experiments import caches
 from experiments.curves import CURVE_SUFFIX
 from experiments.keys import NODE_FACTS, SOFTWARE_FACTS, direction, split_sample
 from experiments.roots import LOAD_CACHE, REPO
-from reports.curves import curve_runs, read_curves
+from reports.curves import read_curves
 from reports.issue import Issue
 from reports.names import split_display_name
 
@@ -146,30 +145,15 @@ def _number(text: str) -> float | None:
 
 
 def _read_perflog(path: Path, issues: list[Issue]) -> list[dict]:
-    text = path.read_bytes().decode("utf-8", errors="replace")
-    before = len(issues)
-    records, header = _perflog_records(text, path, issues)
-    skipped = any(issue.kind == "unreadable" for issue in issues[before:])  # a record before any header
-    if header is None and not skipped:
-        issues.append(Issue(str(path), 0, "unreadable", "no perflog header line (perf_var|perf_value...)"))
-    return records
-
-
-def _perflog_records(
-    text: str, path: Path, issues: list[Issue], first: int = 1, header: list[str] | None = None
-) -> tuple[list[dict], list[str] | None]:
-    """The records of a perflog's `text` (its lines from number `first` on,
-    under `header` where an earlier part of the file set it) and the header
-    in force at its end; None where a record came before any header (the
-    file is skipped from there)."""
-    lines = text.split("\n")
-    ends_with_newline = text.endswith("\n")
+    raw = path.read_bytes().decode("utf-8", errors="replace")
+    lines = raw.split("\n")
+    ends_with_newline = raw.endswith("\n")
     if ends_with_newline:
         lines = lines[:-1]
+    header: list[str] | None = None
     records = []
-    for offset, line in enumerate(lines):
-        number = first + offset
-        last_cut = offset == len(lines) - 1 and not ends_with_newline
+    for number, line in enumerate(lines, start=1):
+        last_cut = number == len(lines) and not ends_with_newline
         kind = "truncated" if last_cut else "malformed"
         if not line.strip():
             continue
@@ -179,7 +163,7 @@ def _perflog_records(
             continue
         if header is None:
             issues.append(Issue(str(path), number, "unreadable", "no header line before this record; file skipped"))
-            return records, None
+            return records
         if len(fields) != len(header):
             issues.append(Issue(str(path), number, kind, f"{len(fields)} fields where the header has {len(header)}"))
             continue
@@ -198,7 +182,9 @@ def _perflog_records(
             )
         record["__line"] = number
         records.append(record)
-    return records, header
+    if header is None and lines:
+        issues.append(Issue(str(path), 0, "unreadable", "no perflog header line (perf_var|perf_value...)"))
+    return records
 
 
 def _read_run_report(path: Path, issues: list[Issue]) -> list[dict]:
@@ -382,11 +368,7 @@ def load(paths, warn=sys.stderr) -> Loaded:
     in the result's ``issues``. What took a second or more to read is kept
     (build/cache/load/, by the files read, their sizes and times, and this
     code): reading the committed perflogs again takes 2 s on two cores, where
-    parsing them takes 16. A night adds to every perflog, so the table is
-    made again after each; each large file's part of it is kept too
-    (build/cache/load/files/), and a file that only grew is parsed from where
-    the last read stopped: the committed perflogs with one night more in 8 s
-    on two cores, not 16 (most of it the parts read back and put together).
+    parsing them takes 16.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -408,32 +390,23 @@ def load(paths, warn=sys.stderr) -> Loaded:
 
 
 def _load(paths: list[Path]) -> Loaded:
-    """load()'s reading and tidying, uncached as a whole; each large file's
-    part read again only from where an earlier read of it stopped (_Part)."""
+    """load()'s reading and tidying, uncached."""
     issues: list[Issue] = []
     frames, files = [], {}
     for top in map(Path, paths):
         if not top.exists():
             issues.append(Issue(str(top), 0, "unreadable", "no such file or directory"))
             continue
-        logged: dict[Path, list[dict]] = {}  # each perflog's records read now: all, or those it gained
-        grown: set[Path] = set()  # the perflogs read from where an earlier read stopped
+        logged: dict[Path, list[dict]] = {}
         for path in _perflog_files(top):
-            if path.suffix == ".json":
-                records = _read_run_report(path, issues)
-                _add_frame(frames, files, _tidy(records, str(path), True), path)
-                continue
-            part, records, whole = _perflog_part(path)
-            logged.setdefault(path.with_suffix(""), []).extend(records)
-            if not whole:
-                grown.add(path.with_suffix(""))
-            _add_part(frames, files, issues, part, path)
+            is_report = path.suffix == ".json"
+            records = _read_run_report(path, issues) if is_report else _read_perflog(path, issues)
+            if not is_report:
+                logged.setdefault(path.with_suffix(""), []).extend(records)
+            _add_frame(frames, files, _tidy(records, str(path), is_report), path)
         for path in _curve_files(top):
-            stem = path.with_suffix("")
-            part = _curves_part(path, logged.get(stem, []), top.is_dir(), reuse=stem in grown)
-            if part is None:  # a run it gained has its perflog lines in what was read before: all of it again
-                part = _curves_part(path, _read_perflog(stem.with_suffix(".log"), []), top.is_dir(), reuse=False)
-            _add_part(frames, files, issues, part, path)
+            records = read_curves(path, logged.get(path.with_suffix(""), []), issues, whole=top.is_dir())
+            _add_frame(frames, files, _tidy(records, str(path), False), path)
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CORE)
     for column in CORE:
         if column not in table:
@@ -449,160 +422,6 @@ def _load(paths: list[Path]) -> Loaded:
     _add_keys(table)
     issues.extend(_not_numbers(table))
     return Loaded(table, issues, files)
-
-
-# --- a file at a time, from where the last read stopped ---------------------------------------------------------
-
-#: A file this large or larger keeps its part of the table (build/cache/load/files/): a perflog or curves
-#: file only grows, by a night's records at a time, and what it held is not parsed again. Smaller ones are
-#: read whole, as quickly as their part would be read back.
-PART_WORTH_BYTES = 1 << 20
-#: The parts kept at most (a system's perflogs are a dozen files).
-PARTS_KEPT = 64
-
-
-@dataclass
-class _Part:
-    """A file's rows of the table as far as it was read: its first `size`
-    bytes (`digest`, their SHA-256), `lines` lines; the perflog header in
-    force at their end; the curve runs they hold; what the loader's code was."""
-
-    size: int
-    digest: str
-    lines: int
-    frame: pd.DataFrame  # the rows kept (_kept)
-    issues: list[Issue]
-    header: list[str] | None = None
-    runs: frozenset = frozenset()
-    code: str = ""
-
-
-def _add_part(frames: list, files: dict, issues: list, part: _Part, path: Path) -> None:
-    issues.extend(part.issues)
-    files[str(path)] = len(part.frame)
-    if not part.frame.empty:
-        frames.append(part.frame)
-
-
-def _kept(frame: pd.DataFrame) -> pd.DataFrame:
-    """A file's rows that have a performance value: a null value (a dry run's) is none; 'nan' (a program's) is
-    one, and broken."""
-    if frame.empty:
-        return frame
-    return frame[frame["perf_var"].notna() & ~frame["__missing"].astype(bool)].drop(columns="__missing")
-
-
-def _perflog_part(path: Path) -> tuple[_Part, list[dict], bool]:
-    """A perflog's part of the table, its records read now (every one, or
-    those past its kept part) and whether it was read whole."""
-    raw = path.read_bytes()
-    before = _earlier_part(path, raw)
-    issues: list[Issue] = []
-    if before is None:
-        records = _read_perflog(path, issues)
-        header = _last_header(raw)
-        part = _Part(len(raw), "", raw.count(b"\n"), _kept(_tidy(records, str(path), False)), issues, header)
-    else:
-        text = raw[before.size :].decode("utf-8", errors="replace")
-        records, header = _perflog_records(text, path, issues, before.lines + 1, before.header)
-        frame = _joined(before.frame, _kept(_tidy(records, str(path), False)))
-        part = _Part(len(raw), "", raw.count(b"\n"), frame, before.issues + issues, header)
-    _keep_part(path, raw, part)
-    return part, records, before is None
-
-
-def _curves_part(path: Path, logged: list[dict], whole: bool, reuse: bool) -> _Part | None:
-    """A curves file's part of the table (reports/curves.py's read_curves),
-    the runs past its kept part matched to `logged` where `reuse` (`logged`
-    then holds only what their perflog gained); None where that is not
-    enough: no part is kept, or a run it gained has no perflog line among
-    `logged` (its lines were read before)."""
-    raw = path.read_bytes()
-    before = _earlier_part(path, raw) if reuse else None
-    if before is not None and any(issue.kind == "unmatched" for issue in before.issues):
-        before = None  # a run it held without perflog lines may have them now
-    if before is None and reuse:
-        return None  # read whole, it needs all its perflog's records, not those the perflog gained
-    issues: list[Issue] = []
-    if before is None:
-        runs = curve_runs(path, issues)
-        frame = _kept(_tidy(read_curves(path, logged, issues, whole, runs), str(path), False))
-        part = _Part(len(raw), "", raw.count(b"\n"), frame, issues, runs=frozenset(runs))
-    else:
-        runs = curve_runs(path, issues, raw[before.size :].decode("utf-8", errors="replace"), before.lines + 1)
-        if set(runs) & before.runs:  # a run split across the two reads
-            return _curves_part(path, logged, whole, reuse=False)
-        frame = _kept(_tidy(read_curves(path, logged, issues, whole, runs), str(path), False))
-        if any(issue.kind == "unmatched" for issue in issues):
-            return None
-        part = _Part(len(raw), "", raw.count(b"\n"), _joined(before.frame, frame), before.issues + issues)
-        part.runs = before.runs | frozenset(runs)
-    _keep_part(path, raw, part)
-    return part
-
-
-def _joined(before: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
-    parts = [frame for frame in (before, new) if not frame.empty]
-    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else (parts[0] if parts else before)
-
-
-def _last_header(raw: bytes) -> list[str] | None:
-    """The perflog header in force at the end of `raw` (its last header line)."""
-    for line in reversed(raw.decode("utf-8", errors="replace").splitlines()):
-        fields = line.split("|")
-        if _is_header(fields):
-            return fields
-    return None
-
-
-def _part_file(path: Path) -> Path:
-    """Where a file's part is kept: by the file as spelled (the table's `source`) and where it is."""
-    name = hashlib.sha256(f"{path}|{path.resolve()}".encode()).hexdigest()[:32]
-    return LOAD_CACHE / "files" / f"{name}.pickle.gz"
-
-
-def _earlier_part(path: Path, raw: bytes) -> _Part | None:
-    """The part kept of `path` where `raw` begins with all it read, which
-    ended a line, by this code; None otherwise (the file is read whole)."""
-    if len(raw) < PART_WORTH_BYTES:
-        return None
-    try:
-        with gzip.open(_part_file(path), "rb") as stream:
-            part = pickle.load(stream)
-    except Exception:  # none kept, half-written, of another pandas: read the file whole
-        return None
-    if not isinstance(part, _Part) or part.code != _code_digest() or part.size > len(raw) or part.size == 0:
-        return None
-    if raw[part.size - 1 : part.size] != b"\n" or hashlib.sha256(raw[: part.size]).hexdigest() != part.digest:
-        return None
-    return part
-
-
-def _keep_part(path: Path, raw: bytes, part: _Part) -> None:
-    """`part` kept for the next read of `path`, where it is worth keeping and ends a line."""
-    if len(raw) < PART_WORTH_BYTES or not raw.endswith(b"\n"):
-        return
-    part.digest, part.code = hashlib.sha256(raw).hexdigest(), _code_digest()
-
-    def write(partial: Path) -> None:
-        with gzip.open(partial, "wb", compresslevel=1) as stream:
-            pickle.dump(part, stream, protocol=pickle.HIGHEST_PROTOCOL)
-
-    try:
-        _part_file(path).parent.mkdir(parents=True, exist_ok=True)
-        caches.write_whole(_part_file(path), write)
-        caches.keep_recent(_part_file(path).parent, "*.pickle.gz", PARTS_KEPT)
-    except OSError:  # a read-only checkout reads the file whole next time
-        pass
-
-
-@functools.cache
-def _code_digest() -> str:
-    """The loader's own code (reports/, experiments/) and pandas: what a kept part was made by."""
-    digest = hashlib.sha256(pd.__version__.encode())
-    for source in sorted([*(REPO / "reports").rglob("*.py"), *(REPO / "experiments").rglob("*.py")]):
-        digest.update(source.read_bytes())
-    return digest.hexdigest()
 
 
 def _curve_files(top: Path) -> list[Path]:

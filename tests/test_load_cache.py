@@ -7,7 +7,6 @@ import threading
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from reports import load as loader
@@ -82,60 +81,3 @@ def test_a_folder_and_the_one_inside_holding_all_its_perflogs_share_one_table(pe
     (perflogs / "other" / "default").mkdir(parents=True)
     (perflogs / "other" / "default" / "host_bandwidth.log").write_text(HOST_LOG.read_text()[:2000])
     assert len(loader.load(perflogs, warn=None).frame) > RECORDS and len(calls) == 2  # another system's too now
-
-
-# --- a file's part, read again only from where the last read stopped -------------------------------------
-
-
-COMMITTED = HOST_LOG.parent
-
-
-def _before(text: str, when: str) -> str:
-    """A perflog's or curves file's lines (its header and the runs that ended) before `when`: what it held then."""
-    lines = text.splitlines(keepends=True)
-    return "".join(line for number, line in enumerate(lines) if number == 0 or line.split("|", 1)[0] < when)
-
-
-@pytest.mark.slow
-def test_a_grown_file_is_read_from_where_the_last_read_stopped_and_gives_the_same_table(tmp_path, monkeypatch):
-    """Two committed perflogs and their curves, as they were a few nights ago,
-    then as they are: read the second time from where the first stopped, the
-    table and its issues are those of a read of the whole files."""
-    monkeypatch.setattr(loader, "PART_WORTH_BYTES", 1 << 16)
-    folder = tmp_path / "perflogs" / "hopper-vm" / "default"
-    folder.mkdir(parents=True)
-    names = ("mem_scan.log", "mem_scan.curves", "copy_latency.log", "copy_latency.curves")
-    lines = (COMMITTED / "mem_scan.log").read_text().splitlines()
-    then = lines[int(len(lines) * 0.9)].split("|", 1)[0]  # a few nights ago
-    for name in names:
-        (folder / name).write_text(_before((COMMITTED / name).read_text(), then))
-    monkeypatch.setattr(loader, "LOAD_CACHE", tmp_path / "cache")
-    loader._load([folder])
-    read, parse = [], loader._perflog_records
-
-    def counted(text, path, issues, first=1, header=None):
-        read.append(first)
-        return parse(text, path, issues, first, header)
-
-    monkeypatch.setattr(loader, "_perflog_records", counted)
-    for name in names:
-        (folder / name).write_text((COMMITTED / name).read_text())
-    grown = loader._load([folder])
-    assert len(read) == 2 and min(read) > 1  # each perflog from the line after its last read's
-    monkeypatch.setattr(loader, "LOAD_CACHE", tmp_path / "another-cache")
-    whole = loader._load([folder])
-    pd.testing.assert_frame_equal(grown.frame, whole.frame)
-    assert grown.issues == whole.issues and grown.files == whole.files
-
-
-def test_a_file_changed_but_by_growing_is_read_whole(tmp_path, monkeypatch):
-    monkeypatch.setattr(loader, "PART_WORTH_BYTES", 1)
-    monkeypatch.setattr(loader, "LOAD_CACHE", tmp_path / "cache")
-    log = tmp_path / "host_bandwidth.log"
-    lines = HOST_LOG.read_text().splitlines(keepends=True)
-    log.write_text("".join(lines[: 1 + RECORDS]))
-    first = loader._load([log])
-    log.write_text("".join([lines[0], *lines[2 : 2 + RECORDS]]))  # a record replaced, none added
-    again = loader._load([log])
-    assert len(again.frame) == len(first.frame) and not again.frame.equals(first.frame)
-    assert again.frame["line"].tolist() == first.frame["line"].tolist()  # numbered from the top again
