@@ -295,7 +295,7 @@ NIGHTLY_SETTINGS = ["um_bandwidth.repeats=3"]
 #: -p: ReFrame adds a -p given beside --mode to the mode's default ('.*'),
 #: which selects every environment (ReFrame 4.10).
 NIGHTLY_OPTIONS = ["-T", "health", *(f"-S{s}" for s in NIGHTLY_SETTINGS)]
-MODES = [{"name": "nightly", "options": NIGHTLY_OPTIONS}]
+MODES = [{"name": "nightly", "options": list(NIGHTLY_OPTIONS)}]
 
 
 def logging_config(perflog_dir: Path) -> list[dict[str, Any]]:

@@ -380,7 +380,7 @@ def rerun_flagged(night: Night, key: str, why: str, result: Judgement, meanwhile
             "reference_bounds=physical",
             *health_options(night.options),
         )
-    window["end"] = now()
+        window["end"] = now()  # the rerun's, not the drawing's: the later measure's wait is sized by it
     night.run[key] = window
     night.save()
     contention.snapshot(night.outdir, key)
@@ -394,25 +394,36 @@ def alongside(work):
     """`work` (the night's pages: a minute of drawing on a busy night) done in
     a thread while the block runs (a rerun: ReFrame's process, which this one
     only waits on), joined at the block's end. The thread runs at the lowest
-    CPU priority, so the cases measured meanwhile lose at most what the
-    scheduler leaves a nice-19 thread beside them, one core's idle time."""
+    CPU priority while the block runs, so the cases measured meanwhile lose at
+    most what the scheduler leaves a nice-19 thread beside them, one core's
+    idle time; then at the process's again, where the system lets it (root),
+    so that the night does not wait on a starved thread. A block that raises
+    (an interrupted rerun) leaves the drawing behind: the thread dies with
+    the process."""
     if work is None:
         yield
         return
-    thread = threading.Thread(target=_lowest_priority, args=(work,), name="night-pages", daemon=True)
+    started = threading.Event()
+    ids: list[int] = []
+
+    def run() -> None:
+        ids.append(threading.get_native_id())
+        _set_niceness(ids[0], 19)
+        started.set()
+        work()
+
+    thread = threading.Thread(target=run, name="night-pages", daemon=True)
     thread.start()
-    try:
-        yield
-    finally:
-        thread.join()
+    started.wait()
+    yield
+    _set_niceness(ids[0], os.getpriority(os.PRIO_PROCESS, 0))
+    thread.join()
 
 
-def _lowest_priority(work) -> None:
-    try:  # Linux sets a thread's niceness by its own id
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-    except (OSError, AttributeError):  # elsewhere the work runs at the process's priority
-        pass
-    work()
+def _set_niceness(thread_id: int, niceness: int) -> None:
+    """A thread's niceness (Linux sets it by the thread's own id); nothing where the system does not allow it."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, thread_id, niceness)
 
 
 def judged_with_rerun(frame: pd.DataFrame, system: str, accepted: dict | None, run: dict, alpha: float) -> Judgement:

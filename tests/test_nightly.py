@@ -583,6 +583,18 @@ def test_the_pages_are_drawn_alongside_the_rerun_at_the_lowest_priority_and_once
         pass
 
 
+def test_an_interrupted_rerun_does_not_wait_for_the_pages():
+    import threading
+    import time
+
+    release, began = threading.Event(), time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with nightly.alongside(lambda: release.wait(30)):  # a drawing that would take half a minute
+            raise KeyboardInterrupt
+    assert time.monotonic() - began < 10
+    release.set()
+
+
 def test_a_nights_verdict_names_its_reasons_and_puts_the_largest_alarms_first():
     from reports.html import verdict_section
 

@@ -108,7 +108,7 @@ def test_every_command_of_the_second_section_runs_as_written_on_a_fake_node(tmp_
         done = subprocess.run(script, shell=True, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
         status = subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True).stdout
         # What --write-references is for: the kind's references, in the system's data, for the site to commit.
-        written = [line for line in status.splitlines() if not line.startswith(" M systems/references/")]
+        written = [line for line in status.splitlines() if not line[3:].startswith("systems/references/")]
         assert not written, f"{command} left the clone unclean:\n{status}"
         assert "--write-references" in command or not status, f"{command} changed the references:\n{status}"
         if status:  # committed, as README says
