@@ -18,9 +18,10 @@ import pandas as pd
 from reports.page import WORSE_HEADER, page_html
 
 COLUMNS = 3
-#: A panel's size and the room around the panels, in inches: fixed, where
-#: matplotlib's tight_layout measured every label of every panel first (two
-#: fifths of a busy night's history page, drawn while the night waits to end).
+#: Each panel's share of the figure (its axes, title and tick labels) and the
+#: room the axes keep around them, in inches: fixed, where matplotlib's
+#: tight_layout measured every label of every panel first (two fifths of a
+#: busy night's history page, drawn while the night waits to end).
 PANEL_IN = (4.3, 3.3)
 MARGINS_IN = {"left": 1.0, "right": 0.2, "top": 0.7, "bottom": 0.8, "wspace": 0.6, "hspace": 1.0}
 

@@ -4,6 +4,7 @@ they are kept, which records a run logged, and which runs are accepted."""
 from __future__ import annotations
 
 import datetime as dt
+import glob
 import json
 import socket
 from pathlib import Path
@@ -91,7 +92,7 @@ def find_run(system: str, stamp: str) -> tuple[Path, dict]:
     outdir = NIGHTLY_DIR / system / stamp.replace(":", "")
     path = outdir / "run.json"
     if not path.exists():
-        elsewhere = sorted(p.parent.parent.name for p in NIGHTLY_DIR.glob(f"*/{outdir.name}/run.json"))
+        elsewhere = sorted(p.parent.parent.name for p in NIGHTLY_DIR.glob(f"*/{glob.escape(outdir.name)}/run.json"))
         hint = f": it is a night of {', '.join(elsewhere)} (--system {elsewhere[0]})" if elsewhere else ""
         raise SystemExit(f"accept: no nightly run {stamp} of {system} ({path} is missing){hint}")
     return outdir, json.loads(path.read_text())

@@ -403,20 +403,18 @@ def alongside(work):
     if work is None:
         yield
         return
-    started = threading.Event()
-    ids: list[int] = []
+    lowered = threading.Event()
 
     def run() -> None:
-        ids.append(threading.get_native_id())
-        _set_niceness(ids[0], 19)
-        started.set()
+        _set_niceness(threading.get_native_id(), 19)  # before the work starts, so none of it runs above
+        lowered.set()
         work()
 
     thread = threading.Thread(target=run, name="night-pages", daemon=True)
     thread.start()
-    started.wait()
+    lowered.wait()
     yield
-    _set_niceness(ids[0], os.getpriority(os.PRIO_PROCESS, 0))
+    _set_niceness(thread.native_id, os.getpriority(os.PRIO_PROCESS, 0))
     thread.join()
 
 
