@@ -77,6 +77,16 @@ from systems.health import kind_of, same_kind
 KEEP_THE_BUILD = ("--keep-stage-files",)
 
 
+def as_nights(*options: str) -> tuple[str, ...]:
+    """ReFrame's options for measuring as nights are: the nightly mode's options
+    spelled out (beside --mode, ReFrame 4.10 adds a -p among `options` to the
+    mode's default '.*', so every environment's cases would run), physical
+    bounds on every figure, then `options`."""
+    from rfmconfig.settings import NIGHTLY_OPTIONS  # the settings build ReFrame's configuration: imported when used
+
+    return (*NIGHTLY_OPTIONS, "-S", "reference_bounds=physical", *options)
+
+
 def reframe(
     system: str | None, report: Path, *options: str, action: str = "-r", cwd: Path = REPO, env=None, who="nightly"
 ) -> int:
@@ -373,12 +383,7 @@ def rerun_flagged(night: Night, key: str, why: str, result: Judgement, meanwhile
             "--restore-session",
             str(night.outdir / "run-report.json"),
             *KEEP_THE_BUILD,
-            "--mode",
-            "nightly",  # measured as the night was (its settings: the reprex's repeats)
-            *selection,
-            "-S",
-            "reference_bounds=physical",
-            *health_options(night.options),
+            *as_nights(*selection, *health_options(night.options)),  # measured as the night was
         )
         window["end"] = now()  # the rerun's, not the drawing's: the later measure's wait is sized by it
     night.run[key] = window
@@ -577,17 +582,8 @@ def nightly(args) -> int:
     if accepted:  # what tonight is judged against, for judging it again once the kind has more accepted runs
         run["accepted_runs"] = [r["stamp"] for r in accepted.get("runs", [])]
     if health == 0:
-        run["plan"] = announce_plan(system, ["--mode", "nightly", *args.reframe])
-        checks_status = reframe(
-            system,
-            outdir / "run-report.json",
-            "--mode",
-            "nightly",
-            *KEEP_THE_BUILD,
-            "-S",
-            "reference_bounds=physical",
-            *args.reframe,
-        )
+        run["plan"] = announce_plan(system, list(as_nights(*args.reframe)))
+        checks_status = reframe(system, outdir / "run-report.json", *KEEP_THE_BUILD, *as_nights(*args.reframe))
         contention.snapshot(outdir, "tonight")  # before a rerun replaces the cases' outputs
         checks = outcomes(outdir / "run-report.json")
         if checks_status != 0 and not checks["failed"]:

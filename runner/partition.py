@@ -283,8 +283,7 @@ def on_node(args) -> int:
     )
     if health != 0:
         return FAILED
-    checks = ["--mode", "nightly", "-S", "reference_bounds=physical", *args.reframe]
-    return nightly.reframe(system, outdir / "run-report.json", *own, *checks, **where)
+    return nightly.reframe(system, outdir / "run-report.json", *own, *nightly.as_nights(*args.reframe), **where)
 
 
 # --- the night ---------------------------------------------------------------------
@@ -456,9 +455,9 @@ def measure(
     how = {"action": "--dry-run" if night.dry_run else "-r", "env": env}
     health = ["-t", "health", "-S", f"node_health.facts_dir={folder}", *where, *nightly.health_options(options)]
     status = nightly.reframe(None, folder / "health-report.json", *health, **how)
-    checks = ["--mode", "nightly", *nightly.KEEP_THE_BUILD, "-S", "reference_bounds=physical", *where, *options]
+    checks = [*nightly.KEEP_THE_BUILD, *nightly.as_nights(*where, *options)]
     if not night.dry_run and folder == night.outdir:
-        night.run["plan"] = nightly.announce_plan(system, ["--mode", "nightly", *options])
+        night.run["plan"] = nightly.announce_plan(system, list(nightly.as_nights(*options)))
         print("nightly: the nodes run side by side: the partition's night takes about one node's", flush=True)
     status |= nightly.reframe(None, folder / "run-report.json", *checks, **how)
     if night.dry_run:

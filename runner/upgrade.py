@@ -59,7 +59,7 @@ from judge.select import accepted_masks, run_rows
 from judge.status import FAILED, UNJUDGED
 from reports.load import load
 from reports.runs import finished_runs, now, read_accepted, selected_system
-from runner.nightly import hash_selection, health_options, option_mistakes, others_pool, outcomes, reframe
+from runner.nightly import as_nights, hash_selection, health_options, option_mistakes, others_pool, outcomes, reframe
 from systems import detect, toolkits
 
 RUNTIMES = REPO / "build" / "cuda-runtimes"
@@ -290,12 +290,9 @@ def _drivers(frame: pd.DataFrame, masks) -> list[str]:
 
 def side_options(environments: list[str], *options: str) -> tuple[str, ...]:
     """ReFrame's options for a side's run: measured as nights are (the
-    nightly mode's options, spelled out: beside --mode, ReFrame would run a
-    -p's cases in every environment), in `environments` alone, then `options`."""
-    from rfmconfig.settings import NIGHTLY_OPTIONS
-
+    nightly mode's options, spelled out), in `environments` alone, then `options`."""
     selected = "|".join(f"^{re.escape(env)}$" for env in environments)
-    return (*NIGHTLY_OPTIONS, "-S", "reference_bounds=physical", "-p", selected, *options)
+    return as_nights("-p", selected, *options)
 
 
 class Experiment:

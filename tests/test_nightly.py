@@ -522,7 +522,8 @@ def test_a_rerun_saves_its_window_at_once_and_hands_on_the_records_it_reloaded(t
     rerun's records (a transient path is at its rerun's level)."""
     reloaded = pd.DataFrame({"with": ["the rerun's records"]})
     monkeypatch.setattr(nightly, "rerun_selection", lambda result, report: ["-n", "/abc"])
-    monkeypatch.setattr(nightly, "reframe", lambda *args: 0)
+    ran = []
+    monkeypatch.setattr(nightly, "reframe", lambda *args: ran.append(args) or 0)
     monkeypatch.setattr(nightly, "outcomes", lambda report: {"failed": [], "passed": [], "skipped": []})
     monkeypatch.setattr(nightly, "load", lambda paths, warn: type("Loaded", (), {"frame": reloaded}))
     monkeypatch.setattr(nightly, "judged_with_rerun", lambda frame, system, accepted, run, alpha: "confirmed")
@@ -531,6 +532,7 @@ def test_a_rerun_saves_its_window_at_once_and_hands_on_the_records_it_reloaded(t
     assert nightly.rerun_flagged(night, "rerun", "confirming", result=None) == "confirmed"
     assert night.frame is reloaded
     assert set(json.loads((tmp_path / "run.json").read_text())["rerun"]) == {"start", "end"}
+    assert "--mode" not in ran[0] and "/abc" in ran[0]  # the mode spelled out: a site's -p selects alone
 
 
 def test_no_later_measure_without_a_rerun_or_on_a_night_that_failed(tmp_path, monkeypatch):

@@ -212,14 +212,21 @@ def test_an_installed_suite_is_used_as_it_is(tmp_path):
     assert f"ln -sfn {folder}/gpu-mempaths/bin bin" in script.read_text()
 
 
-def test_a_side_of_an_upgrade_runs_its_cases_in_its_own_environment_alone(tmp_path):
+@pytest.mark.parametrize("caller", ["upgrade's side", "nightly -- -p"])
+def test_a_run_measured_as_nights_runs_the_cases_of_its_own_environment_alone(tmp_path, caller):
     """Measured on four H200s (2026-11-28): with --mode nightly beside -p,
-    every side's run ran all three environments' cases, three times the time."""
+    every side's run ran all three environments' cases, three times the time.
+    `./suite nightly -- -p ENV` passes its -p the same way."""
+    from runner.nightly import as_nights
     from runner.upgrade import side_options
 
     folders = [toolkit(tmp_path / r, r, installed=True) for r in ("12.9", "13.0")]
     env = {toolkits.TOOLKITS_VARIABLE: ":".join(map(str, folders))}
-    result = reframe_local(tmp_path, env, *side_options(["clang-cuda12_9"], "-n", "host_bandwidth"), "-lC")
+    if caller == "upgrade's side":
+        options = side_options(["clang-cuda12_9"], "-n", "host_bandwidth")
+    else:
+        options = as_nights("-p", "clang-cuda12_9", "-n", "host_bandwidth")
+    result = reframe_local(tmp_path, env, *options, "-lC")
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.findall(r"- host_bandwidth .*@local:default\+(\S+)", result.stdout) == ["clang-cuda12_9"]
 
