@@ -762,6 +762,43 @@ def test_the_committed_neighbour_night_on_four_h200s_drains_nothing_and_names_gp
     assert "on GPU 2 in 1 case(s); GPU 2's PCIe 49.4 GB/s in" in contended["host link d2h of GPU 1, sm"]
 
 
+@pytest.mark.long  # the committed perflogs judged: the night's first pass, against three runs and against six
+def test_a_neighbour_on_one_gpu_of_an_h200_pair_is_flagged_on_every_path_it_slowed_past_twice_its_floor():
+    """Two H200s, a PyTorch process copying 75-98 GB/s both ways through GPU
+    0's host link all night (2026-11-28 16:20; its rerun was cut by the
+    machine's ten-minute limit, so this is the first pass, as a night that
+    ends in a rerun starts). 32 paths slowed past twice their floor. Against
+    the kind's first three accepted runs, with the spreads the other H200s
+    lend, 24 of them are flagged (8 pass: host memory read -57% and write
+    -44%, whose three runs spread 23% and 9%; the pageable and zero-copy small
+    copies; both SM paths with all GPUs at once, which no other two-GPU kind
+    of H200 measured; GPU 1's latency +12%). Against the six the kind has
+    since accepted, 30: still passed, the d2h by SMs with all GPUs at once
+    (-12%, Holm-adjusted p 0.034 over the path family's alpha 0.025) and the
+    pageable device-to-host small copies (+34%, spread 12%)."""
+    from reports.load import load
+
+    run = json.loads((runs.NIGHTLY_DIR / "hopper-vm" / "2026-11-28T162032" / "run.json").read_text())
+    assert "rerun" not in run and run["drill"]
+    baseline = runs.read_accepted("hopper-vm", "2 x NVIDIA H200")
+    assert len(baseline["runs"]) == 6
+    frame = load(runs.PERFLOGS / "hopper-vm", warn=None).frame
+    missed = {}
+    for name, stamps in (("three", run["accepted_runs"]), ("six", [r["stamp"] for r in baseline["runs"]])):
+        accepted = {**baseline, "runs": [runs.find_run("hopper-vm", s)[1] for s in stamps]}
+        base, pool = (
+            nightly.accepted_values(frame, "hopper-vm", accepted),
+            nightly.others_pool(frame, "hopper-vm", accepted),
+        )
+        paths = nightly.judge_window(frame, "hopper-vm", accepted, run, 0.05, base, pool).verdict.paths
+        worse = np.where(paths["better"] == "higher", -paths["change_pct"], paths["change_pct"])
+        slowed = paths[worse > 2 * paths["floor_pct"]]
+        assert len(slowed) == 32, name
+        missed[name] = set(slowed.loc[~slowed["verdict"].isin(verdict.FLAGGED), "path"])
+    assert len(missed["three"]) == 8 and "host memory read, NUMA node 0" in missed["three"]
+    assert missed["six"] == {"host link d2h of GPU 0 with all GPUs at once, sm", "small copies d2h of GPU 0, pageable"}
+
+
 @pytest.mark.long  # the committed perflogs judged twice: with the other kinds' spreads pooled, and without
 def test_the_h100_pairs_neighbour_night_is_seen_by_its_three_accepted_runs_with_the_pooled_spreads():
     """The pair of H100s, three accepted runs, a second process copying
