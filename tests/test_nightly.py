@@ -532,7 +532,10 @@ def test_a_rerun_saves_its_window_at_once_and_hands_on_the_records_it_reloaded(t
     assert nightly.rerun_flagged(night, "rerun", "confirming", result=None) == "confirmed"
     assert night.frame is reloaded
     assert set(json.loads((tmp_path / "run.json").read_text())["rerun"]) == {"start", "end"}
+    from rfmconfig.settings import NIGHTLY_OPTIONS
+
     assert "--mode" not in ran[0] and "/abc" in ran[0]  # the mode spelled out: a site's -p selects alone
+    assert " ".join(NIGHTLY_OPTIONS) in " ".join(map(str, ran[0]))  # its settings kept (the reprex's repeats)
 
 
 def test_no_later_measure_without_a_rerun_or_on_a_night_that_failed(tmp_path, monkeypatch):
@@ -780,7 +783,7 @@ def test_a_neighbour_on_one_gpu_of_an_h200_pair_is_flagged_on_every_path_it_slow
     from reports.load import load
 
     run = json.loads((runs.NIGHTLY_DIR / "hopper-vm" / "2026-11-28T162032" / "run.json").read_text())
-    assert "rerun" not in run and run["drill"]
+    assert run["rerun"]["cut"] and run["drill"]  # its rerun cut after 2 of 40 cases: the first pass is judged
     baseline = runs.read_accepted("hopper-vm", "2 x NVIDIA H200")
     assert len(baseline["runs"]) == 6
     frame = load(runs.PERFLOGS / "hopper-vm", warn=None).frame
