@@ -376,18 +376,25 @@ def rerun_flagged(night: Night, key: str, why: str, result: Judgement, meanwhile
         return result
     print(f"nightly: {why}: rerunning {len(selection) // 2} case(s)", flush=True)
     window = {"start": now()}
-    with alongside(meanwhile):
-        reframe(
-            night.system,
-            night.outdir / f"{key}-report.json",
-            "--restore-session",
-            str(night.outdir / "run-report.json"),
-            *KEEP_THE_BUILD,
-            *as_nights(*selection, *health_options(night.options)),  # measured as the night was
-        )
-        window["end"] = now()  # the rerun's, not the drawing's: the later measure's wait is sized by it
-    night.run[key] = window
-    night.save()
+    try:
+        with alongside(meanwhile):
+            reframe(
+                night.system,
+                night.outdir / f"{key}-report.json",
+                "--restore-session",
+                str(night.outdir / "run-report.json"),
+                *KEEP_THE_BUILD,
+                *as_nights(*selection, *health_options(night.options)),  # measured as the night was
+            )
+            window["end"] = now()  # the rerun's, not the drawing's: the later measure's wait is sized by it
+    except BaseException:
+        # A night stopped during its rerun (a time limit's SIGINT) keeps the window: the records
+        # it logged are the night's (a drill's stay out of every later baseline's history).
+        window.update(end=now(), cut="stopped during the rerun")
+        raise
+    finally:
+        night.run[key] = window
+        night.save()
     contention.snapshot(night.outdir, key)
     night.found["failed"] += [f"{key}: {line}" for line in outcomes(night.outdir / f"{key}-report.json")["failed"]]
     night.frame = load([PERFLOGS / night.system], warn=None).frame

@@ -538,6 +538,24 @@ def test_a_rerun_saves_its_window_at_once_and_hands_on_the_records_it_reloaded(t
     assert " ".join(NIGHTLY_OPTIONS) in " ".join(map(str, ran[0]))  # its settings kept (the reprex's repeats)
 
 
+def test_a_night_stopped_during_its_rerun_keeps_the_reruns_window(tmp_path, monkeypatch):
+    """Measured on two H200s (2026-11-28 16:20): a night stopped by a time
+    limit during its rerun wrote no rerun window, so the records the rerun
+    logged under a drill counted as clean history for the kind's references."""
+
+    def stopped(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(nightly, "rerun_selection", lambda result, report: ["-n", "/abc"])
+    monkeypatch.setattr(nightly, "reframe", stopped)
+    run = {"stamp": "s", "start": "2026-12-01T01:00", "end": "2026-12-01T01:05"}
+    night = nightly.Night("site", run, tmp_path, {}, [], 0.05, {"failed": []}, pd.DataFrame())
+    with pytest.raises(KeyboardInterrupt):
+        nightly.rerun_flagged(night, "rerun", "confirming", result=None)
+    saved = json.loads((tmp_path / "run.json").read_text())["rerun"]
+    assert saved["start"] <= saved["end"] and saved["cut"]
+
+
 def test_no_later_measure_without_a_rerun_or_on_a_night_that_failed(tmp_path, monkeypatch):
     slept = []
     monkeypatch.setattr(nightly.time, "sleep", slept.append)
