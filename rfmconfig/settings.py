@@ -279,7 +279,8 @@ def perflog_ignore_keys() -> list[str]:
     return sorted(f"check_{name}" for name in (names - PERFLOG_KEEP) | PLAN_ONLY)
 
 
-# `reframe --mode nightly` (what ./suite nightly runs after the health checks):
+# The nightly mode (what ./suite nightly runs after the health checks, its options
+# spelled out by runner/nightly.py's as_nights; `reframe --mode nightly` by hand):
 # every performance check, measuring what the verdict judges, in what a
 # night has. The nightly judges headline figures, not the studies' curves:
 # the Unified Memory reprex runs three repeats of its five runs, each on a
