@@ -389,8 +389,10 @@ def rerun_flagged(night: Night, key: str, why: str, result: Judgement, meanwhile
             window["end"] = now()  # the rerun's, not the drawing's: the later measure's wait is sized by it
     except BaseException:
         # A night stopped during its rerun (a time limit's SIGINT) keeps the window: the records
-        # it logged are the night's (a drill's stay out of every later baseline's history).
-        window.update(end=now(), cut="stopped during the rerun")
+        # it logged are the night's (a drill's stay out of every later baseline's history). One
+        # stopped while the pages are joined after it keeps the rerun's own end.
+        if "end" not in window:
+            window.update(end=now(), cut="stopped during the rerun")
         raise
     finally:
         night.run[key] = window
