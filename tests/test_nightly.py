@@ -12,7 +12,7 @@ import yaml
 from commands import cli
 from experiments import mem_scan
 from experiments.references import matching_values
-from judge import select, verdict
+from judge import explain, select, verdict
 from reports import history as history_page
 from reports import runs
 from runner import accept, histories, nightly
@@ -808,13 +808,8 @@ def test_a_neighbour_on_one_gpu_of_an_h200_pair_is_flagged_on_every_path_it_slow
     missed = {}
     for name, stamps in (("three", run["accepted_runs"]), ("six", [r["stamp"] for r in baseline["runs"]])):
         accepted = {**baseline, "runs": [runs.find_run("hopper-vm", s)[1] for s in stamps]}
-        base, pool = (
-            nightly.accepted_values(frame, "hopper-vm", accepted),
-            nightly.others_pool(frame, "hopper-vm", accepted),
-        )
-        paths = nightly.judge_window(frame, "hopper-vm", accepted, run, 0.05, base, pool).verdict.paths
-        worse = np.where(paths["better"] == "higher", -paths["change_pct"], paths["change_pct"])
-        slowed = paths[worse > 2 * paths["floor_pct"]]
+        paths = nightly.judge_window(frame, "hopper-vm", accepted, run, 0.05).verdict.paths  # its pool derived
+        slowed = paths[explain.worse_pct(paths["change_pct"], paths["better"]) > 2 * paths["floor_pct"]]
         assert len(slowed) == 32, name
         missed[name] = set(slowed.loc[~slowed["verdict"].isin(verdict.FLAGGED), "path"])
     assert len(missed["three"]) == 8 and "host memory read, NUMA node 0" in missed["three"]
