@@ -12,9 +12,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-import yaml
-
 from experiments import REPO
+from systems.data import parse_yaml
 
 PATHS_FILE = os.path.join(REPO, "systems", "paths", "paths.yaml")
 
@@ -46,7 +45,7 @@ def load_rules(rules_file: str = PATHS_FILE) -> tuple[dict, dict]:
     """The kinds and the rules per check, checked once: every rule's kind known,
     its figure a valid regular expression."""
     with open(rules_file) as stream:
-        raw = yaml.safe_load(stream) or {}
+        raw = parse_yaml(stream.read()) or {}
     kinds, rules = raw.get("kinds", {}), raw.get("rules", {})
     for check, entries in rules.items():
         for i, rule in enumerate(entries):

@@ -27,11 +27,10 @@ import functools
 import math
 import os
 
-import yaml
-
 from experiments import REPO
 from experiments.keys import direction, split_sample
 from experiments.paths import US_PER
+from systems.data import parse_yaml
 
 REFERENCES_DIR = os.path.join(REPO, "systems", "references")
 
@@ -50,7 +49,7 @@ def _parsed(path: str, mtime_ns: int, size: int) -> list:
     """A references file parsed once per version of it: every test case of a
     run reads its check's file (a dry run of every check read them 165 times)."""
     with open(path) as stream:
-        entries = yaml.load(stream, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or []
+        entries = parse_yaml(stream.read()) or []
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or "where" not in entry or "values" not in entry:
             raise ValueError(f"{path}: entry {i}: needs 'where' and 'values'")

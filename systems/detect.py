@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from .data import parse_yaml
 from .gpu_readings import as_str, gpu_readings, hbm_bandwidth, or_default, visible_gpus
 
 # cuda.h: CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS and ..._USES_HOST_PAGE_TABLES
@@ -108,7 +107,7 @@ def memory_bandwidth_of(info: dict[str, str], table: Path = CPUS_FILE) -> str | 
         "implementer": info.get("CPU implementer", ""),
         "part": info.get("CPU part", ""),
     }
-    for entry in (yaml.safe_load(table.read_text()) or {}).get("cpus", []):
+    for entry in (parse_yaml(table.read_text()) or {}).get("cpus", []):
         keys = [k for k in ("vendor", "family", "model", "implementer", "part") if k in entry]
         if keys and all(str(entry[k]).lower() == facts[k].lower() for k in keys):
             return f"{entry['channels'] * entry['mts'] * 8 / 1000:.1f} GB/s"

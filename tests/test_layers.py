@@ -9,6 +9,7 @@ no modules import each other in a circle, lazy imports included; there are
 no exemptions."""
 
 import ast
+import functools
 import subprocess
 import sys
 from graphlib import CycleError, TopologicalSorter
@@ -32,7 +33,8 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path) -> set[str]:
+@functools.cache  # each test of this module reads every source again
+def _imports(path: Path) -> frozenset[str]:
     """Every module a file imports, lazy imports included, relative ones made absolute."""
     found = set()
     package = _module_name(path).split(".") if path.name == "__init__.py" else _module_name(path).split(".")[:-1]
@@ -43,7 +45,7 @@ def _imports(path: Path) -> set[str]:
             base = package[: len(package) - node.level + 1] if node.level else []
             module = ".".join([*base, *([node.module] if node.module else [])])
             found |= {f"{module}.{alias.name}" for alias in node.names} | {module}
-    return found
+    return frozenset(found)
 
 
 def _sources() -> dict[str, Path]:
