@@ -19,6 +19,7 @@ RECORDS = 5  # the perflog's header and its first five records
 def perflogs(tmp_path, monkeypatch):
     """A few records of a committed perflog in a folder of their own, and a cache of the test's own."""
     monkeypatch.setattr(loader, "LOAD_CACHE", tmp_path / "cache")
+    monkeypatch.setattr(loader, "_LAST", {})  # nothing another test read in this process
     folder = tmp_path / "perflogs" / "hopper-vm" / "default"
     folder.mkdir(parents=True)
     (folder / "host_bandwidth.log").write_text("".join(HOST_LOG.read_text().splitlines(keepends=True)[: 1 + RECORDS]))
@@ -50,9 +51,23 @@ def test_a_few_records_are_read_again_not_kept(perflogs):
 def test_what_took_a_second_to_parse_is_kept_and_read_back(perflogs, monkeypatch):
     calls = slowed(monkeypatch, loader.CACHE_WORTH_S)
     first = loader.load(perflogs, warn=None)
-    again = loader.load(perflogs, warn=None)
+    again = loader.load(perflogs, warn=None)  # from this process's last table
+    loader._LAST.clear()
+    from_disk = loader.load(perflogs, warn=None)  # another process's read: the kept pickle
     assert len(kept(loader.LOAD_CACHE)) == 1 and len(calls) == 1
-    assert again.frame.equals(first.frame)
+    assert again.frame.equals(first.frame) and from_disk.frame.equals(first.frame)
+
+
+def test_a_table_read_again_in_the_process_is_a_copy_its_reader_may_change(perflogs, monkeypatch):
+    calls = slowed(monkeypatch, loader.CACHE_WORTH_S)
+    first = loader.load(perflogs, warn=None)
+    expected = first.frame.copy()
+    first.frame.loc[:, "value"] = -1.0
+    first.issues.append("changed")
+    again = loader.load(perflogs, warn=None)
+    again.frame.loc[:, "unit"] = "changed"
+    third = loader.load(perflogs, warn=None)
+    assert len(calls) == 1 and third.frame.equals(expected) and "changed" not in third.issues
 
 
 def test_a_changed_file_is_parsed_again(perflogs, monkeypatch):
