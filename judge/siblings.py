@@ -24,6 +24,12 @@ For each, on the logarithm of the run medians, worse positive:
   worth an alarm) and beyond Z standard errors of that difference, the
   standard error from the samples' spread inside the run (and the accepted
   deviations' spread): one noisy run of five samples does not lag.
+- **As accepted.** Where the night is also judged against the accepted
+  runs, a path whose own change there is not worse by its floor does not
+  lag (`as_accepted`): its siblings moved, not it. On a clean night of four
+  H200s, GPUs 0 and 2 reached their peers 6% sooner than in every accepted
+  run; GPUs 1 and 3, as accepted, then lagged them by 6%, through the rerun
+  and the later measure, and a healthy node was to be drained.
 - **Confirmed.** As the verdict's flags are, by a rerun of the path's cases
   (`confirm`): a lag the rerun does not show again is transient.
 
@@ -41,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.keys import CASE_KEY
+from judge.explain import worse_pct
 from judge.verdict import CONFIRM_ALPHA, CV_FLOOR, qn_scale
 
 #: A lag must stand this many standard errors beyond the floor.
@@ -182,6 +189,36 @@ def cases_of_paths(findings: pd.DataFrame, paths: list[str]) -> pd.DataFrame:
     rows = findings[findings["path"].isin(paths)] if not findings.empty else findings
     found = sorted({case for cases in rows.get("cases", []) for case in cases})
     return pd.DataFrame(found, columns=["test", "case", "environ"])
+
+
+#: The verdicts against the accepted runs under which a path can be as accepted.
+_AS_ACCEPTED = ("pass", "improved")
+
+
+def as_accepted(findings: pd.DataFrame, paths: pd.DataFrame | None) -> pd.DataFrame:
+    """`findings` with each lagging path that the verdict against the
+    accepted runs (`paths`, verdict.Verdict.paths; None without a baseline)
+    finds not worse by its floor passed: the GPU measured as accepted, and
+    the lag is its siblings' move (an improvement, or moves each within the
+    floor), not a fault of this GPU. The siblings' rule alone cannot tell
+    which side moved."""
+    if findings.empty or paths is None or paths.empty:
+        return findings
+    findings = findings.copy()
+    own = paths.set_index("path")
+    for index in findings.index[findings["verdict"] == "lagging"]:
+        path = findings.loc[index, "path"]
+        if path not in own.index or own.loc[path, "verdict"] not in _AS_ACCEPTED:
+            continue
+        worse = float(worse_pct(float(own.loc[path, "change_pct"]), str(own.loc[path, "better"])))
+        if math.isnan(worse) or worse >= float(own.loc[path, "floor_pct"]):
+            continue
+        findings.loc[index, "verdict"] = "pass"
+        findings.loc[index, "reason"] = (
+            f"as accepted: {worse:+.1f}% worse than the accepted runs (floor {own.loc[path, 'floor_pct']:g}%), "
+            "so its siblings moved, not it"
+        )
+    return findings
 
 
 def confirm(first: pd.DataFrame, rerun: pd.DataFrame, by: str = "rerun") -> pd.DataFrame:

@@ -248,7 +248,8 @@ def judge_window(
     tonight = verdict.run_values(frame, {"tonight": run_rows(frame, system, [window])}, physical=True)
     parts = [part for part in (base, tonight) if not part.empty]
     table = verdict.attach_paths(pd.concat(parts, ignore_index=True) if parts else tonight)
-    return Judgement(verdict.judge_values(table, alpha, pool) if accepted else None, siblings.judge(table))
+    judged = verdict.judge_values(table, alpha, pool) if accepted else None
+    return Judgement(judged, siblings.as_accepted(siblings.judge(table), judged.paths if judged else None))
 
 
 def rerun_selection(judged: Judgement, report: Path) -> list[str]:

@@ -9,6 +9,7 @@ import pytest
 from judge import select, siblings, verdict
 from reports import runs
 from reports.load import load
+from runner import nightly
 
 PAIR = "2 x NVIDIA H100 80GB HBM3"
 
@@ -109,6 +110,44 @@ def test_a_figure_of_no_gpu_or_without_siblings_is_not_compared():
     assert siblings.sibling_group("read_bw_node0") is None
     assert siblings.sibling_group("gpu1_read_gpu0_both_ce") == ("gpu*_read_gpu*_both_ce", (1, 0))
     assert siblings.judge(table({"tonight": {"gpu0_h2d_numa0_ce": 54.5}})).empty
+
+
+def _paths(rows: dict[str, tuple[str, float]]) -> pd.DataFrame:
+    """The verdict's paths against the accepted runs: {path: (verdict, change %)}, rates, a 3% floor."""
+    return pd.DataFrame(
+        [{"path": p, "verdict": v, "change_pct": c, "better": "higher", "floor_pct": 3.0} for p, (v, c) in rows.items()]
+    )
+
+
+def test_a_gpu_as_accepted_behind_siblings_that_improved_does_not_lag_and_a_gpu_that_fell_still_does():
+    lags = siblings.judge(table({"tonight": {"gpu0_h2d_numa0_ce": 54.5, "gpu1_h2d_numa0_ce": 51.0}}))
+    gpu1 = "host link h2d of GPU 1, ce"
+    assert siblings.lagging(lags) == [gpu1]
+    improved = siblings.as_accepted(lags, _paths({gpu1: ("pass", -0.5), "host link h2d of GPU 0, ce": ("improved", 6)}))
+    assert siblings.lagging(improved) == []
+    assert improved.set_index("path").loc[gpu1, "reason"].startswith("as accepted: +0.5% worse")
+    # Worse by the floor against the accepted runs (significant or not there), or flagged there: it lags.
+    for own in [("pass", -3.5), ("moved", -2.0), ("unjudged", math.nan)]:
+        assert siblings.lagging(siblings.as_accepted(lags, _paths({gpu1: own}))) == [gpu1], own
+    assert siblings.lagging(siblings.as_accepted(lags, None)) == [gpu1]  # no baseline: the siblings alone
+
+
+@pytest.mark.slow
+def test_the_four_h200s_clean_night_whose_gpus_0_and_2_improved_names_no_gpu():
+    """Measured on a freshly started node of four H200s (2026-11-28T20:11:22):
+    GPUs 0 and 2 reached their peers 6% sooner than in every accepted run,
+    so GPUs 1 and 3, as accepted, lagged them by 6% through the rerun and
+    the later measure; judged as the nightly judges it, no GPU lags."""
+    frame = load(runs.PERFLOGS / "hopper-vm", warn=None).frame
+    accepted = runs.read_accepted("hopper-vm", "4 x NVIDIA H200")
+    (night,) = [
+        r for r in runs.finished_runs("hopper-vm", kind="4 x NVIDIA H200") if r["stamp"] == "2026-11-28T20:11:22"
+    ]
+    alone = siblings.judge(_table(frame, {r["stamp"]: r for r in accepted["runs"]}, night))
+    slow = [f"peer link latency GPU {a} -> GPU {b}" for a in (1, 3) for b in range(4) if a != b]
+    assert siblings.lagging(alone) == sorted(slow)
+    judged = nightly.judge_window(frame, "hopper-vm", accepted, night, alpha=0.05)
+    assert siblings.lagging(judged.siblings) == [] and judged.flagged_paths() == []
 
 
 # --- the committed nights of the pair ---------------------------------------------
