@@ -468,7 +468,8 @@ def _not_numbers(table: pd.DataFrame) -> list[Issue]:
     is infinite, zero or negative, named: kept in the table, where the
     verdict judges its figure broken, never dropped so that the median of
     the rest passes."""
-    measured = table["unit"].map(lambda unit: direction(str(unit)) is not None)
+    units = table["unit"].astype(str)
+    measured = units.map({unit: direction(unit) is not None for unit in units.unique()})  # a few units, many rows
     values = table["value"].astype(float)
     impossible = measured & values.notna() & (~np.isfinite(values) | (values <= 0))
     issues = [
@@ -489,11 +490,13 @@ def _not_numbers(table: pd.DataFrame) -> list[Issue]:
 def _add_keys(table: pd.DataFrame) -> None:
     """The figure and sample each value is (experiments/keys.py), and GPU
     counts as whole numbers ('' where a record does not say)."""
-    split = [split_sample(str(v)) for v in table["perf_var"]]
-    table["figure"] = [figure for figure, _ in split]
-    table["sample"] = pd.array([k for _, k in split], dtype="Int64")
+    # Each name and count split once: a few thousand names and counts, hundreds of thousands of rows.
+    names = table["perf_var"].astype(str)
+    split = {name: split_sample(name) for name in names.unique()}
+    table["figure"] = names.map({name: figure for name, (figure, _) in split.items()})
+    table["sample"] = pd.array(names.map({name: k for name, (_, k) in split.items()}), dtype="Int64")
     table["case"] = table["case"].fillna("")
     counts = (
         pd.to_numeric(table["gpu_count"], errors="coerce") if "gpu_count" in table else pd.Series(index=table.index)
     )
-    table["gpu_count"] = counts.map(lambda c: "" if pd.isna(c) else str(int(c)))
+    table["gpu_count"] = counts.map({c: "" if pd.isna(c) else str(int(c)) for c in counts.unique()})
