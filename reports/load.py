@@ -346,13 +346,15 @@ def _copy(loaded: Loaded) -> Loaded:
 
 
 def _remember(key: str, loaded: Loaded) -> None:
+    kept = _copy(loaded)
     _LAST.clear()
-    _LAST[key] = _copy(loaded)
+    _LAST[key] = kept
 
 
 def _cached(key: str) -> Loaded | None:
-    if key in _LAST:
-        return _copy(_LAST[key])
+    last = _LAST.get(key)  # one lookup: another thread may replace the kept table meanwhile
+    if last is not None:
+        return _copy(last)
     path = LOAD_CACHE / f"{key}.pickle.gz"
     try:
         with gzip.open(path, "rb") as stream:
@@ -468,7 +470,7 @@ def _not_numbers(table: pd.DataFrame) -> list[Issue]:
     is infinite, zero or negative, named: kept in the table, where the
     verdict judges its figure broken, never dropped so that the median of
     the rest passes."""
-    units = table["unit"].astype(str)
+    units = table["unit"].map(str)  # None and NaN as 'None' and 'nan', as every unit: str, never missing
     measured = units.map({unit: direction(unit) is not None for unit in units.unique()})  # a few units, many rows
     values = table["value"].astype(float)
     impossible = measured & values.notna() & (~np.isfinite(values) | (values <= 0))
@@ -491,7 +493,7 @@ def _add_keys(table: pd.DataFrame) -> None:
     """The figure and sample each value is (experiments/keys.py), and GPU
     counts as whole numbers ('' where a record does not say)."""
     # Each name and count split once: a few thousand names and counts, hundreds of thousands of rows.
-    names = table["perf_var"].astype(str)
+    names = table["perf_var"].map(str)
     split = {name: split_sample(name) for name in names.unique()}
     table["figure"] = names.map({name: figure for name, (figure, _) in split.items()})
     table["sample"] = pd.array(names.map({name: k for name, (_, k) in split.items()}), dtype="Int64")

@@ -224,7 +224,7 @@ def write_references(
         body = yaml.safe_dump(items, sort_keys=False, default_flow_style=None, width=120)
         new = f"{own}{note} (later entries refine earlier ones)\n{body}"
         text = "\n\n".join(["\n".join(lines), *kept, new])
-        yaml.safe_load(text)  # never leave a file the checks cannot read
+        data.parse_yaml(text)  # never leave a file the checks cannot read (as they read it)
         path.write_text(text)
         written.append(path)
     return written

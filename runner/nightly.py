@@ -718,7 +718,7 @@ def write_verdict(
                 **({"contended_by": row.contended_by} if getattr(row, "contended_by", "") else {}),
             }
             for row in lags.itertuples()
-            if row.verdict != "pass"
+            if row.verdict != "pass" or str(row.reason).startswith(siblings.AS_ACCEPTED)
         }
         run["siblings_judged"] = int(len(lags))
     if result is not None:
@@ -909,6 +909,8 @@ def report_outcome(
             by = getattr(row, "contended_by", "")
             line = f"{siblings.line(row)}" + (f"; CONTENDED, not drained: {by}" if by else "")
             print(f"nightly: {row.verdict.upper()} behind its siblings: {line}", file=sys.stderr)
+        for row in siblings.held_as_accepted(lags).itertuples():
+            print(f"nightly: AS ACCEPTED, behind its siblings: {siblings.line(row)}")
         contended = len(lags[(lags["verdict"] == "lagging") & (lags.get("contended_by", "") != "")])
         print(
             f"nightly: each GPU against its siblings: {len(lags)} paths, {len(siblings.lagging(lags))} lagging"

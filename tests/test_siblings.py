@@ -130,6 +130,13 @@ def test_a_gpu_as_accepted_behind_siblings_that_improved_does_not_lag_and_a_gpu_
     for own in [("pass", -3.5), ("moved", -2.0), ("unjudged", math.nan)]:
         assert siblings.lagging(siblings.as_accepted(lags, _paths({gpu1: own}))) == [gpu1], own
     assert siblings.lagging(siblings.as_accepted(lags, None)) == [gpu1]  # no baseline: the siblings alone
+    assert siblings.held_as_accepted(improved)["path"].tolist() == [gpu1]
+    # Flagged against the accepted runs at first, as accepted in the rerun: its siblings moved, not it.
+    first = siblings.as_accepted(lags, _paths({gpu1: ("moved", -3.5)}))
+    confirmed = siblings.confirm(first, improved)
+    assert siblings.lagging(confirmed) == [] and confirmed.set_index("path").loc[gpu1, "reason"].endswith(
+        "as accepted in the rerun"
+    )
 
 
 @pytest.mark.slow
