@@ -111,6 +111,8 @@ def _column(field: str) -> str:
 
 #: Placeholder of fields a record did not have (ReFrame writes None as 'null').
 _MISSING = {"", "null", "None", "<undefined>"}
+#: Each of them to None, anything else to itself: _AS_NONE.get(v, v), at C speed over a record's fields.
+_AS_NONE = dict.fromkeys(_MISSING)
 
 
 @dataclass
@@ -284,7 +286,7 @@ def _tidy(records: list[dict], source: str, from_report: bool) -> pd.DataFrame:
         line = record.pop("__line")
         fields = tuple(record)
         named = columns.get(fields) or columns.setdefault(fields, [_column(k) for k in fields])
-        row = dict(zip(named, [None if v.__class__ is str and v in _MISSING else v for v in record.values()]))
+        row = dict(zip(named, map(_AS_NONE.get, record.values(), record.values())))
         row["__missing"] = row.get("value") is None  # no value (a build's line), where 'nan' is a program's
         row["line"] = line
         row["source"] = source
