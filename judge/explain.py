@@ -255,7 +255,7 @@ def _sibling_why(row: dict) -> str:
         parts.append(f"behind {them} beyond the floor of {floor:g}%, by {row.get('z', math.nan):.1f} standard errors")
     elif verdict == "transient":
         parts.append(f"behind {them} at first, not when measured again")
-    elif str(row.get("reason", "")).startswith("as accepted"):  # judge/siblings.py's as_accepted
+    elif pd.notna(row.get("as_accepted")) and bool(row["as_accepted"]):  # judge/siblings.py's as_accepted
         parts.append(f"behind {them}, but {row['reason']}")
     elif worse < -floor:
         parts.append(f"ahead of {them}, not behind")

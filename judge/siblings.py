@@ -73,6 +73,7 @@ COLUMNS = [
     "siblings",
     "figures",
     "reason",
+    "as_accepted",
     "cases",
 ]
 
@@ -170,6 +171,7 @@ def _path_row(path: str, figures: pd.DataFrame, behind: float, se: float, before
         "figures": " ".join(sorted(figures["figure"])),
         "cases": sorted({(t, c, e) for t, c, e in figures[["test", "case", "environ"]].itertuples(index=False)}),
         "reason": "" if lags else ("within the floor" if behind <= margin else f"within {z:g} standard errors"),
+        "as_accepted": False,
     }
 
 
@@ -193,15 +195,13 @@ def cases_of_paths(findings: pd.DataFrame, paths: list[str]) -> pd.DataFrame:
 
 #: The verdicts against the accepted runs under which a path can be as accepted.
 _AS_ACCEPTED = ("pass", "improved")
-#: How a passed lag's reason begins: the node's report and run.json still name it.
-AS_ACCEPTED = "as accepted"
 
 
 def held_as_accepted(findings: pd.DataFrame) -> pd.DataFrame:
-    """The rows behind their siblings that `as_accepted` passed."""
-    if findings.empty:
-        return findings
-    return findings[(findings["verdict"] == "pass") & findings["reason"].astype(str).str.startswith(AS_ACCEPTED)]
+    """The rows behind their siblings that `as_accepted` passed (the night's log and run.json still name them)."""
+    if findings.empty or "as_accepted" not in findings:
+        return findings.iloc[0:0]
+    return findings[findings["as_accepted"].astype(bool)]
 
 
 def as_accepted(findings: pd.DataFrame, paths: pd.DataFrame | None) -> pd.DataFrame:
@@ -222,9 +222,9 @@ def as_accepted(findings: pd.DataFrame, paths: pd.DataFrame | None) -> pd.DataFr
         worse = float(worse_pct(float(own.loc[path, "change_pct"]), str(own.loc[path, "better"])))
         if not worse < float(own.loc[path, "floor_pct"]):  # NaN either side: not shown as accepted
             continue
-        findings.loc[index, "verdict"] = "pass"
+        findings.loc[index, ["verdict", "as_accepted"]] = ["pass", True]
         findings.loc[index, "reason"] = (
-            f"{AS_ACCEPTED}: {worse:+.1f}% worse than the accepted runs (floor {own.loc[path, 'floor_pct']:g}%), "
+            f"as accepted: {worse:+.1f}% worse than the accepted runs (floor {own.loc[path, 'floor_pct']:g}%), "
             "so its siblings moved, not it"
         )
     return findings
@@ -244,10 +244,10 @@ def confirm(first: pd.DataFrame, rerun: pd.DataFrame, by: str = "rerun") -> pd.D
             # Not measured, or measured and not scored: the lag stands, unconfirmed (as the nightly's).
             why = f"not measured by the {by}" if path not in again.index else f"not scored by the {by}"
             findings.loc[index, "reason"] = _join(findings.loc[index, "reason"], why)
-        elif str(again.loc[path, "reason"]).startswith(AS_ACCEPTED):
+        elif again.loc[path, "as_accepted"]:
             # Measured again as accepted (its own path within the floor there): its siblings moved, not it.
-            findings.loc[index, "verdict"] = "pass"
-            findings.loc[index, "reason"] = _join(findings.loc[index, "reason"], f"{AS_ACCEPTED} in the {by}")
+            findings.loc[index, ["verdict", "as_accepted"]] = ["pass", True]
+            findings.loc[index, "reason"] = _join(findings.loc[index, "reason"], f"as accepted in the {by}")
         elif again.loc[path, "z"] < Z_CONFIRM:
             findings.loc[index, "verdict"] = "transient"
             findings.loc[index, "reason"] = _join(findings.loc[index, "reason"], f"not behind its siblings in the {by}")

@@ -718,7 +718,7 @@ def write_verdict(
                 **({"contended_by": row.contended_by} if getattr(row, "contended_by", "") else {}),
             }
             for row in lags.itertuples()
-            if row.verdict != "pass" or str(row.reason).startswith(siblings.AS_ACCEPTED)
+            if row.verdict != "pass" or row.as_accepted
         }
         run["siblings_judged"] = int(len(lags))
     if result is not None:
