@@ -15,6 +15,10 @@ from reports.load import load
 PERFLOGS = Path(__file__).resolve().parent.parent / "perflogs"
 H100 = "NVIDIA H100 80GB HBM3"
 
+#: Every test here reads the whole committed history (13 s to parse on two
+#: cores, the first time after a clone): the quick tier leaves them out.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def frame():
@@ -80,7 +84,7 @@ def test_generic_table_names_each_case_and_series(frame):
     assert generic_table(frame, "no_such_test").empty
 
 
-@pytest.mark.slow  # draws figures
+# draws figures (slow, as the module)
 def test_the_per_run_legend_sits_beside_the_panels_not_over_them(monkeypatch, tmp_path):
     """On the committed set of runs with the most runs: the longest legend."""
     from reports.figures import common, um_bandwidth
