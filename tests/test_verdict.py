@@ -6,6 +6,7 @@ import json
 import math
 from functools import lru_cache
 
+import baselines
 import numpy as np
 import pandas as pd
 import pytest
@@ -22,8 +23,15 @@ HOST_LINK = "host link h2d of GPU 0, sm"
 
 @lru_cache(maxsize=1)
 def model() -> power.Model:
-    """The committed baseline's spread between runs, per path and figure."""
-    return power.Model.fit(power.accepted_table("hopper-vm", "1 x NVIDIA H100 80GB HBM3"))
+    """The committed baseline's spread between runs, per path and figure (the
+    one-H100 kind's accepted runs, as tests/baselines.py keeps them)."""
+    return power.Model.fit(verdict.attach_paths(baselines.read()))
+
+
+@pytest.mark.slow  # parses the whole committed history
+def test_the_kept_baseline_is_what_the_committed_perflogs_give():
+    pd.testing.assert_frame_equal(baselines.read(), baselines.from_perflogs(), obj="write it again: tests/baselines.py")
+    assert power.accepted_table(baselines.SYSTEM, baselines.KIND).equals(verdict.attach_paths(baselines.read()))
 
 
 def night_with(rng, moves: dict[str, float] | None = None, spread: dict[str, float] | None = None):
@@ -445,6 +453,7 @@ def test_holm_matches_its_definition():
     assert verdict.holm(p) == pytest.approx([0.03, 0.06, 0.06, 0.02])
 
 
+@pytest.mark.slow  # parses the whole committed history
 def test_every_headline_figure_of_the_committed_runs_has_a_path():
     frame = load([runs.PERFLOGS], warn=None).frame
     headline = frame[frame["sample"].notna()][["test", "case", "figure"]].drop_duplicates()
