@@ -285,6 +285,13 @@ def verdict_box(run: dict, found: list, step: tuple[str, str] | None, limit: int
             f"(./suite rejudge {html.escape(str(run.get('stamp', 'STAMP')))}).</p>",
         ]
     parts = [f"<h2>Verdict: exit {run.get('exit')} ({html.escape(str(run.get('meaning', '')))})</h2>"]
+    if run.get("rejudged"):  # reports/runs.py's as_last_judged
+        ran = run["as_ran"]
+        parts.append(
+            f"<p>Judged again {html.escape(str(run['rejudged']).replace('T', ' '))} UTC (./suite rejudge) against "
+            "the accepted runs and the rules as they were then; the night itself exited "
+            f"{html.escape(str(ran['exit']))} ({html.escape(str(ran['meaning']))}).</p>"
+        )
     if run.get("drill"):
         parts.append(f"<p>A drill: {html.escape(run['drill'])} (no night of later nights' history).</p>")
     if step is not None:
@@ -386,6 +393,9 @@ def nights_section(nights: list[NightLink], outdir: Path, limit: int = 3) -> lis
             lines.append(f"and {len(night.found) - limit} more")
         moved = "<br>".join(lines) or "nothing"
         status = f"exit {run.get('exit')} ({html.escape(str(run.get('meaning', '')))})"
+        if run.get("rejudged"):
+            ran = html.escape(str(run["as_ran"]["exit"]))
+            status += f"<br><small>judged again; the night itself: exit {ran}</small>"
         drill = "<br><i>a drill</i>" if run.get("drill") else "<br><i>a replay</i>" if run.get("replay") else ""
         rows.append(
             f"<tr class='exit{html.escape(str(run.get('exit')))}'><td class='text'>{html.escape(night.label)}</td>"

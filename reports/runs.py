@@ -98,6 +98,23 @@ def find_run(system: str, stamp: str) -> tuple[Path, dict]:
     return outdir, json.loads(path.read_text())
 
 
+#: What `./suite rejudge` last concluded of a night (runner/accept.py), in its folder beside run.json:
+#: its exit and meaning, when, and the tables rejudged-paths.csv and rejudged-siblings.csv.
+REJUDGED = "rejudged.json"
+
+
+def as_last_judged(outdir: Path, run: dict) -> dict:
+    """The night's run.json as last judged: where `./suite rejudge` judged it
+    again since, that exit and meaning, the night's own kept under 'as_ran'
+    and the time under 'rejudged'; else the night's own."""
+    path = outdir / REJUDGED
+    if not path.exists():
+        return run
+    again = json.loads(path.read_text())
+    ran = {"exit": run.get("exit"), "meaning": run.get("meaning")}
+    return {**run, "exit": again["exit"], "meaning": again["meaning"], "rejudged": again["when"], "as_ran": ran}
+
+
 def finished_runs(system: str, drills: bool = False, kind: str | None = None, partitions: bool = False) -> list[dict]:
     """Every nightly run of the system that finished, oldest first; a drill
     (a fault planted on purpose, `nightly --drill`) only if asked for: it is

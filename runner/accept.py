@@ -34,6 +34,7 @@ from judge.status import MEANING, UNJUDGED
 from reports.load import load
 from reports.runs import (
     PERFLOGS,
+    REJUDGED,
     fact_files,
     find_run,
     finished_runs,
@@ -411,11 +412,13 @@ def rejudge(args) -> int:
         result, lags = judged.verdict, judged.siblings
         result.figures.to_csv(outdir / "rejudged.csv", index=False)
         result.paths.to_csv(outdir / "rejudged-paths.csv", index=False)
+        (outdir / "rejudged-siblings.csv").unlink(missing_ok=True)  # none of an earlier rejudge's left
         if not lags.empty:
             lags.drop(columns=["cases"]).to_csv(outdir / "rejudged-siblings.csv", index=False)
         reasons = nightly.unjudged_reasons(result, node_judged=True, health_ran=True)
         lagging = siblings.lagging(lags)
         status = nightly.nightly_status({"failed": []}, result, reasons, allow_unjudged=False, lagging=lagging)
+        write_rejudged(outdir, status, result, accepted)
         print(
             f"rejudge: {stamp}: {verdict.summary_line(result)}; {len(lagging)} lagging behind siblings; "
             f"exit {status} ({MEANING[status]})"
@@ -426,6 +429,19 @@ def rejudge(args) -> int:
             print(f"  {row.verdict.upper()} behind its siblings: {siblings.line(row)}")
         worst = max(worst, status)
     return worst
+
+
+def write_rejudged(outdir: Path, status: int, result: verdict.Verdict, accepted: dict) -> None:
+    """What rejudge concluded of a night, beside its own run.json (reports/runs.py's REJUDGED): the
+    night's pages and the report's index show it as the night's verdict now, the night's own beside it."""
+    record = {
+        "when": now(),
+        "exit": status,
+        "meaning": MEANING[status],
+        "summary": verdict.summary_line(result),
+        "accepted_runs": [r["stamp"] for r in accepted["runs"]],
+    }
+    (outdir / REJUDGED).write_text(json.dumps(record, indent=1) + "\n")
 
 
 def add_parsers(sub) -> None:

@@ -32,7 +32,7 @@ from judge.select import run_rows
 from reports import browser
 from reports.history import slug
 from reports.load import Loaded, load
-from reports.runs import NIGHTLY_DIR, PERFLOGS, finished_runs, kind_of_run, read_accepted
+from reports.runs import NIGHTLY_DIR, PERFLOGS, as_last_judged, finished_runs, kind_of_run, read_accepted
 from runner import histories, nightly
 from runner import partition as runner_partition
 
@@ -117,6 +117,19 @@ def night_table(path: Path) -> pd.DataFrame | None:
     return table.fillna({c: "" for c in words})
 
 
+def night_tables(folder: Path, run: dict) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """The night's paths and siblings tables of its last judgement
+    (`as_last_judged`): rejudge's where it judged the night again, else the night's own."""
+    if run.get("rejudged"):
+        return night_table(folder / "rejudged-paths.csv"), night_table(folder / "rejudged-siblings.csv")
+    return night_table(folder / "paths.csv"), night_table(folder / "siblings.csv")
+
+
+def read_night(folder: Path) -> dict:
+    """The night's run.json, as last judged (reports/runs.py's as_last_judged)."""
+    return as_last_judged(folder, json.loads((folder / "run.json").read_text()))
+
+
 def draw_night(
     folder: Path,
     outdir: Path,
@@ -131,12 +144,12 @@ def draw_night(
     window (`loaded`, read where not given) and the history of its kind of
     node (history-KIND/ inside `outdir`); with `verdict_only`, its verdict
     alone, linking `history` where given. Its index.html."""
-    run = json.loads((folder / "run.json").read_text())
+    run = read_night(folder)
     outdir.mkdir(parents=True, exist_ok=True)
     if run.get("nodes"):  # its named nodes' histories are few and quick: drawn whatever is asked
         return draw_partition(folder, run, outdir, back=back)
     system = run["system"]
-    paths, lags = night_table(folder / "paths.csv"), night_table(folder / "siblings.csv")
+    paths, lags = night_tables(folder, run)
     if verdict_only:
         return verdict_page(run, paths, lags, outdir, back, history)
     loaded = loaded if loaded is not None else load([PERFLOGS / system], warn=None)
@@ -210,6 +223,7 @@ def latest_nights(frame: pd.DataFrame, outdir: Path, history_pages: dict[str, Pa
         for (kind, whole), run in sorted(latest.items()):
             name = f"night-{system}-{slug(kind)}" + ("-partition" if whole else "")
             folder = NIGHTLY_DIR / system / folder_name(run["stamp"])
+            run = as_last_judged(folder, run)
             history = (history_pages or {}).get(f"{system}, {kind}")
             page = draw_night(folder, outdir / name, verdict_only=True, back="../index.html", history=history)
             label = f"{system}, {kind}" + (f": a partition's night of {len(run['nodes'])} nodes" if whole else "")
@@ -218,8 +232,7 @@ def latest_nights(frame: pd.DataFrame, outdir: Path, history_pages: dict[str, Pa
                 found = explain.partition_findings(run, result.cells, result.fleet)
                 links.append(NightLink(label, run, page, found, explain.partition_next_step(run)))
             else:
-                tables = night_table(folder / "paths.csv"), night_table(folder / "siblings.csv")
-                *_, found, step = nightly.explained(run, *tables, accepted_now(run))
+                *_, found, step = nightly.explained(run, *night_tables(folder, run), accepted_now(run))
                 links.append(NightLink(label, run, page, found, step))
     return links
 
@@ -261,10 +274,12 @@ def add_parsers(sub) -> None:
 
 def night(args) -> int:
     folder = find_night(args.night, args.system)
-    run = json.loads((folder / "run.json").read_text())
+    run = read_night(folder)
     outdir = args.output or DRAWN / run["system"] / folder.name
     page = draw_night(folder, Path(outdir), verdict_only=args.verdict_only)
     status = f"exit {run['exit']} ({run.get('meaning', '')})" if run.get("exit") is not None else "no verdict recorded"
+    if run.get("rejudged"):
+        status += f", judged again {run['rejudged']} (the night: exit {run['as_ran']['exit']})"
     print(f"night: {run['stamp']} of {run['system']}, {status}: {page}")
     return 0
 

@@ -138,6 +138,34 @@ def test_a_committed_night_is_drawn_again_verdict_first(tmp_path):
             assert re.findall(r"<td class='text'>([^<]*)</td>", row)[-1].strip(), row
 
 
+#: Four H200s, exit 2 as it ran (GPUs 1 and 3 lagging on peer latency), exit 0 judged again (./suite rejudge).
+REJUDGED = "2026-11-28T201122"
+
+
+def test_a_night_judged_again_is_shown_as_judged_again_beside_what_it_said(tmp_path):
+    run = pages.read_night(NIGHTS / REJUDGED)
+    assert (run["exit"], run["as_ran"]["exit"]) == (0, 2) and run["rejudged"]
+    assert pages.read_night(NIGHTS / DRILL).get("rejudged") is None  # never judged again: its own
+    *_, found, (name, _) = nightly.explained(run, *pages.night_tables(NIGHTS / REJUDGED, run))
+    assert name == explain.Step.NOTHING and [f for f in found if f.verdict == "LAGGING"] == []
+    assert main(["night", REJUDGED, "--verdict-only", "-o", str(tmp_path)]) == 0
+    page = (tmp_path / "index.html").read_text()
+    assert page.index("Verdict: exit 0 (as accepted)") < page.index("the night itself exited 2") < page.index("<table")
+
+
+def test_rejudge_records_its_verdict_for_the_pages(tmp_path, monkeypatch):
+    from runner import accept
+
+    folder = tmp_path / REJUDGED
+    folder.mkdir()
+    (folder / "run.json").write_text(json.dumps({"exit": 2, "meaning": "something moved"}))
+    monkeypatch.setattr(accept.verdict, "summary_line", lambda result: "1 headline figure: 1 judged")
+    accept.write_rejudged(folder, 0, None, {"runs": [{"stamp": "a"}, {"stamp": "b"}]})
+    record = json.loads((folder / "rejudged.json").read_text())
+    assert record["exit"] == 0 and record["meaning"] == "as accepted" and record["accepted_runs"] == ["a", "b"]
+    assert pages.read_night(folder)["as_ran"] == {"exit": 2, "meaning": "something moved"}
+
+
 def test_a_stamp_no_night_has_is_a_usage_error_naming_the_nearest(capsys):
     drawn = set(pages.DRAWN.rglob("*")) if pages.DRAWN.exists() else set()
     assert main(["night", "2026-11-26T06:50"]) == 3
