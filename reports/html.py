@@ -21,6 +21,7 @@ from reports.figures import Figure, coverage, coverage_text, drawing_of, render_
 from reports.figures.versions import versions_figures
 from reports.load import Loaded
 from reports.page import WORSE, WORSE_HEADER, page_html
+from reports.runs import verdict_words
 
 
 def summary_table(frame: pd.DataFrame, test: str) -> pd.DataFrame:
@@ -289,8 +290,8 @@ def verdict_box(run: dict, found: list, step: tuple[str, str] | None, limit: int
         ran = run["as_ran"]
         parts.append(
             f"<p>Judged again {html.escape(str(run['rejudged']).replace('T', ' '))} UTC (./suite rejudge) against "
-            "the accepted runs and the rules as they were then; the night itself exited "
-            f"{html.escape(str(ran['exit']))} ({html.escape(str(ran['meaning']))}).</p>"
+            "the accepted runs and the rules as they were then; the night itself: "
+            f"{html.escape(verdict_words(ran))}.</p>"
         )
     if run.get("drill"):
         parts.append(f"<p>A drill: {html.escape(run['drill'])} (no night of later nights' history).</p>")
@@ -394,8 +395,7 @@ def nights_section(nights: list[NightLink], outdir: Path, limit: int = 3) -> lis
         moved = "<br>".join(lines) or "nothing"
         status = f"exit {run.get('exit')} ({html.escape(str(run.get('meaning', '')))})"
         if run.get("rejudged"):
-            ran = html.escape(str(run["as_ran"]["exit"]))
-            status += f"<br><small>judged again; the night itself: exit {ran}</small>"
+            status += f"<br><small>judged again; the night itself: {html.escape(verdict_words(run['as_ran']))}</small>"
         drill = "<br><i>a drill</i>" if run.get("drill") else "<br><i>a replay</i>" if run.get("replay") else ""
         rows.append(
             f"<tr class='exit{html.escape(str(run.get('exit')))}'><td class='text'>{html.escape(night.label)}</td>"

@@ -105,14 +105,21 @@ REJUDGED = "rejudged.json"
 
 def as_last_judged(outdir: Path, run: dict) -> dict:
     """The night's run.json as last judged: where `./suite rejudge` judged it
-    again since, that exit and meaning, the night's own kept under 'as_ran'
-    and the time under 'rejudged'; else the night's own."""
+    again since, that exit, meaning and reasons for not judging, the night's
+    own kept under 'as_ran' and the time under 'rejudged'; else (and for a
+    partition's night, which rejudge does not judge) the night's own."""
     path = outdir / REJUDGED
-    if not path.exists():
+    if run.get("nodes") or not path.exists():
         return run
     again = json.loads(path.read_text())
-    ran = {"exit": run.get("exit"), "meaning": run.get("meaning")}
-    return {**run, "exit": again["exit"], "meaning": again["meaning"], "rejudged": again["when"], "as_ran": ran}
+    ran = {key: run.get(key) for key in ("exit", "meaning", "unjudged_reasons")}
+    now = {key: again.get(key) for key in ran}
+    return {**run, **now, "rejudged": again["when"], "as_ran": ran}
+
+
+def verdict_words(run: dict) -> str:
+    """'exit 2 (something moved)', or 'no verdict recorded' for a night killed before its verdict."""
+    return f"exit {run['exit']} ({run.get('meaning', '')})" if run.get("exit") is not None else "no verdict recorded"
 
 
 def finished_runs(system: str, drills: bool = False, kind: str | None = None, partitions: bool = False) -> list[dict]:

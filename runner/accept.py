@@ -30,7 +30,7 @@ from experiments.keys import CASE_KEY, NODE_FACTS, direction, format_case, parse
 from experiments.roots import REFERENCES, REPO
 from judge import siblings, verdict
 from judge.select import RERUNS, run_rows
-from judge.status import MEANING, UNJUDGED
+from judge.status import FAILED, MEANING, UNJUDGED
 from reports.load import load
 from reports.runs import (
     PERFLOGS,
@@ -393,15 +393,24 @@ def accept(args) -> int:
 
 def rejudge(args) -> int:
     """The verdict on earlier runs against the accepted baseline as it is now,
-    confirmed by each run's own rerun where it had one: what a change of the
-    baseline or of the verdict would have said of them (rejudged.csv and
-    rejudged-paths.csv beside each run's compare.csv). The checks' own
-    outcomes are not replayed: the exit is the verdict's alone."""
+    confirmed by each run's own rerun where it had one, with who else used
+    its GPUs and the changes held over the nights to it: what a change of
+    the baseline or of the verdict would have said of them (rejudged.csv,
+    rejudged-paths.csv and rejudged-siblings.csv beside each run's
+    compare.csv, its exit in rejudged.json). The checks are not run again:
+    a night whose checks or health failed stays failed. A partition's night
+    is judged as one (nightly --nodes), not here."""
     system = selected_system(args.system)
     frame = load([PERFLOGS / system], warn=None).frame
     worst = 0
     for stamp in args.stamps:
         outdir, run = find_run(system, stamp)
+        for stale in (REJUDGED, "rejudged-siblings.csv"):  # nothing of an earlier rejudge is left beside this one
+            (outdir / stale).unlink(missing_ok=True)
+        if run.get("nodes"):
+            print(f"rejudge: {stamp}: a partition's night: its nodes are judged against each other, not here")
+            worst = max(worst, UNJUDGED)
+            continue
         kind = kind_of_run(system, run)
         accepted = read_accepted(system, kind) if kind else read_accepted(system)
         if accepted is None:
@@ -409,16 +418,19 @@ def rejudge(args) -> int:
             worst = max(worst, UNJUDGED)
             continue
         judged = nightly.judged_with_rerun(frame, system, accepted, run, args.alpha)
+        judged = nightly.with_contention(judged, dict(run), outdir)  # a copy: run.json's contention is the night's
         result, lags = judged.verdict, judged.siblings
         result.figures.to_csv(outdir / "rejudged.csv", index=False)
         result.paths.to_csv(outdir / "rejudged-paths.csv", index=False)
-        (outdir / "rejudged-siblings.csv").unlink(missing_ok=True)  # none of an earlier rejudge's left
         if not lags.empty:
             lags.drop(columns=["cases"]).to_csv(outdir / "rejudged-siblings.csv", index=False)
         reasons = nightly.unjudged_reasons(result, node_judged=True, health_ran=True)
         lagging = siblings.lagging(lags)
-        status = nightly.nightly_status({"failed": []}, result, reasons, allow_unjudged=False, lagging=lagging)
-        write_rejudged(outdir, status, result, accepted)
+        tonight = {**run, "paths": nightly.path_verdicts(result)}  # the levels over the nights, this one as judged now
+        *_, changes = nightly.held_changes(frame, system, accepted, tonight, result)
+        failed = ["its checks or health, not run again"] if run.get("exit") == FAILED else []
+        status = nightly.nightly_status({"failed": failed}, result, reasons, False, changes, lagging)
+        write_rejudged(outdir, status, result, accepted, reasons)
         print(
             f"rejudge: {stamp}: {verdict.summary_line(result)}; {len(lagging)} lagging behind siblings; "
             f"exit {status} ({MEANING[status]})"
@@ -431,13 +443,14 @@ def rejudge(args) -> int:
     return worst
 
 
-def write_rejudged(outdir: Path, status: int, result: verdict.Verdict, accepted: dict) -> None:
+def write_rejudged(outdir: Path, status: int, result: verdict.Verdict, accepted: dict, reasons: list[str]) -> None:
     """What rejudge concluded of a night, beside its own run.json (reports/runs.py's REJUDGED): the
     night's pages and the report's index show it as the night's verdict now, the night's own beside it."""
     record = {
         "when": now(),
         "exit": status,
         "meaning": MEANING[status],
+        "unjudged_reasons": reasons,
         "summary": verdict.summary_line(result),
         "accepted_runs": [r["stamp"] for r in accepted["runs"]],
     }

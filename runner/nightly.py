@@ -458,10 +458,14 @@ def with_contention(judged: Judgement, run: dict, outdir: Path) -> Judgement:
     run.json's `contention`, every other process the watch saw."""
     contended, seen = contention.explain_night(judged, run, outdir)
     run["contention"] = {"processes": seen, "paths": contended}
-    lags = judged.siblings.assign(contended_by=judged.siblings["path"].map(contended).fillna(""))
+
+    def by(paths: pd.Series) -> pd.Series:  # '' where nobody else used the path's GPUs (never NaN: words)
+        return paths.map(lambda path: contended.get(path, "")).astype(object)
+
+    lags = judged.siblings.assign(contended_by=by(judged.siblings["path"]))
     result = judged.verdict
     if result is not None:
-        paths = result.paths.assign(contended_by=result.paths["path"].map(contended).fillna(""))
+        paths = result.paths.assign(contended_by=by(result.paths["path"]))
         result = verdict.Verdict(result.figures, paths)
     return Judgement(result, lags)
 
@@ -629,10 +633,8 @@ def nightly(args) -> int:
         result, lags = judged.verdict, judged.siblings
         frame = night.frame  # with the reruns' records: tonight's transients are at their reruns' level
         if result is not None:
-            spreads = dict(zip(result.paths["path"], result.paths["spread_pct"] / 100))
             run["paths"] = path_verdicts(result)
-            levels = histories.night_levels(frame, system, accepted, tonight=run)
-            changes = changepoints.changes(levels, spreads)
+            levels, spreads, changes = held_changes(frame, system, accepted, run, result)
             history = histories.drawn(levels, spreads, changes)  # the history page's, not computed again
     node_judged = node_facts_judged(accepted, outdir)
     reasons = unjudged_reasons(result, node_judged, health == 0, other_kinds=bool(read_baselines(system)))
@@ -760,6 +762,15 @@ def write_drain(outdir: Path, run: dict, result, found: dict, lags: pd.DataFrame
     node = facts[0].get("host") if facts else socket.gethostname().split(".")[0]
     (outdir / "drain.txt").write_text(f"{node}\t{' | '.join(reasons)}\n" if reasons else "")
     save_run(outdir, run)
+
+
+def held_changes(frame: pd.DataFrame, system: str, accepted: dict, run: dict, result: verdict.Verdict) -> tuple:
+    """The kind's paths' levels over the nights to this one (`run`, its paths'
+    verdicts in run["paths"]), each path's spread between the accepted runs,
+    and the changes held over the nights (judge/changepoints.py): (levels, spreads, changes)."""
+    spreads = dict(zip(result.paths["path"], result.paths["spread_pct"] / 100))
+    levels = histories.night_levels(frame, system, accepted, tonight=run)
+    return levels, spreads, changepoints.changes(levels, spreads)
 
 
 def path_verdicts(result: verdict.Verdict) -> dict:

@@ -32,7 +32,15 @@ from judge.select import run_rows
 from reports import browser
 from reports.history import slug
 from reports.load import Loaded, load
-from reports.runs import NIGHTLY_DIR, PERFLOGS, as_last_judged, finished_runs, kind_of_run, read_accepted
+from reports.runs import (
+    NIGHTLY_DIR,
+    PERFLOGS,
+    as_last_judged,
+    finished_runs,
+    kind_of_run,
+    read_accepted,
+    verdict_words,
+)
 from runner import histories, nightly
 from runner import partition as runner_partition
 
@@ -216,6 +224,7 @@ def latest_nights(frame: pd.DataFrame, outdir: Path, history_pages: dict[str, Pa
     for system in sorted(frame["system"].dropna().unique()):
         latest: dict[tuple[str, bool], dict] = {}
         for run in finished_runs(system, partitions=True):
+            run = as_last_judged(NIGHTLY_DIR / system / folder_name(run["stamp"]), run)
             if run.get("exit") is None:
                 continue
             kind = kind_of_run(system, run) or "unknown"
@@ -223,7 +232,6 @@ def latest_nights(frame: pd.DataFrame, outdir: Path, history_pages: dict[str, Pa
         for (kind, whole), run in sorted(latest.items()):
             name = f"night-{system}-{slug(kind)}" + ("-partition" if whole else "")
             folder = NIGHTLY_DIR / system / folder_name(run["stamp"])
-            run = as_last_judged(folder, run)
             history = (history_pages or {}).get(f"{system}, {kind}")
             page = draw_night(folder, outdir / name, verdict_only=True, back="../index.html", history=history)
             label = f"{system}, {kind}" + (f": a partition's night of {len(run['nodes'])} nodes" if whole else "")
@@ -277,9 +285,9 @@ def night(args) -> int:
     run = read_night(folder)
     outdir = args.output or DRAWN / run["system"] / folder.name
     page = draw_night(folder, Path(outdir), verdict_only=args.verdict_only)
-    status = f"exit {run['exit']} ({run.get('meaning', '')})" if run.get("exit") is not None else "no verdict recorded"
+    status = verdict_words(run)
     if run.get("rejudged"):
-        status += f", judged again {run['rejudged']} (the night: exit {run['as_ran']['exit']})"
+        status += f", judged again {run['rejudged']} (the night: {verdict_words(run['as_ran'])})"
     print(f"night: {run['stamp']} of {run['system']}, {status}: {page}")
     return 0
 

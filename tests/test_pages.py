@@ -150,7 +150,8 @@ def test_a_night_judged_again_is_shown_as_judged_again_beside_what_it_said(tmp_p
     assert name == explain.Step.NOTHING and [f for f in found if f.verdict == "LAGGING"] == []
     assert main(["night", REJUDGED, "--verdict-only", "-o", str(tmp_path)]) == 0
     page = (tmp_path / "index.html").read_text()
-    assert page.index("Verdict: exit 0 (as accepted)") < page.index("the night itself exited 2") < page.index("<table")
+    words = "the night itself: exit 2 (something moved)"
+    assert page.index("Verdict: exit 0 (as accepted)") < page.index(words) < page.index("<table")
 
 
 def test_rejudge_records_its_verdict_for_the_pages(tmp_path, monkeypatch):
@@ -160,10 +161,52 @@ def test_rejudge_records_its_verdict_for_the_pages(tmp_path, monkeypatch):
     folder.mkdir()
     (folder / "run.json").write_text(json.dumps({"exit": 2, "meaning": "something moved"}))
     monkeypatch.setattr(accept.verdict, "summary_line", lambda result: "1 headline figure: 1 judged")
-    accept.write_rejudged(folder, 0, None, {"runs": [{"stamp": "a"}, {"stamp": "b"}]})
+    accept.write_rejudged(folder, 3, None, {"runs": [{"stamp": "a"}, {"stamp": "b"}]}, ["unjudged-figures"])
     record = json.loads((folder / "rejudged.json").read_text())
-    assert record["exit"] == 0 and record["meaning"] == "as accepted" and record["accepted_runs"] == ["a", "b"]
-    assert pages.read_night(folder)["as_ran"] == {"exit": 2, "meaning": "something moved"}
+    assert record["exit"] == 3 and record["meaning"] == "not judged" and record["accepted_runs"] == ["a", "b"]
+    run = pages.read_night(folder)
+    assert run["unjudged_reasons"] == ["unjudged-figures"]  # the night's own reasons are not the rejudge's
+    assert run["as_ran"] == {"exit": 2, "meaning": "something moved", "unjudged_reasons": None}
+
+
+def test_a_partition_night_is_never_shown_as_rejudged(tmp_path):
+    folder = tmp_path / PARTITION
+    folder.mkdir()
+    (folder / "run.json").write_text(json.dumps({"exit": 2, "meaning": "something moved", "nodes": ["a", "b"]}))
+    (folder / "rejudged.json").write_text(json.dumps({"when": "x", "exit": 0, "meaning": "as accepted"}))
+    assert pages.read_night(folder)["exit"] == 2
+
+
+@pytest.mark.slow  # judges a night of four H200s again: the committed history, read whole
+def test_rejudge_judges_a_night_again_with_its_contention_and_keeps_a_failed_night_failed(
+    tmp_path, monkeypatch, capsys
+):
+    import argparse
+    import shutil
+
+    from judge.status import FAILED
+    from reports import runs
+    from runner import accept
+
+    copies = {}
+    for stamp in (REJUDGED, "2026-11-28T223245"):  # exit 2 as it ran; a neighbour inside GPU 0's memory
+        copies[stamp] = shutil.copytree(NIGHTS / stamp, tmp_path / stamp)
+    (copies[REJUDGED] / "rejudged-siblings.csv").write_text("left by an earlier rejudge\n")
+    failed = json.loads((copies[REJUDGED] / "run.json").read_text())
+    found = {stamp: (folder, json.loads((folder / "run.json").read_text())) for stamp, folder in copies.items()}
+    monkeypatch.setattr(accept, "find_run", lambda system, stamp: found[stamp.replace(":", "")])
+    args = argparse.Namespace(system="hopper-vm", stamps=list(copies), alpha=0.05)
+    assert accept.rejudge(args) == 2
+    assert pages.read_night(copies[REJUDGED])["exit"] == 0
+    assert "left by" not in (copies[REJUDGED] / "rejudged-siblings.csv").read_text()
+    neighbour = pages.read_night(copies["2026-11-28T223245"])
+    paths, _ = pages.night_tables(copies["2026-11-28T223245"], neighbour)
+    *_, found_now, (step, _) = nightly.explained(neighbour, paths, None)
+    assert {f.verdict for f in found_now} == {"CONTENDED"} and step == explain.Step.RERUN  # who used GPU 0, kept
+    # A night whose checks failed is not made good by its figures.
+    found[REJUDGED] = (copies[REJUDGED], {**failed, "exit": FAILED, "meaning": "a check failed"})
+    assert accept.rejudge(argparse.Namespace(system="hopper-vm", stamps=[REJUDGED], alpha=0.05)) == FAILED
+    assert runs.as_last_judged(copies[REJUDGED], found[REJUDGED][1])["exit"] == FAILED
 
 
 def test_a_stamp_no_night_has_is_a_usage_error_naming_the_nearest(capsys):
