@@ -1,9 +1,8 @@
 """The tables the figures are drawn from (reports/figures/<name>.py), on the
 committed perflogs of the H100 and the H200 pair."""
 
-from pathlib import Path
-
 import pytest
+from committed import PERFLOGS
 
 from reports.figures.copy_latency import latency_crossovers, latency_curves, latency_marks
 from reports.figures.daxpy import _daxpy_table, daxpy_stats
@@ -12,7 +11,6 @@ from reports.figures.mem_scan import SCAN_PLATEAU_FROM, scan_curves, scan_platea
 from reports.figures.um_bandwidth import _um_cases, um_run_stats, um_steady_table
 from reports.load import load
 
-PERFLOGS = Path(__file__).resolve().parent.parent / "perflogs"
 H100 = "NVIDIA H100 80GB HBM3"
 
 #: Every test here reads the whole committed history (13 s to parse on two
@@ -91,7 +89,7 @@ def test_the_per_run_legend_sits_beside_the_panels_not_over_them(monkeypatch, tm
 
     kept = []
     monkeypatch.setattr(common, "_save", lambda fig, outdir, name: kept.append(fig) or name)
-    frame = load([PERFLOGS / "hopper-vm" / "default" / "um_bandwidth.log"], warn=None).frame
+    frame = load([PERFLOGS / "default" / "um_bandwidth.log"], warn=None).frame
     _, most = max(common.sets_of(frame, "um_bandwidth"), key=lambda found: found[1]["time"].nunique())
     assert um_bandwidth.um_per_run(most, tmp_path) and kept
     for fig in kept:

@@ -193,7 +193,8 @@ def test_every_case_an_accepted_run_ran_has_a_reference_for_each_headline_figure
     # committed systems' only: a site's own accepted runs (perflogs/local) are
     # not this checkout's to test.
     import json
-    import subprocess
+
+    from committed import accepted_files
 
     from experiments.keys import parse_case
     from judge.select import run_rows
@@ -202,11 +203,7 @@ def test_every_case_an_accepted_run_ran_has_a_reference_for_each_headline_figure
 
     perflogs = Path(REFERENCES_DIR).parent.parent / "perflogs"
     missing, judged = [], 0
-    tracked = subprocess.run(
-        ["git", "ls-files", "*/accepted.json"], cwd=perflogs, capture_output=True, text=True, check=True
-    ).stdout.split()
-    assert tracked, "no committed accepted.json"
-    for accepted_file in sorted(perflogs / name for name in tracked):
+    for accepted_file in accepted_files():
         system = accepted_file.parent.name
         frame = load(perflogs / system, warn=None).frame
         runs = [

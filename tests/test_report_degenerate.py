@@ -6,10 +6,10 @@ leave out)."""
 import numpy as np
 import pandas as pd
 import pytest
+from committed import PERFLOGS
 
 from reports.html import write_report
 from reports.load import Loaded, load
-from reports.runs import PERFLOGS
 
 pytestmark = pytest.mark.slow
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from committed import PERFLOGS as COMMITTED
 
 import experiments
 from commands.cli import main
@@ -161,7 +162,7 @@ def test_json_run_reports_load(tmp_path):
 
 
 def test_committed_perflogs_load_without_issues():
-    loaded = load(PERFLOGS, warn=None)
+    loaded = load(COMMITTED, warn=None)
     assert not loaded.issues
     frame = loaded.frame
     assert {"um_bandwidth", "host_bandwidth"} <= set(frame["test"])
@@ -249,7 +250,7 @@ def test_figures_logged_before_samples_pool_into_samples_of_one_figure(tmp_path)
 
 @pytest.fixture(scope="module")
 def committed():
-    return load(PERFLOGS, warn=None)
+    return load(COMMITTED, warn=None)
 
 
 @pytest.fixture(scope="module")

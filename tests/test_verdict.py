@@ -10,6 +10,7 @@ import baselines
 import numpy as np
 import pandas as pd
 import pytest
+from committed import PERFLOGS as COMMITTED
 
 from experiments.keys import parse_case
 from experiments.paths import load_rules, path_of
@@ -455,7 +456,7 @@ def test_holm_matches_its_definition():
 
 @pytest.mark.slow  # parses the whole committed history
 def test_every_headline_figure_of_the_committed_runs_has_a_path():
-    frame = load([runs.PERFLOGS], warn=None).frame
+    frame = load([COMMITTED], warn=None).frame
     headline = frame[frame["sample"].notna()][["test", "case", "figure"]].drop_duplicates()
     missing = [(t, c, f) for t, c, f in headline.itertuples(index=False) if path_of(t, parse_case(c), f) is None]
     assert not missing, missing[:5]
