@@ -393,7 +393,7 @@ def nights_section(nights: list[NightLink], outdir: Path, limit: int = 3) -> lis
         if len(night.found) > limit:
             lines.append(f"and {len(night.found) - limit} more")
         moved = "<br>".join(lines) or "nothing"
-        status = f"exit {run.get('exit')} ({html.escape(str(run.get('meaning', '')))})"
+        status = html.escape(verdict_words(run))
         if run.get("rejudged"):
             status += f"<br><small>judged again; the night itself: {html.escape(verdict_words(run['as_ran']))}</small>"
         drill = "<br><i>a drill</i>" if run.get("drill") else "<br><i>a replay</i>" if run.get("replay") else ""

@@ -426,8 +426,7 @@ def rejudge(args) -> int:
             lags.drop(columns=["cases"]).to_csv(outdir / "rejudged-siblings.csv", index=False)
         reasons = nightly.unjudged_reasons(result, node_judged=True, health_ran=True)
         lagging = siblings.lagging(lags)
-        tonight = {**run, "paths": nightly.path_verdicts(result)}  # the levels over the nights, this one as judged now
-        *_, changes = nightly.held_changes(frame, system, accepted, tonight, result)
+        *_, changes = nightly.held_changes(frame, system, accepted, run, result)
         failed = ["its checks or health, not run again"] if run.get("exit") == FAILED else []
         status = nightly.nightly_status({"failed": failed}, result, reasons, False, changes, lagging)
         write_rejudged(outdir, status, result, accepted, reasons)

@@ -765,11 +765,11 @@ def write_drain(outdir: Path, run: dict, result, found: dict, lags: pd.DataFrame
 
 
 def held_changes(frame: pd.DataFrame, system: str, accepted: dict, run: dict, result: verdict.Verdict) -> tuple:
-    """The kind's paths' levels over the nights to this one (`run`, its paths'
-    verdicts in run["paths"]), each path's spread between the accepted runs,
+    """The kind's paths' levels over the nights to this one (`run`, its paths
+    as `result` judged them), each path's spread between the accepted runs,
     and the changes held over the nights (judge/changepoints.py): (levels, spreads, changes)."""
     spreads = dict(zip(result.paths["path"], result.paths["spread_pct"] / 100))
-    levels = histories.night_levels(frame, system, accepted, tonight=run)
+    levels = histories.night_levels(frame, system, accepted, tonight={**run, "paths": path_verdicts(result)})
     return levels, spreads, changepoints.changes(levels, spreads)
 
 

@@ -51,6 +51,13 @@ def accepted_tables(
     """The accepted runs' per-run table (run_values with paths) of one kind
     of node (the system's only one by default), by run stamp, for each
     statistic, from one reading of the perflogs."""
+    return [verdict.attach_paths(values) for values in accepted_run_values(system, statistics, kind)]
+
+
+def accepted_run_values(
+    system: str, statistics: tuple[str, ...] = ("median",), kind: str | None = None
+) -> list[pd.DataFrame]:
+    """accepted_tables' run_values, before their paths are attached (the tests keep one kind's)."""
     accepted = read_accepted(system, kind)
     if accepted is None:
         kinds = "; ".join(sorted(read_baselines(system)))
@@ -58,7 +65,7 @@ def accepted_tables(
         raise SystemExit(f"power: {system} has no accepted runs of that kind ({which}; accepted: {kinds or 'none'})")
     frame = load([PERFLOGS / system], warn=None).frame
     masks = accepted_masks(frame, system, accepted)
-    return [verdict.attach_paths(verdict.run_values(frame, masks, s)) for s in statistics]
+    return [verdict.run_values(frame, masks, s) for s in statistics]
 
 
 def accepted_table(system: str, kind: str | None = None) -> pd.DataFrame:

@@ -24,13 +24,9 @@ NUMBERS = {"value": "float64", "cv": "float64", "n": "int64", "bound": "float64"
 
 def from_perflogs() -> pd.DataFrame:
     """The kind's accepted runs' per-run table, from the committed perflogs."""
-    from judge import verdict
-    from judge.select import accepted_masks
-    from reports.load import load
-    from reports.runs import PERFLOGS, read_accepted
+    from runner.power import accepted_run_values
 
-    frame = load([PERFLOGS / SYSTEM], warn=None).frame
-    return verdict.run_values(frame, accepted_masks(frame, SYSTEM, read_accepted(SYSTEM, KIND)), "median")
+    return accepted_run_values(SYSTEM, kind=KIND)[0]
 
 
 def read() -> pd.DataFrame:
