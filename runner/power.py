@@ -1,6 +1,7 @@
 """How well the nightly's verdict sees a move, from the accepted runs themselves.
 
     python -m commands power [--system NAME] [--move PCT ...] [--nights N] [--csv FILE]
+    python -m commands power [--system NAME] [--kind KIND] --runs 3 5 10
 
 For each path of the accepted baseline: how often a night that changed
 nothing flags it (false alarms), and how often a night whose figures on that
@@ -23,6 +24,11 @@ with the move planted on the path (--bench-nights each): the figure to
 trust where it and the simulation disagree (README and docs/verdict.md
 quote the bench's).
 
+With --runs N ...: instead, each path's smallest move seen in 95% of
+nights judged against N accepted runs (runs_sweep), replayed from the
+kind's real runs (its accepted runs and committed nights) and simulated:
+what a new kind's first weeks can see, and what more runs would buy.
+
 A path whose power is under 90% at a 10% move cannot tell a 10% move from
 the spread between separately started nodes; the power at larger moves
 says what move it can see, which is the honest answer where the spread is
@@ -31,6 +37,7 @@ the nodes', not the measurement's.
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass
 
@@ -41,7 +48,7 @@ from experiments.progress import Progress
 from judge import verdict
 from judge.select import accepted_masks
 from reports.load import load
-from reports.runs import PERFLOGS, read_accepted, read_baselines, selected_system
+from reports.runs import PERFLOGS, finished_runs, read_accepted, read_baselines, selected_system
 from runner import nightly
 
 
@@ -58,14 +65,33 @@ def accepted_run_values(
     system: str, statistics: tuple[str, ...] = ("median",), kind: str | None = None
 ) -> list[pd.DataFrame]:
     """accepted_tables' run_values, before their paths are attached (the tests keep one kind's)."""
+    accepted = _accepted(system, kind)
+    frame = load([PERFLOGS / system], warn=None).frame
+    masks = accepted_masks(frame, system, accepted)
+    return [verdict.run_values(frame, masks, s) for s in statistics]
+
+
+def _accepted(system: str, kind: str | None) -> dict:
+    """The kind's accepted runs, or the mistake named (exit 3 by the suite's SystemExit)."""
     accepted = read_accepted(system, kind)
     if accepted is None:
         kinds = "; ".join(sorted(read_baselines(system)))
         which = f"--kind {kind!r}" if kind else "a --kind" if kinds else "./suite accept"
         raise SystemExit(f"power: {system} has no accepted runs of that kind ({which}; accepted: {kinds or 'none'})")
+    return accepted
+
+
+def kind_runs_table(system: str, kind: str | None = None) -> pd.DataFrame:
+    """Every real run of one kind of node a baseline could be drawn from: its
+    accepted runs and its committed nights outside them (no drill, no
+    partition's night: the test bench's nights, runner/replay.py), their run
+    medians with paths, by run stamp."""
+    accepted = _accepted(system, kind)
+    stamps = {run["stamp"] for run in accepted["runs"]}
+    nights = [run for run in finished_runs(system, kind=accepted["kind"]) if run["stamp"] not in stamps]
     frame = load([PERFLOGS / system], warn=None).frame
-    masks = accepted_masks(frame, system, accepted)
-    return [verdict.run_values(frame, masks, s) for s in statistics]
+    masks = accepted_masks(frame, system, {"runs": [*accepted["runs"], *nights]})
+    return verdict.attach_paths(verdict.run_values(frame, masks))
 
 
 def accepted_table(system: str, kind: str | None = None) -> pd.DataFrame:
@@ -146,11 +172,15 @@ class Model:
         values = np.exp(self.figures["center"].to_numpy(float) + shared + noise)
         return self.figures.assign(run=label, value=values, n=5, nan_samples="")
 
-    def baseline_and_night(self, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def baseline_and_night(
+        self, rng: np.random.Generator, runs: int | None = None
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """A simulated baseline, each path in as many runs as the accepted runs
-        measured it (no kinder than they are), and a simulated night."""
-        runs = [self.night(rng, f"r{i}") for i in range(self.runs)]
-        base = [run[run["path"].map(self.path_runs) > i] for i, run in enumerate(runs)]
+        measured it (no kinder than they are), or in `runs` runs each where
+        given (a kind that has measured every path from its first night), and a
+        simulated night."""
+        made = [self.night(rng, f"r{i}") for i in range(runs or self.runs)]
+        base = made if runs else [run[run["path"].map(self.path_runs) > i] for i, run in enumerate(made)]
         return pd.concat(base, ignore_index=True), self.night(rng, "tonight")
 
 
@@ -230,6 +260,97 @@ def sweep(
     return table
 
 
+def runs_sweep(
+    table: pd.DataFrame,
+    counts: list[int],
+    nights: int,
+    alpha: float,
+    seed: int = 1,
+    pool: verdict.Pool = verdict.NO_POOL,
+) -> pd.DataFrame:
+    """Per path and count of accepted runs: the smallest move worse seen in
+    95% of nights judged against that many runs (verdict.smallest_seen), and
+    the median of twice the path's floor and three of its (pooled) spreads,
+    from `nights` nights of each of two kinds:
+
+    - replayed: that many of the kind's real runs that measured every path
+      (`table`: kind_runs_table) drawn at random as the baseline, tonight one
+      of the runs left out; none where the kind has no run to leave out (a
+      run from before a path existed would leave that path judged on fewer);
+    - simulated: baseline and night drawn from the model fitted to all of
+      them, every path measured in every run.
+    """
+    model = Model.fit(table)
+    stamps = complete_runs(table)
+    rng = np.random.default_rng(seed)
+    plans = [(count, how) for count in counts for how in ("replayed", "simulated")]
+    progress = Progress("power", "nights judged against fewer or more runs", nights * len(plans))
+    rows = []
+    for count, how in plans:
+        seen: dict[str, list[float]] = {}
+        target: dict[str, list[float]] = {}
+        for _ in range(nights if how == "simulated" or len(stamps) > count else 0):
+            base, night = (
+                _replayed_draw(table, stamps, count, rng) if how == "replayed" else model.baseline_and_night(rng, count)
+            )
+            located = verdict.locate_values(pd.concat([base, night], ignore_index=True), pool)
+            found = verdict.smallest_seen(located.paths, alpha)
+            judged = located.paths[located.paths["path"].isin(found)]
+            for p, floor, spread in judged[["path", "floor_pct", "spread_pct"]].itertuples(index=False):
+                seen.setdefault(p, []).append(found[p])
+                target.setdefault(p, []).append(2 * floor + 3 * spread)
+            progress.step()
+        rows += [
+            {
+                "path": p,
+                "runs": count,
+                "how": how,
+                "nights": len(moves),
+                # Seen in 95% of the nights that judged it: their smallest flagged moves' 95th percentile (the larger).
+                "seen_95_pct": float(np.quantile(moves, SEEN_IN, method="higher")) * 100,
+                "target_pct": float(np.median(target[p])),
+            }
+            for p, moves in sorted(seen.items())
+        ]
+    return pd.DataFrame(rows, columns=["path", "runs", "how", "nights", "seen_95_pct", "target_pct"])
+
+
+def complete_runs(table: pd.DataFrame) -> list[str]:
+    """The runs of `table` that measured every judged path of it, by stamp."""
+    rows = judged_rows(table)
+    paths = rows.groupby("run")["path"].nunique()
+    return sorted(paths.index[paths == rows["path"].nunique()])
+
+
+def _replayed_draw(
+    table: pd.DataFrame, stamps: list[str], count: int, rng: np.random.Generator
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`count` of the real runs at random as the baseline, and one of the others as tonight."""
+    order = rng.permutation(len(stamps))
+    base = [stamps[i] for i in order[:count]]
+    tonight = stamps[order[count]]
+    return table[table["run"].isin(base)], table[table["run"] == tonight].assign(run="tonight")
+
+
+def runs_summary(result: pd.DataFrame) -> pd.DataFrame:
+    """runs_sweep's table, a row per path: the smallest move seen in 95% of
+    nights with each count of runs (replayed where the kind had runs to
+    replay, else simulated: marked *), and the target with the fewest."""
+    best = result.sort_values("how").drop_duplicates(["path", "runs"])  # 'replayed' sorts before 'simulated'
+    cells = best.assign(
+        cell=[_seen_words(v) + ("*" if how == "simulated" else "") for v, how in zip(best["seen_95_pct"], best["how"])]
+    )
+    table = cells.pivot(index="path", columns="runs", values="cell")
+    table.columns = [f"seen_95_pct_{n}_runs" for n in table.columns]
+    fewest = best[best["runs"] == best["runs"].min()].set_index("path")["target_pct"].round(1)
+    return table.join(fewest.rename(f"target_pct_{best['runs'].min()}_runs")).reset_index()
+
+
+def _seen_words(pct: float) -> str:
+    """A smallest move seen, as the table shows it: past ten times the value, only that."""
+    return ">1000" if pct > 1000 else f"{pct:.1f}"
+
+
 def bench_sweep(
     system: str,
     kind: str,
@@ -285,10 +406,51 @@ def add_parsers(sub) -> None:
     parser.add_argument(
         "--spreads", action="store_true", help="instead: each path's spread between runs (medians, best samples)"
     )
+    parser.add_argument(
+        "--runs",
+        type=_run_count,
+        nargs="+",
+        metavar="N",
+        help="instead: each path's smallest move seen in 95%% of nights judged against N accepted runs (3 or more), "
+        "drawn from the kind's real runs where it has more than N, and simulated (--nights of each)",
+    )
     parser.set_defaults(func=power)
 
 
+def _run_count(text: str) -> int:
+    """--runs N: a baseline the nightly judges by (three runs or more, as `accept` asks)."""
+    if not text.isdigit() or int(text) < 3:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count of three runs or more")
+    return int(text)
+
+
+def runs_power(args) -> int:
+    """power --runs: the smallest move seen per path with each count of accepted runs."""
+    system = selected_system(args.system)
+    table = kind_runs_table(system, args.kind)
+    result = runs_sweep(table, sorted(set(args.runs)), args.nights, args.alpha, pool=others_pool(system, args.kind))
+    summary = runs_summary(result)
+    with pd.option_context("display.width", 200, "display.max_colwidth", 60):
+        print(summary.to_string(index=False))
+    print(
+        f"the kind's real runs that measured every path: {len(complete_runs(table))} of {table['run'].nunique()} "
+        f"(accepted and committed nights); per count of runs, "
+        f"{args.nights} nights of each kind (* simulated: the kind had no run left to replay)"
+    )
+    for (count, how), rows in result.groupby(["runs", "how"]):
+        within = int((rows["seen_95_pct"] <= rows["target_pct"]).sum())
+        print(
+            f"{count} runs, {how}: {within} of {len(rows)} paths see twice their floor and three of their spreads "
+            f"in 95% of nights; median smallest move seen {rows['seen_95_pct'].median():.1f}%"
+        )
+    if args.csv:
+        result.to_csv(args.csv, index=False)
+    return 0
+
+
 def power(args) -> int:
+    if args.runs:
+        return runs_power(args)
     if args.spreads:
         print(spreads_by_statistic(selected_system(args.system), args.kind).round(2).to_string(index=False))
         return 0

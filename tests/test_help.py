@@ -62,3 +62,10 @@ def test_a_command_the_suite_does_not_have_is_a_usage_error():
     done = suite("nigthly")
     assert done.returncode == 3 and "./suite nightly" in done.stdout
     assert "suite: no command 'nigthly' (did you mean nightly?)" in done.stderr
+
+
+@pytest.mark.parametrize("count", ["2", "three"])
+def test_a_baseline_too_small_to_judge_by_is_a_usage_error_naming_runs(count):
+    done = suite("power", "--runs", count)
+    assert done.returncode == 3
+    assert f"argument --runs: '{count}' is not a count of three runs or more" in done.stderr

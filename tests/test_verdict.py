@@ -659,3 +659,20 @@ def test_a_kind_of_three_runs_sees_a_move_other_kinds_spreads_say_is_large():
         clean = verdict.attach_paths(_three_run_kind(rng, 0.01))
         false_alarms += bool(verdict.judge_values(clean, pool=pool).flagged_paths())
     assert flagged[True] == 10 and flagged[False] < 10 and false_alarms == 0, (flagged, false_alarms)
+
+
+def test_more_accepted_runs_see_smaller_moves_and_a_replay_needs_a_run_left_to_be_tonight():
+    """power --runs on the kept baseline: baselines of three of its runs that
+    measured every path are replayed against a fourth; as many runs as there
+    are leave none to replay, so that count is simulated alone (marked *)."""
+    table = verdict.attach_paths(baselines.read())
+    complete = power.complete_runs(table)
+    assert 3 < len(complete) < table["run"].nunique()  # the newer paths were measured by some runs only
+    result = power.runs_sweep(table, [3, len(complete)], nights=8, alpha=0.05)
+    kinds = set(zip(result["runs"], result["how"]))
+    assert (3, "replayed") in kinds and (len(complete), "replayed") not in kinds
+    simulated = result[result["how"] == "simulated"].groupby("runs")["seen_95_pct"].median()
+    assert simulated[len(complete)] < simulated[3]
+    summary = power.runs_summary(result)
+    assert summary[f"seen_95_pct_{len(complete)}_runs"].str.endswith("*").all()
+    assert not summary["seen_95_pct_3_runs"].str.endswith("*").any()
