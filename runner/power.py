@@ -194,6 +194,23 @@ def others_pool(system: str, kind: str | None = None) -> verdict.Pool:
     return nightly.others_pool(load([PERFLOGS / system], warn=None).frame, system, read_accepted(system, kind))
 
 
+def smallest_and_target(located: verdict.Located, alpha: float) -> dict[str, tuple[float, float]]:
+    """Per path a located night judged: the smallest move worse it flags
+    (verdict.smallest_seen, a fraction) and the issue's aim for it, twice its
+    floor and three of its (moderated) spreads (percent)."""
+    seen = verdict.smallest_seen(located.paths, alpha)
+    judged = located.paths[located.paths["path"].isin(seen)]
+    rows = judged[["path", "floor_pct", "spread_pct"]].itertuples(index=False)
+    return {p: (seen[p], 2 * floor + 3 * spread) for p, floor, spread in rows}
+
+
+def seen_in_95(smallest: list[float]) -> float:
+    """The move seen in 95% of the nights that judged a path: their smallest
+    flagged moves' 95th percentile (the larger), percent; NaN for none."""
+    found = np.asarray(smallest, dtype=float)
+    return float(np.quantile(found, SEEN_IN, method="higher")) * 100 if found.size else math.nan
+
+
 def sweep(
     table: pd.DataFrame,
     moves: list[float],
@@ -240,17 +257,13 @@ def sweep(
             for move in moves:
                 column = f"{how}_power_{move * 100:g}"
                 rows[p][column] += p in located.flagged(alpha, plant(on_path, p, move))
-        seen = verdict.smallest_seen(located.paths, alpha)
-        judged = located.paths[located.paths["path"].isin(seen)]
-        for p, floor, spread in judged[["path", "floor_pct", "spread_pct"]].itertuples(index=False):
+        for p, (seen, aim) in smallest_and_target(located, alpha).items():
             if p in smallest:
-                smallest[p].append(seen[p])
-                target.setdefault(p, []).append(2 * floor + 3 * spread)
+                smallest[p].append(seen)
+                target.setdefault(p, []).append(aim)
         progress.step()
     for p in paths:
-        found = np.array(smallest[p], dtype=float)
-        # Seen in 95% of the nights that judged it: their smallest flagged moves' 95th percentile (the larger).
-        rows[p]["seen_95_pct"] = float(np.quantile(found, SEEN_IN, method="higher")) * 100 if found.size else math.nan
+        rows[p]["seen_95_pct"] = seen_in_95(smallest[p])
         rows[p]["target_pct"] = float(np.median(target[p])) if target.get(p) else math.nan
     table = pd.DataFrame(list(rows.values()))
     for how in ("replay", "sim"):
@@ -294,11 +307,9 @@ def runs_sweep(
                 _replayed_draw(table, stamps, count, rng) if how == "replayed" else model.baseline_and_night(rng, count)
             )
             located = verdict.locate_values(pd.concat([base, night], ignore_index=True), pool)
-            found = verdict.smallest_seen(located.paths, alpha)
-            judged = located.paths[located.paths["path"].isin(found)]
-            for p, floor, spread in judged[["path", "floor_pct", "spread_pct"]].itertuples(index=False):
-                seen.setdefault(p, []).append(found[p])
-                target.setdefault(p, []).append(2 * floor + 3 * spread)
+            for p, (smallest, aim) in smallest_and_target(located, alpha).items():
+                seen.setdefault(p, []).append(smallest)
+                target.setdefault(p, []).append(aim)
             progress.step()
         rows += [
             {
@@ -306,8 +317,7 @@ def runs_sweep(
                 "runs": count,
                 "how": how,
                 "nights": len(moves),
-                # Seen in 95% of the nights that judged it: their smallest flagged moves' 95th percentile (the larger).
-                "seen_95_pct": float(np.quantile(moves, SEEN_IN, method="higher")) * 100,
+                "seen_95_pct": seen_in_95(moves),
                 "target_pct": float(np.median(target[p])),
             }
             for p, moves in sorted(seen.items())
