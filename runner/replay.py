@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -423,6 +424,113 @@ def measure_partition(bench: Bench, out=print) -> None:
         )
 
 
+def partition_power(
+    bench: Bench,
+    nodes: int = 8,
+    speeds: tuple[float, ...] = (1.0, 0.75, 0.5),
+    draws: int = 20,
+    seed: int = 1,
+    paths: list[str] | None = None,
+) -> pd.DataFrame:
+    """Per path (of `paths`, else every one) and speed: in how many of
+    `draws` partitions of `nodes` of the bench's committed nights (those that
+    measured every path, each a node) the one slowed on the path to that
+    speed (0.5: half as fast, its rates halved and its times doubled; 1:
+    nothing planted) is named there, and in how many any other node is
+    named (and which, how often); the partition's judge as its nightly runs it, a
+    named node confirmed by its rerun: its night's own committed rerun of
+    the path, else the path's lines of another night (a fault lasts: it is
+    planted again). With each path's spread between the nights (robust SD
+    of their levels)."""
+    nights = {s: n for s, n in bench.nights.items() if set(bench.paths) <= set(n["path"])}
+    if len(nights) < nodes:
+        raise ValueError(f"{len(nights)} committed nights measured every path: too few for {nodes} nodes")
+    tonight = _node_table(nights)
+    reruns = _node_table({s: r for s, r in bench.reruns.items() if s in nights}) if bench.reruns else tonight.iloc[:0]
+    masks = accepted_masks(bench.base, bench.system, bench.accepted)
+    past = verdict.attach_paths(verdict.run_values(bench.base, masks, physical=True))
+    between = partition.levels(tonight).siblings.apply(lambda c: partition.robust_sd(c.dropna().to_numpy()))
+    rng = np.random.default_rng(seed)
+    stamps = sorted(nights)
+
+    def _rerun(flagged: list[tuple[str, str]], fault: tuple[str, str, float]) -> pd.DataFrame:
+        """The flagged cells measured again: the night's own rerun of the path, else another night's."""
+        parts = []
+        for node, path in flagged:
+            own = reruns[(reruns["node"] == node) & (reruns["path"] == path)]
+            if own.empty:
+                other = [s for s in stamps if s != node]
+                stamp = other[rng.integers(len(other))]
+                own = tonight[(tonight["node"] == stamp) & (tonight["path"] == path)].assign(node=node)
+            parts.append(own)
+        return _slowed(pd.concat(parts, ignore_index=True), fault)
+
+    rows = []
+    for path in paths or bench.paths:
+        row = {"path": path, "between_nodes_pct": float(np.expm1(between.get(path, np.nan)) * 100), "draws": draws}
+        for speed in speeds:
+            named = others = 0
+            who: Counter[str] = Counter()
+            for _ in range(draws):
+                chosen = list(rng.choice(stamps, nodes, replace=False))
+                fault = (chosen[0], path, speed)
+                night = _slowed(tonight[tonight["node"].isin(chosen)], fault)
+                result = _partition_judged(
+                    night, past, bench.alpha, lambda flagged, fault=fault: _rerun(flagged, fault)
+                )
+                faults = set(zip(result.faults()["node"], result.faults()["path"]))
+                named += (chosen[0], path) in faults
+                wrong = {node for node, _ in faults if node != chosen[0]}
+                others += bool(wrong)
+                who.update(wrong)
+            row[f"named_at_{speed:g}"] = named
+            row[f"others_named_at_{speed:g}"] = others
+            row[f"others_at_{speed:g}"] = " ".join(f"{node}x{n}" for node, n in sorted(who.items()))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def measure_partition_power(table: pd.DataFrame, out=print) -> None:
+    """What docs/verdict.md says of partition_power's table: per path, and the counts against the issue's lines."""
+    with pd.option_context("display.width", 250, "display.max_colwidth", 80):
+        out(table.round(1).to_string(index=False))
+    draws = int(table["draws"].max())
+    half = int((table["named_at_0.5"] == table["draws"]).sum())
+    tight = table[table["between_nodes_pct"] < 5]
+    quarter = int((tight["named_at_0.75"] >= 0.95 * tight["draws"]).sum())
+    out(f"half as fast named in every one of {draws} partitions: {half} of {len(table)} paths")
+    out(f"a quarter slower named in 95% or more: {quarter} of the {len(tight)} paths spread under 5% between nodes")
+    named: Counter[str] = Counter()
+    for cell in table["others_at_1"]:
+        named.update({node: int(n) for node, n in (word.rsplit("x", 1) for word in cell.split())})
+    out(
+        f"nothing planted, a node named: in {int(table['others_named_at_1'].sum())} of {int(table['draws'].sum())} "
+        f"partitions ({', '.join(f'{node} in {n}' for node, n in named.most_common()) or 'none'})"
+    )
+
+
+def _slowed(table: pd.DataFrame, fault: tuple[str, str, float]) -> pd.DataFrame:
+    """A node table with one node's figures on one path at a speed (0.75: a
+    quarter slower, its rates times 0.75, its times over 0.75)."""
+    node, path, speed = fault
+    on = (table["node"] == node) & (table["path"] == path)
+    worse = np.where(table.loc[on, "better"] == "higher", speed, 1 / speed)
+    table = table.copy()
+    table.loc[on, "value"] = table.loc[on, "value"] * worse
+    return table
+
+
+def _partition_judged(night: pd.DataFrame, past: pd.DataFrame, alpha: float, rerun_of) -> partition.Partition:
+    """A partition's night judged, its named cells confirmed by `rerun_of(flagged cells)`."""
+    first = partition.judge(partition.levels(night, past), alpha)
+    faults = first.faults()
+    if faults.empty:
+        return first
+    rerun = rerun_of(list(zip(faults["node"], faults["path"])))
+    again = partition.judge(partition.levels(partition.with_rerun(night, rerun), past), alpha)
+    return partition.confirm(first, again, partition.measured_pairs(rerun))
+
+
 def partition_night(bench: Bench, stamp: str, alpha: float = 0.05) -> Path:
     """The bench's committed clean nights judged as one partition's nodes
     (as_partition) written as a partition's night is, by the partition's own
@@ -484,6 +592,13 @@ def main(argv=None) -> int:
     parser.add_argument("--upgrade", metavar="NAME", help="replay the committed upgrade results/upgrades/NAME instead")
     parser.add_argument("--partition", action="store_true", help="judge the committed nights as one partition's nodes")
     parser.add_argument(
+        "--partition-power",
+        type=int,
+        metavar="NODES",
+        help="instead: partitions of NODES committed nights, one slowed on each path in turn (partition_power; "
+        "--per-path partitions per path and speed)",
+    )
+    parser.add_argument(
         "--write-night",
         nargs="?",
         const="now",
@@ -492,6 +607,12 @@ def main(argv=None) -> int:
         "results/nightly/SYSTEM/, its page included",
     )
     args = parser.parse_args(argv)
+    if args.partition_power:
+        bench = Bench(args.system, args.kind, leave_out=tuple(args.leave_out))
+        table = partition_power(bench, args.partition_power, draws=args.per_path, seed=args.seed)
+        print(f"# {args.system}, {args.kind}: partitions of {args.partition_power} of its committed nights")
+        measure_partition_power(table, out=lambda line: print(line, flush=True))
+        return 0
     if args.partition and args.write_night:
         bench = Bench(args.system, args.kind, leave_out=tuple(args.leave_out))
         stamp = now() if args.write_night == "now" else args.write_night

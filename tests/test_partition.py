@@ -8,6 +8,7 @@ import pytest
 
 from judge import partition
 from judge.partition import Cell, Fleet, NodeState
+from judge.verdict import POOL_DF_STEPS, Prior, qn_variance_moments
 
 KEY = {"test": "host_bandwidth", "case": "", "environ": "gnu", "system": "s", "partition": "p"}
 
@@ -285,3 +286,50 @@ def test_a_node_behind_while_another_process_used_its_gpus_is_contended_not_drai
     )
     # A contention on a path the node is not behind on changes nothing.
     assert partition.contend(result, {("n2", "copy"): "pid 7"}).drain() == sorted(["n1", "n3"])
+
+
+def test_the_accepted_runs_spread_joins_the_kinds_prior_by_what_its_runs_are_worth():
+    kind = Prior(0.01**2, 3)
+    mean, worth = qn_variance_moments(9)
+    joined = partition.with_history(kind, 0.08, 9)
+    assert joined.df == max(s for s in POOL_DF_STEPS if s <= 3 + worth)
+    assert joined.variance == pytest.approx((3 * 0.01**2 + worth * 0.08**2 / mean) / (3 + worth))
+    # Ten runs or more: their MAD, worth its efficiency's share of n - 1.
+    assert partition.with_history(Prior(0.0, 0), 0.05, 21).df == 6  # 0.37 x 20 = 7.4, rounded down to a step
+    for spread, runs in ((np.nan, 9), (0.0, 9), (0.05, 1), (0.05, np.nan)):  # nothing measured: the kind's alone
+        assert partition.with_history(kind, spread, runs) == kind
+
+
+def _mixed(nodes, spreads, rng, label="node", moves=None):
+    """table()'s, each path with its own spread between nodes (or runs): one
+    kind of path whose members spread unlike each other, as small copies do."""
+    moves = moves or {}
+    parts = [
+        table(nodes, [p], rng, noise=s, moves={k: v for k, v in moves.items() if k[1] == p}, label=label)
+        for p, s in spreads.items()
+    ]
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_eight_nodes_name_one_half_as_fast_on_a_wide_path_where_the_accepted_runs_say_how_wide():
+    """Eleven paths spread 1% between nodes and eleven 8%, of one kind: the
+    kind's prior is weak (its members unlike), so seven others' Qn alone
+    left a node at half speed on a wide path unnamed in 2 of these 12
+    partitions; with the path's spread between nine accepted runs joining
+    the prior it is named in each, and partitions with nothing planted stay
+    quiet."""
+    spreads = {**{f"tight{k:02d}": 0.01 for k in range(11)}, **{f"wide{k:02d}": 0.08 for k in range(11)}}
+    nodes = [f"n{k}" for k in range(8)]
+    named = quiet = 0
+    for seed in range(12):
+        rng = np.random.default_rng(seed)
+        tonight = _mixed(nodes, spreads, rng, moves={("n1", "wide05"): 0.5})
+        accepted = _mixed([f"r{k}" for k in range(9)], spreads, rng, label="run")
+        faults = partition.judge(partition.levels(tonight, accepted)).faults()
+        named += list(zip(faults["node"], faults["path"])) == [("n1", "wide05")]
+    for seed in range(100, 130):
+        rng = np.random.default_rng(seed)
+        tonight, accepted = _mixed(nodes, spreads, rng), _mixed([f"r{k}" for k in range(9)], spreads, rng, label="run")
+        quiet += partition.judge(partition.levels(tonight, accepted)).faults().empty
+    assert named == 12
+    assert quiet >= 27, quiet

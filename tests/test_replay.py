@@ -183,3 +183,19 @@ def test_power_reads_the_bench_where_the_kind_has_nights_to_replay():
     table = power.bench_sweep("hopper-vm", H100, [0.25], nights=2, paths=paths, bench=bench())
     assert set(table.columns) == {"path", "bench_nights", "bench_false", "bench_power_25"}
     assert list(table["bench_power_25"]) == [1.0, 1.0]
+
+
+def test_eight_of_the_committed_nights_as_one_partition_name_a_node_slowed_on_a_path_they_agree_on():
+    """Partitions of eight committed single-H100 nights (each a node), one
+    slowed on a path: on the copy engine's d2h host link, spread 0.2% between
+    the nights, a quarter slower is named in every one; on pinned
+    device-to-host small copies, spread 8%, half as fast is (the path's
+    spread between the accepted runs joins the prior: seven others' Qn alone
+    left it unnamed in one of five). Unslowed, the node is named on neither."""
+    table = replay.partition_power(
+        bench(), 8, draws=6, paths=["host link d2h of GPU 0, ce", "small copies d2h of GPU 0, pinned"]
+    ).set_index("path")
+    assert table.loc["host link d2h of GPU 0, ce", "between_nodes_pct"] < 1
+    assert (table["named_at_1"] == 0).all()
+    assert table.loc["host link d2h of GPU 0, ce", "named_at_0.75"] == 6
+    assert (table["named_at_0.5"] == 6).all()
