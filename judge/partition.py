@@ -63,12 +63,12 @@ from judge.verdict import (
     CV_FLOOR,
     MIN_RUNS,
     MIN_SPREAD,
-    POOL_DF_STEPS,
     Prior,
     fit_priors,
     holm,
     moderated,
     null_distribution,
+    pool_step,
     qn_scale,
     qn_variance_moments,
 )
@@ -381,13 +381,14 @@ def _moderated(
 
 def with_history(prior: Prior, spread: float, runs: float) -> Prior:
     """A path's prior joined by its accepted runs' spread between them (the
-    nightly's Pool does so for a kind's few runs): their robust variance made
-    mean-unbiased and weighed by what it is worth (Qn² of n runs:
-    verdict.qn_variance_moments; the MAD of MAD_FROM runs or more: its
-    efficiency's share of n - 1), the weight rounded down to a step of
-    verdict.POOL_DF_STEPS (fewer nulls to simulate, never more weight than
-    measured). The accepted runs of single nodes spread by their nights as
-    well as their nodes: a prior no tighter than tonight's siblings."""
+    nightly's Pool does so for a kind's few runs): their robust variance
+    weighed by what it is worth (Qn² of n runs, made mean-unbiased:
+    verdict.qn_variance_moments; the MAD of MAD_FROM runs or more, its
+    square taken as unbiased: its efficiency's share of n - 1), the weight
+    rounded down to a step (verdict.pool_step: fewer nulls to simulate,
+    never more weight than measured) and never below the kind's own. The
+    accepted runs of single nodes spread by their nights as well as their
+    nodes: a prior no tighter than tonight's siblings."""
     runs = int(runs) if np.isfinite(runs) else 0
     if runs < 2 or not np.isfinite(spread) or spread <= 0:
         return prior
@@ -396,10 +397,8 @@ def with_history(prior: Prior, spread: float, runs: float) -> Prior:
     else:
         mean, worth = qn_variance_moments(runs)
     weight = prior.df + worth
-    steps = [step for step in POOL_DF_STEPS if step <= weight]
-    if not steps:
-        return prior
-    return Prior((prior.df * prior.variance + worth * spread**2 / mean) / weight, steps[-1])
+    variance = (prior.df * prior.variance + worth * spread**2 / mean) / weight
+    return Prior(variance, max(prior.df, pool_step(weight)))
 
 
 def _simulated_p(t: float, n: int, prior_df: int = 0) -> float:

@@ -440,8 +440,14 @@ def _pooled(members: dict[tuple, list[tuple[float, int, tuple]]]) -> dict[tuple,
         dof = sum(per_kind.values())
         if dof >= POOL_DF_STEPS[0]:
             variance = sum(w * v for w, v in zip(weights, unbiased)) / sum(weights)
-            found[key] = Prior(variance, max(step for step in POOL_DF_STEPS if step <= dof))
+            found[key] = Prior(variance, pool_step(dof))
     return found
+
+
+def pool_step(dof: float) -> int:
+    """A pooled prior's weight: its degrees of freedom rounded down to a step
+    of POOL_DF_STEPS (0 below the first)."""
+    return max((step for step in POOL_DF_STEPS if step <= dof), default=0)
 
 
 _ONE_OF_MANY = re.compile(r"(GPU |gpu|device=|peer=)\d+")

@@ -302,7 +302,7 @@ def runs_sweep(
     for count, how in plans:
         seen: dict[str, list[float]] = {}
         target: dict[str, list[float]] = {}
-        for _ in range(nights if how == "simulated" or len(stamps) > count else 0):
+        for _ in range(_nights_of(how, nights, count, len(stamps))):
             base, night = (
                 _replayed_draw(table, stamps, count, rng) if how == "replayed" else model.baseline_and_night(rng, count)
             )
@@ -325,6 +325,12 @@ def runs_sweep(
     return pd.DataFrame(rows, columns=["path", "runs", "how", "nights", "seen_95_pct", "target_pct"])
 
 
+def _nights_of(how: str, nights: int, count: int, runs: int) -> int:
+    """How many nights runs_sweep draws of a kind: a replayed baseline of
+    `count` runs needs one of the `runs` left over to be tonight."""
+    return nights if how == "simulated" or runs > count else 0
+
+
 def complete_runs(table: pd.DataFrame) -> list[str]:
     """The runs of `table` that measured every judged path of it, by stamp."""
     rows = judged_rows(table)
@@ -344,8 +350,9 @@ def _replayed_draw(
 
 def runs_summary(result: pd.DataFrame) -> pd.DataFrame:
     """runs_sweep's table, a row per path: the smallest move seen in 95% of
-    nights with each count of runs (replayed where the kind had runs to
-    replay, else simulated: marked *), and the target with the fewest."""
+    nights with each count of runs (replayed where some replayed night judged
+    the path with so many runs, else simulated: marked *), and the target
+    with the fewest."""
     best = result.sort_values("how").drop_duplicates(["path", "runs"])  # 'replayed' sorts before 'simulated'
     cells = best.assign(
         cell=[_seen_words(v) + ("*" if how == "simulated" else "") for v, how in zip(best["seen_95_pct"], best["how"])]
@@ -404,7 +411,9 @@ def add_parsers(sub) -> None:
     parser.add_argument(
         "--move", type=float, nargs="+", default=[10.0], help="the planted moves, percent worse (default 10)"
     )
-    parser.add_argument("--nights", type=int, default=30, help="simulated nights per path (default 30)")
+    parser.add_argument(
+        "--nights", type=_count, default=30, help="simulated nights per path (default 30; with --runs, of each kind)"
+    )
     parser.add_argument(
         "--bench-nights",
         type=int,
@@ -413,18 +422,27 @@ def add_parsers(sub) -> None:
     )
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--csv", help="write the table here")
-    parser.add_argument(
+    instead = parser.add_mutually_exclusive_group()
+    instead.add_argument(
         "--spreads", action="store_true", help="instead: each path's spread between runs (medians, best samples)"
     )
-    parser.add_argument(
+    instead.add_argument(
         "--runs",
         type=_run_count,
         nargs="+",
         metavar="N",
         help="instead: each path's smallest move seen in 95%% of nights judged against N accepted runs (3 or more), "
-        "drawn from the kind's real runs where it has more than N, and simulated (--nights of each)",
+        "drawn from the kind's real runs where it has more than N, and simulated (--nights of each; --move and "
+        "--bench-nights do not apply)",
     )
     parser.set_defaults(func=power)
+
+
+def _count(text: str) -> int:
+    """--nights N: one night or more."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count of one night or more")
+    return int(text)
 
 
 def _run_count(text: str) -> int:
@@ -445,7 +463,7 @@ def runs_power(args) -> int:
     print(
         f"the kind's real runs that measured every path: {len(complete_runs(table))} of {table['run'].nunique()} "
         f"(accepted and committed nights); per count of runs, "
-        f"{args.nights} nights of each kind (* simulated: the kind had no run left to replay)"
+        f"{args.nights} nights of each kind (* simulated: no replayed night judged the path with so many runs)"
     )
     for (count, how), rows in result.groupby(["runs", "how"]):
         within = int((rows["seen_95_pct"] <= rows["target_pct"]).sum())

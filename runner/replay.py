@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -378,16 +379,19 @@ def as_partition(bench: Bench, alpha: float = 0.05) -> partition.Partition:
     its stamp) by the partition's judge, against the same accepted runs. A
     harsher test than a real partition's: these nodes did not share an hour."""
     tonight = _node_table({stamp: night for stamp, night in bench.nights.items()})
+
+    def own_reruns(flagged: list[tuple[str, str]]) -> pd.DataFrame | None:
+        """Each flagged night's own committed rerun, where it had one."""
+        stamps = sorted({stamp for stamp, _ in flagged if stamp in bench.reruns})
+        return _node_table({stamp: bench.reruns[stamp] for stamp in stamps}) if stamps else None
+
+    return _partition_judged(tonight, _accepted_values(bench), alpha, own_reruns)
+
+
+def _accepted_values(bench: Bench) -> pd.DataFrame:
+    """The bench's accepted runs as the partition's judge takes them (run_values with paths)."""
     masks = accepted_masks(bench.base, bench.system, bench.accepted)
-    past = verdict.attach_paths(verdict.run_values(bench.base, masks, physical=True))
-    first = partition.judge(partition.levels(tonight, past), alpha)
-    # Confirmed as the partition's nightly confirms: each flagged night by its own committed rerun, where it had one.
-    flagged = [stamp for stamp in first.faults()["node"].unique() if stamp in bench.reruns]
-    if not flagged:
-        return first
-    rerun = _node_table({stamp: bench.reruns[stamp] for stamp in flagged})
-    second = partition.judge(partition.levels(partition.with_rerun(tonight, rerun), past), alpha)
-    return partition.confirm(first, second, partition.measured_pairs(rerun))
+    return verdict.attach_paths(verdict.run_values(bench.base, masks, physical=True))
 
 
 def _node_table(nights: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -436,8 +440,9 @@ def partition_power(
     `draws` partitions of `nodes` of the bench's committed nights (those that
     measured every path, each a node) the one slowed on the path to that
     speed (0.5: half as fast, its rates halved and its times doubled; 1:
-    nothing planted) is named there, and in how many any other node is
-    named (and which, how often); the partition's judge as its nightly runs it, a
+    nothing planted) is named there, and in how many any other cell is
+    named (by node, how often: with nothing planted, every name); the
+    partition's judge as its nightly runs it, a
     named node confirmed by its rerun: its night's own committed rerun of
     the path, else the path's lines of another night (a fault lasts: it is
     planted again). With each path's spread between the nights (robust SD
@@ -447,8 +452,7 @@ def partition_power(
         raise ValueError(f"{len(nights)} committed nights measured every path: too few for {nodes} nodes")
     tonight = _node_table(nights)
     reruns = _node_table({s: r for s, r in bench.reruns.items() if s in nights}) if bench.reruns else tonight.iloc[:0]
-    masks = accepted_masks(bench.base, bench.system, bench.accepted)
-    past = verdict.attach_paths(verdict.run_values(bench.base, masks, physical=True))
+    past = _accepted_values(bench)
     between = partition.levels(tonight).siblings.apply(lambda c: partition.robust_sd(c.dropna().to_numpy()))
     rng = np.random.default_rng(seed)
     stamps = sorted(nights)
@@ -479,34 +483,42 @@ def partition_power(
                     night, past, bench.alpha, lambda flagged, fault=fault: _rerun(flagged, fault)
                 )
                 faults = set(zip(result.faults()["node"], result.faults()["path"]))
+                planted = {(chosen[0], path)} if speed < 1 else set()  # unslowed, every name is a false one
                 named += (chosen[0], path) in faults
-                wrong = {node for node, _ in faults if node != chosen[0]}
+                wrong = {node for node, _ in faults - planted}
                 others += bool(wrong)
                 who.update(wrong)
             row[f"named_at_{speed:g}"] = named
             row[f"others_named_at_{speed:g}"] = others
-            row[f"others_at_{speed:g}"] = " ".join(f"{node}x{n}" for node, n in sorted(who.items()))
+            row[f"others_at_{speed:g}"] = dict(sorted(who.items()))
         rows.append(row)
     return pd.DataFrame(rows)
 
 
+#: The issue's lines for a partition of eight: (speed, share of partitions, the paths held to it: spread under %).
+PARTITION_LINES = ((0.5, 1.0, math.inf), (0.75, 0.95, 5.0))
+
+
 def measure_partition_power(table: pd.DataFrame, out=print) -> None:
-    """What docs/verdict.md says of partition_power's table: per path, and the counts against the issue's lines."""
+    """What docs/verdict.md says of partition_power's table: per path, each
+    of the issue's lines it was measured for, and the false names."""
     with pd.option_context("display.width", 250, "display.max_colwidth", 80):
         out(table.round(1).to_string(index=False))
-    draws = int(table["draws"].max())
-    half = int((table["named_at_0.5"] == table["draws"]).sum())
-    tight = table[table["between_nodes_pct"] < 5]
-    quarter = int((tight["named_at_0.75"] >= 0.95 * tight["draws"]).sum())
-    out(f"half as fast named in every one of {draws} partitions: {half} of {len(table)} paths")
-    out(f"a quarter slower named in 95% or more: {quarter} of the {len(tight)} paths spread under 5% between nodes")
-    named: Counter[str] = Counter()
-    for cell in table["others_at_1"]:
-        named.update({node: int(n) for node, n in (word.rsplit("x", 1) for word in cell.split())})
-    out(
-        f"nothing planted, a node named: in {int(table['others_named_at_1'].sum())} of {int(table['draws'].sum())} "
-        f"partitions ({', '.join(f'{node} in {n}' for node, n in named.most_common()) or 'none'})"
-    )
+    for speed, share, spread in PARTITION_LINES:
+        if f"named_at_{speed:g}" not in table.columns:
+            continue
+        held = table[table["between_nodes_pct"] < spread]
+        met = int((held[f"named_at_{speed:g}"] >= share * held["draws"]).sum())
+        which = "" if math.isinf(spread) else f" of those spread under {spread:g}% between nodes"
+        often = "every partition" if share == 1 else f"{share:.0%} of partitions or more"
+        out(f"a node at {speed:g} of its speed named in {often}: on {met} of {len(held)} paths{which}")
+    if "others_at_1" in table.columns:
+        named = sum((Counter(cell) for cell in table["others_at_1"]), Counter())
+        who = ", ".join(f"{node} in {count}" for node, count in named.most_common()) or "none"
+        out(
+            f"nothing planted, a node named: in {int(table['others_named_at_1'].sum())} of "
+            f"{int(table['draws'].sum())} partitions ({who})"
+        )
 
 
 def _slowed(table: pd.DataFrame, fault: tuple[str, str, float]) -> pd.DataFrame:
@@ -521,12 +533,14 @@ def _slowed(table: pd.DataFrame, fault: tuple[str, str, float]) -> pd.DataFrame:
 
 
 def _partition_judged(night: pd.DataFrame, past: pd.DataFrame, alpha: float, rerun_of) -> partition.Partition:
-    """A partition's night judged, its named cells confirmed by `rerun_of(flagged cells)`."""
+    """A partition's night judged, its named cells confirmed as the
+    partition's nightly confirms them, by `rerun_of(flagged cells)` (None:
+    nothing measured again, the cells stand unconfirmed)."""
     first = partition.judge(partition.levels(night, past), alpha)
     faults = first.faults()
-    if faults.empty:
+    rerun = None if faults.empty else rerun_of(list(zip(faults["node"], faults["path"])))
+    if rerun is None:
         return first
-    rerun = rerun_of(list(zip(faults["node"], faults["path"])))
     again = partition.judge(partition.levels(partition.with_rerun(night, rerun), past), alpha)
     return partition.confirm(first, again, partition.measured_pairs(rerun))
 
@@ -607,9 +621,14 @@ def main(argv=None) -> int:
         "results/nightly/SYSTEM/, its page included",
     )
     args = parser.parse_args(argv)
-    if args.partition_power:
+    if args.partition_power is not None:
+        if args.partition_power < 3 or args.per_path < 1:
+            parser.error("--partition-power needs 3 nodes or more (two have no siblings), --per-path 1 or more")
         bench = Bench(args.system, args.kind, leave_out=tuple(args.leave_out))
-        table = partition_power(bench, args.partition_power, draws=args.per_path, seed=args.seed)
+        try:
+            table = partition_power(bench, args.partition_power, draws=args.per_path, seed=args.seed)
+        except ValueError as err:
+            parser.error(f"--partition-power {args.partition_power}: {err}")
         print(f"# {args.system}, {args.kind}: partitions of {args.partition_power} of its committed nights")
         measure_partition_power(table, out=lambda line: print(line, flush=True))
         return 0

@@ -64,8 +64,15 @@ def test_a_command_the_suite_does_not_have_is_a_usage_error():
     assert "suite: no command 'nigthly' (did you mean nightly?)" in done.stderr
 
 
-@pytest.mark.parametrize("count", ["2", "three"])
-def test_a_baseline_too_small_to_judge_by_is_a_usage_error_naming_runs(count):
-    done = suite("power", "--runs", count)
-    assert done.returncode == 3
-    assert f"argument --runs: '{count}' is not a count of three runs or more" in done.stderr
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--runs", "2"], "argument --runs: '2' is not a count of three runs or more"),
+        (["--runs", "three"], "argument --runs: 'three' is not a count of three runs or more"),
+        (["--runs", "3", "--nights", "0"], "argument --nights: '0' is not a count of one night or more"),
+        (["--runs", "3", "--spreads"], "argument --spreads: not allowed with argument --runs"),
+    ],
+)
+def test_a_power_table_that_could_judge_nothing_is_a_usage_error_naming_its_option(args, words):
+    done = suite("power", *args)
+    assert done.returncode == 3 and words in done.stderr

@@ -8,7 +8,7 @@ import pytest
 
 from judge import partition
 from judge.partition import Cell, Fleet, NodeState
-from judge.verdict import POOL_DF_STEPS, Prior, qn_variance_moments
+from judge.verdict import Prior
 
 KEY = {"test": "host_bandwidth", "case": "", "environ": "gnu", "system": "s", "partition": "p"}
 
@@ -290,12 +290,15 @@ def test_a_node_behind_while_another_process_used_its_gpus_is_contended_not_drai
 
 def test_the_accepted_runs_spread_joins_the_kinds_prior_by_what_its_runs_are_worth():
     kind = Prior(0.01**2, 3)
-    mean, worth = qn_variance_moments(9)
+    # Nine runs: Qn² worth 4.4 degrees (made unbiased by its mean, 1.17): 7.4 in all, a prior of 6.
     joined = partition.with_history(kind, 0.08, 9)
-    assert joined.df == max(s for s in POOL_DF_STEPS if s <= 3 + worth)
-    assert joined.variance == pytest.approx((3 * 0.01**2 + worth * 0.08**2 / mean) / (3 + worth))
-    # Ten runs or more: their MAD, worth its efficiency's share of n - 1.
-    assert partition.with_history(Prior(0.0, 0), 0.05, 21).df == 6  # 0.37 x 20 = 7.4, rounded down to a step
+    assert joined.df == 6
+    assert joined.variance == pytest.approx((3 * 0.01**2 + 4.44 * 0.08**2 / 1.169) / 7.44, rel=0.01)
+    assert 0.01**2 < joined.variance < 0.08**2
+    # Ten runs or more: their MAD, worth its efficiency's share of n - 1 (0.37 x 20 = 7.4: a prior of 6).
+    assert partition.with_history(Prior(0.0, 0), 0.05, 21) == Prior(pytest.approx(0.05**2), 6)
+    # Rounded down to a step, never below the kind's own weight: 11 + 0.8 for three runs stays 11.
+    assert partition.with_history(Prior(0.02**2, 11), 0.05, 3).df == 11
     for spread, runs in ((np.nan, 9), (0.0, 9), (0.05, 1), (0.05, np.nan)):  # nothing measured: the kind's alone
         assert partition.with_history(kind, spread, runs) == kind
 

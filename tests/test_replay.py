@@ -197,5 +197,8 @@ def test_eight_of_the_committed_nights_as_one_partition_name_a_node_slowed_on_a_
     ).set_index("path")
     assert table.loc["host link d2h of GPU 0, ce", "between_nodes_pct"] < 1
     assert (table["named_at_1"] == 0).all()
+    # Unslowed, every name is a false one: counted among the others, by node, at most once a partition.
+    assert (table["others_named_at_1"] >= table["named_at_1"]).all()
+    assert all(max(cell.values(), default=0) <= 6 for cell in table["others_at_1"])
     assert table.loc["host link d2h of GPU 0, ce", "named_at_0.75"] == 6
     assert (table["named_at_0.5"] == 6).all()
