@@ -137,3 +137,12 @@ def finished_runs(system: str, drills: bool = False, kind: str | None = None, pa
     if kind is not None:
         found = [run for run in found if kind_of_run(system, run) == kind]
     return sorted(found, key=lambda r: r["start"])
+
+
+def nights_outside(system: str, accepted: dict, leave_out: tuple[str, ...] = ()) -> list[dict]:
+    """The nights of the accepted runs' kind that finished outside them and
+    `leave_out` (no drill, no partition's night), oldest first: the nights the
+    judge's test bench replays and a kind's power draws on beside its
+    accepted runs."""
+    kept = {run["stamp"] for run in accepted["runs"]} | set(leave_out)
+    return [run for run in finished_runs(system, kind=accepted["kind"]) if run["stamp"] not in kept]

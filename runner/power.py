@@ -48,7 +48,7 @@ from experiments.progress import Progress
 from judge import verdict
 from judge.select import accepted_masks
 from reports.load import load
-from reports.runs import PERFLOGS, finished_runs, read_accepted, read_baselines, selected_system
+from reports.runs import PERFLOGS, nights_outside, read_accepted, read_baselines, selected_system
 from runner import nightly
 
 
@@ -87,8 +87,7 @@ def kind_runs_table(system: str, kind: str | None = None) -> pd.DataFrame:
     partition's night: the test bench's nights, runner/replay.py), their run
     medians with paths, by run stamp."""
     accepted = _accepted(system, kind)
-    stamps = {run["stamp"] for run in accepted["runs"]}
-    nights = [run for run in finished_runs(system, kind=accepted["kind"]) if run["stamp"] not in stamps]
+    nights = nights_outside(system, accepted)
     frame = load([PERFLOGS / system], warn=None).frame
     masks = accepted_masks(frame, system, {"runs": [*accepted["runs"], *nights]})
     return verdict.attach_paths(verdict.run_values(frame, masks))
@@ -438,18 +437,19 @@ def add_parsers(sub) -> None:
     parser.set_defaults(func=power)
 
 
-def _count(text: str) -> int:
-    """--nights N: one night or more."""
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a count of one night or more")
-    return int(text)
+def _at_least(least: int, words: str):
+    """An argparse type: a whole count of `least` or more (`words`: that least in words)."""
+
+    def count(text: str) -> int:
+        if not text.isdigit() or int(text) < least:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a count of {words} or more")
+        return int(text)
+
+    return count
 
 
-def _run_count(text: str) -> int:
-    """--runs N: a baseline the nightly judges by (three runs or more, as `accept` asks)."""
-    if not text.isdigit() or int(text) < 3:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a count of three runs or more")
-    return int(text)
+#: --nights N: one night or more; --runs N: a baseline the nightly judges by (three runs or more, as `accept` asks).
+_count, _run_count = _at_least(1, "one night"), _at_least(3, "three runs")
 
 
 def runs_power(args) -> int:

@@ -32,7 +32,7 @@ import pandas as pd
 from judge import partition, verdict
 from judge.select import accepted_masks, run_rows
 from reports.load import load
-from reports.runs import NIGHTLY_DIR, PERFLOGS, finished_runs, now, read_accepted
+from reports.runs import NIGHTLY_DIR, PERFLOGS, nights_outside, now, read_accepted
 from runner import nightly
 from runner import partition as runner_partition
 from runner.upgrade import UPGRADES
@@ -76,15 +76,12 @@ class Bench:
             raise ValueError(f"no accepted runs of {system} on {kind}")
         frame = load([PERFLOGS / system], warn=None).frame
         frame = frame[frame["source"].str.endswith(".log")]
-        accepted = {r["stamp"] for r in self.accepted["runs"]}
         self.base = frame[run_rows(frame, system, self.accepted["runs"])]
         # What every replayed night is judged against, made once as the nightly makes it.
         self.base_values = nightly.accepted_values(self.base, system, self.accepted)
         self.pool = nightly.others_pool(frame, system, self.accepted)  # every kind's runs, not this one's alone
         self.nights, self.reruns = {}, {}
-        for run in finished_runs(system, kind=kind):
-            if run["stamp"] in accepted or run["stamp"] in leave_out:
-                continue
+        for run in nights_outside(system, self.accepted, leave_out):
             self.nights[run["stamp"]] = _with_paths(frame[run_rows(frame, system, [run])])
             if run.get("rerun"):
                 self.reruns[run["stamp"]] = _with_paths(frame[run_rows(frame, system, [run["rerun"]])])
