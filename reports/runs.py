@@ -4,11 +4,14 @@ they are kept, which records a run logged, and which runs are accepted."""
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import glob
-import json
+import re
 import socket
+import sys
 from pathlib import Path
 
+from experiments.files import DamagedFile, read_json, write_json
 from experiments.roots import NIGHTLY as NIGHTLY_DIR
 from experiments.roots import PERFLOGS
 from systems import data
@@ -17,6 +20,74 @@ from systems.health import baselines_in, kind_of
 
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+#: A night's stamp as run.json ('2026-11-26T06:49:16') or its folder ('2026-11-26T064916') spells it: the
+#: only words a stamp may be, so that none names a path outside the nights' folder ('../', '/').
+STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:?\d{2}:?\d{2}")
+
+
+def checked_stamp(word: str, command: str) -> str:
+    """`word` where it is a stamp (STAMP); else a usage error (SystemExit) naming it and the form."""
+    if not STAMP.fullmatch(word):
+        shown = word if len(word) <= 60 else word[:57] + "..."
+        raise SystemExit(
+            f"{command}: {shown!r} is not a night's stamp (YYYY-MM-DDTHH:MM:SS, as the night's last line and "
+            "results/nightly/<system>/ name it)"
+        )
+    return word
+
+
+class NightState(str, enum.Enum):
+    """Where a night is, in its run.json's `state`: written when it starts and at each step after, so that a
+    night killed at any point is told from one that ended. A run.json without a state (the nights before
+    it was kept) ended where it has a start and an end."""
+
+    RUNNING = "running"  # started; a night killed by SIGKILL or a power cut stays so
+    STOPPED = "stopped"  # interrupted (SIGINT, SIGTERM) and saved as such: `stopped` says by what and when
+    DONE = "done"  # its verdict written
+
+
+def night_complete(run: dict) -> bool:
+    """Whether a night ended with what it measured whole: its verdict written (NightState.DONE), or, for a
+    night from before states were kept, its checks' window closed."""
+    state = run.get("state")
+    if state is None:
+        return bool(run.get("start") and run.get("end"))
+    return state == NightState.DONE
+
+
+def incomplete_why(run: dict) -> str:
+    """Why a night is incomplete, in words: stopped by what and while doing what, or killed (no state saved)."""
+    stopped = run.get("stopped") or {}
+    if run.get("state") == NightState.STOPPED:
+        return f"stopped by {stopped.get('by', 'a signal')} during {stopped.get('during', 'the night')}"
+    return f"killed during {run.get('phase', 'the night')} (run.json still says {run.get('state', 'running')!r})"
+
+
+#: How far ahead of this machine's clock a night's stamp may be before it is named as from the future (a
+#: node's clock a few minutes off is ordinary; a month is a clock set wrong).
+CLOCK_SLACK = dt.timedelta(minutes=10)
+
+
+def in_the_future(stamp: str, at: str | None = None) -> bool:
+    """Whether a night's stamp is later than now (`at`, by default this machine's clock) by CLOCK_SLACK."""
+    when = dt.datetime.fromisoformat(stamp.replace("Z", ""))
+    return when - dt.datetime.fromisoformat(at or now()) > CLOCK_SLACK
+
+
+def read_run(path: Path) -> dict | None:
+    """A night's run.json, or None, with a warning naming it, where it is damaged (one damaged night never
+    stops the pages or the next night)."""
+    try:
+        run = read_json(path)
+    except DamagedFile as err:
+        print(f"warning: {err}: that night is left out", file=sys.stderr)
+        return None
+    if not isinstance(run, dict) or not run.get("stamp"):
+        print(f"warning: {path}: damaged (no night's record: no stamp): that night is left out", file=sys.stderr)
+        return None
+    return run
 
 
 def selected_system(explicit: str | None) -> str:
@@ -37,7 +108,10 @@ def read_baselines(system: str) -> dict[str, dict]:
     path = accepted_file(system)
     if not path.exists():
         return {}
-    baselines = baselines_in(json.loads(path.read_text()))
+    record = read_json(path)
+    if not isinstance(record, dict) or not isinstance(record.get("kinds", record.get("runs", [])), (dict, list)):
+        raise DamagedFile(path, "not a baseline: no kinds of node and their runs")
+    baselines = baselines_in(record)
     return {kind: {"system": system, "kind": kind, **baseline} for kind, baseline in baselines.items()}
 
 
@@ -63,7 +137,7 @@ def write_baseline(system: str, baseline: dict) -> Path:
     }
     path = accepted_file(system)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"system": system, "kinds": kinds}, indent=1) + "\n")
+    write_json(path, {"system": system, "kinds": kinds})
     return path
 
 
@@ -76,7 +150,7 @@ def fact_files(outdir: Path) -> list[Path]:
 
 def node_facts_of(outdir: Path) -> list[dict]:
     """The node facts the health checks of a nightly run recorded (fact_files)."""
-    return [json.loads(path.read_text()) for path in fact_files(outdir)]
+    return [read_json(path) for path in fact_files(outdir)]
 
 
 def kind_of_run(system: str, run: dict) -> str | None:
@@ -88,14 +162,22 @@ def kind_of_run(system: str, run: dict) -> str | None:
     return kind_of(facts[0]) if facts else None
 
 
-def find_run(system: str, stamp: str) -> tuple[Path, dict]:
-    outdir = NIGHTLY_DIR / system / stamp.replace(":", "")
+def find_run(system: str, stamp: str, command: str = "accept") -> tuple[Path, dict]:
+    """The folder and run.json of the night `stamp` of `system`: only a stamp (checked_stamp), only inside
+    results/nightly/<system>/; a usage error (SystemExit) naming what is missing or damaged."""
+    outdir = NIGHTLY_DIR / system / checked_stamp(stamp, command).replace(":", "")
     path = outdir / "run.json"
     if not path.exists():
         elsewhere = sorted(p.parent.parent.name for p in NIGHTLY_DIR.glob(f"*/{glob.escape(outdir.name)}/run.json"))
         hint = f": it is a night of {', '.join(elsewhere)} (--system {elsewhere[0]})" if elsewhere else ""
-        raise SystemExit(f"accept: no nightly run {stamp} of {system} ({path} is missing){hint}")
-    return outdir, json.loads(path.read_text())
+        raise SystemExit(f"{command}: no nightly run {stamp} of {system} ({path} is missing){hint}")
+    try:
+        run = read_json(path)
+    except DamagedFile as err:
+        raise SystemExit(f"{command}: {err}") from None
+    if run.get("system", system) != system:
+        raise SystemExit(f"{command}: {path} is a night of {run['system']}, not {system}")
+    return outdir, run
 
 
 #: What `./suite rejudge` last concluded of a night (runner/accept.py), in its folder beside run.json:
@@ -111,7 +193,11 @@ def as_last_judged(outdir: Path, run: dict) -> dict:
     path = outdir / REJUDGED
     if run.get("nodes") or not path.exists():
         return run
-    again = json.loads(path.read_text())
+    try:
+        again = read_json(path)
+    except DamagedFile as err:
+        print(f"warning: {err}: the night's own verdict is shown", file=sys.stderr)
+        return run
     ran = {key: run.get(key) for key in ("exit", "meaning", "unjudged_reasons")}
     now = {key: again.get(key) for key in ran}
     return {**run, **now, "rejudged": again["when"], "as_ran": ran}
@@ -123,16 +209,17 @@ def verdict_words(run: dict) -> str:
 
 
 def finished_runs(system: str, drills: bool = False, kind: str | None = None, partitions: bool = False) -> list[dict]:
-    """Every nightly run of the system that finished, oldest first; a drill
+    """Every nightly run of the system that finished (night_complete: not one killed or stopped, nor one
+    whose run.json is damaged), oldest first; a drill
     (a fault planted on purpose, `nightly --drill`) only if asked for: it is
     no night of the node's history; of one kind of node where `kind` says;
     a partition's night (several nodes in one window) only if asked for."""
     found = []
     for path in sorted((NIGHTLY_DIR / system).glob("*/run.json")):
-        run = json.loads(path.read_text())
-        if run.get("nodes") and not partitions:
+        run = read_run(path)
+        if run is None or (run.get("nodes") and not partitions):
             continue
-        if run.get("start") and run.get("end") and (drills or not run.get("drill")):
+        if night_complete(run) and (drills or not run.get("drill")):
             found.append(run)
     if kind is not None:
         found = [run for run in found if kind_of_run(system, run) == kind]

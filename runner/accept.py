@@ -16,7 +16,6 @@ kept in accepted.json.
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ import pandas as pd
 import yaml
 
 import experiments
+from experiments.files import read_json, write_json
 from experiments.keys import CASE_KEY, NODE_FACTS, direction, format_case, parse_case
 from experiments.roots import REFERENCES, REPO
 from judge import siblings, verdict
@@ -44,7 +44,7 @@ from reports.runs import (
     selected_system,
     write_baseline,
 )
-from runner import nightly
+from runner import lock, nightly
 from systems import data
 
 #: Runs on separately started nodes that tolerances are taken from, at least.
@@ -62,7 +62,7 @@ def node_facts_of(outdirs: list[Path]) -> dict:
     facts: dict = {}
     for outdir in outdirs:
         for path in fact_files(outdir):
-            record = json.loads(path.read_text())
+            record = read_json(path)
             partition, host = record.pop("partition"), record.pop("host")
             if partition in facts and facts[partition] != record:
                 print(f"accept: warning: {path} ({host}) differs from the first node of {partition}", file=sys.stderr)
@@ -453,7 +453,7 @@ def write_rejudged(outdir: Path, status: int, result: verdict.Verdict, accepted:
         "summary": verdict.summary_line(result),
         "accepted_runs": [r["stamp"] for r in accepted["runs"]],
     }
-    (outdir / REJUDGED).write_text(json.dumps(record, indent=1) + "\n")
+    write_json(outdir / REJUDGED, record)
 
 
 def add_parsers(sub) -> None:
@@ -474,9 +474,11 @@ def add_parsers(sub) -> None:
         metavar="PCT",
         help="smallest tolerance in percent (default 3); with fewer than 3 runs, the tolerance itself",
     )
-    p.set_defaults(func=accept)
+    lock.add_wait(p)
+    p.set_defaults(func=lock.holding(accept))
     p = sub.add_parser("rejudge", help="judge earlier runs again against the baseline as it is now")
     p.add_argument("stamps", nargs="+", metavar="STAMP")
     p.add_argument("--system")
     p.add_argument("--alpha", type=float, default=0.05)
-    p.set_defaults(func=rejudge)
+    lock.add_wait(p)
+    p.set_defaults(func=lock.holding(rejudge))

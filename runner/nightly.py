@@ -38,6 +38,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -49,6 +50,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import metrics
+from experiments.files import DamagedFile, disk_problem, read_json, write_json
 from experiments.gpu_use import process_line
 from experiments.roots import REPO
 from judge import changepoints, explain, siblings, verdict
@@ -58,6 +60,7 @@ from reports.load import Loaded, load
 from reports.runs import (
     NIGHTLY_DIR,
     PERFLOGS,
+    NightState,
     kind_of_run,
     node_facts_of,
     now,
@@ -65,7 +68,7 @@ from reports.runs import (
     read_baselines,
     selected_system,
 )
-from runner import contention, histories
+from runner import contention, histories, lock, preflight
 from runner.plan import make_plan, plan_lines
 from runner.rfm import reframe_command
 from systems import data, toolkits
@@ -91,19 +94,102 @@ def reframe(
     system: str | None, report: Path, *options: str, action: str = "-r", cwd: Path = REPO, env=None, who="nightly"
 ) -> int:
     """ReFrame run (`action`: -r, or --dry-run) with its report in `report`, the command printed first;
-    its exit status. `cwd` and `env` where a partition's night needs its own (runner/partition.py)."""
+    its exit status. `cwd` and `env` where a partition's night needs its own (runner/partition.py).
+    Stopped itself (a signal, Ctrl-C), it stops ReFrame first (stop_child), so that no job outlives it."""
     cmd = reframe_command(system, "--report-file", str(report), *options, action)
     print(f"{who}: " + " ".join(cmd[3:]), flush=True)
-    return subprocess.run(cmd, cwd=cwd, env=env).returncode
+    child = subprocess.Popen(cmd, cwd=cwd, env=env)
+    try:
+        return child.wait()
+    except BaseException:
+        stop_child(child)
+        raise
+
+
+#: How long ReFrame is given to cancel its jobs and write its report once asked to stop.
+STOP_GRACE_S = 30
+
+
+def stop_child(child: subprocess.Popen) -> None:
+    """Ask a child (ReFrame) to stop as a scheduler would (SIGTERM: ReFrame cancels its jobs), then kill it
+    if it has not after STOP_GRACE_S."""
+    if child.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        child.terminate()
+    try:
+        child.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+class Stopped(BaseException):
+    """The night was asked to stop (SIGTERM from a scheduler or kill, SIGHUP, SIGINT from Ctrl-C): not an
+    error of the suite's nor a finding about the node. A BaseException, as KeyboardInterrupt is, so that no
+    `except Exception` on the way takes it for a failure."""
+
+    def __init__(self, signal_name: str):
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+@contextlib.contextmanager
+def stopped_by_signals():
+    """SIGTERM, SIGHUP and SIGINT raised as Stopped while the block runs (the night's main thread), the
+    previous handlers restored after it."""
+
+    def stop(signum, frame):
+        raise Stopped(signal.Signals(signum).name)
+
+    wanted = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    previous = {sig: signal.signal(sig, stop) for sig in wanted}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+#: The suite's own builds: their failure is the installation's, not the node's.
+BUILDS = ("SuiteBuild", "GdrCopyBuild")
+#: ReFrame's steps before a case's program runs on the node: one that fails there (a setting refused, a job
+#: the scheduler would not take) measured nothing of the node.
+BEFORE_THE_NODE = ("startup", "setup", "compile", "compile_wait", "run")
+#: What a program that could not start says (the loader, the shell): the installation's fault, not the GPU's.
+COULD_NOT_START = (
+    "error while loading shared libraries",
+    "command not found",
+    "exit code: 126",
+    "exit code: 127",
+    "No such file or directory",
+)
+
+
+def suite_cause(case: dict) -> str | None:
+    """Why a failed test case is the suite's own failure (its build failed, it was not run because of
+    that, it failed before its program reached the node, or its program could not start), in words;
+    None where it is evidence about the node (a program that ran on the GPU and failed there or measured
+    the impossible, a health fact)."""
+    name, why = case["display_name"], fail_reason(case)
+    if name.split()[0] in BUILDS:
+        return f"{name}: the suite's build failed: {why}"
+    if case["result"] == "fail_deps":
+        return f"{name}: not run, a test it depends on (the build) failed"
+    if case.get("fail_phase") in BEFORE_THE_NODE:
+        return f"{name} ({case['fail_phase']}): not run on the node: {why}"
+    if any(words in why for words in COULD_NOT_START):
+        return f"{name}: its program could not start: {why}"
+    return None
 
 
 def _classify(case: dict, found: dict) -> None:
-    """A failed test case: not run (its build failed), an impossible
-    measurement (out of the physical bounds the nightly holds references to),
-    or a check that did not measure."""
+    """A failed test case: the suite's own failure (suite_cause), an impossible measurement (out of the
+    physical bounds the nightly holds references to), or a check that did not measure."""
     name = case["display_name"]
-    if case["result"] == "fail_deps":
-        found["failed"].append(f"{name}: not run, a test it depends on (the build) failed")
+    cause = suite_cause(case)
+    if cause:
+        found["suite"].append(cause)
         return
     why = fail_reason(case)
     if case.get("fail_phase") == "performance":
@@ -117,14 +203,25 @@ def fail_reason(case: dict) -> str:
     return " ".join(str(case.get("fail_reason") or case["result"]).split())
 
 
+def no_outcomes() -> dict:
+    """The test cases of a night by outcome, none yet: passed, skipped, failed (evidence about the node)
+    and suite (the suite's own failures: not the node's, never drained)."""
+    return {"passed": [], "skipped": [], "failed": [], "suite": []}
+
+
 def outcomes(report: Path) -> dict:
-    """The test cases of a ReFrame run report by outcome: passed, skipped and
-    failed (a program did not measure, or measured the impossible)."""
-    found = {"passed": [], "skipped": [], "failed": []}
+    """The test cases of a ReFrame run report by outcome (no_outcomes); a report that is missing or cut
+    (ReFrame did not finish) is the suite's failure."""
+    found = no_outcomes()
     if not report.exists():
-        found["failed"].append(f"no run report ({report.name}): ReFrame did not finish")
+        found["suite"].append(f"no run report ({report.name}): ReFrame did not finish")
         return found
-    for run in json.loads(report.read_text()).get("runs", [])[-1:]:  # the last try of each case
+    try:
+        runs = read_json(report).get("runs", [])
+    except DamagedFile as err:
+        found["suite"].append(f"ReFrame's run report is unreadable: {err}")
+        return found
+    for run in runs[-1:]:  # the last try of each case
         for case in run["testcases"]:
             if case["result"] == "pass":
                 found["passed"].append(case["display_name"])
@@ -298,7 +395,15 @@ class Night:
 
 
 def save_run(outdir: Path, run: dict) -> None:
-    (outdir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
+    """run.json as it is now, replaced whole (a kill or a full disk leaves the last one whole)."""
+    write_json(outdir / "run.json", run)
+
+
+def enter(outdir: Path, run: dict, phase: str) -> None:
+    """The night's step from now on, saved: a night killed during it says where (reports/runs.py's
+    incomplete_why)."""
+    run["phase"] = phase
+    save_run(outdir, run)
 
 
 def confirm_by_rerun(night: Night, result: Judgement, meanwhile=None) -> Judgement:
@@ -376,6 +481,7 @@ def rerun_flagged(night: Night, key: str, why: str, result: Judgement, meanwhile
     if not selection:
         return result
     print(f"nightly: {why}: rerunning {len(selection) // 2} case(s)", flush=True)
+    enter(night.outdir, night.run, "the rerun" if key == "rerun" else "the later measure")
     window = {"start": now()}
     try:
         with alongside(meanwhile):
@@ -399,7 +505,9 @@ def rerun_flagged(night: Night, key: str, why: str, result: Judgement, meanwhile
         night.run[key] = window
         night.save()
     contention.snapshot(night.outdir, key)
-    night.found["failed"] += [f"{key}: {line}" for line in outcomes(night.outdir / f"{key}-report.json")["failed"]]
+    again = outcomes(night.outdir / f"{key}-report.json")
+    for outcome in ("failed", "suite"):
+        night.found.setdefault(outcome, []).extend(f"{key}: {line}" for line in again.get(outcome, []))
     night.frame = load([PERFLOGS / night.system], warn=None).frame
     return judged_with_rerun(night.frame, night.system, night.accepted, night.run, night.alpha)
 
@@ -572,13 +680,82 @@ def nightly(args) -> int:
         return UNJUDGED
     stamp = now()
     outdir = NIGHTLY_DIR / system / stamp.replace(":", "")
-    outdir.mkdir(parents=True, exist_ok=True)
-    run = {"system": system, "stamp": stamp, "start": stamp}
+    run = {"system": system, "stamp": stamp, "start": stamp, "state": NightState.RUNNING.value, "phase": "preflight"}
     if args.drill:
         run["drill"] = args.drill
         print(f"nightly: a drill ({args.drill}): judged as any night, and no night of later nights' history")
-    os.environ[metrics.NIGHT_VARIABLE] = stamp  # a label of every record sent to a metrics endpoint
+    blocking = preflight.problems(data.load_all()[system], [outdir.parent, PERFLOGS / system, REPO / "stage"])
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+        save_run(outdir, run)  # a night killed from now on reads as incomplete, never as judged
+    except OSError as err:
+        blocking.append(disk_problem(err) or f"cannot write {outdir}: {err}")
+    if blocking:
+        return not_judged_by_the_suite(outdir, run, blocking)
+    stop = None
+    with stopped_by_signals():
+        try:
+            return measured_and_judged(args, system, run, outdir)
+        except Stopped as err:
+            stop = err.signal_name
+        except OSError as err:  # a disk filled or turned read-only while the night wrote
+            why = disk_problem(err)
+            if why is None:
+                raise
+            return not_judged_by_the_suite(outdir, run, [why])
+    return stopped(outdir, run, stop)
 
+
+def not_judged_by_the_suite(outdir: Path, run: dict, causes: list[str]) -> int:
+    """A night the suite itself could not run or finish (its preflight, a full disk): exit 3, each cause
+    named and kept in run.json (where it can still be written), nothing drained."""
+    run.update(
+        state=NightState.DONE.value,
+        exit=UNJUDGED,
+        meaning=MEANING[UNJUDGED],
+        unjudged_reasons=["suite-error"],
+        suite_errors=causes,
+        drain=[],
+        end=run.get("end") or now(),
+    )
+    for cause in causes:
+        print(f"nightly: SUITE ERROR: {cause}", file=sys.stderr)
+    with contextlib.suppress(OSError):
+        save_run(outdir, run)
+        (outdir / "drain.txt").write_text("")
+    print(
+        f"nightly: exit {UNJUDGED} ({MEANING[UNJUDGED]}): the suite could not run, not the node's fault, nothing "
+        f"drained: {causes[0]}"
+    )
+    return UNJUDGED
+
+
+def stopped(outdir: Path, run: dict, by: str) -> int:
+    """A night asked to stop (Stopped): ReFrame stopped with its jobs, the night saved as STOPPED with
+    what it was doing, one line, exit 3. Its perflog lines stay where they are, named by its window."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    try:
+        during = run.get("phase", "the night")
+        run.update(state=NightState.STOPPED.value, stopped={"by": by, "during": during, "at": now()})
+        run.setdefault("end", run["stopped"]["at"])
+        with contextlib.suppress(OSError):
+            save_run(outdir, run)
+        print(
+            f"nightly: stopped by {by} during {during}: not judged (exit {UNJUDGED}), nothing drained; what it "
+            f"measured stays in perflogs/{run['system']}, its window in {outdir / 'run.json'}",
+            flush=True,
+        )
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return UNJUDGED
+
+
+def measured_and_judged(args, system: str, run: dict, outdir: Path) -> int:
+    """The night itself: health, the checks, the verdict, its reruns, run.json, drain.txt and the pages;
+    its exit status."""
+    enter(outdir, run, "health")
+    os.environ[metrics.NIGHT_VARIABLE] = run["stamp"]  # a label of every record sent to a metrics endpoint
     health = reframe(
         system,
         outdir / "health-report.json",
@@ -589,29 +766,31 @@ def nightly(args) -> int:
         *health_options(args.reframe),
     )
     found = outcomes(outdir / "health-report.json")
-    if health != 0 and not found["failed"]:  # ReFrame failed without a failed case to show for it
-        found["failed"].append(f"health: ReFrame exited {health} (see {outdir / 'health-report.json'})")
+    if health != 0 and not found["failed"] and not found["suite"]:  # ReFrame failed, no failed case to show
+        found["suite"].append(f"health: ReFrame exited {health} (see {outdir / 'health-report.json'})")
     run["health"] = "pass" if health == 0 else "fail"
     accepted, run["kind"] = baseline_of_node(system, outdir)
     if accepted:  # what tonight is judged against, for judging it again once the kind has more accepted runs
         run["accepted_runs"] = [r["stamp"] for r in accepted.get("runs", [])]
     if health == 0:
         run["plan"] = announce_plan(system, list(as_nights(*args.reframe)))
+        enter(outdir, run, "checks")
         checks_status = reframe(system, outdir / "run-report.json", *KEEP_THE_BUILD, *as_nights(*args.reframe))
         contention.snapshot(outdir, "tonight")  # before a rerun replaces the cases' outputs
         checks = outcomes(outdir / "run-report.json")
-        if checks_status != 0 and not checks["failed"]:
-            checks["failed"].append(f"checks: ReFrame exited {checks_status} (see {outdir / 'run-report.json'})")
+        if checks_status != 0 and not checks["failed"] and not checks["suite"]:
+            checks["suite"].append(f"checks: ReFrame exited {checks_status} (see {outdir / 'run-report.json'})")
         found = {k: found[k] + checks[k] for k in found}
-        run["checks"] = "pass" if not checks["failed"] else "fail"
-    else:
+        run["checks"] = "pass" if not checks["failed"] and not checks["suite"] else "fail"
+    elif found["failed"]:
         print("nightly: the health checks failed: no performance checks on an unhealthy node", file=sys.stderr)
+    else:
+        print("nightly: the health checks could not run: no performance checks", file=sys.stderr)
     run["end"] = now()
-    # A record of the run before it is judged: a night killed while judging or rerunning can still be accepted
-    # or judged again.
-    save_run(outdir, run)
+    # A record of the run before it is judged: what it measured is whole, its verdict not yet written.
+    enter(outdir, run, "judgement")
 
-    result = records = frame = history = None
+    result = records = frame = history = night = None
     lags = pd.DataFrame(columns=siblings.COLUMNS)
     changes: list[changepoints.Change] = []
     if health == 0:
@@ -630,6 +809,7 @@ def nightly(args) -> int:
         else:
             delay = later_delay(system, args.confirm_later)
             judged = with_contention(confirm_later(night, judged, delay, meanwhile=draw, budget_s=budget), run, outdir)
+        enter(outdir, run, "judgement")
         result, lags = judged.verdict, judged.siblings
         frame = night.frame  # with the reruns' records: tonight's transients are at their reruns' level
         if result is not None:
@@ -637,13 +817,18 @@ def nightly(args) -> int:
             levels, spreads, changes = held_changes(frame, system, accepted, run, result)
             history = histories.drawn(levels, spreads, changes)  # the history page's, not computed again
     node_judged = node_facts_judged(accepted, outdir)
-    reasons = unjudged_reasons(result, node_judged, health == 0, other_kinds=bool(read_baselines(system)))
+    reasons = (["suite-error"] if found["suite"] else []) + unjudged_reasons(
+        result, node_judged, health == 0, other_kinds=bool(read_baselines(system))
+    )
     status = nightly_status(found, result, reasons, args.allow_unjudged, changes, siblings.lagging(lags))
     run["changes"] = [change.line() for change in changes]
+    if found["suite"]:
+        run["suite_errors"] = found["suite"]
     write_verdict(outdir, run, result, status, reasons, found, lags)
     write_drain(outdir, run, result, found, lags)
     send_verdict(system, run, result, changes, status)
     if records is not None and not args.no_report:
+        enter(outdir, run, "drawing")
         write_html(system, run, records, outdir, frame, result, history, lags, pages=night.pages)
     report_outcome(found, result, reasons, status, outdir, changes, lags, run)
     return status
@@ -708,8 +893,10 @@ def write_verdict(
     meaning, each path's verdict, each GPU's lag behind its siblings, and the counts."""
     run["exit"] = status
     run["meaning"] = MEANING[status]
+    run["state"] = NightState.DONE.value  # its verdict is written: the night is whole
     run["unjudged_reasons"] = reasons
     run["checks_failed"] = len(found["failed"])
+    run["suite_failed"] = len(found.get("suite", []))
     if lags is not None and not lags.empty:
         lags.drop(columns=["cases"]).to_csv(outdir / "siblings.csv", index=False)
         run["siblings"] = {
@@ -828,7 +1015,7 @@ def node_facts_judged(accepted: dict | None, outdir: Path) -> bool:
     """Whether health held every node of the run to accepted node facts of its kind."""
     if not accepted or not accepted.get("node"):
         return False
-    records = [json.loads(p.read_text()) for p in outdir.glob("node-*.json")]
+    records = [read_json(p) for p in outdir.glob("node-*.json")]
     return bool(records) and all(
         r["partition"] in accepted["node"] and same_kind(accepted["node"][r["partition"]], r) for r in records
     )
@@ -913,6 +1100,8 @@ def report_outcome(
     run = run or {}
     for line in found["failed"]:
         print(f"nightly: FAILED {line}", file=sys.stderr)
+    for line in found.get("suite", []):
+        print(f"nightly: SUITE ERROR {line}", file=sys.stderr)
     for other in run.get("contention", {}).get("processes", []):
         print(f"nightly: ANOTHER PROCESS on GPU {other['gpu']}: {process_line(other)}", file=sys.stderr)
     if lags is not None and not lags.empty:
@@ -944,9 +1133,12 @@ def report_outcome(
     verdict_line = verdict.summary_line(result) if result is not None else "no baseline: nothing judged"
     print(
         f"nightly: checks {len(found['passed'])} passed, {len(found['failed'])} failed, "
-        f"{len(found['skipped'])} skipped; {verdict_line}"
+        + (f"{len(found['suite'])} not run by the suite's fault, " if found.get("suite") else "")
+        + f"{len(found['skipped'])} skipped; {verdict_line}"
     )
-    print(f"nightly: exit {status} ({MEANING[status]}); results in {outdir}")
+    cause = found.get("suite", [])[:1] if status == UNJUDGED else []
+    why = f"; the suite failed, not the node, nothing drained: {cause[0]}" if cause else ""
+    print(f"nightly: exit {status} ({MEANING[status]}); results in {outdir}{why}")
 
 
 #: Figures of one verdict, test and reason named one by one up to this many;
@@ -977,6 +1169,8 @@ UNJUDGED_REASONS = {
     "vanished": "figures the accepted runs have were not measured tonight",
     "other-kind": "the system's accepted runs are of other kinds of node than this one (./suite accept its runs)",
     "unjudged": "figures without a path, a direction or enough accepted runs",
+    "suite-error": "the suite itself failed (each SUITE ERROR line, run.json's suite_errors): not the node's "
+    "fault, nothing drained; fix what it names and run the night again",
 }
 
 
@@ -1015,6 +1209,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--alpha", type=float, default=0.05, help="family-wise significance level of the verdict")
     p.add_argument("--allow-unjudged", action="store_true", help="exit 0, not 3, when something could not be judged")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    lock.add_wait(p)
     p.add_argument(
         "--drill",
         metavar="WHAT",

@@ -68,7 +68,7 @@ from reports.runs import (
     selected_system,
 )
 from rfmconfig import NODES_VARIABLE, ON_NODE_VARIABLE
-from runner import contention, nightly
+from runner import contention, lock, nightly
 from systems import data
 from systems.health import kind_of
 
@@ -695,10 +695,11 @@ def add_arguments(p) -> None:
 
 def night(args) -> int:
     """One node's night, a partition's (--nodes), or one node's part of an LSF partition's (--on-node)."""
-    if args.on_node:
+    if args.on_node:  # a task of a partition's night, whose launch holds the lock
         return on_node(args)
-    if args.nodes:
+    if args.nodes and args.dry_run:  # writes job scripts under build/ alone
         return partition_nightly(args)
-    if args.dry_run or args.partition:
+    if not args.nodes and (args.dry_run or args.partition):
         raise SystemExit("nightly: --dry-run and --partition go with --nodes")
-    return nightly.nightly(args)
+    with lock.held(lock.command_line(), wait=args.wait):
+        return partition_nightly(args) if args.nodes else nightly.nightly(args)

@@ -52,6 +52,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from experiments.files import write_json
 from experiments.roots import PERFLOGS, REPO, UPGRADES
 from judge import verdict
 from judge.compare import path_lines, status_of
@@ -59,6 +60,7 @@ from judge.select import accepted_masks, run_rows
 from judge.status import FAILED, UNJUDGED
 from reports.load import load
 from reports.runs import finished_runs, now, read_accepted, selected_system
+from runner import lock
 from runner.nightly import as_nights, hash_selection, health_options, option_mistakes, others_pool, outcomes, reframe
 from systems import detect, toolkits
 
@@ -147,7 +149,8 @@ def add_parsers(sub) -> None:
         "--kind", help="driver: the kind of node whose accepted runs to compare with (default: the only one)"
     )
     p.add_argument("--resume", metavar="NAME", help="go on with the upgrade results/upgrades/NAME/ left unfinished")
-    p.set_defaults(func=run, reframe=[])  # ReFrame's options: what follows '--' (commands/cli.py)
+    lock.add_wait(p)
+    p.set_defaults(func=lock.holding(run), reframe=[])  # ReFrame's options: what follows '--' (commands/cli.py)
 
 
 def run(args) -> int:
@@ -339,7 +342,7 @@ class Experiment:
         return FAILED if self.failed else status
 
     def _save(self) -> None:
-        (self.folder / "rounds.json").write_text(json.dumps(self.record, indent=1) + "\n")
+        write_json(self.folder / "rounds.json", self.record)
 
     def _side_run(self, side: str, label: str, *selection: str) -> dict:
         """One ReFrame run of a side's environments, measured as nights are (a
@@ -349,7 +352,8 @@ class Experiment:
         given = health_options(self.options) if selection else self.options
         reframe(self.system, report, *side_options(self.sides[side], *selection, *given))
         window.update(end=now(), report=report.name)  # in the upgrade's folder
-        self.failed += [f"{label} {side}: {why}" for why in outcomes(report)["failed"]]
+        found = outcomes(report)
+        self.failed += [f"{label} {side}: {why}" for why in found["failed"] + found["suite"]]
         return window
 
     def _frame(self, old: str, new: str) -> pd.DataFrame:

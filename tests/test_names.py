@@ -65,6 +65,7 @@ def test_no_layer_uses_a_name_the_table_does_not_give():
                 "caches",
                 "progress",
                 "gpu_use",
+                "files",
             )
         ],
         "reports/figures": [

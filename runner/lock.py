@@ -1,0 +1,143 @@
+"""One night at a time on a node: a lock per checkout and node.
+
+Two nightlies of one checkout on one node (a doubled cron line, a manual run
+during cron's) share ReFrame's stage folders and the perflogs, and each
+reads the other's failures as its own: a healthy node drained by the suite's
+own collision. Every command that runs checks or changes the baseline
+(nightly, ./suite run, accept, rejudge, upgrade) holds this lock while it
+works; a second exits 3 naming the holder (its pid, when it started and its
+command), or waits for it with --wait.
+
+The lock is the kernel's (flock on a file under results/), not a pid file:
+it is let go when its holder ends, however it ends (a kill, a power cut), so
+no stale lock ever blocks a night. The file only names the holder.
+
+    python -m runner.lock [--wait] -- COMMAND...   (what ./suite run starts: the lock held across exec)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import functools
+import os
+import shlex
+import socket
+import sys
+import time
+from pathlib import Path
+
+from experiments.roots import RESULTS
+from judge.status import UNJUDGED
+
+#: How often a waiting command looks again.
+POLL_S = 2.0
+
+
+class Busy(SystemExit):
+    """Another command of this checkout holds the node's lock: a usage error's exit, naming it."""
+
+
+def lock_path(node: str | None = None) -> Path:
+    """The lock file of this checkout on `node` (this machine by default): results/.lock-NODE."""
+    name = (node or socket.gethostname()).split(".")[0]
+    return RESULTS / f".lock-{name}"
+
+
+def holder_of(path: Path) -> str:
+    """Who holds the lock, as its file says ('pid 4242 since 2026-12-06T02:15:00: ./suite nightly ...')."""
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        text = ""
+    return text or "a command that has not yet written its name"
+
+
+def _try(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def acquire(what: str, wait: bool = False, path: Path | None = None) -> int:
+    """The node's lock taken for `what` (a command line, for whoever finds it held): the open file
+    descriptor that holds it. Held: with `wait`, waits for it (saying so once); else Busy."""
+    path = path or lock_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    if not _try(fd):
+        holder = holder_of(path)
+        if not wait:
+            os.close(fd)
+            raise Busy(
+                f"suite: another command holds this checkout's lock on this node ({path}): {holder}; one night "
+                "at a time: wait for it (--wait), or stop it"
+            )
+        print(f"suite: waiting for the command that holds {path}: {holder}", file=sys.stderr, flush=True)
+        while not _try(fd):
+            time.sleep(POLL_S)
+    os.ftruncate(fd, 0)
+    since = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    os.pwrite(fd, f"pid {os.getpid()} since {since} UTC: {what}\n".encode(), 0)
+    return fd
+
+
+@contextlib.contextmanager
+def held(what: str, wait: bool = False, path: Path | None = None):
+    """The node's lock held while the block runs (acquire), let go after it."""
+    fd = acquire(what, wait, path)
+    try:
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor lets the lock go
+
+
+def add_wait(p) -> None:
+    """--wait on a command that holds the lock."""
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait for another command of this checkout on this node to end, rather than exit 3",
+    )
+
+
+def holding(command):
+    """`command` (a parser's func, given args) run with the node's lock held (held; --wait where given)."""
+
+    @functools.wraps(command)
+    def run(args):
+        with held(command_line(), wait=getattr(args, "wait", False)):
+            return command(args)
+
+    return run
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """This process's command line, quoted, as the lock names its holder."""
+    return " ".join(shlex.quote(word) for word in (sys.argv if argv is None else argv))
+
+
+def main(argv: list[str]) -> int:
+    """--wait and the command after '--': run with the lock held (exec: the lock is the command's)."""
+    wait = argv[:1] == ["--wait"]
+    argv = argv[1:] if wait else argv
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        print("usage: python -m runner.lock [--wait] -- COMMAND...", file=sys.stderr)
+        return UNJUDGED
+    try:
+        fd = acquire(os.environ.get("GPU_MEMPATHS_LOCK_AS") or command_line(argv), wait)
+    except Busy as busy:
+        print(busy.code, file=sys.stderr)
+        return UNJUDGED
+    os.set_inheritable(fd, True)  # held by the command itself, until it ends
+    os.execvp(argv[0], argv)
+    return UNJUDGED  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
