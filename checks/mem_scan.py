@@ -44,6 +44,8 @@ of the 450 GB/s per direction.
 
 from __future__ import annotations
 
+import shlex
+
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
@@ -210,7 +212,7 @@ class mem_scan(MultiGpuCheck):
             "--reps", str(self.reps),
         ]  # fmt: skip
         for name, value in self.layout_items().items():
-            self.executable_opts += [f"--{name.replace('_', '-')}", value]
+            self.executable_opts += [f"--{name.replace('_', '-')}", shlex.quote(str(value))]
         if multi and self.num_tasks == 1:
             self.executable_opts.append("--spawn")
 

@@ -8,6 +8,7 @@ have counted.
 
 import os
 import re
+import shlex
 import sys
 
 import reframe as rfm
@@ -67,14 +68,14 @@ class node_health(rfm.RunOnlyRegressionTest, Placement, SiteSettings):
             "-m", "systems.health",
             "--system", system,
             "--partition", self.current_partition.name,
-            "--accepted", accepted,
+            "--accepted", shlex.quote(accepted),
         ]  # fmt: skip
         if self.nodes > 1:  # each node's lines named, as they interleave
             self.executable_opts.append("--name-host")
         if self.facts_dir:
             # Named by the program on the node it runs on (under jsrun the
             # script's own $(hostname) is the launch node's).
-            self.executable_opts += ["--facts-dir", self.facts_dir]
+            self.executable_opts += ["--facts-dir", shlex.quote(self.facts_dir)]
         self.env_vars["PYTHONPATH"] = REPO + os.pathsep + "$PYTHONPATH"
 
     @run_before("run", always_last=True)

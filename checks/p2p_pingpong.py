@@ -13,6 +13,7 @@ own time over itself.
 from __future__ import annotations
 
 import os
+import shlex
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -134,7 +135,7 @@ class p2p_pingpong(MultiGpuCheck):
             "--samples", str(self.samples),
         ]  # fmt: skip
         if self.variant == "nvbit":
-            self.executable_opts += ["--nvbit-tool", self.nvbit_tool]
+            self.executable_opts += ["--nvbit-tool", shlex.quote(self.nvbit_tool)]  # a path, into a job script
 
     def verified(self):
         return sn.all(

@@ -38,9 +38,12 @@ from reports.runs import (
     fact_files,
     find_run,
     finished_runs,
+    incomplete_why,
     kind_of_run,
+    night_complete,
     now,
     read_accepted,
+    read_baselines,
     selected_system,
     write_baseline,
 )
@@ -310,6 +313,13 @@ def accept(args) -> int:
     system = selected_system(args.system)
     args.stamps = list(dict.fromkeys(args.stamps))  # a run given twice is one run, not its own baseline
     found = [find_run(system, stamp) for stamp in args.stamps]
+    incomplete = [f"{run['stamp']} ({incomplete_why(run)})" for _, run in found if not night_complete(run)]
+    if incomplete:
+        print(
+            f"accept: a night that did not end is no baseline: {'; '.join(incomplete)}; run the night again",
+            file=sys.stderr,
+        )
+        return UNJUDGED
     runs = [node for _, run in found for node in node_runs(run)]
     if not runs:
         print("accept: no run to accept: every node of those partition nights is to be drained", file=sys.stderr)
@@ -354,6 +364,14 @@ def accept(args) -> int:
     record = {"system": system, "kind": kind, "accepted": now(), "runs": runs}
     record["node"] = node_facts_of([o for o, _ in found])
     frame = load([PERFLOGS / system], warn=None).frame
+    unlogged = [run["stamp"] for run in runs if not run_rows(frame, system, [run]).any()]
+    if unlogged:
+        print(
+            f"accept: no perflog line of {', '.join(unlogged)} is in {PERFLOGS / system}: a baseline is of what "
+            "the runs measured; restore their perflogs, or accept other runs",
+            file=sys.stderr,
+        )
+        return UNJUDGED
     moves = leave_one_out(frame, system, record)
     apart = {stamp: lines for stamp, lines in (moves or {}).items() if lines}
     if apart:
@@ -373,9 +391,11 @@ def accept(args) -> int:
         if not args.despite:
             return UNJUDGED
     record = held_out(record, moves, args.despite)
+    before = read_baselines(system).get(kind)
     target = write_baseline(system, record)
     shown = target.relative_to(REPO) if target.is_relative_to(REPO) else target
-    print(f"accept: {', '.join(args.stamps)} now the baseline of {system} on {kind} ({shown})")
+    was = ", ".join(r["stamp"] for r in before["runs"]) if before else "none"
+    print(f"accept: {', '.join(args.stamps)} now the baseline of {system} on {kind} ({shown}; it was: {was})")
     if not record["node"]:
         print("accept: warning: the runs recorded no node facts: health on this system judges nothing", file=sys.stderr)
     if args.write_references:
@@ -404,7 +424,11 @@ def rejudge(args) -> int:
     frame = load([PERFLOGS / system], warn=None).frame
     worst = 0
     for stamp in args.stamps:
-        outdir, run = find_run(system, stamp)
+        outdir, run = find_run(system, stamp, "rejudge")
+        if not night_complete(run):
+            print(f"rejudge: {stamp}: the night did not end ({incomplete_why(run)}): nothing to judge", file=sys.stderr)
+            worst = max(worst, UNJUDGED)
+            continue
         for stale in (REJUDGED, "rejudged-siblings.csv"):  # nothing of an earlier rejudge is left beside this one
             (outdir / stale).unlink(missing_ok=True)
         if run.get("nodes"):

@@ -692,6 +692,8 @@ def nightly(args) -> int:
         blocking.append(disk_problem(err) or f"cannot write {outdir}: {err}")
     if blocking:
         return not_judged_by_the_suite(outdir, run, blocking)
+    for line in preflight.seal_perflogs(PERFLOGS / system):
+        print(f"nightly: {line}", file=sys.stderr)
     stop = None
     with stopped_by_signals():
         try:
@@ -704,6 +706,15 @@ def nightly(args) -> int:
                 raise
             return not_judged_by_the_suite(outdir, run, [why])
     return stopped(outdir, run, stop)
+
+
+def say_clock(run: dict) -> None:
+    """Name a night stamped before the accepted runs it is judged against (run.json's `clock`): this node's
+    clock is behind, and its night would sort among nights long past."""
+    latest = max(run["accepted_runs"], default=None)
+    if latest and run["stamp"] < latest:
+        run["clock"] = f"stamped {run['stamp']}, before its latest accepted run {latest}: this node's clock is behind"
+        print(f"nightly: warning: {run['clock']}", file=sys.stderr, flush=True)
 
 
 def not_judged_by_the_suite(outdir: Path, run: dict, causes: list[str]) -> int:
@@ -772,6 +783,7 @@ def measured_and_judged(args, system: str, run: dict, outdir: Path) -> int:
     accepted, run["kind"] = baseline_of_node(system, outdir)
     if accepted:  # what tonight is judged against, for judging it again once the kind has more accepted runs
         run["accepted_runs"] = [r["stamp"] for r in accepted.get("runs", [])]
+        say_clock(run)
     if health == 0:
         run["plan"] = announce_plan(system, list(as_nights(*args.reframe)))
         enter(outdir, run, "checks")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -25,7 +24,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from experiments.roots import REPO
+from experiments.files import DamagedFile, read_json
+from experiments.roots import DRY_RUNS, REPO, RESULTS
 from judge import explain
 from judge import partition as judge_partition
 from judge.select import run_rows
@@ -37,7 +37,9 @@ from reports.runs import (
     PERFLOGS,
     as_last_judged,
     finished_runs,
+    in_the_future,
     kind_of_run,
+    now,
     read_accepted,
     verdict_words,
 )
@@ -72,7 +74,12 @@ def find_night(word: str, system: str | None = None) -> Path:
     that names none is a usage error (SystemExit naming it and the nearest stamps)."""
     given = Path(word)
     if given.is_dir() and (given / "run.json").exists():
+        inside = [root for root in (RESULTS, DRY_RUNS) if given.resolve().is_relative_to(root.resolve())]
+        if not inside:
+            raise SystemExit(f"report night: {word!r} is outside {RESULTS} and {DRY_RUNS}: a night is read there only")
         return given
+    if "/" in word or word.startswith("."):
+        raise SystemExit(f"report night: no night's folder {word!r} (a stamp, or a folder under {RESULTS})")
     systems = [system] if system else sorted(p.name for p in NIGHTLY_DIR.iterdir() if p.is_dir())
     found = [NIGHTLY_DIR / s / folder_name(word) for s in systems]
     found = [f for f in found if (f / "run.json").exists()]
@@ -135,7 +142,11 @@ def night_tables(folder: Path, run: dict) -> tuple[pd.DataFrame | None, pd.DataF
 
 def read_night(folder: Path) -> dict:
     """The night's run.json, as last judged (reports/runs.py's as_last_judged)."""
-    return as_last_judged(folder, json.loads((folder / "run.json").read_text()))
+    try:
+        run = read_json(folder / "run.json")
+    except DamagedFile as err:
+        raise SystemExit(f"report night: {err}") from None
+    return as_last_judged(folder, run)
 
 
 def draw_night(
@@ -226,6 +237,13 @@ def latest_nights(frame: pd.DataFrame, outdir: Path, history_pages: dict[str, Pa
         for run in finished_runs(system, partitions=True):
             run = as_last_judged(NIGHTLY_DIR / system / folder_name(run["stamp"]), run)
             if run.get("exit") is None:
+                continue
+            if in_the_future(run["stamp"]):  # a node's clock set wrong: no latest night of it, named
+                print(
+                    f"report: the night {run['stamp']} of {system} is stamped later than this machine's clock "
+                    f"({now()} UTC): left out of the latest nights (its node's clock was wrong?)",
+                    file=sys.stderr,
+                )
                 continue
             kind = kind_of_run(system, run) or "unknown"
             latest[(kind, bool(run.get("nodes")))] = run
@@ -327,7 +345,7 @@ def draw_showcase(outdir: Path) -> Path:
     write_report(loaded, outdir, "GPU memory paths: performance report", histories=pages, nights=nights)
     for system, stamp in SHOWCASE_NIGHTS:
         folder = find_night(stamp, system)
-        run = json.loads((folder / "run.json").read_text())
+        run = read_json(folder / "run.json")
         history = pages.get(f"{system}, {kind_of_run(system, run)}")
         draw_night(folder, outdir / f"night-{folder.name}", verdict_only=True, back="../index.html", history=history)
     return outdir

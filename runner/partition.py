@@ -83,6 +83,11 @@ class NodesError(ValueError):
     """--nodes names what the partition does not have."""
 
 
+#: A node's name as the nodes may be named (a hostname's labels; '_', which some sites' node names have):
+#: nothing else reaches a job script, a here-document or a command line.
+HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62})(?:\.[A-Za-z0-9_-]{1,63})*")
+
+
 def batch_partition(system: str, named: str | None = None) -> dict:
     """The system's partition a partition's night runs on: the named one, else its first batch one."""
     parts = data.load_all()[system]["partitions"]
@@ -155,6 +160,10 @@ def chosen_nodes(spec: str, known: list[str] | None) -> list[str] | int:
             raise NodesError(f"--nodes {count}: the partition has {len(known)} node(s)")
         return known[:count]
     names = [n for n in spec.split(",") if n]
+    bad = [n for n in names if not HOSTNAME.fullmatch(n)]
+    if bad:
+        shown = ", ".join(repr(n if len(n) <= 40 else n[:37] + "...") for n in bad[:3])
+        raise NodesError(f"--nodes: {shown} not a node's name (a hostname: letters, digits, '-', '.', '_')")
     unknown = [n for n in names if known is not None and n not in known]
     if not names or unknown:
         raise NodesError(f"--nodes: no node {', '.join(unknown) or repr(spec)} in the partition")
@@ -179,9 +188,8 @@ def dry_run_node_list(folder: Path, part: dict, nodes: list[str]) -> dict[str, s
     bin_dir.mkdir(parents=True, exist_ok=True)
     scontrol = bin_dir / "scontrol"
     scontrol.write_text(
-        "#!/bin/sh\n# What a dry run lists to ReFrame (runner/partition.py)\ncat <<'EOF'\n"
-        + "\n".join(listed)
-        + "\nEOF\n"
+        "#!/bin/sh\n# What a dry run lists to ReFrame (runner/partition.py)\n"
+        + "".join(f"printf '%s\\n' {shlex.quote(line)}\n" for line in listed)
     )
     scontrol.chmod(0o755)
     return {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -227,7 +235,7 @@ def lsf_script(system: str, part: dict, nodes: list[str] | int, outdir: Path, op
         f'echo "$LSB_MCPU_HOSTS" > {shlex.quote(str(outdir))}/hosts',
         f"export {ON_NODE_VARIABLE}=1",
         f"jsrun -n {count} -r 1 -a 1 -c ALL_CPUS -g ALL_GPUS --bind none \\",
-        f"    ./suite nightly --system {system} --on-node {shlex.quote(str(outdir))} -- "
+        f"    ./suite nightly --system {shlex.quote(system)} --on-node {shlex.quote(str(outdir))} -- "
         + " ".join(shlex.quote(o) for o in options),
     ]
     return "\n".join(lines) + "\n"

@@ -63,3 +63,20 @@ def problems(system: dict, folders: list[Path]) -> list[str]:
     """Everything that stops a night before it starts, each with its fix (empty: nothing does)."""
     least = int(os.environ.get("GPU_MEMPATHS_MIN_FREE_MB", MIN_FREE_MB))
     return missing_tools(system) + space_problems(folders, least)
+
+
+def seal_perflogs(folder: Path) -> list[str]:
+    """Close every perflog under `folder` that ends in a cut line (a night killed, or a disk that filled,
+    while ReFrame wrote it) with a newline, so that the next night's first line starts whole instead of
+    joining the fragment and being lost with it; each one closed named (the loader skips the fragment)."""
+    closed = []
+    for log in sorted(folder.rglob("*.log")) if folder.is_dir() else []:
+        with open(log, "rb+") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size == 0:
+                continue
+            handle.seek(size - 1)
+            if handle.read(1) != b"\n":
+                handle.write(b"\n")
+                closed.append(f"{log} ended in a cut line (a night killed or a disk full while it wrote): closed")
+    return closed

@@ -96,7 +96,7 @@ class SuiteBuild(rfm.CompileOnlyRegressionTest):
             f"-DGPU_MEMPATHS_HOST_ONLY={'OFF' if self.has_cuda else 'ON'}",
             *self.current_environ.extras.get("cmake_options", []),
         ]
-        self.postbuild_cmds = [f"cmake --install build --prefix {self.stagedir}"]
+        self.postbuild_cmds = [f"cmake --install build --prefix {shlex.quote(self.stagedir)}"]
 
     def _use_installation(self, prefix: str):
         self.build_system = "CustomBuild"

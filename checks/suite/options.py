@@ -99,9 +99,39 @@ def listing(systems: dict) -> list[str]:
     return lines
 
 
-def mistakes(options: list[str], systems: dict | None = None, tests: dict[str, set[str]] | None = None) -> list[str]:
-    """What in `options` names nothing the suite has, each as a usage error's message."""
+#: What a value that reaches a job script may hold (a -S value, a folder ReFrame writes the stage or the
+#: output under): the words, numbers, sizes, lists and paths the suite's variables take, and nothing a
+#: shell reads as more than a word (a space, a newline, ';', '$', a quote, a backtick, a glob, a bracket).
+SAFE_WORD = re.compile(r"[A-Za-z0-9._/+=@,:%~-]*")
+#: ReFrame's options whose value is a folder the job scripts name.
+FOLDER_OPTIONS = (("--prefix", None), ("--stage", "-s"), ("--output", "-o"), ("--perflogdir", None))
+
+
+def _shown(word: str) -> str:
+    return repr(word if len(word) <= 60 else word[:57] + "...")
+
+
+def unsafe_words(options: list[str]) -> list[str]:
+    """A -S value or a folder option whose value no job script may hold unquoted (SAFE_WORD), each named."""
     found = []
+    for setting in settings(options):
+        name, _, value = setting.partition("=")
+        if not SAFE_WORD.fullmatch(value):
+            found.append(
+                f"-S {name}={_shown(value)}: a value holds a character a job script would read as shell "
+                "(letters, digits and ._/+=@,:%~- only)"
+            )
+    for long, short in FOLDER_OPTIONS:
+        for value in option_values(options, short, long):
+            if not value or not SAFE_WORD.fullmatch(value):
+                found.append(f"{long} {_shown(value)}: a folder the job scripts name (letters, digits, ._/+=@,:%~-)")
+    return found
+
+
+def mistakes(options: list[str], systems: dict | None = None, tests: dict[str, set[str]] | None = None) -> list[str]:
+    """What in `options` names nothing the suite has, or holds what a job script would run, each as a usage
+    error's message."""
+    found = unsafe_words(options)
     system = named_system(options)
     if system is not None:
         try:
