@@ -426,10 +426,10 @@ def rejudge(args) -> int:
     a night whose checks or health failed stays failed. A partition's night
     is judged as one (nightly --nodes), not here."""
     system = selected_system(args.system)
+    nights = {stamp: find_run(system, stamp, "rejudge") for stamp in args.stamps}  # every stamp checked first
     frame = load([PERFLOGS / system], warn=None).frame
     worst = 0
-    for stamp in args.stamps:
-        outdir, run = find_run(system, stamp, "rejudge")
+    for stamp, (outdir, run) in nights.items():
         if not night_complete(run):
             print(f"rejudge: {stamp}: the night did not end ({incomplete_why(run)}): nothing to judge", file=sys.stderr)
             worst = max(worst, UNJUDGED)

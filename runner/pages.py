@@ -73,7 +73,7 @@ def find_night(word: str, system: str | None = None) -> Path:
     stamp (as run.json or the folder spells it) of a system's nights; a word
     that names none is a usage error (SystemExit naming it and the nearest stamps)."""
     given = Path(word)
-    if given.is_dir() and (given / "run.json").exists():
+    if _is_night_folder(given):
         inside = [root for root in (RESULTS, DRY_RUNS) if given.resolve().is_relative_to(root.resolve())]
         if not inside:
             raise SystemExit(f"report night: {word!r} is outside {RESULTS} and {DRY_RUNS}: a night is read there only")
@@ -82,7 +82,7 @@ def find_night(word: str, system: str | None = None) -> Path:
         raise SystemExit(f"report night: no night's folder {word!r} (a stamp, or a folder under {RESULTS})")
     systems = [system] if system else sorted(p.name for p in NIGHTLY_DIR.iterdir() if p.is_dir())
     found = [NIGHTLY_DIR / s / folder_name(word) for s in systems]
-    found = [f for f in found if (f / "run.json").exists()]
+    found = [f for f in found if _is_night_folder(f)]
     if len(found) == 1:
         return found[0]
     if found:
@@ -92,7 +92,16 @@ def find_night(word: str, system: str | None = None) -> Path:
     near = nearest(folder_name(word), stamps)
     hint = f" (the nearest: {', '.join(near)})" if near else f" (the latest: {', '.join(stamps[-NEAREST:][::-1])})"
     where = f"results/nightly/{system or '*'}/"
-    raise SystemExit(f"report night: no night {word!r} in {where}{hint}; give a stamp or a night's folder")
+    shown = word if len(word) <= 60 else word[:57] + "..."
+    raise SystemExit(f"report night: no night {shown!r} in {where}{hint}; give a stamp or a night's folder")
+
+
+def _is_night_folder(path: Path) -> bool:
+    """Whether `path` is a folder with a run.json; False for what no file system can hold (a name too long)."""
+    try:
+        return path.is_dir() and (path / "run.json").exists()
+    except OSError:
+        return False
 
 
 def nearest(word: str, stamps: list[str]) -> list[str]:

@@ -32,7 +32,9 @@ def model() -> power.Model:
 @pytest.mark.slow  # parses the whole committed history
 def test_the_kept_baseline_is_what_the_committed_perflogs_give():
     pd.testing.assert_frame_equal(baselines.read(), baselines.from_perflogs(), obj="write it again: tests/baselines.py")
-    assert power.accepted_table(baselines.SYSTEM, baselines.KIND).equals(verdict.attach_paths(baselines.read()))
+    pd.testing.assert_frame_equal(  # within a tolerance: the last digits of floats differ from CPU to CPU
+        power.accepted_table(baselines.SYSTEM, baselines.KIND), verdict.attach_paths(baselines.read()), rtol=1e-9
+    )
 
 
 def night_with(rng, moves: dict[str, float] | None = None, spread: dict[str, float] | None = None):

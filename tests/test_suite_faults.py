@@ -1,0 +1,317 @@
+"""The suite's own failures are never the node's (runner/nightly.py, runner/lock.py,
+runner/preflight.py, experiments/files.py): each fault planted in the suite
+itself ends as "not judged" with its cause named, and no outside string
+reaches a shell or a path outside results/. The nights on the fake node,
+killed and crowded, are in tests/test_fake_gpu_faults.py."""
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from checks.suite import options
+from commands.cli import main
+from experiments import files
+from reports import runs
+from runner import accept, lock, nightly, pages, partition, preflight
+
+REPO = Path(__file__).resolve().parent.parent
+
+#: Strings an outsider may put where the suite takes a name, a stamp, a value or a path: each must be
+#: refused or quoted, never run nor followed out of results/.
+HOSTILE = [
+    "n1\nEOF\ntouch PWNED\ncat <<EOF",
+    "n1; touch PWNED",
+    "$(touch PWNED)",
+    "`touch PWNED`",
+    "n1' 'touch PWNED",
+    'n1" "touch PWNED',
+    "n1 touch PWNED",
+    "../../../etc",
+    "/etc/passwd",
+    "x" * 5000,
+    "nœud-é",
+    "n1|touch PWNED",
+    "n1&&touch PWNED",
+    "*",
+]
+
+
+# --- one night at a time --------------------------------------------------------------------------------------
+
+
+def test_a_second_command_is_refused_naming_the_holder_and_the_lock_goes_with_its_holder(tmp_path, monkeypatch):
+    monkeypatch.setattr(lock, "RESULTS", tmp_path)  # this test's lock, not the checkout's
+    path = lock.lock_path()
+    hold = (
+        f"from runner import lock; from pathlib import Path; import time; "
+        f"lock.acquire('./suite nightly --system x', path=Path({str(path)!r})); print('held', flush=True); "
+        "time.sleep(60)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", hold], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(lock.Busy, match=r"pid \d+ since .* UTC: ./suite nightly --system x; one night at a time"):
+            lock.acquire("./suite nightly")
+    finally:
+        holder.kill()  # SIGKILL: no pid file is left to block the next
+        holder.wait()
+    with lock.held("the next night"):
+        assert "the next night" in path.read_text()
+
+
+def test_runner_lock_holds_the_lock_across_exec_for_the_command(tmp_path, monkeypatch):
+    """./suite run's form: the lock is the command's own once it runs, and a second is refused with 3."""
+    monkeypatch.setattr(lock, "RESULTS", tmp_path)
+    with lock.held("a nightly"):
+        ran = subprocess.run(
+            [sys.executable, "-c", f"import sys, pathlib; from runner import lock; "
+             f"lock.RESULTS = pathlib.Path({str(tmp_path)!r}); sys.exit(lock.main(['--', 'true']))"],
+            cwd=REPO, capture_output=True, text=True,
+        )  # fmt: skip
+    assert ran.returncode == 3 and "pid" in ran.stderr and "a nightly" in ran.stderr
+
+
+def test_a_nightly_accept_rejudge_and_upgrade_hold_the_lock_a_dry_run_does_not(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(lock, "RESULTS", tmp_path)
+    with lock.held("the first nightly"):
+        for argv in (
+            ["nightly", "--system", "local"],
+            ["accept", "2026-11-20T03:00:00", "--system", "local"],
+            ["rejudge", "2026-11-20T03:00:00", "--system", "local"],
+            ["upgrade", "13.5.37", "--system", "local"],
+        ):
+            assert main(argv) == 3, argv
+            assert "holds this checkout's lock on this node" in capsys.readouterr().err
+    assert (
+        "--wait"
+        in subprocess.run(
+            [sys.executable, "-m", "commands", "nightly", "--help"], cwd=REPO, capture_output=True, text=True
+        ).stdout
+    )
+
+
+# --- the suite's failures, not the node's ---------------------------------------------------------------------
+
+
+def case(name: str, result: str = "fail", phase: str | None = "sanity", why: str = "no output") -> dict:
+    return {"display_name": name, "result": result, "fail_phase": phase, "fail_reason": why}
+
+
+def report_of(tmp_path: Path, *cases: dict) -> Path:
+    path = tmp_path / "run-report.json"
+    path.write_text(json.dumps({"runs": [{"testcases": list(cases)}]}))
+    return path
+
+
+def test_a_failed_build_and_what_it_left_unrun_are_the_suites_failures_never_drained(tmp_path):
+    found = nightly.outcomes(
+        report_of(
+            tmp_path,
+            case("SuiteBuild /abc", phase="compile_wait", why="build job failed with exit code: 127"),
+            case("daxpy %mode=managed /def", result="fail_deps", phase=None),
+            case("um_bandwidth %x=1 /0a1", phase="setup", why="SettingError: samples=99"),
+            case("copy_latency /1b2", why="/stage/bin/copy_latency: error while loading shared libraries"),
+            case("path_matrix /2c3", why="cudaErrorIllegalAddress on GPU 0"),
+            case("host_bandwidth /3d4", phase="performance", why="read_bw 900 GiB/s beyond its bound"),
+        )
+    )
+    assert [line.split(":")[0].split()[0] for line in found["suite"]] == [
+        "SuiteBuild",
+        "daxpy",
+        "um_bandwidth",
+        "copy_latency",
+    ]
+    assert [line.split()[0] for line in found["failed"]] == ["path_matrix", "host_bandwidth"]
+    reasons, _ = nightly.drain_reasons(None, {**found, "failed": []}, nightly.pd.DataFrame(columns=["verdict"]), {})
+    assert reasons == []  # the suite's failures alone drain nothing
+
+
+def test_a_missing_or_cut_run_report_is_the_suites_failure(tmp_path):
+    assert nightly.outcomes(tmp_path / "none.json")["suite"] == ["no run report (none.json): ReFrame did not finish"]
+    (tmp_path / "cut.json").write_text('{"runs": [{"testc')
+    found = nightly.outcomes(tmp_path / "cut.json")
+    assert found["failed"] == [] and "cut.json: damaged (not JSON" in found["suite"][0]
+
+
+def test_suite_errors_alone_exit_3_and_a_node_failure_beside_them_still_1():
+    suite_only = {"passed": [], "skipped": [], "failed": [], "suite": ["SuiteBuild: the suite's build failed"]}
+    assert nightly.nightly_status(suite_only, None, ["suite-error"], allow_unjudged=True) == 3
+    both = {**suite_only, "failed": ["node_health: an uncorrected ECC error"]}
+    assert nightly.nightly_status(both, None, ["suite-error"], allow_unjudged=False) == 1
+
+
+def test_the_preflight_names_a_missing_tool_and_a_full_or_unwritable_folder(tmp_path, monkeypatch):
+    system = {"environments": [{"name": "gnu", "cc": "gcc", "cxx": "no-such-compiler++ -std=c++17"}]}
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on it: no cmake either
+    found = preflight.missing_tools(system)
+    assert found[0].startswith("cmake is not on PATH") and any("no-such-compiler++" in f for f in found)
+    assert preflight.missing_tools({"environments": [{"name": "s", "suite_prefix": "/opt/gm", "cc": "x"}]}) == []
+    assert "a night needs 10000000 MB" in preflight.space_problems([tmp_path], least_mb=10_000_000)[0]
+    if os.geteuid() != 0:  # root writes anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        assert "cannot be written" in preflight.space_problems([locked])[0]
+
+
+def test_a_full_disk_while_writing_is_named_and_leaves_the_old_record_whole(tmp_path, monkeypatch):
+    path = tmp_path / "run.json"
+    files.write_json(path, {"state": "running"})
+
+    def full(fd, *_):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(files.os, "fsync", full)
+    with pytest.raises(OSError) as err:
+        files.write_json(path, {"state": "done", "exit": 0})
+    assert json.loads(path.read_text()) == {"state": "running"}  # the old one whole, no temporary left
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+    assert files.disk_problem(err.value) == f"no space left on the file system of {path}: free some, then run again"
+
+
+def test_a_perflog_cut_by_a_kill_is_closed_so_the_next_line_starts_whole(tmp_path):
+    log = tmp_path / "default" / "daxpy.log"
+    log.parent.mkdir()
+    log.write_text("header|x\nwhole|1\nhalf|")
+    (tmp_path / "default" / "whole.log").write_text("header|x\n")
+    closed = preflight.seal_perflogs(tmp_path)
+    assert len(closed) == 1 and str(log) in closed[0]
+    with log.open("a") as out:
+        out.write("tonight|2\n")
+    assert log.read_text().splitlines()[-1] == "tonight|2"
+    assert preflight.seal_perflogs(tmp_path) == []
+
+
+# --- damaged and incomplete nights ----------------------------------------------------------------------------
+
+
+def night(root: Path, stamp: str, **record) -> Path:
+    folder = root / "local" / stamp.replace(":", "")
+    folder.mkdir(parents=True)
+    files.write_json(folder / "run.json", {"system": "local", "stamp": stamp, "start": stamp, **record})
+    return folder
+
+
+def test_killed_stopped_and_damaged_nights_are_no_finished_night(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(runs, "NIGHTLY_DIR", tmp_path)
+    night(tmp_path, "2026-11-20T03:00:00", end="2026-11-20T03:05:00")  # from before states: ended
+    night(tmp_path, "2026-11-21T03:00:00", end="2026-11-21T03:05:00", state="done", exit=0)
+    night(tmp_path, "2026-11-22T03:00:00", state="running", phase="checks")  # SIGKILL
+    night(tmp_path, "2026-11-23T03:00:00", state="stopped", stopped={"by": "SIGTERM", "during": "the rerun"})
+    (night(tmp_path, "2026-11-24T03:00:00") / "run.json").write_text('{"stamp": "2026-11-24T03:0')  # a full disk
+    assert [r["stamp"] for r in runs.finished_runs("local")] == ["2026-11-20T03:00:00", "2026-11-21T03:00:00"]
+    assert "2026-11-24T030000/run.json: damaged (not JSON" in capsys.readouterr().err
+    _, killed = runs.find_run("local", "2026-11-22T03:00:00")
+    assert runs.incomplete_why(killed) == "killed during checks (run.json still says 'running')"
+    _, stopped = runs.find_run("local", "2026-11-23T03:00:00")
+    assert runs.incomplete_why(stopped) == "stopped by SIGTERM during the rerun"
+    with pytest.raises(SystemExit, match=r"2026-11-24T030000/run.json: damaged \(not JSON"):
+        runs.find_run("local", "2026-11-24T03:00:00")
+
+
+def test_accept_refuses_a_night_that_did_not_end_and_leaves_the_baseline(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(runs, "NIGHTLY_DIR", tmp_path)
+    monkeypatch.setattr(runs, "accepted_file", lambda system: tmp_path / "accepted.json")
+    done = {"end": "x", "state": "done", "exit": 0, "checks": "pass", "health": "pass"}
+    night(tmp_path, "2026-11-20T03:00:00", **done)
+    night(tmp_path, "2026-11-21T03:00:00", **done)
+    night(tmp_path, "2026-11-22T03:00:00", end="x", state="running", phase="judgement", checks="pass", health="pass")
+    stamps = ["2026-11-20T03:00:00", "2026-11-21T03:00:00", "2026-11-22T03:00:00"]
+    assert main(["accept", *stamps, "--system", "local"]) == 3
+    err = capsys.readouterr().err
+    assert "a night that did not end is no baseline: 2026-11-22T03:00:00 (killed during judgement" in err
+    assert not (tmp_path / "accepted.json").exists()
+    assert main(["rejudge", "2026-11-22T03:00:00", "--system", "local"]) == 3
+    assert "the night did not end" in capsys.readouterr().err
+
+
+def test_a_damaged_accepted_json_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(runs, "accepted_file", lambda system: tmp_path / "accepted.json")
+    (tmp_path / "accepted.json").write_text("{\n")
+    with pytest.raises(files.DamagedFile, match=r"accepted.json: damaged \(not JSON: .* line 2"):
+        runs.read_baselines("local")
+    (tmp_path / "accepted.json").write_text('["a list"]')
+    with pytest.raises(files.DamagedFile, match="not a baseline"):
+        runs.read_baselines("local")
+
+
+def test_a_night_stamped_ahead_of_the_clock_is_named():
+    assert runs.in_the_future("2027-01-05T03:00:00", at="2026-12-06T03:00:00")
+    assert not runs.in_the_future("2026-12-06T03:05:00", at="2026-12-06T03:00:00")  # minutes off: ordinary
+    run = {"stamp": "2026-11-06T03:00:00", "accepted_runs": ["2026-11-20T03:00:00", "2026-11-25T03:00:00"]}
+    nightly.say_clock(run)
+    assert run["clock"].endswith("before its latest accepted run 2026-11-25T03:00:00: this node's clock is behind")
+
+
+# --- hostile input ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("word", HOSTILE)
+def test_no_hostile_stamp_reads_outside_results(word, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for argv in (["accept", word], ["rejudge", word], ["night", word]):
+        assert main([*argv, "--system", "hopper-vm"]) == 3, argv
+        err = capsys.readouterr().err
+        assert "not a night's stamp" in err or "no night" in err or "outside" in err, err
+    assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("word", HOSTILE)
+def test_no_hostile_node_name_reaches_a_script(word):
+    with pytest.raises(partition.NodesError):
+        partition.chosen_nodes(f"n2,{word}", None)
+
+
+def test_the_dry_runs_scontrol_lists_nodes_as_words_alone(tmp_path):
+    env = partition.dry_run_node_list(tmp_path, {"access": ["-C gpu"]}, ["n1", "n2.site"])
+    listed = subprocess.run([tmp_path / "bin" / "scontrol"], capture_output=True, text=True, check=True).stdout
+    assert listed.splitlines() == [
+        "NodeName=n1 Partitions=default State=IDLE ActiveFeatures=gpu",
+        "NodeName=n2.site Partitions=default State=IDLE ActiveFeatures=gpu",
+    ]
+    assert env["PATH"].startswith(str(tmp_path / "bin"))
+
+
+@pytest.mark.parametrize("word", HOSTILE)
+def test_no_hostile_setting_or_folder_reaches_reframe(word):
+    found = options.unsafe_words(
+        ["-S", f"p2p_pingpong.nvbit_tool={word}", "--prefix", word, "-o", word, f"--stage={word}"]
+    )
+    kinds = {line.split()[0] for line in found}
+    if options.SAFE_WORD.fullmatch(word):  # a plain path ('../../../etc') is a folder ReFrame may use
+        assert found == []
+    else:
+        assert kinds == {"-S", "--prefix", "--output", "--stage"}, found
+
+
+def test_plain_settings_and_folders_pass():
+    assert (
+        options.unsafe_words(["-S", "daxpy.samples=9", "-S", "gpus=0,1", "-S", "size=2x", "--prefix", "/s/r-1"]) == []
+    )
+
+
+def test_the_hostile_set_meets_every_command_that_takes_a_word(tmp_path, monkeypatch):
+    """The whole command line: nothing of the hostile set runs (no PWNED file), each refused with 3."""
+    monkeypatch.chdir(tmp_path)
+    for word in HOSTILE[:7]:
+        assert main(["nightly", "--system", word]) == 3
+        assert main(["nightly", "--system", "ci-slurm", "--nodes", word, "--dry-run"]) == 3
+    assert not (tmp_path / "PWNED").exists() and not (REPO / "PWNED").exists()
+
+
+def test_report_night_reads_no_folder_outside_results(tmp_path, monkeypatch):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "run.json").write_text(json.dumps({"system": "x", "stamp": "2026-11-20T03:00:00"}))
+    with pytest.raises(SystemExit, match="outside"):
+        pages.find_night(str(outside))
+
+
+def test_accept_reads_the_perflogs_of_its_runs(monkeypatch):
+    frame = nightly.pd.DataFrame({"system": [], "time": [], "node": []})
+    monkeypatch.setattr(accept, "run_rows", lambda frame, system, runs: nightly.pd.Series([], dtype=bool))
+    assert accept.unlogged_runs(frame, "local", [{"stamp": "2026-11-20T03:00:00"}]) == ["2026-11-20T03:00:00"]
