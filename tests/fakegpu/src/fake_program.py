@@ -18,6 +18,7 @@ import os
 import random
 import statistics
 import sys
+import time
 
 
 def options(argv: list) -> dict:
@@ -226,6 +227,8 @@ def main() -> int:
     node = node_name()
     seed = f"{os.environ.get('GPU_MEMPATHS_FAKE_SEED', '0')} {node} {program} {' '.join(sys.argv[1:])}"
     PROGRAMS[program](random.Random(seed), opts, factor(program))
+    # A program that takes this long (a night stopped while it runs: tests/test_fake_gpu_faults.py).
+    time.sleep(float(os.environ.get("GPU_MEMPATHS_FAKE_TAKES_S", "0")))
     return 0
 
 

@@ -1,0 +1,140 @@
+"""The suite's own faults planted in nights of the fake node (tests/test_fake_gpu.py's):
+a missing tool, a night stopped by SIGTERM during its checks, two nightlies at
+once. Each ends as "not judged" (exit 3) with its cause named and nothing in
+drain.txt, and the healthy night beside them is whole and judged as before."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_fake_gpu import fake_node_env, make_repo
+
+from reports.load import load
+
+pytestmark = pytest.mark.slow
+
+#: One check besides health: the shortest night that builds, measures and is judged.
+CHECKS = ["-n", "host_bandwidth"]
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    return make_repo(tmp_path_factory.mktemp("fakegpu-faults"))
+
+
+def start(repo: Path, seed: int = 5, env: dict | None = None) -> subprocess.Popen:
+    """A nightly of the fake node, started (its own session: ReFrame and its jobs killed with it at the end)."""
+    environ = {
+        **os.environ,
+        **fake_node_env(repo),
+        "HOME": str(repo.parent / "home"),
+        "GPU_MEMPATHS_FAKE_SEED": str(seed),
+        "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }
+    sources = repo / "tests" / "fakegpu" / "src"
+    cmd = [sys.executable, "-m", "commands", "nightly", "--system", "fakegpu", "--no-report", "--", *CHECKS]
+    cmd += ["-S", f"SuiteBuild.sourcesdir={sources}"]
+    return subprocess.Popen(
+        cmd, cwd=repo, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+
+
+def finish(process: subprocess.Popen, until: str | None = None, then=None) -> tuple[int, str]:
+    """Its exit status and output, read to its end (`then()` called once a line holds `until`); killed,
+    session and all, after 5 minutes."""
+    deadline = threading.Timer(300, os.killpg, (process.pid, signal.SIGKILL))
+    deadline.start()
+    output = []
+    try:
+        for line in process.stdout:
+            output.append(line)
+            if until is not None and until in line:
+                until = None
+                then()
+        return process.wait(), "".join(output)
+    finally:
+        deadline.cancel()
+        process.stdout.close()
+
+
+def nights(repo: Path) -> dict[str, dict]:
+    return {
+        p.parent.name: json.loads(p.read_text()) for p in (repo / "results" / "nightly" / "fakegpu").glob("*/run.json")
+    }
+
+
+def test_a_missing_cmake_is_named_before_anything_runs_and_drains_nothing(repo, tmp_path):
+    bare = tmp_path / "bin"  # a PATH with the compilers and without CMake
+    bare.mkdir()
+    for tool in ("gcc", "g++", "cc", "git"):
+        found = subprocess.run(["which", tool], capture_output=True, text=True).stdout.strip()
+        if found:
+            (bare / tool).symlink_to(found)
+    before = set(nights(repo))
+    status, output = finish(start(repo, env={"PATH": str(bare)}))
+    assert status == 3, output
+    last = output.strip().splitlines()[-1]
+    assert "the suite could not run, not the node's fault, nothing drained: cmake is not on PATH" in last
+    ((folder, run),) = {k: v for k, v in nights(repo).items() if k not in before}.items()
+    assert run["unjudged_reasons"] == ["suite-error"] and run["drain"] == [] and run["state"] == "done"
+    assert (repo / "results" / "nightly" / "fakegpu" / folder / "drain.txt").read_text() == ""
+    assert "DRAIN" not in output
+
+
+def test_a_night_stopped_during_its_checks_a_second_nightly_and_the_healthy_night_after(repo):
+    # 1. SIGTERM while ReFrame runs the checks: ReFrame stopped with its jobs, the night saved as stopped.
+    before = set(nights(repo))
+    first = start(repo, seed=6, env={"GPU_MEMPATHS_FAKE_TAKES_S": "60"})  # still measuring when stopped
+    status, output = finish(first, until="] host_bandwidth", then=lambda: first.send_signal(signal.SIGTERM))
+    assert status == 3, output
+    assert "nightly: stopped by SIGTERM during checks: not judged (exit 3), nothing drained" in output
+    ((stopped_folder, stopped),) = {k: v for k, v in nights(repo).items() if k not in before}.items()
+    assert stopped["state"] == "stopped" and stopped["stopped"]["during"] == "checks" and "exit" not in stopped
+    assert not (repo / "results" / "nightly" / "fakegpu" / stopped_folder / "drain.txt").exists()
+    time.sleep(1)
+    with pytest.raises(ProcessLookupError):  # nothing of its session is left running: no job outlives it
+        os.killpg(first.pid, 0)
+
+    # 2. The next night, and a second nightly started while it runs: refused, naming the first.
+    healthy = start(repo, seed=7, env={"GPU_MEMPATHS_FAKE_TAKES_S": "3"})
+    second = {}
+
+    def crowd():
+        status, output = finish(start(repo, seed=8))
+        second.update(status=status, output=output)
+
+    status, output = finish(healthy, until="nightly: plan", then=crowd)
+    assert second["status"] == 3, second["output"]
+    assert "another command holds this checkout's lock on this node" in second["output"]
+    assert "nightly --system fakegpu" in second["output"]  # the holder's command
+
+    # 3. The healthy night is whole and judged as a first night is: not judged for want of a baseline
+    #    alone, no suite error, nothing drained, its records read back whole.
+    assert status == 3, output
+    assert "SUITE ERROR" not in output and "DRAIN" not in output
+    (healthy_run,) = [r for k, r in nights(repo).items() if k not in before and k != stopped_folder]
+    assert healthy_run["state"] == "done" and healthy_run["unjudged_reasons"] == ["no-baseline"]
+    assert healthy_run["drain"] == [] and healthy_run["checks"] == "pass"
+    loaded = load([repo / "perflogs" / "fakegpu"], warn=None)
+    assert not loaded.issues, loaded.issues
+    assert (loaded.frame["test"] == "host_bandwidth").sum() > 0
+
+    # 4. The stopped night is no finished night: accept refuses it by name.
+    accepted = subprocess.run(
+        [sys.executable, "-m", "commands", "accept", stopped["stamp"], healthy_run["stamp"], "--system", "fakegpu"],
+        cwd=repo,
+        env={**os.environ, **fake_node_env(repo)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert accepted.returncode == 3
+    assert f"a night that did not end is no baseline: {stopped['stamp']} (stopped by SIGTERM" in accepted.stderr
+    assert not (repo / "perflogs" / "fakegpu" / "accepted.json").exists()
