@@ -23,12 +23,14 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.keys import SERIES_FIELDS
+from experiments.roots import REPO
 from judge import compare as cmp
 from judge import verdict
 from judge.status import AS_ACCEPTED, UNJUDGED
 from reports.load import load
 from reports.runs import PERFLOGS
 from runner.histories import report_histories
+from systems import data
 
 
 def _paths(args) -> list[Path]:
@@ -88,6 +90,7 @@ def cmd_compare(args) -> int:
     print(verdict.summary_line(result))
     for line in cmp.path_lines(result.paths):
         print(f"  {line}")
+    Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
     result.figures.to_csv(args.csv, index=False)
     result.paths.to_csv(Path(args.csv).with_suffix(".paths.csv"), index=False)
     print(f"tables written to {args.csv} (figures) and {Path(args.csv).with_suffix('.paths.csv')} (paths)")
@@ -160,7 +163,11 @@ def parser() -> argparse.ArgumentParser:
         "(for records older than samples, e.g. 'run([2-9])_bw=steady_runs')",
     )
     p.add_argument("--allow-unjudged", action="store_true", help="exit 0, not 3, when some figures cannot be judged")
-    p.add_argument("--csv", default="compare.csv", help="CSV file of the comparison (default compare.csv)")
+    p.add_argument(
+        "--csv",
+        default=str(REPO / "build" / "compare.csv"),
+        help="CSV file of the comparison (default: build/compare.csv in the checkout, which git ignores)",
+    )
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser(
@@ -181,14 +188,25 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def say_nearest_command(top: argparse.ArgumentParser, argv: list[str]) -> None:
+    """After argparse's usage error, the known commands nearest a word that names none ('htm': html)."""
+    commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction)).choices
+    word = next((w for w in argv if not w.startswith("-")), None)
+    if word is not None and word not in commands:
+        print(data.unknown(f"{top.prog}: no command", word, commands), file=sys.stderr)
+
+
 def main(argv=None) -> int:
     """Parse and run one command; its exit status (judge/status.py)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     # What follows '--' goes to ReFrame (nightly, upgrade), whatever it looks like.
     ours, reframe = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    top = parser()
     try:
-        args = parser().parse_args(ours)
+        args = top.parse_args(ours)
     except SystemExit as exit:  # a usage error judged nothing: 3, never the 2 of a move
+        if exit.code not in (0, None):
+            say_nearest_command(top, ours)
         return AS_ACCEPTED if exit.code in (0, None) else UNJUDGED
     if reframe and not hasattr(args, "reframe"):
         print(f"{args.command}: options after '--' are ReFrame's, which {args.command} does not run", file=sys.stderr)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shlex
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,6 +75,9 @@ def accepted_run_values(
 def _accepted(system: str, kind: str | None) -> dict:
     """The kind's accepted runs, or the mistake named (exit 3 by the suite's SystemExit)."""
     accepted = read_accepted(system, kind)
+    if accepted is None and kind is None and read_baselines(system):
+        choices = ", ".join(f"--kind {shlex.quote(k)}" for k in sorted(read_baselines(system)))
+        raise SystemExit(f"power: {system} has accepted runs of several kinds of node: give one: {choices}")
     if accepted is None:
         kinds = "; ".join(sorted(read_baselines(system)))
         which = f"--kind {kind!r}" if kind else "a --kind" if kinds else "./suite accept"

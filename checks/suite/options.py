@@ -165,6 +165,48 @@ def mistakes(options: list[str], systems: dict | None = None, tests: dict[str, s
             elif variable not in known:
                 where = f"of {test}" if len(parts) == 2 else "of any test"
                 found.append(data.unknown(f"-S: variable {where}", variable, (v for v in known if v[0] != "_")))
+            else:
+                found += out_of_range(test, variable, setting.split("=", 1)[1])
+    found += unknown_tags(options)
+    return found
+
+
+def out_of_range(test: str, variable: str, value: str) -> list[str]:
+    """`-S [test.]variable=value` refused where the value is outside its rule's range on every node
+    (checks/suite/settings.py's fixed_problem): named before a job script is written."""
+    from checks.suite.settings import fixed_problem, rules_of
+
+    classes = test_classes()
+    found = []
+    for name, cls in classes.items() if not test else [(test, classes[test])]:
+        rule = rules_of(cls).get(variable)
+        why = fixed_problem(rule, value) if rule is not None else None
+        if why:
+            found.append(f"-S {name}.{variable}={value!r}: must be {why}")
+    return found[:1]  # one line: the same rule on every check that has it
+
+
+def tags_of(classes: dict[str, type]) -> set[str]:
+    """Every tag of the suite's checks."""
+    return {tag for cls in classes.values() for tag in getattr(cls, "tags", ())}
+
+
+def unknown_tags(options: list[str]) -> list[str]:
+    """A -t TAG (ReFrame: a regular expression) that no check's tag matches: it would select nothing and
+    the run would pass having measured nothing."""
+    wanted = option_values(options, "-t", "--tag")
+    if not wanted:
+        return []
+    tags = tags_of(test_classes())
+    found = []
+    for pattern in wanted:
+        try:
+            matched = any(re.search(pattern, tag) for tag in tags)  # as ReFrame matches -t
+        except re.error as err:
+            found.append(f"-t {pattern!r}: not a regular expression ({err})")
+            continue
+        if not matched:
+            found.append(data.unknown("-t: no check has the tag", pattern, tags))
     return found
 
 

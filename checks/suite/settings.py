@@ -249,6 +249,28 @@ class Each:
         return None
 
 
+#: The rules whose range is the same on every node: a value outside it is refused before ReFrame starts.
+FIXED_RULES = (Count, Real, Size, Choice, CountOr)
+
+
+def read_as(rule, text: str):
+    """A -S value's text as its rule reads it (a whole number for a Count, a list for Each), or the text
+    itself where it does not read (the rule then refuses it)."""
+    if isinstance(rule, Each):
+        return [read_as(rule.rule, item) for item in text.split(",")]
+    number = {Count: Whole, Real: Decimal}.get(type(rule))
+    return number(text) if number else text
+
+
+def fixed_problem(rule, text: str) -> str | None:
+    """What a -S value must be where its rule's range is the same on every node (FIXED_RULES, or a list of
+    them), else None: the rules of a node's GPUs and NUMA nodes are checked at setup, on the node's data."""
+    inner = rule.rule if isinstance(rule, Each) else rule
+    if not isinstance(inner, FIXED_RULES):
+        return None
+    return rule.problem(read_as(rule, text), None)
+
+
 def rules_of(cls) -> dict:
     """Every variable a site may set on a test class and its rule (a class's own over its bases')."""
     rules = {}
