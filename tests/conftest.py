@@ -8,6 +8,16 @@ sys.path.insert(0, str(REPO))
 import pytest  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def own_lock(tmp_path_factory, monkeypatch):
+    """Each test's commands hold a lock of their own (runner/lock.py), not the checkout's: the tests that
+    call nightly, accept, rejudge or upgrade run side by side on several workers, and a site's own night in
+    this checkout is not held up by them."""
+    from runner import lock
+
+    monkeypatch.setattr(lock, "RESULTS", tmp_path_factory.mktemp("lock"))
+
+
 @pytest.fixture(scope="module")
 def seed():
     """GDRCopy's README outputs (the seed's), by test (tests/gdrcopy_outputs.py)."""

@@ -707,7 +707,7 @@ def test_a_typod_variable_or_test_in_a_setting_is_a_usage_error_naming_the_neare
         "known: memory_fraction, reps",
         "-S: test 'um_bandwith': not known (did you mean um_bandwidth?); known: SuiteBuild, mem_scan, um_bandwidth",
     ]
-    fine = ["--setvar=reps=3", "-S", "mem_scan.build.build_jobs=8", "-S", "size=1G"]
+    fine = ["--setvar=reps=50", "-S", "mem_scan.build.build_jobs=8", "-S", "size=1G"]
     assert options.mistakes(fine, tests=tests) == []
     assert (
         options.mistakes(["-S", "rep=3", "-S", "nonsense"], tests=tests)[1]

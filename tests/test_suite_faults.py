@@ -315,3 +315,20 @@ def test_accept_reads_the_perflogs_of_its_runs(monkeypatch):
     frame = nightly.pd.DataFrame({"system": [], "time": [], "node": []})
     monkeypatch.setattr(accept, "run_rows", lambda frame, system, runs: nightly.pd.Series([], dtype=bool))
     assert accept.unlogged_runs(frame, "local", [{"stamp": "2026-11-20T03:00:00"}]) == ["2026-11-20T03:00:00"]
+
+
+def test_a_setting_out_of_its_range_and_a_tag_no_check_has_are_refused_before_anything_runs(capfd):
+    assert options.mistakes(["-S", "daxpy.samples=99"]) == [
+        "-S daxpy.samples='99': must be a whole number from 1 to 20"
+    ]
+    assert options.mistakes(["-S", "reps=3"]) == ["-S copy_latency.reps='3': must be a whole number from 10 to 100000"]
+    assert options.mistakes(["-S", "daxpy.samples=9", "-S", "reps=50", "-t", "um|health"]) == []
+    (tag,) = options.mistakes(["-t", "umm"])
+    assert tag.startswith("-t: no check has the tag 'umm': not known (did you mean um?)")
+    assert main(["nightly", "--system", "local", "--", "-S", "daxpy.samples=99"]) == 3
+    assert "must be a whole number from 1 to 20" in capfd.readouterr().err
+
+
+def test_a_report_commands_typo_names_the_nearest(capsys):
+    assert main(["htm", "perflogs"]) == 3
+    assert "no command 'htm': not known (did you mean html?)" in capsys.readouterr().err

@@ -166,19 +166,20 @@ def mistakes(options: list[str], systems: dict | None = None, tests: dict[str, s
                 where = f"of {test}" if len(parts) == 2 else "of any test"
                 found.append(data.unknown(f"-S: variable {where}", variable, (v for v in known if v[0] != "_")))
             else:
-                found += out_of_range(test, variable, setting.split("=", 1)[1])
+                found += out_of_range(test, variable, setting.split("=", 1)[1], set(tests))
     found += unknown_tags(options)
     return found
 
 
-def out_of_range(test: str, variable: str, value: str) -> list[str]:
+def out_of_range(test: str, variable: str, value: str, among: set[str]) -> list[str]:
     """`-S [test.]variable=value` refused where the value is outside its rule's range on every node
-    (checks/suite/settings.py's fixed_problem): named before a job script is written."""
+    (checks/suite/settings.py's fixed_problem), on `test` or else each test of `among` that has the
+    variable: named before a job script is written."""
     from checks.suite.settings import fixed_problem, rules_of
 
-    classes = test_classes()
+    classes = {name: cls for name, cls in test_classes().items() if name in among}
     found = []
-    for name, cls in classes.items() if not test else [(test, classes[test])]:
+    for name, cls in classes.items() if not test else [(test, classes[test])] if test in classes else []:
         rule = rules_of(cls).get(variable)
         why = fixed_problem(rule, value) if rule is not None else None
         if why:
