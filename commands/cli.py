@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.files import DamagedFile, disk_problem
 from experiments.keys import SERIES_FIELDS
 from experiments.roots import REPO
 from judge import compare as cmp
@@ -218,6 +219,18 @@ def main(argv=None) -> int:
         if err.code in (0, None) or isinstance(err.code, int):
             raise
         print(err.code, file=sys.stderr)
+        return UNJUDGED
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback (a nightly saves its night: runner/nightly.py)
+        print(f"{args.command}: interrupted: nothing judged", file=sys.stderr)
+        return UNJUDGED
+    except DamagedFile as err:  # a file the suite keeps, named with what is wrong with it
+        print(f"{args.command}: nothing judged: {err}", file=sys.stderr)
+        return UNJUDGED
+    except OSError as err:
+        why = disk_problem(err)
+        if why is None:
+            traceback.print_exc()
+        print(f"{args.command}: error, nothing judged: {why or err}", file=sys.stderr)
         return UNJUDGED
     except Exception as err:  # an error of the suite itself judged nothing
         traceback.print_exc()
