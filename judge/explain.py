@@ -47,6 +47,7 @@ class Step:
     """The next steps a verdict calls for, and what each asks of the reader."""
 
     DRAIN = "drain"
+    FIX_THE_SUITE = "fix the suite"
     RERUN = "rerun"
     COMPARE = "compare with siblings"
     ACCEPT = "accept"
@@ -56,6 +57,8 @@ class Step:
 STEP_TEXT = {
     Step.DRAIN: "take the node out of service (its line in drain.txt: scontrol update nodename=NODE state=drain "
     "reason=...) and look at the path named",
+    Step.FIX_THE_SUITE: "keep the node in service: the suite itself failed, not the node; fix what the SUITE ERROR "
+    "says (a tool, the build, the disk), then run the night again",
     Step.RERUN: "run the night again when the GPUs are free: a busy GPU is not a slow one",
     Step.COMPARE: "set the node beside its siblings: a partition's night (./suite nightly --nodes all) tells one "
     "node from the fleet, and ./suite report compare --by time what changed and when",
@@ -342,7 +345,7 @@ class Finding:
     """One thing a night found, in a line, and the step it calls for."""
 
     path: str
-    verdict: str  # MOVED, LAGGING, UNSTABLE, BROKEN, CONTENDED, CHANGE, FAILED
+    verdict: str  # MOVED, LAGGING, UNSTABLE, BROKEN, CONTENDED, CHANGE, FAILED, SUITE ERROR
     line: str
     step: str  # a Step
 
@@ -360,6 +363,7 @@ def findings(run: dict, paths: pd.DataFrame | None, siblings: pd.DataFrame | Non
         for line in run.get("drain") or []
         if isinstance(line, str) and line.startswith("failed ")
     ]
+    found += [Finding("", "SUITE ERROR", line, Step.FIX_THE_SUITE) for line in run.get("suite_errors") or []]
     contended = {}
     for table in (siblings, paths):
         if "contended_by" in table.columns:
@@ -420,6 +424,8 @@ def next_step(run: dict, found: list[Finding], accepted: set[str] | None = None)
         if status == 1 and not found:
             return Step.DRAIN, "take the node out of service: a check failed or the node is unhealthy" + drill
         return Step.DRAIN, STEP_TEXT[Step.DRAIN] + drill
+    if Step.FIX_THE_SUITE in steps or (status == 3 and "suite-error" in reasons):
+        return Step.FIX_THE_SUITE, STEP_TEXT[Step.FIX_THE_SUITE]
     if Step.RERUN in steps:
         return Step.RERUN, STEP_TEXT[Step.RERUN] + drill
     if Step.COMPARE in steps:

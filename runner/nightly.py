@@ -691,7 +691,7 @@ def nightly(args) -> int:
     except OSError as err:
         blocking.append(disk_problem(err) or f"cannot write {outdir}: {err}")
     if blocking:
-        return not_judged_by_the_suite(outdir, run, blocking)
+        return not_judged_by_the_suite(outdir, run, blocking, page=not args.no_report)
     for line in preflight.seal_perflogs(PERFLOGS / system):
         print(f"nightly: {line}", file=sys.stderr)
     stop = None
@@ -704,7 +704,7 @@ def nightly(args) -> int:
             why = disk_problem(err)
             if why is None:
                 raise
-            return not_judged_by_the_suite(outdir, run, [why])
+            return not_judged_by_the_suite(outdir, run, [why], page=not args.no_report)
     return stopped(outdir, run, stop)
 
 
@@ -717,9 +717,9 @@ def say_clock(run: dict) -> None:
         print(f"nightly: warning: {run['clock']}", file=sys.stderr, flush=True)
 
 
-def not_judged_by_the_suite(outdir: Path, run: dict, causes: list[str]) -> int:
+def not_judged_by_the_suite(outdir: Path, run: dict, causes: list[str], page: bool = True) -> int:
     """A night the suite itself could not run or finish (its preflight, a full disk): exit 3, each cause
-    named and kept in run.json (where it can still be written), nothing drained."""
+    named and kept in run.json (where it can still be written) and on its page (`page`), nothing drained."""
     run.update(
         state=NightState.DONE.value,
         exit=UNJUDGED,
@@ -734,6 +734,8 @@ def not_judged_by_the_suite(outdir: Path, run: dict, causes: list[str]) -> int:
     with contextlib.suppress(OSError):
         save_run(outdir, run)
         (outdir / "drain.txt").write_text("")
+        if page:
+            write_verdict_only(run["system"], run, outdir)
     print(
         f"nightly: exit {UNJUDGED} ({MEANING[UNJUDGED]}): the suite could not run, not the node's fault, nothing "
         f"drained: {causes[0]}"
@@ -842,6 +844,8 @@ def measured_and_judged(args, system: str, run: dict, outdir: Path) -> int:
     if records is not None and not args.no_report:
         enter(outdir, run, "drawing")
         write_html(system, run, records, outdir, frame, result, history, lags, pages=night.pages)
+    elif not args.no_report:  # health failed or could not run: the night's verdict and next step all the same
+        write_verdict_only(system, run, outdir, lags)
     report_outcome(found, result, reasons, status, outdir, changes, lags, run)
     return status
 
@@ -1064,6 +1068,21 @@ def write_html(
         report = night_report(system, run, records, outdir, paths, lags, page, pages)
         print(f"report written to {report.index}")
     except Exception as err:
+        print(f"nightly: warning: no HTML report: {err!r}", file=sys.stderr)
+
+
+def write_verdict_only(system: str, run: dict, outdir: Path, lags: pd.DataFrame | None = None) -> None:
+    """The night's index.html of its verdict alone (its next step first), where it measured nothing to draw:
+    a night whose health failed or could not run. A page that cannot be drawn changes no verdict."""
+    from reports.html import write_verdict_page
+
+    try:
+        paths, lags, found, step = explained(run, None, lags)
+        page = write_verdict_page(
+            run, paths, lags, outdir, night_title(system, run), UNJUDGED_REASONS, "", None, found, step
+        )
+        print(f"report written to {page}")
+    except Exception as err:  # matplotlib and pandas raise many kinds
         print(f"nightly: warning: no HTML report: {err!r}", file=sys.stderr)
 
 

@@ -332,3 +332,22 @@ def test_a_setting_out_of_its_range_and_a_tag_no_check_has_are_refused_before_an
 def test_a_report_commands_typo_names_the_nearest(capsys):
     assert main(["htm", "perflogs"]) == 3
     assert "no command 'htm': not known (did you mean html?)" in capsys.readouterr().err
+
+
+def test_a_night_the_suite_failed_says_fix_the_suite_never_drain(tmp_path):
+    from judge import explain
+
+    run = {
+        "system": "local",
+        "stamp": "2026-11-20T03:00:00",
+        "exit": 3,
+        "unjudged_reasons": ["suite-error"],
+        "suite_errors": ["SuiteBuild: the suite's build failed: build job failed with exit code: 127"],
+        "drain": [],
+    }
+    *_, found, step = nightly.explained(run, None, None)
+    assert [(f.verdict, f.step) for f in found] == [("SUITE ERROR", explain.Step.FIX_THE_SUITE)]
+    assert step[0] == explain.Step.FIX_THE_SUITE and step[1].startswith("keep the node in service")
+    nightly.write_verdict_only("local", run, tmp_path)
+    page = (tmp_path / "index.html").read_text()
+    assert "SUITE ERROR" in page and "keep the node in service" in page
