@@ -194,7 +194,7 @@ def test_rejudge_judges_a_night_again_with_its_contention_and_keeps_a_failed_nig
     (copies[REJUDGED] / "rejudged-siblings.csv").write_text("left by an earlier rejudge\n")
     failed = json.loads((copies[REJUDGED] / "run.json").read_text())
     found = {stamp: (folder, json.loads((folder / "run.json").read_text())) for stamp, folder in copies.items()}
-    monkeypatch.setattr(accept, "find_run", lambda system, stamp: found[stamp.replace(":", "")])
+    monkeypatch.setattr(accept, "find_run", lambda system, stamp, command="accept": found[stamp.replace(":", "")])
     args = argparse.Namespace(system="hopper-vm", stamps=list(copies), alpha=0.05)
     assert accept.rejudge(args) == 2
     assert pages.read_night(copies[REJUDGED])["exit"] == 0
