@@ -259,6 +259,29 @@ def judge_night(system: str, run: dict, accepted: dict | None, alpha: float) -> 
     return judged, records, frame
 
 
+def unlogged(report: Path, records: pd.DataFrame, perflogs: Path) -> list[str]:
+    """The checks whose measurements (each passed case's performance values in ReFrame's run `report`) did
+    not all reach the perflogs (`records`, tonight's rows): a disk that filled or a perflog that could not be
+    written while ReFrame logged, which ReFrame only warns of. Each a suite error, named with the counts."""
+    try:
+        runs = read_json(report).get("runs", [])[-1:] if report.exists() else []
+    except DamagedFile:
+        return []  # outcomes() names it
+    expected: dict[str, int] = {}
+    for run in runs:
+        for case in run["testcases"]:
+            if case["result"] == "pass" and case.get("perfvalues"):
+                test = case["display_name"].split()[0]
+                expected[test] = expected.get(test, 0) + len(case["perfvalues"])
+    logged = records["test"].value_counts() if not records.empty else pd.Series(dtype=int)
+    return [
+        f"{test}: {int(logged.get(test, 0))} of its {n} measurements reached {perflogs} (a full disk or a perflog "
+        "that could not be written lost the rest): not judged; free the disk, then run the night again"
+        for test, n in sorted(expected.items())
+        if logged.get(test, 0) < n
+    ]
+
+
 def say_unbounded(run: dict, values: pd.DataFrame) -> None:
     """Name the paths no physical bound held tonight (run.json's
     `unbounded_paths`): an impossible value of theirs would pass for a
@@ -809,6 +832,7 @@ def measured_and_judged(args, system: str, run: dict, outdir: Path) -> int:
     changes: list[changepoints.Change] = []
     if health == 0:
         judged, records, frame = judge_night(system, run, accepted, args.alpha)
+        found["suite"] += unlogged(outdir / "run-report.json", records.frame, PERFLOGS / system)
         night = Night(system, run, outdir, accepted, args.reframe, args.alpha, found, frame)
         draw = None if args.no_report else (lambda: night.draw(lambda: draw_pages(system, run, records, outdir)))
         judged = confirm_by_rerun(night, judged, meanwhile=draw)

@@ -138,3 +138,59 @@ def test_a_night_stopped_during_its_checks_a_second_nightly_and_the_healthy_nigh
     assert accepted.returncode == 3
     assert f"a night that did not end is no baseline: {stopped['stamp']} (stopped by SIGTERM" in accepted.stderr
     assert not (repo / "perflogs" / "fakegpu" / "accepted.json").exists()
+
+
+PAGE = 4096  # a tmpfs gives a file its space a page at a time
+
+
+@pytest.fixture
+def small_disk(repo):
+    """perflogs/fakegpu on a file system of 1 MB (a tmpfs: root may mount one), holding the fake node's
+    host_bandwidth perflog as the nights before left it, cut to whole lines just short of a page, and
+    filled to the brim but for the two pages health and the build take: the night's first host_bandwidth
+    line crosses into a page the disk no longer has, and is cut."""
+    logs = repo / "perflogs" / "fakegpu"
+    earlier = (logs / "default" / "host_bandwidth.log").read_text().splitlines(keepends=True)
+    kept = []
+    for line in earlier:
+        if sum(map(len, kept)) + len(line) > PAGE - 40:
+            break
+        kept.append(line)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(logs)], capture_output=True)
+    if mounted.returncode != 0:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI runs as root and mounts a tmpfs: {mounted.stderr.decode()}")
+        pytest.skip("no tmpfs can be mounted here (not root)")
+    try:
+        (logs / "default").mkdir()
+        (logs / "default" / "host_bandwidth.log").write_text("".join(kept))
+        stat = os.statvfs(logs)
+        (logs / "filler").write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - 2 * PAGE))
+        yield logs
+    finally:
+        subprocess.run(["umount", str(logs)], check=True)
+
+
+def test_a_perflog_disk_that_fills_is_named_and_the_next_night_loses_no_line(repo, small_disk):
+    before = set(nights(repo))
+    # The preflight would refuse a disk this small: it is let through, to fill while ReFrame writes.
+    status, output = finish(start(repo, seed=9, env={"GPU_MEMPATHS_MIN_FREE_MB": "0"}))
+    assert status == 3, output
+    assert "SUITE ERROR host_bandwidth: " in output and "measurements reached" in output
+    assert "the suite failed, not the node, nothing drained: host_bandwidth:" in output.strip().splitlines()[-1]
+    (full,) = [r for k, r in nights(repo).items() if k not in before]
+    assert full["drain"] == [] and "suite-error" in full["unjudged_reasons"]
+    cut = (small_disk / "default" / "host_bandwidth.log").read_bytes()
+    assert not cut.endswith(b"\n")  # the line the disk cut
+
+    # Space again: the next night closes the cut line first, and every line of its own is whole.
+    (small_disk / "filler").unlink()
+    before = set(nights(repo))
+    status, output = finish(start(repo, seed=10, env={"GPU_MEMPATHS_MIN_FREE_MB": "0"}))
+    assert status == 3 and "ended in a cut line" in output and "SUITE ERROR" not in output, output
+    (healthy,) = [r for k, r in nights(repo).items() if k not in before]
+    assert healthy["unjudged_reasons"] == ["no-baseline"] and healthy["drain"] == []
+    loaded = load([small_disk], warn=None)
+    assert len(loaded.issues) == 1  # the one fragment the full disk left, skipped and named
+    tonight = loaded.frame[loaded.frame["time"] >= healthy["start"]]
+    assert (tonight["test"] == "host_bandwidth").sum() == 12  # read and write bandwidth, 5 samples each
