@@ -50,6 +50,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import metrics
+from experiments.files import DamagedFile, read_json
 from experiments.roots import DRY_RUNS, REPO
 from judge import contention as judge_contention
 from judge import explain, partition, verdict
@@ -60,6 +61,7 @@ from reports.names import split_display_name
 from reports.runs import (
     NIGHTLY_DIR,
     PERFLOGS,
+    NightState,
     finished_runs,
     node_facts_of,
     now,
@@ -297,21 +299,31 @@ def on_node(args) -> int:
 # --- the night ---------------------------------------------------------------------
 
 
-def failed_by_node(report: Path) -> dict[str, list[str]]:
-    """The failed cases of a ReFrame run report by the node they ran on ('' where unknown)."""
+def failed_by_node(report: Path, suite: bool = False) -> dict[str, list[str]]:
+    """The failed cases of a ReFrame run report by the node they ran on ('' where unknown): the evidence
+    about nodes, or with `suite` the suite's own failures (nightly.suite_cause: its build, a case not run
+    because of it or before it reached the node; a report ReFrame did not write), which drain no node."""
     found: dict[str, list[str]] = {}
     if not report.exists():
-        return {"": [f"no {report.name}: the job or ReFrame did not finish"]}
+        return {"": [f"no {report.name}: the job or ReFrame did not finish"]} if suite else {}
     if report.suffix != ".json":
         return {}
-    for run in json.loads(report.read_text()).get("runs", [])[-1:]:
+    try:
+        runs = read_json(report).get("runs", [])[-1:]
+    except DamagedFile as err:
+        return {"": [f"ReFrame's run report is unreadable: {err}"]} if suite else {}
+    for run in runs:
         for case in run["testcases"]:
-            if case["result"] in ("pass", "skip"):
+            if case["result"] in ("pass", "skip") or (nightly.suite_cause(case) is not None) != suite:
                 continue
             nodes = case.get("job_nodelist") or [split_display_name(case["display_name"])[1].get(".nid", "")]
-            why = nightly.fail_reason(case)
+            why = (
+                nightly.suite_cause(case)
+                if suite
+                else f"{case['display_name'].split()[0]}: {nightly.fail_reason(case)}"
+            )
             for node in nodes if isinstance(nodes, list) else [nodes]:
-                found.setdefault(node, []).append(f"{case['display_name'].split()[0]}: {why}")
+                found.setdefault(node, []).append(why)
     return found
 
 
@@ -325,10 +337,18 @@ def tables(frame: pd.DataFrame, system: str, run: dict, accepted: dict | None):
     return verdict.attach_paths(tonight), past
 
 
-def partition_status(result: partition.Partition, failed: dict, judged_any: bool, history: bool, allow: bool) -> int:
-    """The night's exit status (module docstring)."""
-    if failed or result.silent or (result.cells["verdict"] == partition.Cell.NOT_MEASURED).any():
+def partition_status(
+    result: partition.Partition, failed: dict, judged_any: bool, history: bool, allow: bool, suite: dict = None
+) -> int:
+    """The night's exit status (module docstring): a node silent or with paths not measured because the
+    suite itself failed there (`suite`, by node; '' the whole night's) is no failed node."""
+    unmeasured = result.cells.loc[result.cells["verdict"] == partition.Cell.NOT_MEASURED, "node"]
+    broken = [n for n in {*result.silent, *unmeasured} if not explained_by_suite(n, suite)]
+    if failed or broken:
         return FAILED
+    moved = not result.faults().empty or not result.fleet_changes().empty or not result.contended().empty
+    if suite and not moved:
+        return UNJUDGED
     if not result.faults().empty or not result.fleet_changes().empty or not result.contended().empty:
         return MOVED
     if not judged_any or (not history and not allow):
@@ -409,8 +429,18 @@ def partition_nightly(args) -> int:
     result = with_contention(result, tonight, used, contention.read_reports(again, "rerun"), run)
     rerun_failed = {node: [f"rerun: {line}" for line in lines] for node, lines in failed_cases(again).items()}
     failed = merge(failed, by_expected(rerun_failed, expected))
+    suite = by_expected(merge(failed_cases(reports, suite=True), failed_cases(again, suite=True)), expected)
+    if suite:
+        run["suite_errors"] = [
+            f"{node or 'the night'}: {line}" for node, lines in sorted(suite.items()) for line in lines
+        ]
     run["health"] = run["checks"] = "fail" if failed.get("") else "pass"  # the night's own, not a node's
-    return write_night(night, result, failed, accepted, args.allow_unjudged, not args.no_report)
+    return write_night(night, result, failed, accepted, args.allow_unjudged, not args.no_report, suite)
+
+
+def explained_by_suite(node: str, suite: dict | None) -> bool:
+    """Whether the suite's own failures (by node; '' the whole night's) explain what a node lacks."""
+    return bool(suite) and ("" in suite or node in suite)
 
 
 def short(host: str) -> str:
@@ -540,10 +570,11 @@ def with_contention(
     return partition.contend(result, contended)
 
 
-def failed_cases(reports: list[Path]) -> dict[str, list[str]]:
+def failed_cases(reports: list[Path], suite: bool = False) -> dict[str, list[str]]:
+    """failed_by_node over several reports (`suite`: the suite's own failures)."""
     found: dict[str, list[str]] = {}
     for path in reports:
-        found = merge(found, failed_by_node(path))
+        found = merge(found, failed_by_node(path, suite))
     return found
 
 
@@ -557,14 +588,17 @@ def kind_of_night(outdir: Path) -> str | None:
     return kind_of(facts[0]) if facts else None
 
 
-def write_night(night: Night, result, failed: dict, accepted, allow: bool, report: bool = True) -> int:
-    """The night's results written and sent, its report drawn and said (module docstring); the exit status."""
+def write_night(
+    night: Night, result, failed: dict, accepted, allow: bool, report: bool = True, suite: dict | None = None
+) -> int:
+    """The night's results written and sent, its report drawn and said (module docstring); the exit status.
+    `suite`: the suite's own failures by node, which drain none."""
     system, run, outdir = night.system, night.run, night.outdir
     judged = [partition.Cell.PASS, partition.Cell.NODE_FAULT, partition.Cell.BOTH, partition.Cell.TRANSIENT]
     history = accepted is not None and (result.fleet["verdict"] != partition.Fleet.UNJUDGED).any()
     judged_any = result.cells["verdict"].isin(judged).any() or history
-    status = partition_status(result, failed, judged_any, history, allow)
-    write_results(outdir, run, result, failed, status, accepted)
+    status = partition_status(result, failed, judged_any, history, allow, suite)
+    write_results(outdir, run, result, failed, status, accepted, suite)
     send(system, run, result, status)
     if report:
         write_page(system, run, result, outdir)
@@ -572,12 +606,16 @@ def write_night(night: Night, result, failed: dict, accepted, allow: bool, repor
     return status
 
 
-def drain_rows(result: partition.Partition, failed: dict[str, list[str]]) -> list[dict]:
-    """The nodes to drain, each with its state, its reasons and figures."""
+def drain_rows(result: partition.Partition, failed: dict[str, list[str]], suite: dict | None = None) -> list[dict]:
+    """The nodes to drain, each with its state, its reasons and figures; not a node that lacks what the
+    suite's own failures explain (`suite`: silent or not measured because the build or the job failed)."""
     rows = []
+    unmeasured = (partition.NodeState.SILENT, partition.NodeState.INCOMPLETE)
     for row in result.nodes.itertuples():
         lines = failed.get(row.node, [])
         if row.state in (partition.NodeState.OK, partition.NodeState.CONTENDED) and not lines:
+            continue
+        if row.state in unmeasured and not lines and explained_by_suite(row.node, suite):
             continue
         reasons = [partition.node_line(row, result.cells)] if row.state != partition.NodeState.OK else []
         rows.append({"node": row.node, "state": str(row.state), "reasons": reasons + [f"failed {x}" for x in lines]})
@@ -586,13 +624,18 @@ def drain_rows(result: partition.Partition, failed: dict[str, list[str]]) -> lis
     return rows
 
 
-def write_results(outdir: Path, run: dict, result: partition.Partition, failed: dict, status: int, accepted) -> None:
+def write_results(
+    outdir: Path, run: dict, result: partition.Partition, failed: dict, status: int, accepted, suite=None
+) -> None:
     result.cells.to_csv(outdir / "cells.csv", index=False)
     result.fleet.to_csv(outdir / "fleet.csv", index=False)
     result.nodes.to_csv(outdir / "nodes.csv", index=False)
-    drain = drain_rows(result, failed)
+    drain = drain_rows(result, failed, suite)
     (outdir / "drain.txt").write_text("".join(f"{r['node']}\t{' | '.join(r['reasons'])}\n" for r in drain))
     run["exit"], run["meaning"] = status, MEANING[status]
+    run["state"] = NightState.DONE.value
+    if suite and status == UNJUDGED:
+        run["unjudged_reasons"] = ["suite-error"]
     run["drain"] = drain
     run["not_drained"] = [
         {"node": r.node, "reasons": [partition.node_line(r, result.cells)]}
@@ -661,6 +704,8 @@ def say(run: dict, result: partition.Partition, failed: dict, status: int, outdi
     for node, lines in sorted(failed.items()):
         for line in lines:
             print(f"nightly: FAILED {node or 'the night'}: {line}", file=sys.stderr)
+    for line in run.get("suite_errors", []):
+        print(f"nightly: SUITE ERROR {line}", file=sys.stderr)
     for row in run["drain"]:
         print(f"nightly: DRAIN {row['node']}: {' | '.join(row['reasons'])}", file=sys.stderr)
     for line in run["fleet_changes"]:
@@ -676,7 +721,9 @@ def say(run: dict, result: partition.Partition, failed: dict, status: int, outdi
         f"{counts['node_faults']} node fault(s), {counts['fleet_changes']} fleet change(s); "
         f"drain list in {outdir / 'drain.txt'}"
     )
-    print(f"nightly: exit {status} ({MEANING[status]}); results in {outdir}")
+    cause = run.get("suite_errors", [])[:1] if status == UNJUDGED else []
+    why = f"; the suite failed, not the nodes, none drained for it: {cause[0]}" if cause else ""
+    print(f"nightly: exit {status} ({MEANING[status]}); results in {outdir}{why}")
 
 
 def add_arguments(p) -> None:

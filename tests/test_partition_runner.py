@@ -92,3 +92,30 @@ def test_a_node_fault_another_process_explains_in_the_run_and_its_rerun_is_conte
     gone = read([report(tmp_path / "rerun2", {})], "rerun")
     alone = night.with_contention(result, tonight, read([first], "tonight"), gone, {"rerun": {"nodes": ["n3"]}})
     assert alone.contended().empty and sorted(alone.drain()) == ["n1", "n3"]
+
+
+def test_a_failed_build_drains_no_node_of_a_partition_and_the_night_is_not_judged(tmp_path):
+    """A build that failed leaves every node without its measurements: the suite's failure, not theirs."""
+    cases = [
+        {"display_name": "SuiteBuild ~dgx:gpu+gnu", "result": "fail", "fail_phase": "compile_wait",
+         "fail_reason": "build job failed with exit code: 127", "job_nodelist": ["login1"]},
+        *({"display_name": f"host_bandwidth /{k}", "result": "fail_deps", "fail_phase": None,
+           "fail_reason": None, "job_nodelist": [node]} for k, node in enumerate(["n1", "n2"])),
+        {"display_name": "node_health /9", "result": "fail", "fail_phase": "sanity",
+         "fail_reason": "an uncorrected ECC error", "job_nodelist": ["n3"]},
+    ]  # fmt: skip
+    report = tmp_path / "run-report.json"
+    report.write_text(json.dumps({"runs": [{"testcases": cases}]}))
+    failed = night.by_expected(night.failed_cases([report]), ["n1", "n2", "n3"])
+    suite = night.by_expected(night.failed_cases([report], suite=True), ["n1", "n2", "n3"])
+    assert failed == {"n3": ["node_health: an uncorrected ECC error"]}  # evidence about a node: drained
+    assert set(suite) == {"", "n1", "n2"} and "the suite's build failed" in suite[""][0]
+    rng = np.random.default_rng(3)
+    tonight = table(["n3"], ["gpu0 read"], rng)  # n1 and n2 measured nothing
+    result = judge_partition.judge(judge_partition.levels(tonight, None), expected=["n1", "n2", "n3"])
+    assert set(result.silent) == {"n1", "n2"}
+    assert night.partition_status(result, {}, True, False, True, suite) == 3
+    assert night.drain_rows(result, {}, suite) == []
+    assert night.partition_status(result, failed, True, False, True, suite) == 1
+    assert [r["node"] for r in night.drain_rows(result, failed, suite)] == ["n3"]
+    assert night.partition_status(result, {}, True, False, True, None) == 1  # silent with no cause: a failure
