@@ -55,6 +55,11 @@ def select(frame: pd.DataFrame, by: str, spec: str) -> pd.DataFrame:
     return frame[select_mask(frame, by, spec)]
 
 
+def runs_without_rows(frame: pd.DataFrame, system: str, runs: list[dict]) -> list[str]:
+    """The stamps of `runs` that no row of `frame` (the system's perflogs) falls in: gone, or never written."""
+    return [run["stamp"] for run in runs if not run_rows(frame, system, [run]).any()]
+
+
 def run_rows(frame: pd.DataFrame, system: str, runs: list[dict]) -> pd.Series:
     """Which rows of `frame` the given runs of `system` logged."""
     mask = np.zeros(len(frame), dtype=bool)

@@ -29,7 +29,7 @@ from experiments.files import read_json, write_json
 from experiments.keys import CASE_KEY, NODE_FACTS, direction, format_case, parse_case
 from experiments.roots import REFERENCES, REPO
 from judge import siblings, verdict
-from judge.select import RERUNS, run_rows
+from judge.select import RERUNS, run_rows, runs_without_rows
 from judge.status import FAILED, MEANING, UNJUDGED
 from reports.load import load
 from reports.runs import (
@@ -304,11 +304,6 @@ def held_out(record: dict, found: dict[str, list[str]] | None, despite: str | No
     return {**record, "runs": runs}
 
 
-def unlogged_runs(frame: pd.DataFrame, system: str, runs: list[dict]) -> list[str]:
-    """The stamps of `runs` that no record of `frame` (the system's perflogs) falls in: gone, or never written."""
-    return [run["stamp"] for run in runs if not run_rows(frame, system, [run]).any()]
-
-
 def declares_no_gpu(system: dict) -> bool:
     """Whether a system's data declares nodes without GPUs (a partition with node.gpus.count 0)."""
     return any(p.get("node", {}).get("gpus", {}).get("count") == 0 for p in system.get("partitions", []))
@@ -369,7 +364,7 @@ def accept(args) -> int:
     record = {"system": system, "kind": kind, "accepted": now(), "runs": runs}
     record["node"] = node_facts_of([o for o, _ in found])
     frame = load([PERFLOGS / system], warn=None).frame
-    unlogged = unlogged_runs(frame, system, runs)
+    unlogged = runs_without_rows(frame, system, runs)
     if unlogged:
         print(
             f"accept: no perflog line of {', '.join(unlogged)} is in {PERFLOGS / system}: a baseline is of what "

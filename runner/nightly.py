@@ -54,7 +54,7 @@ from experiments.files import DamagedFile, disk_problem, read_json, write_json
 from experiments.gpu_use import process_line
 from experiments.roots import REPO
 from judge import changepoints, explain, siblings, verdict
-from judge.select import RERUNS, accepted_masks, run_rows
+from judge.select import RERUNS, accepted_masks, run_rows, runs_without_rows
 from judge.status import FAILED, MEANING, MOVED, UNJUDGED
 from reports.load import Loaded, load
 from reports.runs import (
@@ -723,6 +723,8 @@ def nightly(args) -> int:
             return measured_and_judged(args, system, run, outdir)
         except Stopped as err:
             stop = err.signal_name
+        except DamagedFile as err:  # accepted.json, a run report: the suite's files, not the node
+            return not_judged_by_the_suite(outdir, run, [str(err)], page=not args.no_report)
         except OSError as err:  # a disk filled or turned read-only while the night wrote
             why = disk_problem(err)
             if why is None:
@@ -833,6 +835,12 @@ def measured_and_judged(args, system: str, run: dict, outdir: Path) -> int:
     if health == 0:
         judged, records, frame = judge_night(system, run, accepted, args.alpha)
         found["suite"] += unlogged(outdir / "run-report.json", records.frame, PERFLOGS / system)
+        gone = runs_without_rows(frame, system, accepted["runs"]) if accepted else []
+        if gone:  # a baseline whose records are lost judges with what is left: named, never silent
+            found["suite"].append(
+                f"the accepted runs {', '.join(gone)} have no line in {PERFLOGS / system}: restore their perflogs "
+                "(git checkout), or accept other runs"
+            )
         night = Night(system, run, outdir, accepted, args.reframe, args.alpha, found, frame)
         draw = None if args.no_report else (lambda: night.draw(lambda: draw_pages(system, run, records, outdir)))
         judged = confirm_by_rerun(night, judged, meanwhile=draw)

@@ -396,7 +396,11 @@ def expectations(
         return declared_expectation(system, part), f"against {source}"
     if accepted is None or not accepted.exists():
         return None, "nothing to judge the node's facts against: no accepted run (./suite accept)"
-    baselines, this = baselines_in(json.loads(accepted.read_text())), node_facts(detected)
+    try:
+        record = json.loads(accepted.read_text())
+    except (ValueError, OSError) as err:  # the suite's file, not the node: the nightly names it and judges nothing
+        return None, f"nothing to judge the node's facts against: {accepted} is damaged ({err})"
+    baselines, this = baselines_in(record), node_facts(detected)
     kind = baseline_for(baselines, part["name"], this, system.get("node_kinds", ()))
     if kind is None:
         kinds = "; ".join(sorted(baselines)) or "none"

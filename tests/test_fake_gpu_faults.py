@@ -194,3 +194,18 @@ def test_a_perflog_disk_that_fills_is_named_and_the_next_night_loses_no_line(rep
     assert len(loaded.issues) == 1  # the one fragment the full disk left, skipped and named
     tonight = loaded.frame[loaded.frame["time"] >= healthy["start"]]
     assert (tonight["test"] == "host_bandwidth").sum() == 12  # read and write bandwidth, 5 samples each
+
+
+def test_a_damaged_accepted_json_is_named_and_drains_nothing(repo):
+    accepted = repo / "perflogs" / "fakegpu" / "accepted.json"
+    accepted.write_text('{"system": "fakegpu", "kinds": {')  # cut by a full disk or an editor
+    try:
+        before = set(nights(repo))
+        status, output = finish(start(repo, seed=11))
+    finally:
+        accepted.unlink()
+    assert status == 3, output
+    assert f"{accepted}: damaged (not JSON" in output.strip().splitlines()[-1]
+    assert "DRAIN" not in output and "FAILED" not in output
+    (run,) = [r for k, r in nights(repo).items() if k not in before]
+    assert run["unjudged_reasons"] == ["suite-error"] and run["drain"] == []

@@ -293,7 +293,7 @@ def test_a_stamp_of_another_system_names_the_system_to_give(tmp_path, monkeypatc
 
 def test_a_run_whose_checks_failed_is_accepted_only_saying_why(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(runs, "NIGHTLY_DIR", tmp_path)
-    monkeypatch.setattr(accept, "unlogged_runs", lambda *_: [])  # runs of records alone: no perflogs to hold
+    monkeypatch.setattr(accept, "runs_without_rows", lambda *_: [])  # runs of records alone: no perflogs to hold
     monkeypatch.setattr(runs, "accepted_file", lambda system: tmp_path / "accepted.json")
     stamps = ("2026-11-20T03:00:00", "2026-11-21T03:00:00", "2026-11-22T03:00:00")
     for stamp, checks in zip(stamps, ("pass", "fail", "pass")):

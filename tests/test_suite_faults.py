@@ -17,7 +17,7 @@ from checks.suite import options
 from commands.cli import main
 from experiments import files
 from reports import runs
-from runner import accept, lock, nightly, pages, partition, preflight
+from runner import lock, nightly, pages, partition, preflight
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -311,10 +311,17 @@ def test_report_night_reads_no_folder_outside_results(tmp_path, monkeypatch):
         pages.find_night(str(outside))
 
 
-def test_accept_reads_the_perflogs_of_its_runs(monkeypatch):
-    frame = nightly.pd.DataFrame({"system": [], "time": [], "node": []})
-    monkeypatch.setattr(accept, "run_rows", lambda frame, system, runs: nightly.pd.Series([], dtype=bool))
-    assert accept.unlogged_runs(frame, "local", [{"stamp": "2026-11-20T03:00:00"}]) == ["2026-11-20T03:00:00"]
+def test_accept_and_the_nightly_read_the_perflogs_of_the_runs(monkeypatch):
+    from judge.select import runs_without_rows
+
+    frame = nightly.pd.DataFrame(
+        {"system": ["local"], "time": nightly.pd.to_datetime(["2026-11-20T03:01:00"], utc=True), "node": ["n1"]}
+    )
+    runs = [
+        {"stamp": s, "start": s, "end": s.replace(":00:00", ":09:00")}
+        for s in ("2026-11-20T03:00:00", "2026-11-21T03:00:00")
+    ]
+    assert runs_without_rows(frame, "local", runs) == ["2026-11-21T03:00:00"]
 
 
 def test_a_setting_out_of_its_range_and_a_tag_no_check_has_are_refused_before_anything_runs(capfd):
