@@ -57,7 +57,7 @@ from experiments.roots import PERFLOGS, REPO, UPGRADES
 from judge import verdict
 from judge.compare import path_lines, status_of
 from judge.select import accepted_masks, run_rows
-from judge.status import FAILED, UNJUDGED
+from judge.status import AS_ACCEPTED, FAILED, UNJUDGED
 from reports.load import load
 from reports.runs import finished_runs, now, read_accepted, selected_system
 from runner import lock
@@ -272,6 +272,25 @@ def driver_upgrade(system: str, kind: str | None) -> int:
     return publish(f"{system}-driver-{old[0]}-to-{new}", what, result)
 
 
+#: The checks that measure no GPU: an upgrade that ran only these judged none of what a CUDA upgrade changes.
+HOST_ONLY = ("host_bandwidth", "node_health", "SuiteBuild", "GdrCopyBuild")
+
+
+def not_judged_without_gpus(ran: dict[str, set[str]]) -> int:
+    """An upgrade whose every GPU check was skipped (no GPU on this node) and nothing moved: not judged,
+    with the count, never 'nothing moved'; AS_ACCEPTED otherwise."""
+    gpu_ran = ran["passed"] - set(HOST_ONLY)
+    gpu_skipped = ran["skipped"] - set(HOST_ONLY)
+    if gpu_skipped and not gpu_ran:
+        print(
+            f"upgrade: not judged: every GPU check was skipped ({len(gpu_skipped)}: {', '.join(sorted(gpu_skipped))}; "
+            "no GPU on this node?), so only the host's paths were compared; run it on a GPU node",
+            file=sys.stderr,
+        )
+        return UNJUDGED
+    return AS_ACCEPTED
+
+
 def publish(stem: str, what: str, result: verdict.Verdict) -> int:
     """The verdict's tables, results/upgrades/<stem>-paths.csv and <stem>.csv
     (the figures), and its lines per path; its exit status."""
@@ -306,6 +325,7 @@ class Experiment:
         self.name = f"{name}-{now().replace(':', '')}"
         self.record: dict = {"system": system, "sides": sides, "options": options, "rounds": [], "reruns": []}
         self.failed: list[str] = []
+        self.ran: dict[str, set[str]] = {"passed": set(), "skipped": set()}  # the checks, by name
 
     @property
     def folder(self) -> Path:
@@ -339,7 +359,9 @@ class Experiment:
             with report.open("rb") as plain, gzip.open(report.with_name(report.name + ".gz"), "wb") as packed:
                 packed.writelines(plain)
             report.unlink()
-        return FAILED if self.failed else status
+        if self.failed:
+            return FAILED
+        return not_judged_without_gpus(self.ran) if status == AS_ACCEPTED else status
 
     def _save(self) -> None:
         write_json(self.folder / "rounds.json", self.record)
@@ -354,6 +376,8 @@ class Experiment:
         window.update(end=now(), report=report.name)  # in the upgrade's folder
         found = outcomes(report)
         self.failed += [f"{label} {side}: {why}" for why in found["failed"] + found["suite"]]
+        for outcome in self.ran:
+            self.ran[outcome] |= {name.split()[0] for name in found[outcome]}
         return window
 
     def _frame(self, old: str, new: str) -> pd.DataFrame:

@@ -358,3 +358,12 @@ def test_a_night_the_suite_failed_says_fix_the_suite_never_drain(tmp_path):
     nightly.write_verdict_only("local", run, tmp_path)
     page = (tmp_path / "index.html").read_text()
     assert "SUITE ERROR" in page and "keep the node in service" in page
+
+
+def test_an_upgrade_that_ran_no_gpu_check_is_not_judged():
+    from runner import upgrade
+
+    host_only = {"passed": {"host_bandwidth", "SuiteBuild"}, "skipped": {"daxpy", "um_bandwidth", "copy_latency"}}
+    assert upgrade.not_judged_without_gpus(host_only) == 3
+    on_one_gpu = {"passed": {"host_bandwidth", "daxpy"}, "skipped": {"mem_scan", "p2p_pingpong"}}
+    assert upgrade.not_judged_without_gpus(on_one_gpu) == 0
