@@ -144,6 +144,9 @@ std::vector<int> select_nodes(const Topology &topo, const suite::Options &opts) 
             opts.usage_error("option '--nodes' takes 'all' or NUMA node numbers such as 0,1, got '%s'", item.c_str());
         if (std::find(topo.nodes.begin(), topo.nodes.end(), node) == topo.nodes.end())
             opts.usage_error("option '--nodes': NUMA node %lld does not exist on this host", node);
+        // A node named twice would be measured twice under one name: its records would collide.
+        if (std::find(chosen.begin(), chosen.end(), node) != chosen.end())
+            opts.usage_error("option '--nodes': NUMA node %lld is named twice", node);
         chosen.push_back(static_cast<int>(node));
     }
     if (chosen.empty()) opts.usage_error("option '--nodes' needs 'all' or at least one node");
