@@ -480,3 +480,34 @@ def test_an_nvbit_tool_named_by_the_run_is_used_and_one_that_is_not_there_fails(
         tmp_path, "dgx-a100", "-n", "p2p_pingpong.*nvbit", "-S", "p2p_pingpong.nvbit_tool=/no/tool.so", check=False
     )
     assert "nvbit_tool='/no/tool.so' must be an existing file's absolute path" in missing.stdout + missing.stderr
+
+
+def _valid_shell(root: Path) -> None:
+    """bash -n over each script under `root`'s stage: a value the suite put into one (a path, a setting)
+    never breaks its syntax."""
+    scripts = list(root.glob("stage/**/*.sh"))
+    assert len(scripts) > 20
+    for script in scripts:
+        checked = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert checked.returncode == 0, f"{script}: {checked.stderr}"
+
+
+def test_every_slurm_job_and_build_script_is_valid_shell(slurm_system):
+    _valid_shell(slurm_system[1])
+
+
+def test_every_lsf_job_and_build_script_is_valid_shell(summit):
+    _valid_shell(summit)
+
+
+def test_a_setting_a_shell_would_read_never_reaches_a_job_script(tmp_path):
+    """The hostile set (tests/test_suite_faults.py) reaches no dry run: refused before ReFrame writes a script."""
+    from test_suite_faults import HOSTILE
+
+    for word in HOSTILE[:7]:
+        result = subprocess.run(
+            [sys.executable, "-m", "checks.suite.options", "-S", f"p2p_pingpong.nvbit_tool={word}"],
+            cwd=REPO, capture_output=True, text=True,
+        )  # fmt: skip
+        assert result.returncode == 3 and "a job script would read as shell" in result.stderr
+    assert not list(tmp_path.glob("**/PWNED")) and not (REPO / "PWNED").exists()
