@@ -812,8 +812,8 @@ def measured_and_judged(args, system: str, run: dict, outdir: Path) -> int:
         run["accepted_runs"] = [r["stamp"] for r in accepted.get("runs", [])]
         say_clock(run)
     if health == 0:
-        run["plan"] = announce_plan(system, list(as_nights(*args.reframe)))
         enter(outdir, run, "checks")
+        run["plan"] = announce_plan(system, list(as_nights(*args.reframe)))
         checks_status = reframe(system, outdir / "run-report.json", *KEEP_THE_BUILD, *as_nights(*args.reframe))
         contention.snapshot(outdir, "tonight")  # before a rerun replaces the cases' outputs
         checks = outcomes(outdir / "run-report.json")

@@ -232,6 +232,26 @@ def draw_partition(folder: Path, run: dict, outdir: Path, node_pages: bool = Tru
 # --- the report's latest nights -----------------------------------------------------
 
 
+def latest_runs(system: str, at: str | None = None) -> dict[tuple[str, bool], dict]:
+    """The latest judged night of each kind of node of `system` (and of each kind's partition nights), as
+    last judged, by (kind, partition?): never one stamped later than the clock (`at`, this machine's by
+    default), whose node's clock was wrong and which would hide the real latest night; each such named."""
+    latest: dict[tuple[str, bool], dict] = {}
+    for run in finished_runs(system, partitions=True):
+        run = as_last_judged(NIGHTLY_DIR / system / folder_name(run["stamp"]), run)
+        if run.get("exit") is None:
+            continue
+        if in_the_future(run["stamp"], at):
+            print(
+                f"report: the night {run['stamp']} of {system} is stamped later than this machine's clock "
+                f"({at or now()} UTC): left out of the latest nights (its node's clock was wrong?)",
+                file=sys.stderr,
+            )
+            continue
+        latest[(kind_of_run(system, run) or "unknown", bool(run.get("nodes")))] = run
+    return latest
+
+
 def latest_nights(frame: pd.DataFrame, outdir: Path, history_pages: dict[str, Path] | None = None) -> list[NightLink]:
     """The latest judged night of each kind of node (and of each kind's
     partition nights) of every system the records hold, drills left out,
@@ -242,21 +262,7 @@ def latest_nights(frame: pd.DataFrame, outdir: Path, history_pages: dict[str, Pa
 
     links = []
     for system in sorted(frame["system"].dropna().unique()):
-        latest: dict[tuple[str, bool], dict] = {}
-        for run in finished_runs(system, partitions=True):
-            run = as_last_judged(NIGHTLY_DIR / system / folder_name(run["stamp"]), run)
-            if run.get("exit") is None:
-                continue
-            if in_the_future(run["stamp"]):  # a node's clock set wrong: no latest night of it, named
-                print(
-                    f"report: the night {run['stamp']} of {system} is stamped later than this machine's clock "
-                    f"({now()} UTC): left out of the latest nights (its node's clock was wrong?)",
-                    file=sys.stderr,
-                )
-                continue
-            kind = kind_of_run(system, run) or "unknown"
-            latest[(kind, bool(run.get("nodes")))] = run
-        for (kind, whole), run in sorted(latest.items()):
+        for (kind, whole), run in sorted(latest_runs(system).items()):
             name = f"night-{system}-{slug(kind)}" + ("-partition" if whole else "")
             folder = NIGHTLY_DIR / system / folder_name(run["stamp"])
             history = (history_pages or {}).get(f"{system}, {kind}")

@@ -29,7 +29,14 @@ def seed():
 #: The modules whose fixtures run whole nights one after another, minutes on one
 #: worker (xdist keeps a module on one): started first, so that they are not
 #: what the other workers wait for at the end.
-FIRST = ("test_fake_gpu.py", "test_fake_gpus.py", "test_dryrun.py", "test_readme.py", "test_nightly.py")
+FIRST = (
+    "test_fake_gpu.py",
+    "test_fake_gpu_faults.py",
+    "test_fake_gpus.py",
+    "test_dryrun.py",
+    "test_readme.py",
+    "test_nightly.py",
+)
 
 
 def pytest_collection_modifyitems(items):

@@ -5,6 +5,7 @@ drain.txt, and the healthy night beside them is whole and judged as before."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -46,18 +47,20 @@ def start(repo: Path, seed: int = 5, env: dict | None = None) -> subprocess.Pope
     )
 
 
-def finish(process: subprocess.Popen, until: str | None = None, then=None) -> tuple[int, str]:
-    """Its exit status and output, read to its end (`then()` called once a line holds `until`); killed,
-    session and all, after 5 minutes."""
+def finish(process: subprocess.Popen, until: str | tuple[str, ...] = (), then=None) -> tuple[int, str]:
+    """Its exit status and output, read to its end (`then()` called once lines have held each of `until`, in
+    order); killed, session and all, after 5 minutes."""
     deadline = threading.Timer(300, os.killpg, (process.pid, signal.SIGKILL))
     deadline.start()
     output = []
+    waiting = [until] if isinstance(until, str) else list(until)
     try:
         for line in process.stdout:
             output.append(line)
-            if until is not None and until in line:
-                until = None
-                then()
+            if waiting and waiting[0] in line:
+                waiting.pop(0)
+                if not waiting:
+                    then()
         return process.wait(), "".join(output)
     finally:
         deadline.cancel()
@@ -209,3 +212,58 @@ def test_a_damaged_accepted_json_is_named_and_drains_nothing(repo):
     assert "DRAIN" not in output and "FAILED" not in output
     (run,) = [r for k, r in nights(repo).items() if k not in before]
     assert run["unjudged_reasons"] == ["suite-error"] and run["drain"] == []
+
+
+def test_a_night_stopped_in_its_rerun_or_by_ctrl_c_keeps_its_window_and_the_next_is_judged(repo):
+    """Four short nights accepted, then host memory at half speed: stopped by SIGTERM while its rerun
+    measures, and by SIGINT (Ctrl-C) before its checks; each saved as stopped with the step it was in, the
+    rerun's window kept; the next such night is judged as ever (exit 2, host memory drained)."""
+    stamps = []
+    for seed in (20, 21, 22, 23):
+        status, output = finish(start(repo, seed=seed))
+        assert status == 3 and "no-baseline" in output, output
+        stamps.append(re.search(r"accept runs with ./suite accept (\S+)", output)[1])
+    environ = {**os.environ, **fake_node_env(repo)}
+    accepted = subprocess.run(
+        [sys.executable, "-m", "commands", "accept", *stamps, "--system", "fakegpu"],
+        cwd=repo, env=environ, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert accepted.returncode == 0, accepted.stderr
+    slow = {"GPU_MEMPATHS_FAKE_SLOWDOWN": "host_bandwidth=0.5"}
+
+    before = set(nights(repo))
+    night = start(repo, seed=24, env={**slow, "GPU_MEMPATHS_FAKE_TAKES_S": "5"})  # the rerun still measuring
+    status, output = finish(
+        night, until=("rerunning", "] host_bandwidth"), then=lambda: night.send_signal(signal.SIGTERM)
+    )
+    assert status == 3 and "stopped by SIGTERM during the rerun" in output, output
+    (stopped,) = [r for k, r in nights(repo).items() if k not in before]
+    assert stopped["state"] == "stopped" and stopped["rerun"]["cut"] == "stopped during the rerun"
+
+    before = set(nights(repo))
+    night = start(repo, seed=25, env=slow)
+    status, output = finish(night, until="nightly: plan", then=lambda: night.send_signal(signal.SIGINT))
+    assert status == 3 and "stopped by SIGINT during checks" in output, output
+    (interrupted,) = [r for k, r in nights(repo).items() if k not in before]
+    assert interrupted["state"] == "stopped" and "Traceback" not in output
+
+    status, output = finish(start(repo, seed=26, env=slow))
+    assert status == 2 and "DRAIN" in output and "host memory read" in output, output
+
+
+def test_a_night_killed_outright_reads_as_incomplete_and_holds_no_lock(repo):
+    """SIGKILL to the night's whole session (the OOM killer, a scheduler's kill): nothing can be saved, so
+    run.json still says running and the step it was in; the lock goes with the process; the next night runs."""
+    before = set(nights(repo))
+    night = start(repo, seed=30, env={"GPU_MEMPATHS_FAKE_TAKES_S": "60"})
+    status, _ = finish(night, until="] host_bandwidth", then=lambda: os.killpg(night.pid, signal.SIGKILL))
+    assert status == -signal.SIGKILL
+    (killed,) = [r for k, r in nights(repo).items() if k not in before]
+    assert killed["state"] == "running" and killed["phase"] == "checks"
+    status, output = finish(start(repo, seed=31))
+    assert status in (0, 2, 3) and "holds this checkout's lock" not in output and "SUITE ERROR" not in output, output
+    listed = subprocess.run(
+        [sys.executable, "-c", "from reports.runs import finished_runs; print([r['stamp'] for r in finished_runs('fakegpu')])"],
+        cwd=repo, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert killed["stamp"] not in listed

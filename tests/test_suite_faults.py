@@ -367,3 +367,13 @@ def test_an_upgrade_that_ran_no_gpu_check_is_not_judged():
     assert upgrade.not_judged_without_gpus(host_only) == 3
     on_one_gpu = {"passed": {"host_bandwidth", "daxpy"}, "skipped": {"mem_scan", "p2p_pingpong"}}
     assert upgrade.not_judged_without_gpus(on_one_gpu) == 0
+
+
+def test_a_night_stamped_a_month_ahead_hides_no_real_latest_night(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(runs, "NIGHTLY_DIR", tmp_path)
+    monkeypatch.setattr(pages, "NIGHTLY_DIR", tmp_path)
+    night(tmp_path, "2026-12-05T03:00:00", end="x", state="done", exit=2, kind="1 x H100")
+    night(tmp_path, "2027-01-05T03:00:00", end="x", state="done", exit=0, kind="1 x H100")  # a clock 30 days ahead
+    latest = pages.latest_runs("local", at="2026-12-06T03:00:00")
+    assert latest[("1 x H100", False)]["stamp"] == "2026-12-05T03:00:00"
+    assert "2027-01-05T03:00:00 of local is stamped later than this machine's clock" in capsys.readouterr().err
