@@ -262,8 +262,8 @@ def test_a_night_killed_outright_reads_as_incomplete_and_holds_no_lock(repo):
     assert killed["state"] == "running" and killed["phase"] == "checks"
     status, output = finish(start(repo, seed=31))
     assert status in (0, 2, 3) and "holds this checkout's lock" not in output and "SUITE ERROR" not in output, output
+    finished = "from reports.runs import finished_runs; print([r['stamp'] for r in finished_runs('fakegpu')])"
     listed = subprocess.run(
-        [sys.executable, "-c", "from reports.runs import finished_runs; print([r['stamp'] for r in finished_runs('fakegpu')])"],
-        cwd=repo, capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        [sys.executable, "-c", finished], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout
     assert killed["stamp"] not in listed
