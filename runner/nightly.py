@@ -156,13 +156,19 @@ BUILDS = ("SuiteBuild", "GdrCopyBuild")
 #: ReFrame's steps before a case's program runs on the node: one that fails there (a setting refused, a job
 #: the scheduler would not take) measured nothing of the node.
 BEFORE_THE_NODE = ("startup", "setup", "compile", "compile_wait", "run")
-#: What a program that could not start says (the loader, the shell): the installation's fault, not the GPU's.
+#: What a program that could not start says (the loader, the shell, the CUDA runtime finding a driver too
+#: old for it or no code built for the GPU): the installation's fault, not the GPU's.
 COULD_NOT_START = (
     "error while loading shared libraries",
     "command not found",
     "exit code: 126",
     "exit code: 127",
     "No such file or directory",
+    "cudaErrorInsufficientDriver",
+    "driver version is insufficient",
+    "cudaErrorNoKernelImageForDevice",
+    "no kernel image is available",
+    "cudaErrorUnsupportedPtxVersion",
 )
 
 

@@ -116,6 +116,7 @@ def test_a_failed_build_and_what_it_left_unrun_are_the_suites_failures_never_dra
             case("daxpy %mode=managed /def", result="fail_deps", phase=None),
             case("um_bandwidth %x=1 /0a1", phase="setup", why="SettingError: samples=99"),
             case("copy_latency /1b2", why="/stage/bin/copy_latency: error while loading shared libraries"),
+            case("daxpy /4e5", why="CUDA error: cudaErrorInsufficientDriver (CUDA driver version is insufficient)"),
             case("path_matrix /2c3", why="cudaErrorIllegalAddress on GPU 0"),
             case("host_bandwidth /3d4", phase="performance", why="read_bw 900 GiB/s beyond its bound"),
         )
@@ -125,6 +126,7 @@ def test_a_failed_build_and_what_it_left_unrun_are_the_suites_failures_never_dra
         "daxpy",
         "um_bandwidth",
         "copy_latency",
+        "daxpy",
     ]
     assert [line.split()[0] for line in found["failed"]] == ["path_matrix", "host_bandwidth"]
     reasons, _ = nightly.drain_reasons(None, {**found, "failed": []}, nightly.pd.DataFrame(columns=["verdict"]), {})
