@@ -116,8 +116,13 @@ def holding(command):
 
 
 def command_line(argv: list[str] | None = None) -> str:
-    """This process's command line, quoted, as the lock names its holder."""
-    return " ".join(shlex.quote(word) for word in (sys.argv if argv is None else argv))
+    """This process's command line, quoted, as the lock names its holder: as the user typed it where the
+    suite's command line started it ('./suite nightly --system local', not commands/__main__.py)."""
+    words = list(sys.argv if argv is None else argv)
+    if words and words[0].endswith(os.path.join("commands", "__main__.py")):
+        words[0] = os.environ.get("GPU_MEMPATHS_PROG", "python -m commands")
+        return " ".join([words[0], *(shlex.quote(w) for w in words[1:])])
+    return " ".join(shlex.quote(word) for word in words)
 
 
 def main(argv: list[str]) -> int:

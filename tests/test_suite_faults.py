@@ -379,3 +379,10 @@ def test_a_night_stamped_a_month_ahead_hides_no_real_latest_night(tmp_path, monk
     latest = pages.latest_runs("local", at="2026-12-06T03:00:00")
     assert latest[("1 x H100", False)]["stamp"] == "2026-12-05T03:00:00"
     assert "2027-01-05T03:00:00 of local is stamped later than this machine's clock" in capsys.readouterr().err
+
+
+def test_the_lock_names_its_holder_as_the_user_typed_it(monkeypatch):
+    monkeypatch.setenv("GPU_MEMPATHS_PROG", "./suite")
+    assert lock.command_line(["/x/commands/__main__.py", "nightly", "--system", "my site"]) == (
+        "./suite nightly --system 'my site'"
+    )
