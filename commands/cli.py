@@ -223,7 +223,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback (a nightly saves its night: runner/nightly.py)
         print(f"{args.command}: interrupted: nothing judged", file=sys.stderr)
         return UNJUDGED
-    except DamagedFile as err:  # a file the suite keeps, named with what is wrong with it
+    except (DamagedFile, data.SystemDataError) as err:  # a file the suite keeps, named with what is wrong with it
         print(f"{args.command}: nothing judged: {err}", file=sys.stderr)
         return UNJUDGED
     except OSError as err:

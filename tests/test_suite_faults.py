@@ -386,3 +386,16 @@ def test_the_lock_names_its_holder_as_the_user_typed_it(monkeypatch):
     assert lock.command_line(["/x/commands/__main__.py", "nightly", "--system", "my site"]) == (
         "./suite nightly --system 'my site'"
     )
+
+
+def test_a_damaged_system_file_is_named_without_a_traceback(tmp_path, monkeypatch, capsys):
+    from systems import data
+
+    broken = tmp_path / "mine.yaml"
+    broken.write_text("name: mine\npartitions: [\n")
+    real = data.load_all
+
+    monkeypatch.setattr(data, "load_all", lambda directory=None: real(tmp_path))
+    assert main(["nightly", "--system", "mine"]) == 3
+    err = capsys.readouterr().err
+    assert f"{broken}: not valid YAML" in err and "Traceback" not in err
