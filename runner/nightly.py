@@ -38,6 +38,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -78,6 +79,29 @@ from systems.health import kind_of, same_kind
 #: ReFrame removes once every test that uses it has passed: a night whose
 #: cases all passed (a drill's few checks) could not rerun. The stages are kept.
 KEEP_THE_BUILD = ("--keep-stage-files",)
+
+#: The nights whose ReFrame stage and output folders are kept, each in its night's folder (a failed case's
+#: job script and output, a build to rerun from): the latest few; an older night's go when a night starts.
+KEPT_STAGES = 3
+
+
+def own_folders(outdir: Path) -> tuple[str, ...]:
+    """ReFrame's options that stage and write the night's cases in its own folder: no two nights (a
+    manual run beside cron's, a partition's) share a stage, and one night's build is never another's."""
+    return ("--stage", str(outdir / "stage"), "--output", str(outdir / "output"))
+
+
+def prune_stages(nights: Path, keep: int = KEPT_STAGES) -> list[Path]:
+    """Remove the stage and output folders of all but the latest `keep` nights under `nights` (stamps sort
+    as times); the folders removed."""
+    staged = sorted({p.parent for name in ("stage", "output") for p in nights.glob(f"*/{name}")})
+    removed = []
+    for night in staged[:-keep] if keep else staged:
+        for name in ("stage", "output"):
+            if (night / name).exists():
+                shutil.rmtree(night / name, ignore_errors=True)
+                removed.append(night / name)
+    return removed
 
 
 def as_nights(*options: str) -> tuple[str, ...]:
@@ -519,6 +543,7 @@ def rerun_flagged(night: Night, key: str, why: str, result: Judgement, meanwhile
                 night.outdir / f"{key}-report.json",
                 "--restore-session",
                 str(night.outdir / "run-report.json"),
+                *own_folders(night.outdir),
                 *KEEP_THE_BUILD,
                 *as_nights(*selection, *health_options(night.options)),  # measured as the night was
             )
@@ -713,7 +738,7 @@ def nightly(args) -> int:
     if args.drill:
         run["drill"] = args.drill
         print(f"nightly: a drill ({args.drill}): judged as any night, and no night of later nights' history")
-    blocking = preflight.problems(data.load_all()[system], [outdir.parent, PERFLOGS / system, REPO / "stage"])
+    blocking = preflight.problems(data.load_all()[system], [outdir.parent, PERFLOGS / system])
     try:
         outdir.mkdir(parents=True, exist_ok=True)
         save_run(outdir, run)  # a night killed from now on reads as incomplete, never as judged
@@ -723,6 +748,7 @@ def nightly(args) -> int:
         return not_judged_by_the_suite(outdir, run, blocking, page=not args.no_report)
     for line in preflight.seal_perflogs(PERFLOGS / system):
         print(f"nightly: {line}", file=sys.stderr)
+    prune_stages(outdir.parent)
     stop = None
     with stopped_by_signals():
         try:
@@ -803,6 +829,7 @@ def measured_and_judged(args, system: str, run: dict, outdir: Path) -> int:
     health = reframe(
         system,
         outdir / "health-report.json",
+        *own_folders(outdir),
         "-t",
         "health",
         "-S",
@@ -820,7 +847,8 @@ def measured_and_judged(args, system: str, run: dict, outdir: Path) -> int:
     if health == 0:
         enter(outdir, run, "checks")
         run["plan"] = announce_plan(system, list(as_nights(*args.reframe)))
-        checks_status = reframe(system, outdir / "run-report.json", *KEEP_THE_BUILD, *as_nights(*args.reframe))
+        checks = (*own_folders(outdir), *KEEP_THE_BUILD, *as_nights(*args.reframe))
+        checks_status = reframe(system, outdir / "run-report.json", *checks)
         contention.snapshot(outdir, "tonight")  # before a rerun replaces the cases' outputs
         checks = outcomes(outdir / "run-report.json")
         if checks_status != 0 and not checks["failed"] and not checks["suite"]:

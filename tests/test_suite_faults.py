@@ -399,3 +399,19 @@ def test_a_damaged_system_file_is_named_without_a_traceback(tmp_path, monkeypatc
     assert main(["nightly", "--system", "mine"]) == 3
     err = capsys.readouterr().err
     assert f"{broken}: not valid YAML" in err and "Traceback" not in err
+
+
+def test_each_night_stages_in_its_own_folder_and_only_the_latest_few_are_kept(tmp_path):
+    assert nightly.own_folders(tmp_path / "n1") == (
+        "--stage",
+        str(tmp_path / "n1/stage"),
+        "--output",
+        str(tmp_path / "n1/output"),
+    )
+    for stamp in ("2026-12-01T030000", "2026-12-02T030000", "2026-12-03T030000", "2026-12-04T030000"):
+        for name in ("stage", "output"):
+            (tmp_path / stamp / name).mkdir(parents=True)
+        (tmp_path / stamp / "run.json").write_text("{}")
+    removed = nightly.prune_stages(tmp_path, keep=3)
+    assert removed == [tmp_path / "2026-12-01T030000/stage", tmp_path / "2026-12-01T030000/output"]
+    assert (tmp_path / "2026-12-01T030000/run.json").exists() and (tmp_path / "2026-12-02T030000/stage").exists()
