@@ -415,3 +415,10 @@ def test_each_night_stages_in_its_own_folder_and_only_the_latest_few_are_kept(tm
     removed = nightly.prune_stages(tmp_path, keep=3)
     assert removed == [tmp_path / "2026-12-01T030000/stage", tmp_path / "2026-12-01T030000/output"]
     assert (tmp_path / "2026-12-01T030000/run.json").exists() and (tmp_path / "2026-12-02T030000/stage").exists()
+
+
+def test_power_on_a_system_of_several_kinds_lists_each_kind_to_give(capsys):
+    assert main(["power", "--system", "hopper-vm"]) == 3
+    err = capsys.readouterr().err
+    assert "has accepted runs of several kinds of node: give one:" in err
+    assert "--kind '1 x NVIDIA H100 80GB HBM3'" in err and "--kind '4 x NVIDIA H200'" in err
