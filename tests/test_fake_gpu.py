@@ -358,7 +358,7 @@ def test_a_gpu_throttled_during_the_run_fails_the_checks(accepted):
     # HW thermal slowdown under the checks' load only: at rest, health passes the GPU.
     status, output, outdir = nightly(accepted, 7, GPU_MEMPATHS_FAKE_GPU_RUNNING="clock_events=64")
     assert status == 1, output[-4000:]
-    job_outputs = "".join(p.read_text() for p in (accepted / "stage").rglob("rfm_job.out"))
+    job_outputs = "".join(p.read_text() for p in (outdir / "stage").rglob("rfm_job.out"))  # the night's own stage
     assert "Watch: FAIL gpu0 clock_events: hw_thermal_slowdown during the run" in job_outputs
 
 
