@@ -79,9 +79,12 @@ def acquire(what: str, wait: bool = False, path: Path | None = None) -> int:
         print(f"suite: waiting for the command that holds {path}: {holder}", file=sys.stderr, flush=True)
         while not _try(fd):
             time.sleep(POLL_S)
-    os.ftruncate(fd, 0)
     since = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-    os.pwrite(fd, f"pid {os.getpid()} since {since} UTC: {what}\n".encode(), 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} since {since} UTC: {what}\n".encode(), 0)
+    except OSError:  # a full disk: the lock is still ours, its holder unnamed
+        pass
     return fd
 
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import json
 import os
 import shutil
 import signal
@@ -51,7 +50,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import metrics
-from experiments.files import DamagedFile, disk_problem, read_json, write_json
+from experiments.files import DamagedFile, disk_problem, read_json, write_atomic, write_json
 from experiments.gpu_use import process_line
 from experiments.roots import REPO
 from judge import changepoints, explain, siblings, verdict
@@ -85,6 +84,21 @@ KEEP_THE_BUILD = ("--keep-stage-files",)
 KEPT_STAGES = 3
 
 
+#: A night still 'running' this long after it started was killed (its stage is no one's any more).
+RUNNING_AT_MOST = dt.timedelta(days=1)
+
+
+def still_running(night: Path) -> bool:
+    """Whether the night in folder `night` may still be running: its run.json says so and it started less
+    than RUNNING_AT_MOST ago."""
+    try:
+        run = read_json(night / "run.json")
+        started = dt.datetime.fromisoformat(run["start"])
+    except (DamagedFile, OSError, KeyError, TypeError, ValueError):
+        return False
+    return run.get("state") == NightState.RUNNING and dt.datetime.fromisoformat(now()) - started < RUNNING_AT_MOST
+
+
 def own_folders(outdir: Path) -> tuple[str, ...]:
     """ReFrame's options that stage and write the night's cases in its own folder: no two nights (a
     manual run beside cron's, a partition's) share a stage, and one night's build is never another's."""
@@ -97,6 +111,8 @@ def prune_stages(nights: Path, keep: int = KEPT_STAGES) -> list[Path]:
     staged = sorted({p.parent for name in ("stage", "output") for p in nights.glob(f"*/{name}")})
     removed = []
     for night in staged[:-keep] if keep else staged:
+        if still_running(night):  # another node's night in a checkout the nodes share
+            continue
         for name in ("stage", "output"):
             if (night / name).exists():
                 shutil.rmtree(night / name, ignore_errors=True)
@@ -130,8 +146,9 @@ def reframe(
         raise
 
 
-#: How long ReFrame is given to cancel its jobs and write its report once asked to stop.
-STOP_GRACE_S = 30
+#: How long ReFrame is given to cancel its jobs and write its report once asked to stop: well inside the
+#: 30 s a scheduler waits between its SIGTERM and its SIGKILL (Slurm's KillWait), so the night is saved.
+STOP_GRACE_S = 10
 
 
 def stop_child(child: subprocess.Popen) -> None:
@@ -148,10 +165,10 @@ def stop_child(child: subprocess.Popen) -> None:
         child.wait()
 
 
-class Stopped(BaseException):
+class Stopped(KeyboardInterrupt):
     """The night was asked to stop (SIGTERM from a scheduler or kill, SIGHUP, SIGINT from Ctrl-C): not an
-    error of the suite's nor a finding about the node. A BaseException, as KeyboardInterrupt is, so that no
-    `except Exception` on the way takes it for a failure."""
+    error of the suite's nor a finding about the node. An interruption, as Ctrl-C's is, so that no `except
+    Exception` on the way takes it for a failure, and the command line answers one that escapes with 3."""
 
     def __init__(self, signal_name: str):
         super().__init__(signal_name)
@@ -187,7 +204,6 @@ COULD_NOT_START = (
     "command not found",
     "exit code: 126",
     "exit code: 127",
-    "No such file or directory",
     "cudaErrorInsufficientDriver",
     "driver version is insufficient",
     "cudaErrorNoKernelImageForDevice",
@@ -231,6 +247,12 @@ def _classify(case: dict, found: dict) -> None:
 def fail_reason(case: dict) -> str:
     """A failed case's reason from a ReFrame run report, on one line."""
     return " ".join(str(case.get("fail_reason") or case["result"]).split())
+
+
+def gather(found: dict, more: dict) -> None:
+    """`more` (outcomes) added to `found`, in place: whoever ends the night sees all it found."""
+    for outcome, lines in more.items():
+        found.setdefault(outcome, []).extend(lines)
 
 
 def no_outcomes() -> dict:
@@ -408,7 +430,10 @@ def rerun_selection(judged: Judgement, report: Path) -> list[str]:
     if wanted.empty or not report.exists():
         return []
     keys = set(wanted.itertuples(index=False, name=None))
-    return hash_selection(json.loads(report.read_text()), keys, ("case", "environ"))
+    try:
+        return hash_selection(read_json(report), keys, ("case", "environ"))
+    except DamagedFile:  # named by outcomes() as the suite's: nothing to rerun by
+        return []
 
 
 def hash_selection(report: dict, keys: set[tuple], fields: tuple[str, ...]) -> list[str]:
@@ -750,18 +775,20 @@ def nightly(args) -> int:
         print(f"nightly: {line}", file=sys.stderr)
     prune_stages(outdir.parent)
     stop = None
+    found = no_outcomes()  # what the night found so far, kept whatever ends it
     with stopped_by_signals():
         try:
-            return measured_and_judged(args, system, run, outdir)
-        except Stopped as err:
+            try:
+                return measured_and_judged(args, system, run, outdir, found)
+            except DamagedFile as err:  # a run report, a table: the suite's files, not the node
+                return not_judged_by_the_suite(outdir, run, [str(err)], not args.no_report, found)
+            except OSError as err:  # a disk filled or turned read-only while the night wrote
+                why = disk_problem(err)
+                if why is None:
+                    raise
+                return not_judged_by_the_suite(outdir, run, [why], not args.no_report, found)
+        except Stopped as err:  # in the night or in its handlers above
             stop = err.signal_name
-        except DamagedFile as err:  # accepted.json, a run report: the suite's files, not the node
-            return not_judged_by_the_suite(outdir, run, [str(err)], page=not args.no_report)
-        except OSError as err:  # a disk filled or turned read-only while the night wrote
-            why = disk_problem(err)
-            if why is None:
-                raise
-            return not_judged_by_the_suite(outdir, run, [why], page=not args.no_report)
     return stopped(outdir, run, stop)
 
 
@@ -774,30 +801,41 @@ def say_clock(run: dict) -> None:
         print(f"nightly: warning: {run['clock']}", file=sys.stderr, flush=True)
 
 
-def not_judged_by_the_suite(outdir: Path, run: dict, causes: list[str], page: bool = True) -> int:
-    """A night the suite itself could not run or finish (its preflight, a full disk): exit 3, each cause
-    named and kept in run.json (where it can still be written) and on its page (`page`), nothing drained."""
+def not_judged_by_the_suite(
+    outdir: Path, run: dict, causes: list[str], page: bool = True, found: dict | None = None
+) -> int:
+    """A night the suite itself could not run or finish (its preflight, a full disk, a damaged file): each
+    cause named and kept in run.json (where it can still be written) and on its page (`page`); exit 3 and
+    nothing drained, unless the night had already found evidence about the node (`found`'s failed checks:
+    exit 1, drained for those alone)."""
+    failed = list((found or {}).get("failed", []))
+    status = FAILED if failed else UNJUDGED
     run.update(
         state=NightState.DONE.value,
-        exit=UNJUDGED,
-        meaning=MEANING[UNJUDGED],
+        exit=status,
+        meaning=MEANING[status],
         unjudged_reasons=["suite-error"],
-        suite_errors=causes,
-        drain=[],
+        suite_errors=[*(found or {}).get("suite", []), *causes],
+        drain=[f"failed {line}" for line in failed],
         end=run.get("end") or now(),
     )
     for cause in causes:
         print(f"nightly: SUITE ERROR: {cause}", file=sys.stderr)
+    for line in failed:
+        print(f"nightly: FAILED {line}", file=sys.stderr)
     with contextlib.suppress(OSError):
         save_run(outdir, run)
-        (outdir / "drain.txt").write_text("")
+        write_drain_line(outdir, run["drain"])
         if page:
             write_verdict_only(run["system"], run, outdir)
-    print(
-        f"nightly: exit {UNJUDGED} ({MEANING[UNJUDGED]}): the suite could not run, not the node's fault, nothing "
-        f"drained: {causes[0]}"
-    )
-    return UNJUDGED
+    if failed:
+        print(f"nightly: exit {status} ({MEANING[status]}): the suite then failed too: {causes[0]}")
+    else:
+        print(
+            f"nightly: exit {status} ({MEANING[status]}): the suite could not run, not the node's fault, nothing "
+            f"drained: {causes[0]}"
+        )
+    return status
 
 
 def stopped(outdir: Path, run: dict, by: str) -> int:
@@ -805,6 +843,9 @@ def stopped(outdir: Path, run: dict, by: str) -> int:
     what it was doing, one line, exit 3. Its perflog lines stay where they are, named by its window."""
     previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
     try:
+        if run.get("state") == NightState.DONE:  # stopped while drawing: its verdict is written and stands
+            print(f"nightly: stopped by {by} while drawing its pages; its verdict stands: exit {run['exit']}")
+            return run["exit"]
         during = run.get("phase", "the night")
         run.update(state=NightState.STOPPED.value, stopped={"by": by, "during": during, "at": now()})
         run.setdefault("end", run["stopped"]["at"])
@@ -821,9 +862,9 @@ def stopped(outdir: Path, run: dict, by: str) -> int:
     return UNJUDGED
 
 
-def measured_and_judged(args, system: str, run: dict, outdir: Path) -> int:
+def measured_and_judged(args, system: str, run: dict, outdir: Path, found: dict) -> int:
     """The night itself: health, the checks, the verdict, its reruns, run.json, drain.txt and the pages;
-    its exit status."""
+    its exit status. `found` (no_outcomes) gathers what the checks found, for whoever ends the night."""
     enter(outdir, run, "health")
     os.environ[metrics.NIGHT_VARIABLE] = run["stamp"]  # a label of every record sent to a metrics endpoint
     health = reframe(
@@ -836,11 +877,15 @@ def measured_and_judged(args, system: str, run: dict, outdir: Path) -> int:
         f"node_health.facts_dir={outdir}",
         *health_options(args.reframe),
     )
-    found = outcomes(outdir / "health-report.json")
+    gather(found, outcomes(outdir / "health-report.json"))
     if health != 0 and not found["failed"] and not found["suite"]:  # ReFrame failed, no failed case to show
         found["suite"].append(f"health: ReFrame exited {health} (see {outdir / 'health-report.json'})")
     run["health"] = "pass" if health == 0 else "fail"
-    accepted, run["kind"] = baseline_of_node(system, outdir)
+    try:
+        accepted, run["kind"] = baseline_of_node(system, outdir)
+    except DamagedFile as err:  # accepted.json: judged against nothing, said, and health's findings kept
+        found["suite"].append(str(err))
+        accepted, run["kind"] = None, kind_of_facts(outdir)
     if accepted:  # what tonight is judged against, for judging it again once the kind has more accepted runs
         run["accepted_runs"] = [r["stamp"] for r in accepted.get("runs", [])]
         say_clock(run)
@@ -853,7 +898,7 @@ def measured_and_judged(args, system: str, run: dict, outdir: Path) -> int:
         checks = outcomes(outdir / "run-report.json")
         if checks_status != 0 and not checks["failed"] and not checks["suite"]:
             checks["suite"].append(f"checks: ReFrame exited {checks_status} (see {outdir / 'run-report.json'})")
-        found = {k: found[k] + checks[k] for k in found}
+        gather(found, checks)
         run["checks"] = "pass" if not checks["failed"] and not checks["suite"] else "fail"
     elif found["failed"]:
         print("nightly: the health checks failed: no performance checks on an unhealthy node", file=sys.stderr)
@@ -898,7 +943,7 @@ def measured_and_judged(args, system: str, run: dict, outdir: Path) -> int:
             history = histories.drawn(levels, spreads, changes)  # the history page's, not computed again
     node_judged = node_facts_judged(accepted, outdir)
     reasons = (["suite-error"] if found["suite"] else []) + unjudged_reasons(
-        result, node_judged, health == 0, other_kinds=bool(read_baselines(system))
+        result, node_judged, health == 0, other_kinds=has_baselines(system)
     )
     status = nightly_status(found, result, reasons, args.allow_unjudged, changes, siblings.lagging(lags))
     run["changes"] = [change.line() for change in changes]
@@ -1027,10 +1072,15 @@ def write_drain(outdir: Path, run: dict, result, found: dict, lags: pd.DataFrame
     not a slow one)."""
     reasons, kept = drain_reasons(result, found, lags, run.get("contention", {}).get("paths", {}))
     run["drain"], run["not_drained"] = reasons, kept
+    write_drain_line(outdir, reasons)
+    save_run(outdir, run)
+
+
+def write_drain_line(outdir: Path, reasons: list[str]) -> None:
+    """drain.txt: the node and its reasons on one line, or nothing (for scontrol update ... state=drain)."""
     facts = node_facts_of(outdir)
     node = facts[0].get("host") if facts else socket.gethostname().split(".")[0]
-    (outdir / "drain.txt").write_text(f"{node}\t{' | '.join(reasons)}\n" if reasons else "")
-    save_run(outdir, run)
+    write_atomic(outdir / "drain.txt", f"{node}\t{' | '.join(reasons)}\n" if reasons else "")
 
 
 def held_changes(frame: pd.DataFrame, system: str, accepted: dict, run: dict, result: verdict.Verdict) -> tuple:
@@ -1079,6 +1129,20 @@ def end_ms(run: dict) -> int:
 
 def _rounded(value: float) -> float | None:
     return round(float(value), 2) if value == value else None
+
+
+def kind_of_facts(outdir: Path) -> str | None:
+    """The kind of node the health checks found (their node facts in `outdir`), or None."""
+    facts = node_facts_of(outdir)
+    return kind_of(facts[0]) if facts else None
+
+
+def has_baselines(system: str) -> bool:
+    """Whether the system has accepted runs of any kind (False where accepted.json is damaged: said apart)."""
+    try:
+        return bool(read_baselines(system))
+    except DamagedFile:
+        return False
 
 
 def baseline_of_node(system: str, outdir: Path) -> tuple[dict | None, str | None]:

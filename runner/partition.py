@@ -343,7 +343,7 @@ def partition_status(
     """The night's exit status (module docstring): a node silent or with paths not measured because the
     suite itself failed there (`suite`, by node; '' the whole night's) is no failed node."""
     unmeasured = result.cells.loc[result.cells["verdict"] == partition.Cell.NOT_MEASURED, "node"]
-    broken = [n for n in {*result.silent, *unmeasured} if not explained_by_suite(n, suite)]
+    broken = [n for n in {*result.silent, *unmeasured} if not explained_by_suite(n, suite, result)]
     if failed or broken:
         return FAILED
     moved = not result.faults().empty or not result.fleet_changes().empty or not result.contended().empty
@@ -403,8 +403,24 @@ def partition_nightly(args) -> int:
         outdir = outdir.with_name(f"{system}-{outdir.name}")
     outdir.mkdir(parents=True, exist_ok=True)
     run = {"system": system, "stamp": stamp, "start": stamp, "partition": part["name"], "nodes_asked": args.nodes}
+    if not args.dry_run:  # a night killed from now on reads as incomplete, never as judged
+        run.update(state=NightState.RUNNING.value, phase="checks")
+        nightly.save_run(outdir, run)
     os.environ[metrics.NIGHT_VARIABLE] = stamp
     night = Night(system, part, run, outdir, args.reframe, args.dry_run)
+    stop = None
+    with nightly.stopped_by_signals():
+        try:
+            return measured_and_judged(night, nodes, unavailable, args)
+        except nightly.Stopped as err:
+            stop = err.signal_name
+    return nightly.stopped(outdir, run, stop)
+
+
+def measured_and_judged(night: Night, nodes, unavailable: dict[str, str], args) -> int:
+    """A partition's night once its nodes are chosen: every node measured, judged against its siblings and
+    the accepted runs, confirmed by a rerun; its exit status (module docstring)."""
+    system, run, outdir = night.system, night.run, night.outdir
     expected, reports, status = measure(night, nodes, outdir, args.reframe)
     if args.dry_run:
         return 0 if status == 0 else UNJUDGED
@@ -414,7 +430,7 @@ def partition_nightly(args) -> int:
         reports = [*reports, outdir / "hosts"]
     run["unavailable"] = unavailable
     run["end"] = now()
-    nightly.save_run(outdir, run)
+    nightly.enter(outdir, run, "judgement")
     failed = by_expected(failed_cases(reports), expected)
     run["kind"] = kind_of_night(outdir)
     accepted = read_accepted(system, run["kind"]) if run["kind"] else None
@@ -438,9 +454,18 @@ def partition_nightly(args) -> int:
     return write_night(night, result, failed, accepted, args.allow_unjudged, not args.no_report, suite)
 
 
-def explained_by_suite(node: str, suite: dict | None) -> bool:
-    """Whether the suite's own failures (by node; '' the whole night's) explain what a node lacks."""
-    return bool(suite) and ("" in suite or node in suite)
+def explained_by_suite(node: str, suite: dict | None, result: partition.Partition | None = None) -> bool:
+    """Whether the suite's own failures explain what a node lacks: its own (`suite` by node), or the whole
+    night's ('': a build on the login node) where no node measured more than it (every node in its state:
+    a node that went silent while its siblings measured is a node's failure, whatever else failed)."""
+    if not suite:
+        return False
+    if node in suite:
+        return True
+    if "" not in suite or result is None:
+        return False
+    state = result.nodes.set_index("node")["state"]
+    return node in state.index and (state == state[node]).all()
 
 
 def short(host: str) -> str:
@@ -615,7 +640,7 @@ def drain_rows(result: partition.Partition, failed: dict[str, list[str]], suite:
         lines = failed.get(row.node, [])
         if row.state in (partition.NodeState.OK, partition.NodeState.CONTENDED) and not lines:
             continue
-        if row.state in unmeasured and not lines and explained_by_suite(row.node, suite):
+        if row.state in unmeasured and not lines and explained_by_suite(row.node, suite, result):
             continue
         reasons = [partition.node_line(row, result.cells)] if row.state != partition.NodeState.OK else []
         rows.append({"node": row.node, "state": str(row.state), "reasons": reasons + [f"failed {x}" for x in lines]})

@@ -12,7 +12,6 @@ which costs seconds; `./suite run` and `./suite nightly` print it first.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from experiments.budget import EXPECTED, minutes
+from experiments.files import DamagedFile, read_json
 from runner.rfm import REPO, reframe_command
 
 
@@ -104,7 +104,10 @@ def make_plan(system: str | None, options: list[str], cwd: Path = REPO) -> Plan:
         if not report.exists():
             tail = (done.stdout + done.stderr).strip().splitlines()[-1:] or [f"exit {done.returncode}"]
             return Plan(error=f"the dry run wrote no report ({tail[0]})")
-        return read_plan(json.loads(report.read_text()))
+        try:
+            return read_plan(read_json(report))
+        except DamagedFile as err:
+            return Plan(error=str(err))
 
 
 def main(argv: list[str] | None = None) -> int:

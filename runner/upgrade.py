@@ -40,6 +40,7 @@ error, nothing to run the new side in, too few rounds).
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import os
@@ -148,7 +149,12 @@ def add_parsers(sub) -> None:
     p.add_argument(
         "--kind", help="driver: the kind of node whose accepted runs to compare with (default: the only one)"
     )
-    p.add_argument("--resume", metavar="NAME", help="go on with the upgrade results/upgrades/NAME/ left unfinished")
+    p.add_argument(
+        "--resume",
+        metavar="NAME",
+        type=folder_name,
+        help="go on with the upgrade results/upgrades/NAME/ left unfinished",
+    )
     lock.add_wait(p)
     p.set_defaults(func=lock.holding(run), reframe=[])  # ReFrame's options: what follows '--' (commands/cli.py)
 
@@ -270,6 +276,13 @@ def driver_upgrade(system: str, kind: str | None) -> int:
         "judged as one against the accepted runs"
     )
     return publish(f"{system}-driver-{old[0]}-to-{new}", what, result)
+
+
+def folder_name(text: str) -> str:
+    """--resume's NAME: one folder of results/upgrades/ (letters, digits, '.', '_', '-'), never a path."""
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*", text) or len(text) > 200:
+        raise argparse.ArgumentTypeError(f"{text[:60]!r}: give the name of a folder of results/upgrades/, not a path")
+    return text
 
 
 #: The checks that measure no GPU: an upgrade that ran only these judged none of what a CUDA upgrade changes.

@@ -119,3 +119,20 @@ def test_a_failed_build_drains_no_node_of_a_partition_and_the_night_is_not_judge
     assert night.partition_status(result, failed, True, False, True, suite) == 1
     assert [r["node"] for r in night.drain_rows(result, failed, suite)] == ["n3"]
     assert night.partition_status(result, {}, True, False, True, None) == 1  # silent with no cause: a failure
+
+
+def test_a_node_silent_while_its_siblings_measured_is_drained_whatever_else_the_suite_failed():
+    """A night-wide suite error (a GDRCopy build on the login node) explains no node that alone measured
+    nothing: its siblings measured, so it is the node's failure."""
+    rng = np.random.default_rng(4)
+    tonight = table(["n1", "n3"], ["gpu0 read"], rng)
+    result = judge_partition.judge(judge_partition.levels(tonight, None), expected=["n1", "n2", "n3"])
+    suite = {"": ["login1: GdrCopyBuild: the suite's build failed: no GDRCopy"]}
+    assert result.silent == ["n2"]
+    assert night.partition_status(result, {}, True, False, True, suite) == 1
+    assert [r["node"] for r in night.drain_rows(result, {}, suite)] == ["n2"]
+    everyone = judge_partition.judge(
+        judge_partition.levels(table(["n1"], ["gpu0 read"], rng).iloc[:0], None), expected=["n1", "n2"]
+    )
+    assert night.partition_status(everyone, {}, False, False, True, suite) == 3  # nobody measured: the suite's
+    assert night.drain_rows(everyone, {}, suite) == []

@@ -422,3 +422,47 @@ def test_power_on_a_system_of_several_kinds_lists_each_kind_to_give(capsys):
     err = capsys.readouterr().err
     assert "has accepted runs of several kinds of node: give one:" in err
     assert "--kind '1 x NVIDIA H100 80GB HBM3'" in err and "--kind '4 x NVIDIA H200'" in err
+
+
+def test_an_abbreviated_option_cannot_slip_a_value_past_the_checks():
+    found = options.unsafe_words(["--setv", "x=$(touch PWNED)", "--stag=/tmp/a;b", "--outp", "o"])
+    assert [line.split(":")[0] for line in found] == ["--setv", "--stag", "--outp"]
+    assert options.unsafe_words(["--setvar", "daxpy.samples=3", "--stage", "/scratch/s"]) == []
+
+
+def test_an_upgrade_resumes_a_folder_of_results_upgrades_never_a_path(capsys):
+    for name in ("../../etc", "/etc", "a/b", ".."):
+        assert main(["upgrade", "13.5.37", "--resume", name]) == 3
+        assert "give the name of a folder of results/upgrades/, not a path" in capsys.readouterr().err
+
+
+def test_a_night_that_found_a_node_failure_before_the_suite_failed_still_drains_for_it(tmp_path, capsys):
+    run = {"system": "local", "stamp": "2026-11-20T03:00:00", "start": "2026-11-20T03:00:00", "state": "running"}
+    found = {**nightly.no_outcomes(), "failed": ["node_health: an uncorrected ECC error"]}
+    status = nightly.not_judged_by_the_suite(tmp_path, run, ["no space left on the file system of X"], False, found)
+    assert status == 1 and run["drain"] == ["failed node_health: an uncorrected ECC error"]
+    assert "an uncorrected ECC error" in (tmp_path / "drain.txt").read_text()
+    alone = {"system": "local", "stamp": "2026-11-20T03:00:00", "start": "2026-11-20T03:00:00", "state": "running"}
+    assert nightly.not_judged_by_the_suite(tmp_path, alone, ["cmake is not on PATH"], False) == 3
+    assert (tmp_path / "drain.txt").read_text() == ""
+
+
+def test_a_stop_after_the_verdict_keeps_it(tmp_path, capsys):
+    run = {"system": "local", "stamp": "2026-11-20T03:00:00", "state": "done", "exit": 2, "phase": "drawing"}
+    assert nightly.stopped(tmp_path, run, "SIGTERM") == 2 and run["state"] == "done"
+    assert "its verdict stands: exit 2" in capsys.readouterr().out
+
+
+def test_a_night_still_running_keeps_its_stage(tmp_path):
+    for stamp in ("2026-12-01T030000", "2026-12-02T030000"):
+        (tmp_path / stamp / "stage").mkdir(parents=True)
+    files.write_json(tmp_path / "2026-12-01T030000/run.json", {"state": "running", "start": runs.now()})
+    assert nightly.prune_stages(tmp_path, keep=0) == [tmp_path / "2026-12-02T030000/stage"]
+
+
+def test_a_cut_run_report_leaves_the_contention_and_the_rerun_empty_not_a_traceback(tmp_path):
+    from runner import contention
+
+    (tmp_path / "run-report.json").write_text('{"runs": [{"testc')
+    gpus, others = contention.read_report(tmp_path / "run-report.json", "tonight")
+    assert gpus.empty and others.empty

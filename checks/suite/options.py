@@ -111,9 +111,28 @@ def _shown(word: str) -> str:
     return repr(word if len(word) <= 60 else word[:57] + "...")
 
 
-def unsafe_words(options: list[str]) -> list[str]:
-    """A -S value or a folder option whose value no job script may hold unquoted (SAFE_WORD), each named."""
+#: ReFrame's long options whose values the suite checks: given only whole, since ReFrame's parser takes a
+#: prefix of one ('--stag') for it, which would pass a check that looks for the whole name.
+CHECKED_LONG = ("--setvar", "--system", "--name", "--tag", *(long for long, _ in FOLDER_OPTIONS))
+
+
+def abbreviated(options: list[str]) -> list[str]:
+    """Each option that abbreviates one of CHECKED_LONG, named with the option to give whole."""
     found = []
+    for option in options:
+        word = option.split("=", 1)[0]
+        if not word.startswith("--") or word in CHECKED_LONG:
+            continue
+        meant = [long for long in CHECKED_LONG if long.startswith(word) and len(word) > 2]
+        if meant:
+            found.append(f"{word}: give the option whole ({' or '.join(meant)}): the suite checks it by name")
+    return found
+
+
+def unsafe_words(options: list[str]) -> list[str]:
+    """A -S value or a folder option whose value no job script may hold unquoted (SAFE_WORD), each named;
+    an abbreviated option that would slip past the check (abbreviated)."""
+    found = abbreviated(options)
     for setting in settings(options):
         name, _, value = setting.partition("=")
         if not SAFE_WORD.fullmatch(value):
