@@ -133,9 +133,44 @@ def _coverage_section(loaded: Loaded, frame: pd.DataFrame) -> list[str]:
     return parts
 
 
-def _test_section(test: str, frame: pd.DataFrame, figures: list, headline: set, outdir: Path) -> list[str]:
+#: Units whose values are positive by their nature: a rate or a time of zero or less measured nothing.
+POSITIVE_UNITS = frozenset({"GB/s", "GiB/s", "MB/s", "MiB/s", "s", "ms", "us", "ns"})
+#: Impossible values named one by one on a check's page, up to this many; the rest counted.
+IMPOSSIBLE_NAMED = 8
+
+
+def drawable(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The records a figure can draw, and those it cannot: a value that is not finite, or a rate or a time
+    of zero or less. Drawn, one infinity or a -5 takes a log axis with it; left out unsaid, it would hide
+    an impossible measurement: each check's page names them (impossible_note)."""
+    value = pd.to_numeric(frame["value"], errors="coerce").astype(float)
+    impossible = ~value.map(math.isfinite) | (frame["unit"].isin(POSITIVE_UNITS) & (value <= 0))
+    return frame[~impossible], frame[impossible]
+
+
+def impossible_note(impossible: pd.DataFrame) -> list[str]:
+    """A check's page's line on the values its figures and tables leave out (drawable), each named."""
+    if impossible.empty:
+        return []
+    named = [
+        f"{r.figure or r.perf_var} ({r.case or 'no case'}, {r.time}): {r.value} {r.unit}"
+        for r in impossible.head(IMPOSSIBLE_NAMED).itertuples()
+    ]
+    more = len(impossible) - len(named)
+    return [
+        f"<p class='warn'>{len(impossible)} value(s) not drawn nor tabled: not finite, or a rate or time of zero "
+        "or less (an impossible measurement): "
+        + html.escape("; ".join(named))
+        + (f"; {more} more" if more else "")
+        + ".</p>"
+    ]
+
+
+def _test_section(
+    test: str, frame: pd.DataFrame, figures: list, headline: set, outdir: Path, impossible: pd.DataFrame | None = None
+) -> list[str]:
     data = frame[frame["test"] == test]
-    parts = []
+    parts = impossible_note(impossible[impossible["test"] == test]) if impossible is not None else []
     drawing, experiment = drawing_of(test), experiments.find(test)
     for heading, table, caption in drawing.sections(frame) if hasattr(drawing, "sections") else []:
         parts += [f"<h3>{html.escape(heading)}</h3>", _table(table, f"{caption} {coverage_text(data)}.")]
@@ -444,13 +479,14 @@ def write_pages(loaded: Loaded, outdir: Path, title: str, generic_for_all: bool 
     outdir.mkdir(parents=True, exist_ok=True)
     # The samples of headline figures are for the verdict; the report shows their medians.
     headline = headline_figures(loaded.frame)
-    frame = loaded.frame[loaded.frame["sample"].isna()]
+    every, impossible = drawable(loaded.frame)
+    frame = every[every["sample"].isna()]
     # The versions' overlay reads the samples: the spread is what tells a move from noise.
-    figures = render_all(frame, outdir, generic_for_all) + versions_figures(loaded.frame, outdir)
+    figures = render_all(frame, outdir, generic_for_all) + versions_figures(every, outdir)
     report = Report(outdir / "index.html", figures=figures)
-    for test in sorted(frame["test"].unique()):
+    for test in sorted(set(frame["test"]) | set(impossible["test"])):
         page = outdir / f"{test}.html"
-        body = _test_section(test, frame, figures, headline, outdir)
+        body = _test_section(test, frame, figures, headline, outdir, impossible)
         page.write_text(page_html(f"{test}: {title}", body, heading=test, anchor=test, back="index.html"))
         report.pages[test] = page
     return report

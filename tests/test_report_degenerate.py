@@ -55,3 +55,15 @@ def test_one_record_per_check_gives_a_page_per_check(last_runs, tmp_path, name):
     frame = single.groupby("test").head(1) if name == "single" else single
     report = write_report(Loaded(frame), tmp_path, name, histories={})
     assert set(report.pages) == set(frame["test"]), name
+
+
+def test_an_infinite_and_a_negative_value_are_named_not_drawn_and_the_axes_kept(last_runs, tmp_path):
+    """One impossible latency among real ones: the figure keeps its axis (the real values), the page names
+    the two values it left out."""
+    latency = last_runs[last_runs["test"] == "copy_latency"].copy()
+    rows = latency.index[latency["unit"] == "us"][:2]
+    latency.loc[rows, "value"] = [np.inf, -5.0]
+    report = write_report(Loaded(latency), tmp_path, "two impossible", histories={})
+    page = report.pages["copy_latency"].read_text()
+    assert "2 value(s) not drawn nor tabled" in page and ": inf us" in page and ": -5.0 us" in page
+    assert report.figures  # the rest drawn
