@@ -25,7 +25,7 @@ class DamagedFile(ValueError):
     """A file the suite keeps that cannot be read: its path and what is wrong."""
 
     def __init__(self, path: Path, why: str):
-        super().__init__(f"{path}: damaged ({why}); move it aside or restore it from git, then run again")
+        super().__init__(f"{path}: damaged ({why}); move it aside (or restore it where git keeps it), then run again")
         self.path, self.why = Path(path), why
 
 
@@ -34,6 +34,7 @@ def write_atomic(path: Path, text: str) -> None:
     path = Path(path)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _mode_of(path))  # mkstemp's 0600 would hide drain.txt from a monitor's account
         with os.fdopen(fd, "w") as out:
             out.write(text)
             out.flush()
@@ -44,6 +45,16 @@ def write_atomic(path: Path, text: str) -> None:
             os.unlink(temporary)
         raise
     _sync_folder(path.parent)
+
+
+def _mode_of(path: Path) -> int:
+    """The mode the file has, or a new file's under the process's umask (0644 under the usual 022)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def _sync_folder(folder: Path) -> None:
@@ -73,7 +84,7 @@ def read_json(path: Path):
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise DamagedFile(path, f"not JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+        raise DamagedFile(path, f"not JSON: {err.msg}, line {err.lineno} column {err.colno}") from None
 
 
 def disk_problem(err: OSError) -> str | None:

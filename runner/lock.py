@@ -62,6 +62,19 @@ def _try(fd: int) -> bool:
     return True
 
 
+#: The descriptors of the locks this process holds: handed to ReFrame (held_fds), so that a night killed
+#: outright (SIGKILL, the OOM killer) holds the node until the ReFrame it started, still measuring, ends.
+_HELD: list[int] = []
+#: The variable that names the lock's descriptor to the command runner.lock starts (./suite run's).
+FD_VARIABLE = "GPU_MEMPATHS_LOCK_FD"
+
+
+def held_fds() -> tuple[int, ...]:
+    """The descriptors of the locks held here (this process's, or the one runner.lock handed down)."""
+    handed = os.environ.get(FD_VARIABLE, "")
+    return (*_HELD, *([int(handed)] if handed.isdigit() else []))
+
+
 def acquire(what: str, wait: bool = False, path: Path | None = None) -> int:
     """The node's lock taken for `what` (a command line, for whoever finds it held): the open file
     descriptor that holds it. Held: with `wait`, waits for it (saying so once); else Busy."""
@@ -85,6 +98,7 @@ def acquire(what: str, wait: bool = False, path: Path | None = None) -> int:
         os.pwrite(fd, f"pid {os.getpid()} since {since} UTC: {what}\n".encode(), 0)
     except OSError:  # a full disk: the lock is still ours, its holder unnamed
         pass
+    _HELD.append(fd)
     return fd
 
 
@@ -95,7 +109,8 @@ def held(what: str, wait: bool = False, path: Path | None = None):
     try:
         yield
     finally:
-        os.close(fd)  # closing the last descriptor lets the lock go
+        _HELD.remove(fd)
+        os.close(fd)  # closing the last descriptor (a child's too) lets the lock go
 
 
 def add_wait(p) -> None:
@@ -142,7 +157,8 @@ def main(argv: list[str]) -> int:
     except Busy as busy:
         print(busy.code, file=sys.stderr)
         return UNJUDGED
-    os.set_inheritable(fd, True)  # held by the command itself, until it ends
+    os.set_inheritable(fd, True)  # held by the command itself, until it ends, and handed to its ReFrame
+    os.environ[FD_VARIABLE] = str(fd)
     os.execvp(argv[0], argv)
     return UNJUDGED  # not reached
 

@@ -138,7 +138,7 @@ def reframe(
     Stopped itself (a signal, Ctrl-C), it stops ReFrame first (stop_child), so that no job outlives it."""
     cmd = reframe_command(system, "--report-file", str(report), *options, action)
     print(f"{who}: " + " ".join(cmd[3:]), flush=True)
-    child = subprocess.Popen(cmd, cwd=cwd, env=env)
+    child = subprocess.Popen(cmd, cwd=cwd, env=env, pass_fds=lock.held_fds())  # ReFrame holds the node too
     try:
         return child.wait()
     except BaseException:

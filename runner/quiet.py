@@ -139,8 +139,17 @@ def main(argv: list[str] | None = None) -> int:
     dry_run = "--dry-run" in command
     skips, dry = Skips(), DryCases()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # The node's lock (runner/lock.py), where ./suite run took it, held by ReFrame too: killed outright,
+    # this process lets the node go only when the ReFrame it started ends.
+    held = os.environ.get("GPU_MEMPATHS_LOCK_FD", "")
     child = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env=env
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env=env,
+        pass_fds=(int(held),) if held.isdigit() else (),
     )
     # Ctrl-C reaches ReFrame too (one process group): it cancels its jobs and says so, and this reads on
     # to the end of what it says. A termination sent to this process alone is passed on.
@@ -160,9 +169,16 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, handler)
     for line in dry.lines() + skips.lines():
         print(line)
+    if child.returncode == USAGE_ERROR:  # ReFrame's parser refused an option: the suite's usage error, 3
+        print("suite: ReFrame refused its options (its error above): a usage error, nothing run", file=sys.stderr)
+        return 3
     for line in where_lines(args.perflogs.resolve(), args.stage.resolve(), since, dry_run, Path.cwd()):
         print(line)
     return child.returncode if child.returncode >= 0 else 128 - child.returncode
+
+
+#: What ReFrame exits with when its parser refuses an option (argparse's), never after running anything.
+USAGE_ERROR = 2
 
 
 if __name__ == "__main__":

@@ -466,3 +466,23 @@ def test_a_cut_run_report_leaves_the_contention_and_the_rerun_empty_not_a_traceb
     (tmp_path / "run-report.json").write_text('{"runs": [{"testc')
     gpus, others = contention.read_report(tmp_path / "run-report.json", "tonight")
     assert gpus.empty and others.empty
+
+
+def test_reframe_holds_the_nights_lock_too(tmp_path, monkeypatch):
+    """Killed outright, the night lets the node go only when the ReFrame it started ends: ReFrame inherits
+    the lock's descriptor (and ./suite run's, through runner.lock)."""
+    with lock.held("a nightly", path=tmp_path / ".lock-n1"):
+        (fd,) = lock.held_fds()
+        probe = [sys.executable, "-c", f"import os; os.fstat({fd})"]  # fails where the descriptor is closed
+        monkeypatch.setattr(nightly, "reframe_command", lambda system, *options: probe)
+        assert nightly.reframe("local", tmp_path / "report.json") == 0
+    assert lock.held_fds() == ()
+
+
+def test_report_alone_and_a_reframe_option_it_refuses_are_usage_errors(tmp_path):
+    alone = subprocess.run([str(REPO / "suite"), "report"], capture_output=True, text=True)
+    assert alone.returncode == 3 and "./suite report load|compare|html" in alone.stderr
+    from runner import quiet
+
+    refused = quiet.main(["--", sys.executable, "-c", "import sys; sys.exit(2)"])
+    assert refused == 3
