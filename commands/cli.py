@@ -195,6 +195,12 @@ def say_nearest_command(top: argparse.ArgumentParser, argv: list[str]) -> None:
     word = next((w for w in argv if not w.startswith("-")), None)
     if word is not None and word not in commands:
         print(data.unknown(f"{top.prog}: no command", word, commands), file=sys.stderr)
+    elif word is not None:  # an option the command does not have ('--sytem'): the nearest ones
+        actions = commands[word]._option_string_actions
+        known = {name for name, action in actions.items() if action.help != argparse.SUPPRESS}
+        for option in (w.split("=", 1)[0] for w in argv if w.startswith("--")):
+            if option not in actions:
+                print(data.unknown(f"{top.prog} {word}: no option", option, known), file=sys.stderr)
 
 
 def main(argv=None) -> int:

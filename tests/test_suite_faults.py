@@ -486,3 +486,8 @@ def test_report_alone_and_a_reframe_option_it_refuses_are_usage_errors(tmp_path)
 
     refused = quiet.main(["--", sys.executable, "-c", "import sys; sys.exit(2)"])
     assert refused == 3
+
+
+def test_an_option_typo_names_the_nearest_option(capsys):
+    assert main(["nightly", "--sytem", "local"]) == 3
+    assert "no option '--sytem': not known (did you mean --system?)" in capsys.readouterr().err
