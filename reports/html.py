@@ -340,7 +340,10 @@ def verdict_box(run: dict, found: list, step: tuple[str, str] | None, limit: int
             for f in found[:limit]
         ]
         more = f"<li>and {len(found) - limit} more, in the tables below</li>" if len(found) > limit else ""
-        parts.append(f"<p>What moved, as {WORSE_HEADER}:</p><ul class='found'>{''.join(items)}{more}</ul>")
+        # Failures of checks and of the suite itself are no moves: the list is headed by what it holds.
+        moved = any(f.verdict not in ("FAILED", "SUITE ERROR") for f in found)
+        heading = f"What moved, as {WORSE_HEADER}" if moved else "What the night found"
+        parts.append(f"<p>{heading}:</p><ul class='found'>{''.join(items)}{more}</ul>")
     elif run.get("exit") == 3:
         parts.append("<p>Nothing moved of what could be judged.</p>")
     else:

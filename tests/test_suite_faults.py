@@ -360,6 +360,7 @@ def test_a_night_the_suite_failed_says_fix_the_suite_never_drain(tmp_path):
     nightly.write_verdict_only("local", run, tmp_path)
     page = (tmp_path / "index.html").read_text()
     assert "SUITE ERROR" in page and "keep the node in service" in page
+    assert "What the night found" in page and "What moved" not in page  # a suite error is no move
 
 
 def test_an_upgrade_that_ran_no_gpu_check_is_not_judged():
