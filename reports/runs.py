@@ -27,12 +27,16 @@ def now() -> str:
 STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:?\d{2}:?\d{2}")
 
 
+def shown(word: str, most: int = 60) -> str:
+    """A word a user gave, cut to `most` characters for a message (a 5,000-character name fills no screen)."""
+    return word if len(word) <= most else word[: most - 3] + "..."
+
+
 def checked_stamp(word: str, command: str) -> str:
     """`word` where it is a stamp (STAMP); else a usage error (SystemExit) naming it and the form."""
     if not STAMP.fullmatch(word):
-        shown = word if len(word) <= 60 else word[:57] + "..."
         raise SystemExit(
-            f"{command}: {shown!r} is not a night's stamp (YYYY-MM-DDTHH:MM:SS, as the night's last line and "
+            f"{command}: {shown(word)!r} is not a night's stamp (YYYY-MM-DDTHH:MM:SS, as the night's last line and "
             "results/nightly/<system>/ name it)"
         )
     return word

@@ -93,10 +93,10 @@ def still_running(night: Path) -> bool:
     than RUNNING_AT_MOST ago."""
     try:
         run = read_json(night / "run.json")
-        started = dt.datetime.fromisoformat(run["start"])
+        running_s = _seconds_since(run["start"])
     except (DamagedFile, OSError, KeyError, TypeError, ValueError):
         return False
-    return run.get("state") == NightState.RUNNING and dt.datetime.fromisoformat(now()) - started < RUNNING_AT_MOST
+    return run.get("state") == NightState.RUNNING and running_s < RUNNING_AT_MOST.total_seconds()
 
 
 def own_folders(outdir: Path) -> tuple[str, ...]:
@@ -175,6 +175,10 @@ class Stopped(KeyboardInterrupt):
         self.signal_name = signal_name
 
 
+#: The signals that stop a night (a scheduler's or kill's SIGTERM, a closed terminal's SIGHUP, Ctrl-C).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
 @contextlib.contextmanager
 def stopped_by_signals():
     """SIGTERM, SIGHUP and SIGINT raised as Stopped while the block runs (the night's main thread), the
@@ -183,8 +187,7 @@ def stopped_by_signals():
     def stop(signum, frame):
         raise Stopped(signal.Signals(signum).name)
 
-    wanted = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-    previous = {sig: signal.signal(sig, stop) for sig in wanted}
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
@@ -808,15 +811,17 @@ def not_judged_by_the_suite(
     cause named and kept in run.json (where it can still be written) and on its page (`page`); exit 3 and
     nothing drained, unless the night had already found evidence about the node (`found`'s failed checks:
     exit 1, drained for those alone)."""
-    failed = list((found or {}).get("failed", []))
+    found = found or no_outcomes()
+    failed = found["failed"]
     status = FAILED if failed else UNJUDGED
+    drain, _ = drain_reasons(None, found, pd.DataFrame(columns=siblings.COLUMNS), {})
     run.update(
         state=NightState.DONE.value,
         exit=status,
         meaning=MEANING[status],
         unjudged_reasons=["suite-error"],
-        suite_errors=[*(found or {}).get("suite", []), *causes],
-        drain=[f"failed {line}" for line in failed],
+        suite_errors=[*found["suite"], *causes],
+        drain=drain,
         end=run.get("end") or now(),
     )
     for cause in causes:
@@ -841,7 +846,7 @@ def not_judged_by_the_suite(
 def stopped(outdir: Path, run: dict, by: str) -> int:
     """A night asked to stop (Stopped): ReFrame stopped with its jobs, the night saved as STOPPED with
     what it was doing, one line, exit 3. Its perflog lines stay where they are, named by its window."""
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOP_SIGNALS}  # the saving is not cut
     try:
         if run.get("state") == NightState.DONE:  # stopped while drawing: its verdict is written and stands
             print(f"nightly: stopped by {by} while drawing its pages; its verdict stands: exit {run['exit']}")
@@ -1132,7 +1137,8 @@ def _rounded(value: float) -> float | None:
 
 
 def kind_of_facts(outdir: Path) -> str | None:
-    """The kind of node the health checks found (their node facts in `outdir`), or None."""
+    """The kind of node the health checks found (their first node's facts in `outdir`; health holds each
+    node to it), or None where they recorded none."""
     facts = node_facts_of(outdir)
     return kind_of(facts[0]) if facts else None
 
@@ -1150,11 +1156,8 @@ def baseline_of_node(system: str, outdir: Path) -> tuple[dict | None, str | None
     facts in `outdir`), and that kind ('2 x NVIDIA H100 80GB HBM3'); no
     baseline where the system has none of that kind, no kind where health
     recorded no facts."""
-    facts = node_facts_of(outdir)
-    if not facts:
-        return None, None
-    kind = kind_of(facts[0])
-    return read_accepted(system, kind), kind
+    kind = kind_of_facts(outdir)
+    return (read_accepted(system, kind), kind) if kind else (None, None)
 
 
 def node_facts_judged(accepted: dict | None, outdir: Path) -> bool:

@@ -41,6 +41,7 @@ from reports.runs import (
     kind_of_run,
     now,
     read_accepted,
+    shown,
     verdict_words,
 )
 from runner import histories, nightly
@@ -92,8 +93,7 @@ def find_night(word: str, system: str | None = None) -> Path:
     near = nearest(folder_name(word), stamps)
     hint = f" (the nearest: {', '.join(near)})" if near else f" (the latest: {', '.join(stamps[-NEAREST:][::-1])})"
     where = f"results/nightly/{system or '*'}/"
-    shown = word if len(word) <= 60 else word[:57] + "..."
-    raise SystemExit(f"report night: no night {shown!r} in {where}{hint}; give a stamp or a night's folder")
+    raise SystemExit(f"report night: no night {shown(word)!r} in {where}{hint}; give a stamp or a night's folder")
 
 
 def _is_night_folder(path: Path) -> bool:

@@ -63,7 +63,6 @@ from reports.runs import (
     PERFLOGS,
     NightState,
     finished_runs,
-    node_facts_of,
     now,
     read_accepted,
     read_baselines,
@@ -72,7 +71,6 @@ from reports.runs import (
 from rfmconfig import NODES_VARIABLE, ON_NODE_VARIABLE
 from runner import contention, lock, nightly
 from systems import data
-from systems.health import kind_of
 
 SLURM = {"slurm", "squeue"}
 #: LSF with CSM (whole nodes, jsrun): one job over the nodes. Plain LSF has no jsrun to start a task a node.
@@ -432,7 +430,7 @@ def measured_and_judged(night: Night, nodes, unavailable: dict[str, str], args) 
     run["end"] = now()
     nightly.enter(outdir, run, "judgement")
     failed = by_expected(failed_cases(reports), expected)
-    run["kind"] = kind_of_night(outdir)
+    run["kind"] = nightly.kind_of_facts(outdir)
     accepted = read_accepted(system, run["kind"]) if run["kind"] else None
     frame = load([PERFLOGS / system], warn=None).frame
     tonight, past = tables(frame, system, run, accepted)
@@ -605,12 +603,6 @@ def failed_cases(reports: list[Path], suite: bool = False) -> dict[str, list[str
 
 def merge(a: dict[str, list[str]], b: dict[str, list[str]]) -> dict[str, list[str]]:
     return {k: a.get(k, []) + b.get(k, []) for k in {*a, *b}}
-
-
-def kind_of_night(outdir: Path) -> str | None:
-    """The kind of node the health checks found (their first node's facts; each node's is held to it by health)."""
-    facts = node_facts_of(outdir)
-    return kind_of(facts[0]) if facts else None
 
 
 def write_night(

@@ -25,6 +25,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from runner import lock
+
 #: ReFrame's line for a skipped case: '[    SKIP ] ( 2/92) gdrcopy_sanity /206fdd34 @sys:part+env [why]'.
 _SKIP = re.compile(r"^\[\s*SKIP\s*\]\s*\(\s*\d+/\d+\)\s+(?P<name>\S+).*?@\S+\s+\[(?P<why>.*)\]\s*$")
 #: ReFrame's last summary line: '[  PASSED  ] Ran 4/93 test case(s) ...' (or FAILED).
@@ -141,7 +143,6 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     # The node's lock (runner/lock.py), where ./suite run took it, held by ReFrame too: killed outright,
     # this process lets the node go only when the ReFrame it started ends.
-    held = os.environ.get("GPU_MEMPATHS_LOCK_FD", "")
     child = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         text=True,
         errors="replace",
         env=env,
-        pass_fds=(int(held),) if held.isdigit() else (),
+        pass_fds=lock.held_fds(),
     )
     # Ctrl-C reaches ReFrame too (one process group): it cancels its jobs and says so, and this reads on
     # to the end of what it says. A termination sent to this process alone is passed on.
