@@ -145,13 +145,19 @@ def contention_lines(system: str, night: str, processes: list[dict], contended: 
     dashboard tells a busy GPU from a slow one."""
     lines = []
     for p in processes:
-        labels = {"system": system, "night": night, "node": p["node"], "gpu": str(p["gpu"]), "pid": str(p["pid"])}
+        labels = {"system": system, "night": night, "node": p["node"], "gpu": _gpu_label(p["gpu"])}
+        labels["pid"] = str(p["pid"])
         lines.append(_line({"__name__": CONTENTION, **labels, "process": p["name"]}, p["cases"], when_ms))
     for path, by in contended.items():
         lines.append(
             _line({"__name__": CONTENDED, "system": system, "night": night, "path": path, "by": by}, 1, when_ms)
         )
     return "\n".join(lines)
+
+
+def _gpu_label(gpu) -> str:
+    """A process's GPU as a label: 'host' for one busy on the host's CPUs (no GPU: systems/host_use.py)."""
+    return "host" if gpu is None else str(gpu)
 
 
 def _line(metric: dict, value: float, when_ms: int) -> str:

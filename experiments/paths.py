@@ -29,8 +29,10 @@ class FigurePath:
     """A figure's path: its name, its kind, the kind's practical floor (the
     smallest move worth an alarm, a fraction) and physical floor of a time in
     microseconds (None where none is known), for a yardstick measured once a
-    night elsewhere, the check that judges it, and what of the node it
-    shares with every GPU ('host': the host side every host link crosses)."""
+    night elsewhere, the check that judges it, what of the node it
+    shares with every GPU ('host': the host side every host link crosses),
+    and the kind's guard rail: the move (a fraction) beyond which the
+    verdict flags whatever the spread (None: none)."""
 
     name: str
     kind: str
@@ -38,6 +40,7 @@ class FigurePath:
     min_us: float | None = None
     yardstick: str | None = None
     shares: str | None = None
+    guard: float | None = None
 
 
 @lru_cache(maxsize=4)
@@ -47,6 +50,12 @@ def load_rules(rules_file: str = PATHS_FILE) -> tuple[dict, dict]:
     with open(rules_file) as stream:
         raw = parse_yaml(stream.read()) or {}
     kinds, rules = raw.get("kinds", {}), raw.get("rules", {})
+    for name, kind in kinds.items():
+        guard = kind.get("guard")
+        if guard is not None and not (isinstance(guard, (int, float)) and kind["floor"] < guard < 1):
+            raise ValueError(
+                f"{rules_file}: kinds.{name}.guard {guard!r} is not a fraction above its floor and below 1"
+            )
     for check, entries in rules.items():
         for i, rule in enumerate(entries):
             where = f"{rules_file}: rules.{check}[{i}]"
@@ -85,7 +94,16 @@ def path_of(test: str, case: dict, figure: str, rules_file: str = PATHS_FILE) ->
             raise ValueError(f"{rules_file}: rules.{test}: path {rule['path']!r} needs {err} for {figure}") from err
         kind = kinds[rule["kind"]]
         shares = rule.get("shares", kind.get("shares"))
-        return FigurePath(name, rule["kind"], float(kind["floor"]), kind.get("min_us"), rule.get("yardstick"), shares)
+        guard = kind.get("guard")
+        return FigurePath(
+            name,
+            rule["kind"],
+            float(kind["floor"]),
+            kind.get("min_us"),
+            rule.get("yardstick"),
+            shares,
+            None if guard is None else float(guard),
+        )
     return None
 
 

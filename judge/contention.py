@@ -16,7 +16,12 @@ shared by every GPU of the node: another process on any GPU, seen moving
 HOST_TRAFFIC_GBS or more through that GPU's host link while the suite did
 not use it, contends it too (on four H200s, a neighbour copying 50 GB/s
 each way through GPU 2's link made GPU 1's and GPU 3's host paths 8-13%
-slower, their siblings alike). A finding whose rerun still lags with nobody else on the node's
+slower, their siblings alike). So does another process that kept the host's
+CPUs busy during those cases (a ``HostUse`` record of the watch,
+systems/host_use.py: HOST_CPUS or more on average), though it is on no GPU: a
+neighbour streaming memory with the CPUs shares the host's memory and root
+complex with every GPU's host link; it explains nothing of a GPU's own memory,
+its peer links or its kernels. A finding whose rerun still lags with nobody else on the node's
 shared side is the GPU's own (a fault to drain), however busy the first run
 was.
 
@@ -50,6 +55,9 @@ GPU_COLUMNS = [
 ]
 #: One row per case, GPU and other process on it: how many of the watch's readings saw it, and its memory.
 OTHER_COLUMNS = ["run", "test", "case", "environ", "node", "gpu", "pid", "name", "seen", "samples", "used_mib"]
+#: One row per case and another's process busy on the host's CPUs (systems/host_use.py's HostUse records):
+#: its CPU seconds, the CPUs it used on average, its most resident memory, and the watch's readings.
+HOST_COLUMNS = ["run", "test", "case", "environ", "node", "pid", "name", "cpu_s", "cpus", "rss_mib", "seen", "samples"]
 #: A GPU's host-link traffic, in and out together, mean over a case (GB/s), from which another
 #: process on it shares the host side with every GPU's host link: an idle context does not,
 #: a neighbour copying through the link does (50 GB/s each way in the measured night).
@@ -77,21 +85,33 @@ def path_shares(path: str, cases: list[tuple], figures) -> str | None:
     return None
 
 
-def explain(findings: pd.DataFrame, gpus: pd.DataFrame, others: pd.DataFrame) -> pd.DataFrame:
+def explain(
+    findings: pd.DataFrame, gpus: pd.DataFrame, others: pd.DataFrame, hosts: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Each finding (`findings`: path, `cases` a list of (test, case, environ),
     `gpus` a set of GPU indices or None, `runs` the runs that flagged it, and
     optionally `shares`, 'host' for a path through the host side) contended
-    or not, and by whom (COLUMNS)."""
+    or not, and by whom (COLUMNS); `hosts`, the processes busy on the host's
+    CPUs (HOST_COLUMNS), contend the host side's findings alone."""
     rows = []
     moving = movers(gpus, others)
+    hosts = pd.DataFrame(columns=HOST_COLUMNS) if hosts is None else hosts
     for finding in findings.itertuples():
         runs = [r for r in finding.runs if _measured(gpus, r, finding.cases)]
         seen = [_others_on(finding, r, gpus, others, moving) for r in runs]
-        contended = bool(runs) and all(not s.empty for s in seen)
-        rows.append(
-            {"path": finding.path, "contended": contended, "by": describe(pd.concat(seen)) if contended else ""}
-        )
+        busy = [_host_users(finding, r, hosts) for r in runs]
+        contended = bool(runs) and all(not (s.empty and b.empty) for s, b in zip(seen, busy))
+        by = "; ".join(filter(None, (describe(pd.concat(seen)), describe_host(pd.concat(busy))))) if contended else ""
+        rows.append({"path": finding.path, "contended": contended, "by": by})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _host_users(finding, run: str, hosts: pd.DataFrame) -> pd.DataFrame:
+    """The processes busy on the host's CPUs during the finding's cases in `run`, for a path
+    through the host side (none for another: a GPU's memory or peer links are not the host's)."""
+    if getattr(finding, "shares", None) != "host" or hosts.empty:
+        return hosts.iloc[0:0]
+    return _rows(hosts, run, finding.cases)
 
 
 def _measured(gpus: pd.DataFrame, run: str, cases: list[tuple]) -> bool:
@@ -149,9 +169,45 @@ def describe(seen: pd.DataFrame) -> str:
     return "; ".join(parts)
 
 
-def processes(others: pd.DataFrame) -> list[dict]:
+def describe_host(seen: pd.DataFrame) -> str:
+    """'pid 77 (stream, 3.9 CPUs, 2.0 GiB resident) on the host's CPUs in 2 case(s) (on the host side every
+    GPU's host link shares)': its most CPUs in one case, its most resident memory."""
+    parts = []
+    for (pid, name), rows in seen.groupby(["pid", "name"], sort=True):
+        cases = rows[_CASE].drop_duplicates().shape[0]
+        used = f"{rows['cpus'].max():.1f} CPUs, {rows['rss_mib'].max() / 1024:.1f} GiB resident"
+        parts.append(f"pid {pid} ({name}, {used}) on the host's CPUs in {cases} case(s)")
+    return "; ".join(parts) + (" (on the host side every GPU's host link shares)" if parts else "")
+
+
+def processes(others: pd.DataFrame, hosts: pd.DataFrame | None = None) -> list[dict]:
     """Every other process seen during the night, once per GPU: run.json's
-    `contention` (pid, name, GPU, how many cases it was seen in, of which tests)."""
+    `contention` (pid, name, GPU, how many cases it was seen in, of which tests);
+    then each busy on the host's CPUs (`hosts`), its GPU None, with its most CPUs
+    and resident memory."""
+    return _gpu_processes(others) + _host_processes(hosts if hosts is not None else pd.DataFrame(columns=HOST_COLUMNS))
+
+
+def _host_processes(hosts: pd.DataFrame) -> list[dict]:
+    found = []
+    for (node, pid, name), rows in hosts.groupby(["node", "pid", "name"], sort=True):
+        cases = rows[_CASE].drop_duplicates()
+        found.append(
+            {
+                "node": node,
+                "gpu": None,
+                "pid": int(pid),
+                "name": name,
+                "cpus": round(float(rows["cpus"].max()), 2),
+                "rss_gib": round(float(rows["rss_mib"].max()) / 1024, 2),
+                "cases": int(len(cases)),
+                "tests": sorted(set(cases["test"])),
+            }
+        )
+    return found
+
+
+def _gpu_processes(others: pd.DataFrame) -> list[dict]:
     found = []
     for (node, gpu, pid, name), rows in others.groupby(["node", "gpu", "pid", "name"], sort=True):
         cases = rows[_CASE].drop_duplicates()

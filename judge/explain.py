@@ -51,6 +51,7 @@ class Step:
     RERUN = "rerun"
     COMPARE = "compare with siblings"
     ACCEPT = "accept"
+    OTHER_HOST = "accept this host or investigate"
     NOTHING = "nothing to do"
 
 
@@ -64,6 +65,9 @@ STEP_TEXT = {
     "node from the fleet, and ./suite report compare --by time what changed and when",
     Step.ACCEPT: "once three nights or more of this kind of node, on separately started nodes, passed every check, "
     "make them its baseline (./suite accept STAMP STAMP STAMP --write-references)",
+    Step.OTHER_HOST: "keep the node in service: it moved against accepted runs of another host (the host line "
+    "says what differs), which the move may be owed to; make this host's nights its kind's baseline (./suite accept "
+    "STAMP STAMP STAMP: they replace the accepted runs of its kind) or find why the host differs",
     Step.NOTHING: "keep the node in service",
 }
 
@@ -372,6 +376,8 @@ def findings(run: dict, paths: pd.DataFrame | None, siblings: pd.DataFrame | Non
     moved = paths[paths["verdict"].isin(PATH_FINDINGS)].set_index("path")
     judged = paths[paths["verdict"].isin(["pass", "transient", "improved"])].set_index("path")
     with_siblings = set(siblings["path"])
+    # Moved against accepted runs of another host: the host's, maybe, not the node's (runner/nightly.py's other_host).
+    moved_step = Step.OTHER_HOST if "other-host" in (run.get("unjudged_reasons") or []) else Step.DRAIN
     for row in lags.sort_values("z", ascending=False).itertuples():
         by = contended.get(row.path, "")
         parts = [f"{_pct(row.worse_pct)} against its siblings"]
@@ -397,7 +403,8 @@ def findings(run: dict, paths: pd.DataFrame | None, siblings: pd.DataFrame | Non
             else ""
         )
         verdict = "CONTENDED" if by else str(row["verdict"]).upper()
-        found.append(Finding(path, verdict, f"{path}: {change}{alike}" + (f"; {by}" if by else ""), _step(by)))
+        step = Step.RERUN if by else moved_step
+        found.append(Finding(path, verdict, f"{path}: {change}{alike}" + (f"; {by}" if by else ""), step))
     for change in run.get("changes") or []:
         found.append(Finding("", "CHANGE", change, Step.COMPARE))
     return found
@@ -426,6 +433,8 @@ def next_step(run: dict, found: list[Finding], accepted: set[str] | None = None)
         return Step.DRAIN, STEP_TEXT[Step.DRAIN] + drill
     if Step.FIX_THE_SUITE in steps or (status == 3 and "suite-error" in reasons):
         return Step.FIX_THE_SUITE, STEP_TEXT[Step.FIX_THE_SUITE]
+    if status == 3 and "other-host" in reasons:
+        return Step.OTHER_HOST, STEP_TEXT[Step.OTHER_HOST]
     if Step.RERUN in steps:
         return Step.RERUN, STEP_TEXT[Step.RERUN] + drill
     if Step.COMPARE in steps:

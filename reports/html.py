@@ -15,7 +15,7 @@ from urllib.parse import quote
 import pandas as pd
 
 import experiments
-from experiments.gpu_use import process_line
+from experiments.gpu_use import process_line, process_place
 from experiments.keys import SERIES_FIELDS
 from reports.figures import Figure, coverage, coverage_text, drawing_of, render_all
 from reports.figures.versions import versions_figures
@@ -321,6 +321,8 @@ def verdict_box(run: dict, found: list, step: tuple[str, str] | None, limit: int
             f"(./suite rejudge {html.escape(str(run.get('stamp', 'STAMP')))}).</p>",
         ]
     parts = [f"<h2>Verdict: exit {run.get('exit')} ({html.escape(str(run.get('meaning', '')))})</h2>"]
+    if run.get("host_differs"):  # first: whatever moved may be the host's (runner/nightly.py)
+        parts.append(f"<p class='host'><b>Note</b>: {html.escape(run['host_differs'])}.</p>")
     if run.get("rejudged"):  # reports/runs.py's as_last_judged
         ran = run["as_ran"]
         parts.append(
@@ -370,9 +372,10 @@ def _drain_section(run: dict) -> list[str]:
         )
     others = run.get("contention", {}).get("processes", [])
     if others:
-        where = [f"GPU {o['gpu']}" + (f" of {o['node']}" if o.get("node") else "") for o in others]
+        where = [process_place(o) + (f" of {o['node']}" if o.get("node") else "") for o in others]
         items = "".join(f"<li>{html.escape(w)}: {html.escape(process_line(o))}</li>" for w, o in zip(where, others))
-        parts.append(f"<p>Other processes on the GPUs during the checks (the NVML watch):</p><ul>{items}</ul>")
+        seen = "<p>Other processes on the GPUs or the host's CPUs during the checks (the watch):</p>"
+        parts.append(f"{seen}<ul>{items}</ul>")
     return parts
 
 

@@ -23,6 +23,7 @@ import gzip
 import hashlib
 import json
 import pickle
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -134,10 +135,23 @@ def _is_header(fields: list[str]) -> bool:
     return "perf_var" in fields and "perf_value" in fields
 
 
+#: The files a folder's records are read from: perflogs, the perflogs ReFrame
+#: set aside when a new column changed their header (NAME.log.h0, .h1...:
+#: the records before it, read by their own header), and run reports.
+PERFLOG_NAME = re.compile(r"\.log(?:\.h\d+)?$|\.json$")
+#: ... of which ReFrame's perflogs (the rest are run reports).
+PERFLOG_ONLY = r"\.log(?:\.h\d+)?$"
+
+
+def from_perflogs(frame: pd.DataFrame) -> pd.Series:
+    """The rows a perflog line gave (not a run report's, not a curves file's)."""
+    return frame["source"].str.contains(PERFLOG_ONLY, regex=True)
+
+
 def _perflog_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
-    return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in (".log", ".json"))
+    return sorted(p for p in path.rglob("*") if p.is_file() and PERFLOG_NAME.search(p.name))
 
 
 def _number(text: str) -> float | None:

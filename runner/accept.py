@@ -49,6 +49,7 @@ from reports.runs import (
 )
 from runner import lock, nightly
 from systems import data
+from systems.host import differences
 
 #: Runs on separately started nodes that tolerances are taken from, at least.
 MIN_RUNS = 3
@@ -61,16 +62,31 @@ MAX_RATE_TOLERANCE = 0.9
 
 
 def node_facts_of(outdirs: list[Path]) -> dict:
-    """Per partition, the node facts the runs' health checks recorded; runs that disagree are named."""
+    """Per partition, the node facts the runs' health checks recorded (the
+    first node's host among them: what later nights' hosts are compared
+    with); runs that disagree are named, on their GPUs, or on their hosts
+    where these differ as a night's would (systems/host.py: not by a
+    BIOS date or a few MiB of memory)."""
     facts: dict = {}
     for outdir in outdirs:
         for path in fact_files(outdir):
             record = read_json(path)
             partition, host = record.pop("partition"), record.pop("host")
-            if partition in facts and facts[partition] != record:
+            first = facts.setdefault(partition, record)
+            if _gpus_of(first) != _gpus_of(record):
                 print(f"accept: warning: {path} ({host}) differs from the first node of {partition}", file=sys.stderr)
-            facts.setdefault(partition, record)
+            elif first.get("machine") and record.get("machine"):
+                other = differences(record["machine"], first["machine"])
+                if other:
+                    said = "; ".join(other)
+                    print(f"accept: warning: {path} ({host}) is on another host than the first node of {partition}: "
+                          f"{said} (the first's kept: later nights are compared with it)", file=sys.stderr)  # fmt: skip
     return facts
+
+
+def _gpus_of(facts: dict) -> dict:
+    """Node facts less the host's."""
+    return {k: v for k, v in facts.items() if k != "machine"}
 
 
 def robust_relative_sd(values, center: float | None = None) -> float:

@@ -3,7 +3,8 @@ which of its findings that explains (judge/contention.py).
 
 Each case's program ran under the NVML watch, which printed a ``GpuUse``
 record per GPU and a ``Contention`` record per other process
-(systems/gpu_use.py). ReFrame's run reports name each case's output: its
+(systems/gpu_use.py), and a ``HostUse`` record per other process busy on the
+host's CPUs (systems/host_use.py). ReFrame's run reports name each case's output: its
 output folder once it passed, its stage (kept: the nightly keeps the stages)
 where it did not.
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.files import DamagedFile, read_json
-from experiments.gpu_use import parse
+from experiments.gpu_use import parse, parse_host
 from judge import contention, verdict
 from judge.select import RERUNS
 
@@ -33,9 +34,14 @@ def _stdout(case: dict) -> Path | None:
     return None
 
 
-def read_report(report: Path, run: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The GpuUse and Contention records of every case of a ReFrame run report, as judge/contention.py's tables."""
-    gpus, others = [], []
+#: The tables of a run's watch, as judge/contention.py's: GpuUse, Contention and HostUse records.
+TABLES = (contention.GPU_COLUMNS, contention.OTHER_COLUMNS, contention.HOST_COLUMNS)
+
+
+def read_report(report: Path, run: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The GpuUse, Contention and HostUse records of every case of a ReFrame run report, as
+    judge/contention.py's tables."""
+    gpus, others, hosts = [], [], []
     try:
         runs = read_json(report).get("runs", []) if report.exists() else []
     except DamagedFile:  # the night names it (nightly.outcomes): who else used the GPUs is not known
@@ -44,7 +50,8 @@ def read_report(report: Path, run: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         path = _stdout(case)
         if path is None:
             continue
-        uses, contenders = parse(path.read_text(errors="replace"))
+        text = path.read_text(errors="replace")
+        uses, contenders = parse(text)
         key = {
             "run": run,
             "test": case["display_name"].split()[0],
@@ -54,52 +61,51 @@ def read_report(report: Path, run: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         }
         gpus += [{**key, **vars(u)} for u in uses]
         others += [{**key, **vars(c)} for c in contenders]
-    return (
-        pd.DataFrame(gpus, columns=contention.GPU_COLUMNS),
-        pd.DataFrame(others, columns=contention.OTHER_COLUMNS),
-    )
+        hosts += [{**key, **vars(h)} for h in parse_host(text)]
+    return tuple(pd.DataFrame(rows, columns=columns) for rows, columns in zip((gpus, others, hosts), TABLES))
 
 
-def read_reports(reports: list[Path], run: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The GpuUse and Contention tables of several run reports of one run (a partition's, per node)."""
+def read_reports(reports: list[Path], run: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The GpuUse, Contention and HostUse tables of several run reports of one run (a partition's, per node)."""
     found = [read_report(path, run) for path in reports if path.name == "run-report.json"]
     return _joined(found)
 
 
-def _joined(found: list[tuple[pd.DataFrame, pd.DataFrame]]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    gpus = [g for g, _ in found] or [pd.DataFrame(columns=contention.GPU_COLUMNS)]
-    others = [o for _, o in found] or [pd.DataFrame(columns=contention.OTHER_COLUMNS)]
-    return pd.concat(gpus, ignore_index=True), pd.concat(others, ignore_index=True)
+def _joined(found: list[tuple[pd.DataFrame, ...]]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    return tuple(
+        pd.concat([tables[i] for tables in found] or [pd.DataFrame(columns=columns)], ignore_index=True)
+        for i, columns in enumerate(TABLES)
+    )
 
 
-def _snapshots(outdir: Path, run: str) -> tuple[Path, Path]:
-    return outdir / f"gpu-use-{run}.csv", outdir / f"contention-{run}.csv"
+def _snapshots(outdir: Path, run: str) -> tuple[Path, Path, Path]:
+    return outdir / f"gpu-use-{run}.csv", outdir / f"contention-{run}.csv", outdir / f"host-use-{run}.csv"
 
 
 def snapshot(outdir: Path, run: str) -> None:
-    """The run's GpuUse and Contention tables kept in the night's folder as soon as it ends: a rerun runs
+    """The run's GpuUse, Contention and HostUse tables kept in the night's folder as soon as it ends: a rerun runs
     the same cases in the same stage and output folders, and leaves only its own outputs there."""
-    gpus, others = read_report(outdir / REPORTS[run], run)
-    for table, path in zip((gpus, others), _snapshots(outdir, run)):
+    for table, path in zip(read_report(outdir / REPORTS[run], run), _snapshots(outdir, run)):
         table.to_csv(path, index=False)
 
 
-def read_night(outdir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The night's GpuUse and Contention tables, its reruns' included: each run's as kept when it ended
-    (snapshot), else as its report's outputs are now."""
+def read_night(outdir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The night's GpuUse, Contention and HostUse tables, its reruns' included: each run's as kept when it
+    ended (snapshot), else as its report's outputs are now (a night kept before the host was watched has
+    no host-use snapshot: nobody was seen on the host)."""
     found = []
     for run, name in REPORTS.items():
         kept = _snapshots(outdir, run)
-        if all(p.exists() for p in kept):
-            found.append(
-                tuple(_read_csv(p, c) for p, c in zip(kept, (contention.GPU_COLUMNS, contention.OTHER_COLUMNS)))
-            )
+        if all(p.exists() for p in kept[:2]):
+            found.append(tuple(_read_csv(p, c) for p, c in zip(kept, TABLES)))
         elif (outdir / name).exists():
             found.append(read_report(outdir / name, run))
     return _joined(found)
 
 
 def _read_csv(path: Path, columns: list[str]) -> pd.DataFrame:
+    if not path.exists():
+        return pd.DataFrame(columns=columns)
     table = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"case": str, "node": str, "name": str})
     table = table.reindex(columns=columns)
     table["case"] = table["case"].fillna("")
@@ -128,8 +134,9 @@ def findings(judged, run: dict) -> pd.DataFrame:
 
 
 def explain_night(judged, run: dict, outdir: Path) -> tuple[dict[str, str], list[dict]]:
-    """{path: who contended it} for the night's contended findings, and every other process seen (run.json's)."""
-    gpus, others = read_night(outdir)
-    explained = contention.explain(findings(judged, run), gpus, others)
+    """{path: who contended it} for the night's contended findings, and every other process seen, on the
+    GPUs and on the host's CPUs (run.json's)."""
+    gpus, others, hosts = read_night(outdir)
+    explained = contention.explain(findings(judged, run), gpus, others, hosts)
     contended = dict(zip(explained.loc[explained["contended"], "path"], explained.loc[explained["contended"], "by"]))
-    return contended, contention.processes(others)
+    return contended, contention.processes(others, hosts)

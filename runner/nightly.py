@@ -21,9 +21,14 @@ and exits with
     3  not judged, with its reason: no accepted baseline ('no-baseline'), a
        figure the accepted runs have that tonight lacks ('vanished'), a node
        of a kind (its GPUs counted by model) the system has no baseline of,
-       though it has of others ('other-kind'), a figure that
+       though it has of others ('other-kind'), a path that moved against
+       accepted runs of another host (CPU, memory, firmware, hypervisor,
+       kernel: 'other-host', not drained), a figure that
        could not be judged for another reason ('unjudged'), or an error of the
        suite itself. --allow-unjudged turns only 'no-baseline' into 0.
+
+A night whose host differs from the accepted runs' says so first, whatever
+its exit status (run.json's `host_differs`; systems/host.py).
 
 The verdict is the only judge of a move: ReFrame's reference tolerances are
 for runs by hand (./suite run), so one figure never gets two verdicts.
@@ -51,7 +56,7 @@ import pandas as pd
 
 from experiments import metrics
 from experiments.files import DamagedFile, disk_problem, read_json, write_atomic, write_json
-from experiments.gpu_use import process_line
+from experiments.gpu_use import process_line, process_place
 from experiments.roots import REPO
 from judge import changepoints, explain, siblings, verdict
 from judge.select import RERUNS, accepted_masks, run_rows, runs_without_rows
@@ -71,7 +76,7 @@ from reports.runs import (
 from runner import contention, histories, lock, preflight
 from runner.plan import make_plan, plan_lines
 from runner.rfm import reframe_command
-from systems import data, toolkits
+from systems import data, host, toolkits
 from systems.health import kind_of, same_kind
 
 #: A rerun restores the night's build from its stage (--restore-session), which
@@ -411,19 +416,20 @@ def judge_window(
     alpha: float,
     accepted_table: pd.DataFrame | None = None,
     pool: verdict.Pool | None = None,
+    rules: verdict.Rules = verdict.ALL_RULES,
 ) -> Judgement:
     """The run in `window` judged both ways from one per-run table: against
     the accepted runs (where there is a baseline), and each GPU against its
     siblings, the accepted runs' deviations the node's usual ones.
     `accepted_table`: accepted_values of `accepted`, made once for several
     windows (a night's reruns, the bench's replayed nights); from `frame` by default, as `pool`
-    (others_pool) is."""
+    (others_pool) is; `rules` the verdict's (runner/power.py measures each's worth)."""
     base = accepted_values(frame, system, accepted) if accepted_table is None else accepted_table
     pool = others_pool(frame, system, accepted) if pool is None else pool
     tonight = verdict.run_values(frame, {"tonight": run_rows(frame, system, [window])}, physical=True)
     parts = [part for part in (base, tonight) if not part.empty]
     table = verdict.attach_paths(pd.concat(parts, ignore_index=True) if parts else tonight)
-    judged = verdict.judge_values(table, alpha, pool) if accepted else None
+    judged = verdict.judge_values(table, alpha, pool, rules) if accepted else None
     return Judgement(judged, siblings.as_accepted(siblings.judge(table), judged.paths if judged else None))
 
 
@@ -676,9 +682,24 @@ def unjudged_reasons(
         reasons.append("vanished")
     if not node_judged:
         reasons.append("other-kind")
-    if (~figures["reason"].str.startswith("vanished")).any():
+    other_program = figures["reason"].str.startswith(verdict.OTHER_PROGRAM.split(" (")[0])
+    if other_program.any():
+        reasons.append("other-program")
+    if (~figures["reason"].str.startswith("vanished") & ~other_program).any():
         reasons.append("unjudged")
     return reasons
+
+
+def other_host(run: dict, result: verdict.Verdict | None, changes: list = ()) -> list[str]:
+    """['other-host'] where tonight's host differs from the accepted runs'
+    (run.json's `host_differs`) and a path moved against them, or a change
+    held over the nights: the move may be the host's, not the node's; not
+    judged, never drained. [] otherwise: a night that moved nothing on
+    another host is as accepted, its host named all the same."""
+    moved = result is not None and result.paths["verdict"].isin(verdict.FLAGGED).any()
+    if run.get("host_differs") and (moved or any(change.worse for change in changes)):
+        return ["other-host"]
+    return []
 
 
 def nightly_status(
@@ -690,14 +711,18 @@ def nightly_status(
     lagging: list[str] = (),
 ) -> int:
     """The exit status: a failed check, a moved path or a GPU behind its
-    siblings (`lagging`, confirmed), a held change, or not judged."""
+    siblings (`lagging`, confirmed), a held change, or not judged. A path
+    moved or a change held against the accepted runs of another host
+    ('other-host' among the `reasons`) is not judged; a GPU behind its
+    siblings of the same host still moved."""
     if found["failed"] or (result is not None and (result.figures["verdict"] == "broken").any()):
         return FAILED
-    if result is not None and result.paths["verdict"].isin(verdict.FLAGGED).any():
+    apart = "other-host" in reasons
+    if not apart and result is not None and result.paths["verdict"].isin(verdict.FLAGGED).any():
         return MOVED
     if lagging:
         return MOVED
-    if any(change.worse for change in changes):  # a step or drift over the nights no night alone showed
+    if not apart and any(change.worse for change in changes):  # a step or drift over the nights no night alone showed
         return MOVED
     blocking = [r for r in reasons if not (allow_unjudged and r == "no-baseline")]
     return UNJUDGED if blocking else 0
@@ -894,6 +919,9 @@ def measured_and_judged(args, system: str, run: dict, outdir: Path, found: dict)
     if accepted:  # what tonight is judged against, for judging it again once the kind has more accepted runs
         run["accepted_runs"] = [r["stamp"] for r in accepted.get("runs", [])]
         say_clock(run)
+    run.update(host_against_accepted(accepted, outdir))
+    if run.get("host_differs"):
+        print(f"nightly: NOTE {run['host_differs']}", file=sys.stderr, flush=True)
     if health == 0:
         enter(outdir, run, "checks")
         run["plan"] = announce_plan(system, list(as_nights(*args.reframe)))
@@ -950,6 +978,7 @@ def measured_and_judged(args, system: str, run: dict, outdir: Path, found: dict)
     reasons = (["suite-error"] if found["suite"] else []) + unjudged_reasons(
         result, node_judged, health == 0, other_kinds=has_baselines(system)
     )
+    reasons += other_host(run, result, changes)
     status = nightly_status(found, result, reasons, args.allow_unjudged, changes, siblings.lagging(lags))
     run["changes"] = [change.line() for change in changes]
     if found["suite"]:
@@ -1074,8 +1103,10 @@ def write_drain(outdir: Path, run: dict, result, found: dict, lags: pd.DataFrame
     """drain.txt (the node and its reasons on one line, where there are any,
     for `scontrol update nodename=$node state=drain reason=...`) and run.json's
     `drain` and `not_drained` (findings another process explains: a busy GPU,
-    not a slow one)."""
-    reasons, kept = drain_reasons(result, found, lags, run.get("contention", {}).get("paths", {}))
+    not a slow one). Paths moved against the accepted runs of another host
+    ('other-host') are not drained: the move may be the host's."""
+    judged = None if "other-host" in run.get("unjudged_reasons", []) else result
+    reasons, kept = drain_reasons(judged, found, lags, run.get("contention", {}).get("paths", {}))
     run["drain"], run["not_drained"] = reasons, kept
     write_drain_line(outdir, reasons)
     save_run(outdir, run)
@@ -1158,6 +1189,29 @@ def baseline_of_node(system: str, outdir: Path) -> tuple[dict | None, str | None
     recorded no facts."""
     kind = kind_of_facts(outdir)
     return (read_accepted(system, kind), kind) if kind else (None, None)
+
+
+def host_against_accepted(accepted: dict | None, outdir: Path) -> dict[str, str]:
+    """run.json's `host_differs`: how the host of tonight's node differs from
+    the accepted runs' (systems/host.py's differences: each node's against
+    its partition's accepted facts); or its `host_note` where the accepted
+    runs recorded no host (accepted before host facts were): nothing
+    compared, no alarm; nothing where there is no baseline, tonight's
+    health recorded no host, or the hosts agree."""
+    records = [r for r in node_facts_of(outdir) if r.get("machine")]
+    if not accepted or not accepted.get("node") or not records:
+        return {}
+    found, unrecorded = [], False
+    for record in records:
+        then = (accepted["node"].get(record["partition"]) or {}).get("machine")
+        if not then:
+            unrecorded = True
+            continue
+        named = f"{record.get('host')}: " if len(records) > 1 else ""
+        found += [named + line for line in host.differences(record["machine"], then)]
+    if found:
+        return {"host_differs": host.differs_line(found)}
+    return {"host_note": "the accepted runs recorded no host facts"} if unrecorded else {}
 
 
 def node_facts_judged(accepted: dict | None, outdir: Path) -> bool:
@@ -1262,12 +1316,14 @@ def report_outcome(
     found: dict, result, reasons: list[str], status: int, outdir: Path, changes: list = (), lags=None, run=None
 ) -> None:
     run = run or {}
+    if run.get("host_differs"):  # first: what every line after it may owe to the host
+        print(f"nightly: NOTE {run['host_differs']}", file=sys.stderr)
     for line in found["failed"]:
         print(f"nightly: FAILED {line}", file=sys.stderr)
     for line in found.get("suite", []):
         print(f"nightly: SUITE ERROR {line}", file=sys.stderr)
     for other in run.get("contention", {}).get("processes", []):
-        print(f"nightly: ANOTHER PROCESS on GPU {other['gpu']}: {process_line(other)}", file=sys.stderr)
+        print(f"nightly: ANOTHER PROCESS on {process_place(other)}: {process_line(other)}", file=sys.stderr)
     if lags is not None and not lags.empty:
         for row in lags[lags["verdict"] != "pass"].itertuples():
             by = getattr(row, "contended_by", "")
@@ -1332,6 +1388,10 @@ UNJUDGED_REASONS = {
     "no-baseline": "the system has no accepted runs (./suite accept)",
     "vanished": "figures the accepted runs have were not measured tonight",
     "other-kind": "the system's accepted runs are of other kinds of node than this one (./suite accept its runs)",
+    "other-host": "paths moved against accepted runs of another host (the host line first says what differs): the "
+    "move may be the host's, nothing drained; accept this host's nights or find why it differs",
+    "other-program": "cases measured by another program than their accepted runs (its source, build options or "
+    "check changed; each figure's code says which): re-accept them (./suite accept new runs)",
     "unjudged": "figures without a path, a direction or enough accepted runs",
     "suite-error": "the suite itself failed (each SUITE ERROR line, run.json's suite_errors): not the node's "
     "fault, nothing drained; fix what it names and run the night again",

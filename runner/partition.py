@@ -571,7 +571,8 @@ def with_contention(
     run.json's `contention`, every other process seen."""
     gpus = pd.concat([used[0], again[0]], ignore_index=True)
     others = pd.concat([used[1], again[1]], ignore_index=True)
-    gpus["node"], others["node"] = gpus["node"].map(short), others["node"].map(short)
+    hosts = pd.concat([used[2], again[2]], ignore_index=True)  # busy on the host's CPUs (HostUse)
+    gpus["node"], others["node"], hosts["node"] = (t["node"].map(short) for t in (gpus, others, hosts))
     rerun_nodes = set(run.get("rerun", {}).get("nodes", []))
     contended = {}
     for (node, path), _ in result.faults().groupby(["node", "path"]):
@@ -582,12 +583,12 @@ def with_contention(
         shares = judge_contention.path_shares(path, cases, rows["figure"].drop_duplicates())
         finding = pd.DataFrame([{"path": path, "cases": cases, "gpus": gpus_named, "runs": runs, "shares": shares}])
         [explained] = judge_contention.explain(
-            finding, gpus[gpus["node"] == node], others[others["node"] == node]
+            finding, gpus[gpus["node"] == node], others[others["node"] == node], hosts[hosts["node"] == node]
         ).itertuples()
         if explained.contended:
             contended[(node, path)] = explained.by
     run["contention"] = {
-        "processes": judge_contention.processes(others),
+        "processes": judge_contention.processes(others, hosts),
         "cells": {f"{node}: {path}": by for (node, path), by in contended.items()},
     }
     return partition.contend(result, contended)

@@ -221,11 +221,12 @@ def sweep(
     alpha: float,
     seed: int = 1,
     pool: verdict.Pool = verdict.NO_POOL,
+    rules: verdict.Rules = verdict.ALL_RULES,
 ) -> pd.DataFrame:
     """Per path: false alarms in clean nights, and the share of nights that
     flag it when its figures move worse by each of `moves` (fractions),
     replayed and simulated, each night judged as the nightly judges it (with
-    the `pool` of the system's other kinds of node)."""
+    the `pool` of the system's other kinds of node), by `rules`."""
     model = Model.fit(table)
     paths = sorted(model.path_spread)
     rng = np.random.default_rng(seed)
@@ -248,7 +249,7 @@ def sweep(
     progress = Progress("power", "replayed and simulated nights", len(pairs))
     for how, base, night in pairs:
         # Located once a night; each planted move then locates its path's figures again (verdict.Located).
-        located = verdict.locate_values(pd.concat([base, night], ignore_index=True), pool)
+        located = verdict.locate_values(pd.concat([base, night], ignore_index=True), pool, rules)
         clean = set(located.flagged(alpha))
         measured = set(judged_rows(night)["path"])
         for p in paths:
@@ -380,6 +381,7 @@ def bench_sweep(
     seed: int = 1,
     paths=None,
     bench=None,
+    rules: verdict.Rules = verdict.ALL_RULES,
 ) -> pd.DataFrame:
     """Per path, from the test bench: exit-2 flags in `nights` replayed clean
     nights, and the share of `nights` replayed nights that flag it with its
@@ -389,7 +391,7 @@ def bench_sweep(
     from runner.replay import Bench, Fault  # the bench drives the nightly's functions: only this command needs it
 
     try:
-        bench = bench or Bench(system, kind, alpha)
+        bench = bench or Bench(system, kind, alpha, rules=rules)
     except ValueError:
         return pd.DataFrame(columns=["path"])
     rng = np.random.default_rng(seed)
@@ -404,6 +406,15 @@ def bench_sweep(
         rows.append(row)
         progress.step()
     return pd.DataFrame(rows)
+
+
+#: The parts of the verdict --without may leave out (verdict.Rules' fields).
+RULE_NAMES = tuple(verdict.Rules.__dataclass_fields__)
+
+
+def rules_without(names: list[str]) -> verdict.Rules:
+    """The verdict's rules with the named parts left out."""
+    return verdict.Rules(**{name: name not in names for name in RULE_NAMES})
 
 
 def add_parsers(sub) -> None:
@@ -424,6 +435,13 @@ def add_parsers(sub) -> None:
         help="replayed nights per path and move on the bench (default 20; 0: none)",
     )
     parser.add_argument("--alpha", type=float, default=0.05)
+    parser.add_argument(
+        "--without",
+        nargs="+",
+        default=[],
+        choices=RULE_NAMES,
+        help="judge without these parts of the verdict (what each buys: docs/verdict.md)",
+    )
     parser.add_argument("--csv", help="write the table here")
     instead = parser.add_mutually_exclusive_group()
     instead.add_argument(
@@ -488,11 +506,14 @@ def power(args) -> int:
         return 0
     system = selected_system(args.system)
     table = accepted_table(system, args.kind)
-    result = sweep(table, [m / 100 for m in args.move], args.nights, args.alpha, pool=others_pool(system, args.kind))
+    rules = rules_without(args.without)
+    pool = others_pool(system, args.kind)
+    result = sweep(table, [m / 100 for m in args.move], args.nights, args.alpha, pool=pool, rules=rules)
     bench = pd.DataFrame(columns=["path"])
     if args.bench_nights > 0:
         kind = read_accepted(system, args.kind)["kind"]
-        bench = bench_sweep(system, kind, [m / 100 for m in args.move], args.bench_nights, args.alpha)
+        moves = [m / 100 for m in args.move]
+        bench = bench_sweep(system, kind, moves, args.bench_nights, args.alpha, rules=rules)
         result = result.merge(bench, on="path", how="left")
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         print(result.round(3).to_string(index=False))

@@ -31,7 +31,7 @@ import pandas as pd
 
 from judge import partition, verdict
 from judge.select import accepted_masks, run_rows
-from reports.load import load
+from reports.load import from_perflogs, load
 from reports.runs import NIGHTLY_DIR, PERFLOGS, nights_outside, now, read_accepted
 from runner import nightly
 from runner import partition as runner_partition
@@ -69,13 +69,20 @@ class Replayed:
 class Bench:
     """The committed nights of one kind of node (but those left out), ready to be replayed."""
 
-    def __init__(self, system: str, kind: str, alpha: float = 0.05, leave_out: tuple[str, ...] = ()):
-        self.system, self.kind, self.alpha = system, kind, alpha
+    def __init__(
+        self,
+        system: str,
+        kind: str,
+        alpha: float = 0.05,
+        leave_out: tuple[str, ...] = (),
+        rules: verdict.Rules = verdict.ALL_RULES,
+    ):
+        self.system, self.kind, self.alpha, self.rules = system, kind, alpha, rules
         self.accepted = read_accepted(system, kind)
         if self.accepted is None:
             raise ValueError(f"no accepted runs of {system} on {kind}")
         frame = load([PERFLOGS / system], warn=None).frame
-        frame = frame[frame["source"].str.endswith(".log")]
+        frame = frame[from_perflogs(frame)]
         self.base = frame[run_rows(frame, system, self.accepted["runs"])]
         # What every replayed night is judged against, made once as the nightly makes it.
         self.base_values = nightly.accepted_values(self.base, system, self.accepted)
@@ -151,7 +158,9 @@ class Bench:
         start = REPLAY_EPOCH + pd.Timedelta(hours=self._count)
         frame = read_back(self._perflogs(rows, fault, start))
         window = {"start": start.isoformat(), "end": (start + pd.Timedelta(seconds=1)).isoformat()}
-        return nightly.judge_window(frame, self.system, self.accepted, window, self.alpha, self.base_values, self.pool)
+        return nightly.judge_window(
+            frame, self.system, self.accepted, window, self.alpha, self.base_values, self.pool, self.rules
+        )
 
     def _perflogs(self, rows: pd.DataFrame, fault: Fault, start: pd.Timestamp) -> dict[str, str]:
         """{file name: perflog text}: each row's committed line, stamped `start`, the fault planted."""
@@ -254,7 +263,7 @@ class UpgradeBench:
         record = json.loads((UPGRADES / name / "rounds.json").read_text())
         self.system, self.alpha = record["system"], alpha
         frame = load([PERFLOGS / self.system], warn=None).frame
-        frame = frame[frame["source"].str.endswith(".log") & frame["sample"].notna()]
+        frame = frame[from_perflogs(frame) & frame["sample"].notna()]
         self.runs = []
         for round_ in record["rounds"]:
             for side, window in round_.items():

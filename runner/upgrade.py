@@ -59,7 +59,7 @@ from judge import verdict
 from judge.compare import path_lines, status_of
 from judge.select import accepted_masks, run_rows
 from judge.status import AS_ACCEPTED, FAILED, UNJUDGED
-from reports.load import load
+from reports.load import from_perflogs, load
 from reports.runs import finished_runs, now, read_accepted, selected_system
 from runner import lock
 from runner.nightly import as_nights, hash_selection, health_options, option_mistakes, others_pool, outcomes, reframe
@@ -245,7 +245,7 @@ def driver_upgrade(system: str, kind: str | None) -> int:
         )
         return UNJUDGED
     frame = load([PERFLOGS / system], warn=None).frame
-    frame = frame[frame["source"].str.endswith(".log")]
+    frame = frame[from_perflogs(frame)]
     masks = accepted_masks(frame, system, accepted)
     old = _drivers(frame, masks.values())
     if len(old) != 1:

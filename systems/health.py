@@ -26,8 +26,9 @@ reported, the faults still judged, and the summary says so. Where NVML
 cannot start, a node with NVIDIA hardware (its device files, its GPUs on
 PCI) fails; one without says so in one line.
 
-``--facts-dir`` writes this node's facts as the acceptance stores them, as
-node-<host>.json, the host named where the program runs: a job script's
+``--facts-dir`` writes this node's facts as the acceptance stores them, its
+host's among them (``machine``: CPU, NUMA, memory, kernel, firmware,
+hypervisor; systems/host.py), as node-<host>.json, the host named where the program runs: a job script's
 $(hostname) is the launch node's under jsrun.
 """
 
@@ -45,6 +46,7 @@ from typing import Any
 
 from . import data
 from .detect import Detected, detect_node
+from .host import UNKNOWN, host_facts
 from .watch import allowed_mask, reason_names
 
 
@@ -124,10 +126,12 @@ def nvlink_generation(node: dict[str, Any]) -> int | None:
     return None
 
 
-def node_facts(detected: Detected) -> dict[str, Any]:
-    """This node as an accepted run records it, and as later runs are held to."""
+def node_facts(detected: Detected, machine: dict[str, Any] | None = None) -> dict[str, Any]:
+    """This node as an accepted run records it, and as later runs are held to;
+    with `machine` (systems/host.py's host_facts), its host too, with the GPU
+    driver and CUDA detected (recorded, not compared: ./suite upgrade judges those)."""
     node = detected.node
-    return {
+    facts = {
         "gpu_count": node["gpus"]["count"],
         "addressing": node["addressing"],
         "gdrdrv": node["gdrdrv"],
@@ -144,6 +148,10 @@ def node_facts(detected: Detected) -> dict[str, Any]:
             for gpu in detected.info.get("gpus", [])
         ],
     }
+    if machine is not None:
+        versions = {k: detected.info.get(k) or UNKNOWN for k in ("driver_version", "cuda_driver_version")}
+        facts["machine"] = {**machine, **versions}
+    return facts
 
 
 def expected_from_accepted(accepted: dict[str, Any], partition: str, source: str) -> dict[str, Any] | None:
@@ -423,7 +431,7 @@ def facts_file_name(host: str) -> str:
     return f"node-{host}.json"
 
 
-def main(argv: list[str] | None = None, detect=detect_node) -> int:
+def main(argv: list[str] | None = None, detect=detect_node, describe_host=host_facts) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--system", required=True)
     parser.add_argument("--partition", required=True)
@@ -450,8 +458,11 @@ def main(argv: list[str] | None = None, detect=detect_node) -> int:
     for finding in findings:
         say(finding.line())
     if args.facts_dir:
+        machine = describe_host()  # read where the facts are kept: what each night is compared on (systems/host.py)
+        for note in machine["notes"]:
+            say(f"NOTE host: {note}")
         args.facts_dir.mkdir(parents=True, exist_ok=True)
-        facts = {"host": socket.gethostname(), "partition": args.partition, **node_facts(detected)}
+        facts = {"host": socket.gethostname(), "partition": args.partition, **node_facts(detected, machine)}
         (args.facts_dir / facts_file_name(host)).write_text(json.dumps(facts, indent=1) + "\n")
     failures = sum(not f.ok for f in findings)
     say(f"Health: {len(findings)} checks, {failures} failures, {basis}")

@@ -21,7 +21,9 @@ a measurement nobody watched is not passed as a healthy one.
 It also says who else used each GPU during the run and how much traffic
 crossed its links (systems/gpu_use.py): ``GpuUse`` and ``Contention``
 records before the summary, which are no fault (the nightly's verdict reads
-them: a busy GPU is not a slow one).
+them: a busy GPU is not a slow one). Who else used the host's CPUs, and the
+memory controllers' traffic where the host counts it (systems/host_use.py):
+``HostMemory`` and ``HostUse`` records after them, NVML or not.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import sys
 import threading
 import time
 
-from . import gpu_use
+from . import gpu_use, host_use
 from .gpu_readings import as_str, read_counters, visible_gpus
 
 #: NVML's clock event reason bits, by the name the watch prints and --allow takes.
@@ -174,6 +176,9 @@ def run(argv: list[str], nvml=None, environ=None) -> int:
     except Exception as err:  # no NVML, no driver: the run is not watched, and says so
         problem = f"no GPU watched: NVML could not be read ({err})"
 
+    host = host_use.HostWatch(token=environ.get(gpu_use.CASE_TOKEN))
+    host.start()  # its first reading before the program starts: who was already busy
+
     # A check's time limit ends the job with SIGTERM: pass it on to the program
     # (or, before it started, start it no more), then report.
     child, received = None, []
@@ -193,9 +198,12 @@ def run(argv: list[str], nvml=None, environ=None) -> int:
         child.send_signal(received[0])
     status = child.wait()
     elapsed = time.monotonic() - start
+    host_lines = host.stop(elapsed)  # at once: the GPUs' last readings are not the program's run
 
     found = watch.stop() if watch else [problem]
     for line in watch.use_lines(elapsed) if watch else []:
+        print(line)
+    for line in host_lines:
         print(line)
     gpus = len(watch.handles) if watch else 0
     if watch is not None and gpus == 0:

@@ -8,6 +8,7 @@ import pytest
 
 from judge.contention import (
     GPU_COLUMNS,
+    HOST_COLUMNS,
     HOST_TRAFFIC_GBS,
     OTHER_COLUMNS,
     describe,
@@ -101,6 +102,63 @@ def test_a_path_through_the_host_side_is_contended_by_a_neighbour_copying_throug
     if contended:
         assert row.by.startswith("pid 4242 (copier, 1.0 GiB) on GPU 2 in 1 case(s); GPU 2's PCIe 55.0 GB/s in")
         assert row.by.endswith("(on the host side every GPU's host link shares)")
+
+
+def hosts_table(*rows) -> pd.DataFrame:
+    """rows: (run, case): a neighbour busy on the host's CPUs (a HostUse record) during the case."""
+    return pd.DataFrame(
+        [[run, *case, "n1", 77, "stream", 31.0, 3.9, 2048.0, 10, 10] for run, case in rows], columns=HOST_COLUMNS
+    )
+
+
+@pytest.mark.parametrize(
+    "path, gpus, shares, contended",
+    [
+        ("host link d2h of GPU 1, sm", {1}, "host", True),  # every GPU's host-side paths: the host's memory
+        ("host memory read, 8 threads", None, "host", True),
+        ("GPU 1 memory read", {1}, None, False),  # a GPU's own memory: no CPU neighbour explains it
+        ("peer GPU 0 to GPU 1, ce", {0, 1}, None, False),
+    ],
+)
+def test_a_neighbour_busy_on_the_hosts_cpus_contends_the_host_side_alone(path, gpus, shares, contended):
+    """A neighbour streaming memory with the CPUs is on no GPU: NVML does not list it, yet the host's
+    memory and root complex are every host link's."""
+    gpus_seen = gpus_table("tonight", "rerun", cases=(CASE,))
+    hosts = hosts_table(("tonight", CASE), ("rerun", CASE))
+    [row] = explain(finding(path, gpus=gpus, shares=shares), gpus_seen, others_table(), hosts).itertuples()
+    assert row.contended == contended
+    if contended:
+        assert row.by == (
+            "pid 77 (stream, 3.9 CPUs, 2.0 GiB resident) on the host's CPUs in 1 case(s) "
+            "(on the host side every GPU's host link shares)"
+        )
+
+
+def test_a_host_neighbour_must_be_there_in_every_run_that_flagged_the_finding():
+    lag = finding("host link d2h of GPU 1, sm", gpus={1}, shares="host")
+    gpus = gpus_table("tonight", "rerun", cases=(CASE,))
+    assert not explain(lag, gpus, others_table(), hosts_table(("tonight", CASE)))["contended"].any()
+    assert not explain(lag, gpus, others_table(), hosts_table(("tonight", OTHER_CASE), ("rerun", OTHER_CASE)))[
+        "contended"
+    ].any()  # busy during another case: not during the finding's
+    # A GPU neighbour tonight and a CPU one in the rerun: the shared side was busy in both.
+    [row] = explain(lag, gpus, others_table(("tonight", CASE, 1)), hosts_table(("rerun", CASE))).itertuples()
+    assert row.contended and "on GPU 1" in row.by and "on the host's CPUs" in row.by
+
+
+def test_host_users_are_listed_beside_the_gpus_others():
+    listed = processes(others_table(("tonight", CASE, 0)), hosts_table(("tonight", CASE), ("rerun", CASE)))
+    assert [p["gpu"] for p in listed] == [0, None]
+    assert listed[1] == {
+        "node": "n1",
+        "gpu": None,
+        "pid": 77,
+        "name": "stream",
+        "cpus": 3.9,
+        "rss_gib": 2.0,
+        "cases": 1,
+        "tests": ["path_matrix"],
+    }
 
 
 def test_a_host_side_neighbour_gone_in_the_rerun_leaves_the_lag_the_gpus_own():
@@ -198,10 +256,14 @@ def test_each_runs_watch_is_kept_as_it_ended_though_the_rerun_writes_over_the_sa
     case |= {"job_stdout": out.name, "outputdir": str(out.parent)}
     for key in ("run", "rerun"):
         (tmp_path / f"{key}-report.json").write_text(json.dumps({"runs": [{"testcases": [case]}]}))
-    out.write_text("GpuUse: gpu=0 own=yes samples=9\nContention: gpu=0 pid=7 seen=9 samples=9 used_mib=1024 name=cp\n")
+    out.write_text(
+        "GpuUse: gpu=0 own=yes samples=9\nContention: gpu=0 pid=7 seen=9 samples=9 used_mib=1024 name=cp\n"
+        "HostUse: pid=8 cpu_s=9.0 cpus=1.00 rss_mib=10 seen=9 samples=9 name=stream\n"
+    )
     night.snapshot(tmp_path, "tonight")
     out.write_text("GpuUse: gpu=0 own=yes samples=9\n")  # the rerun's: nobody else
     night.snapshot(tmp_path, "rerun")
-    gpus, others = night.read_night(tmp_path)
+    gpus, others, hosts = night.read_night(tmp_path)
+    assert hosts[["run", "pid", "name", "cpus"]].values.tolist() == [["tonight", 8, "stream", 1.0]]
     assert others[["run", "pid"]].values.tolist() == [["tonight", 7]] and set(gpus["run"]) == {"tonight", "rerun"}
     assert not explain(finding(), gpus, others)["contended"].any()  # the lag outlived the neighbour: the GPU's own

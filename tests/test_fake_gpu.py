@@ -303,6 +303,35 @@ def test_half_speed_host_memory_is_flagged_and_nothing_else(accepted):
     assert "later" in json.loads((outdir / "run.json").read_text())
 
 
+def test_half_speed_host_memory_on_another_host_is_not_judged_and_drains_nothing(accepted):
+    """The accepted runs' host made another (its CPU and memory size, as a
+    node moved to other hardware would find them): the same half-speed
+    host memory says first that the host differs, exits 3 ('other-host'),
+    asks to accept the host or investigate, and leaves drain.txt empty."""
+    path = accepted / "perflogs" / "fakegpu" / "accepted.json"
+    kept = path.read_text()
+    record = json.loads(kept)
+    [baseline] = record["kinds"].values()
+    machine = baseline["node"]["default"]["machine"]
+    machine["cpu"]["model"], machine["memory"]["size_gib"] = "Other CPU 9000", machine["memory"]["size_gib"] * 2
+    path.write_text(json.dumps(record))
+    try:
+        status, output, outdir = nightly(accepted, 12, GPU_MEMPATHS_FAKE_SLOWDOWN="host_bandwidth=0.5")
+    finally:
+        path.write_text(kept)
+    assert status == 3, output[-4000:]
+    run = json.loads((outdir / "run.json").read_text())
+    assert run["unjudged_reasons"] == ["other-host"] and run["drain"] == [], run
+    assert run["host_differs"].startswith("the host differs from the accepted nodes': CPU ")
+    assert " against Other CPU 9000; memory " in run["host_differs"]
+    assert (outdir / "drain.txt").read_text() == ""
+    assert run["paths"]["host memory read, NUMA node 0"]["verdict"] == "moved"
+    said = "nightly: NOTE the host differs from the accepted nodes'"
+    assert output.index(said) < output.index("nightly: plan"), output[-4000:]  # once health recorded the host
+    assert "MOVED host memory read" in output[output.rindex(said) :]  # and first among the verdict's lines
+    assert "NOT JUDGED (other-host)" in output and "DRAIN" not in output
+
+
 @pytest.mark.long
 def test_a_night_of_a_few_checks_is_rerun_from_its_own_build(accepted):
     """A night of checks that all pass (no case skipped to hold the build's

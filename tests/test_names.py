@@ -66,6 +66,7 @@ def test_no_layer_uses_a_name_the_table_does_not_give():
                 "progress",
                 "gpu_use",
                 "files",
+                "code",
             )
         ],
         "reports/figures": [

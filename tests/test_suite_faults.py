@@ -465,8 +465,8 @@ def test_a_cut_run_report_leaves_the_contention_and_the_rerun_empty_not_a_traceb
     from runner import contention
 
     (tmp_path / "run-report.json").write_text('{"runs": [{"testc')
-    gpus, others = contention.read_report(tmp_path / "run-report.json", "tonight")
-    assert gpus.empty and others.empty
+    gpus, others, hosts = contention.read_report(tmp_path / "run-report.json", "tonight")
+    assert gpus.empty and others.empty and hosts.empty
 
 
 def test_reframe_holds_the_nights_lock_too(tmp_path, monkeypatch):

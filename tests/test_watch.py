@@ -72,7 +72,9 @@ def test_the_programs_status_passes_through_and_a_summary_is_printed(capfd):
     nvml = FakeNvml([FakeGpu()])
     assert run(["--", sys.executable, "-c", "print('measured')"], nvml=nvml, environ={}) == 0
     out = capfd.readouterr().out
-    assert re.fullmatch(r"measured\nGpuUse: gpu=0 [^\n]*\nWatch: 1 GPU\(s\) watched for \d+\.\d s, 0 fault\(s\)\n", out)
+    host = r"HostMemory: [^\n]*\n(HostUse: [^\n]*\n)*"  # the host's (tests/test_host_use.py): the machine's others
+    summary = r"Watch: 1 GPU\(s\) watched for \d+\.\d s, 0 fault\(s\)\n"
+    assert re.fullmatch(rf"measured\nGpuUse: gpu=0 [^\n]*\n{host}{summary}", out)
     assert run(["--", sys.executable, "-c", "raise SystemExit(3)"], nvml=nvml, environ={}) == 3
 
 

@@ -16,6 +16,7 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 
+from experiments import code as fingerprints
 from experiments.budget import CASE_BUDGET_S, EXPECTED, START_S, minutes
 from experiments.keys import NODE_FACTS, format_case, format_value, sample_name
 from experiments.paths import min_time_us
@@ -398,6 +399,25 @@ class SuiteCheck(KeptSkipReason, rfm.RunOnlyRegressionTest, NodeFacts):
     def set_executable(self):
         self.program = self.program or type(self).variant_name()
         self.executable = os.path.join(self.build.stagedir, "bin", self.program)
+
+    #: What measured the records (experiments/code.py): the program's
+    #: sources, the build options and `code_version`. The verdict does not
+    #: hold a case to accepted runs another program measured.
+    code = variable(str, value=fingerprints.UNKNOWN, loggable=True)
+
+    #: Raised when the check's own way of measuring changes (what it passes
+    #: the program, how it reads its figures): its records are then another
+    #: program's, as a change of src/ makes them.
+    code_version: int = 1
+
+    @run_after("setup")
+    def fingerprint(self):
+        try:
+            with open(os.path.join(self.build.stagedir, "share", "gpu-mempaths", "build-facts.txt")) as stream:
+                facts = stream.read()
+        except OSError:  # a dry run, or a build that kept no facts: the sources and the version still count
+            facts = ""
+        self.code = fingerprints.fingerprint(self.program, facts, self.code_version)
 
 
 class GpuCheck(SuiteCheck):

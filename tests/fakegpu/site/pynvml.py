@@ -5,8 +5,10 @@ GPU_MEMPATHS_FAKE_GPUS of them (two joined by 18 NVLinks, more through NVSwitch)
 changes them only for the watch (systems/watch.py), as a GPU that misbehaves only while a
 check's program loads it, not at rest when health reads it; GPU_MEMPATHS_FAKE_PROCESSES
 ('GPU=PID:NAME,...') puts another's process on GPUs while the checks' programs run, and
-GPU_MEMPATHS_FAKE_DRIVER, the driver it reports. The link trains up while the
-fake CUDA driver (tests/fakegpu/libcuda) copies to the GPU, as health's load makes it."""
+GPU_MEMPATHS_FAKE_DRIVER, the driver it reports. The watch's reading of the host's
+processes (systems/host_use.py) sees only those GPU_MEMPATHS_FAKE_HOST_PIDS names ('PID,...'; none
+by default): the test machine's own load, pytest's other workers, is none of the fake node's. The link
+trains up while the fake CUDA driver (tests/fakegpu/libcuda) copies to the GPU, as health's load makes it."""
 
 import ctypes
 import os
@@ -45,6 +47,16 @@ def _gpu(index: int = 0, count: int = 1) -> FakeGpu:
                 gpu.others.append((int(pid), name or "neighbour", 1 << 30))
                 gpu.pcie_kbps = (48_000_000, 48_000_000)  # the neighbour's copies, both ways
     return gpu
+
+
+def _host_seen() -> None:
+    """The processes the watch's host reading sees: GPU_MEMPATHS_FAKE_HOST_PIDS's alone."""
+    host_use = sys.modules.get("systems.host_use")
+    if _watching() and host_use is not None:
+        host_use.ONLY = {int(p) for p in filter(None, os.environ.get("GPU_MEMPATHS_FAKE_HOST_PIDS", "").split(","))}
+
+
+_host_seen()
 
 
 def _link_loaded() -> bool:
