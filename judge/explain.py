@@ -185,6 +185,23 @@ def explain_paths(paths: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
     return paths
 
 
+def flagged_by_words(flagged_by, statistics: str, row: dict | None = None) -> str:
+    """What flagged a path (verdict's `flagged_by`: path, spread, guard,
+    figures), in words: 'flagged by the statistics (...) and the guard rail
+    (25%)'. `statistics` says what the statistics saw; a path's table from
+    before the rules were named (no flagged_by) was flagged by them alone."""
+    names = [n.strip() for n in str(flagged_by or "").split(";") if n.strip() and str(flagged_by) != "nan"]
+    guard = _num((row or {}).get("guard_pct"))
+    words = {
+        "path": f"the statistics ({statistics})",
+        "spread": "its samples' spread",
+        "guard": f"the guard rail ({guard:g}% worse, whatever the spread)" if _finite(guard) else "the guard rail",
+        "figures": "one case moving alone (named below)",
+    }
+    said = [words[n] for n in names if n in words] or [words["path"]]
+    return "flagged by " + " and ".join(said)
+
+
 def _path_why(row: dict, adjusted: float, judged: int, alpha: float) -> str:
     verdict, reason = row.get("verdict", ""), in_words(row.get("reason", ""))
     worse, floor, spread = (_num(row.get(k)) for k in ("worse_pct", "floor_pct", "spread_pct"))
@@ -215,7 +232,7 @@ def _path_why(row: dict, adjusted: float, judged: int, alpha: float) -> str:
         parts.append(f"better beyond {band}")
     elif verdict == "moved":
         floor_text = f"the floor of {floor:g}%" if _finite(floor) else "the floor"
-        parts.append(f"worse beyond {floor_text} and {band}")
+        parts.append(flagged_by_words(row.get("flagged_by"), f"worse beyond {floor_text} and {band}", row))
     elif verdict == "unstable":
         parts.append(f"its samples spread {row.get('instability', math.nan):.1f} times the accepted runs'")
     elif verdict == "transient":
@@ -275,7 +292,7 @@ def _sibling_why(row: dict) -> str:
         if _finite(again) and verdict in ("lagging", "transient"):
             parts.append(f"{'its rerun' if key == 'rerun' else 'measured later'}: {_pct(again)}")
     if isinstance(row.get("contended_by"), str) and row["contended_by"]:
-        parts.append(f"another process used its GPUs: {row['contended_by']}")
+        parts.append(f"another process used its GPUs or its host: {row['contended_by']}")
     return "; ".join(parts)
 
 

@@ -114,8 +114,13 @@ class Rules:
     figures: bool = True
 
 
-#: What the nightly, an upgrade and `rejudge` judge with.
+#: What the nightly and `rejudge` judge with.
 ALL_RULES = Rules()
+#: What an upgrade's pairs, and a baseline's runs each against the others
+#: (runner/accept.py), are judged with: no rerun confirms a figure that moved
+#: alone there (one pair of three caught in a transient), so a case flags its
+#: path only where it is the path's only figure, as before.
+UPGRADE_RULES = Rules(figures=False)
 
 
 @lru_cache(maxsize=512)
@@ -1403,8 +1408,8 @@ def judge_pair_values(table: pd.DataFrame, pairs: list[tuple[str, str]], alpha: 
     paths = _judge_paths(figures, paired=True)
     for table_ in (figures, paths):
         _locate_pair_rows(table_)
-        _correct(table_, alpha / 2)
-    _mark_paths_by_figures(figures, paths)
+        _correct(table_, alpha / 2, UPGRADE_RULES)
+    _mark_paths_by_figures(figures, paths, UPGRADE_RULES)
     return Verdict(figures.drop(columns=_PRIVATE), paths.drop(columns=_PRIVATE, errors="ignore"))
 
 

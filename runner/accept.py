@@ -289,14 +289,16 @@ def leave_one_out(frame: pd.DataFrame, system: str, record: dict, alpha: float =
     the others would have passed it). None where a run would have fewer than
     MIN_RUNS others to be judged against. A baseline holds together when no
     run of it is a move to the rest: one that is would widen every spread it
-    sets and hide the next night's fault behind it."""
+    sets and hide the next night's fault behind it. Held to what its paths
+    say (verdict.UPGRADE_RULES): one case moving alone flags a night only
+    once its rerun shows it again, and a baseline's run seldom has one."""
     runs = record["runs"]
     if len(runs) <= MIN_RUNS:
         return None
     found = {}
     for i, run in enumerate(runs):
         others = {**record, "runs": runs[:i] + runs[i + 1 :]}
-        result = nightly.judged_with_rerun(frame, system, others, run, alpha).verdict
+        result = nightly.judged_with_rerun(frame, system, others, run, alpha, verdict.UPGRADE_RULES).verdict
         paths = result.paths if result is not None else None
         moved = [] if paths is None else paths[paths["verdict"].isin(verdict.FLAGGED)].itertuples()
         found[run["stamp"]] = [nightly.path_line(row) for row in moved]

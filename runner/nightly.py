@@ -635,14 +635,21 @@ def _set_niceness(thread_id: int, niceness: int) -> None:
         os.setpriority(os.PRIO_PROCESS, thread_id, niceness)
 
 
-def judged_with_rerun(frame: pd.DataFrame, system: str, accepted: dict | None, run: dict, alpha: float) -> Judgement:
+def judged_with_rerun(
+    frame: pd.DataFrame,
+    system: str,
+    accepted: dict | None,
+    run: dict,
+    alpha: float,
+    rules: verdict.Rules = verdict.ALL_RULES,
+) -> Judgement:
     """The run judged against the accepted runs (where there are any) and
-    each GPU against its siblings, both confirmed by each of its reruns."""
+    each GPU against its siblings, both confirmed by each of its reruns, by `rules`."""
     base, pool = accepted_values(frame, system, accepted), others_pool(frame, system, accepted)
-    judged = judge_window(frame, system, accepted, run, alpha, base, pool)
+    judged = judge_window(frame, system, accepted, run, alpha, base, pool, rules)
     for key in RERUNS:
         if key in run:
-            again = judge_window(frame, system, accepted, run[key], alpha, base, pool)
+            again = judge_window(frame, system, accepted, run[key], alpha, base, pool, rules)
             confirmed = verdict.confirm(judged.verdict, again.verdict, by=key) if judged.verdict is not None else None
             judged = Judgement(confirmed, siblings.confirm(judged.siblings, again.siblings, by=key))
     return judged
@@ -1095,7 +1102,7 @@ def drain_reasons(
             (row.path, f"{row.verdict} against the accepted runs: {path_line(row)}") for row in moved.itertuples()
         ]
     reasons = [f"failed {line}" for line in found["failed"]] + [t for p, t in findings if p not in contended]
-    kept = [f"{t}; another process used its GPUs: {contended[p]}" for p, t in findings if p in contended]
+    kept = [f"{t}; another process used its GPUs or its host: {contended[p]}" for p, t in findings if p in contended]
     return reasons, kept
 
 
@@ -1413,6 +1420,10 @@ def path_line(row) -> str:
     )
     if row.verdict in ("unstable", "transient") or row.instability > verdict.STABILITY_FACTOR:
         line += f"; samples spread {row.instability:.1f} times the accepted runs'"
+    if row.verdict in verdict.FLAGGED and isinstance(getattr(row, "flagged_by", None), str):
+        line += "; " + explain.flagged_by_words(
+            row.flagged_by, "beyond its floor and spread", {"guard_pct": getattr(row, "guard_pct", None)}
+        )
     for key in RERUNS:
         change = getattr(row, f"{key}_change_pct", None)
         if change is not None and pd.notna(change):

@@ -70,7 +70,7 @@ def test_a_value_beyond_its_hardware_is_named_broken_and_fails_the_night(path, m
     broken = night.final.figures[night.final.figures["verdict"] == "broken"]
     assert night.exit == status.FAILED and set(broken["path"]) == {path}
     assert broken["reason"].str.contains(words).all()
-    assert bench().committed(BOUNDED_NIGHT).exit == 0
+    assert not (bench().committed(BOUNDED_NIGHT).final.figures["verdict"] == "broken").any()
 
 
 def test_a_path_drawn_from_another_night_keeps_that_nights_lines():
@@ -92,6 +92,13 @@ def test_a_path_drawn_from_another_night_keeps_that_nights_lines():
 #: small copies and 04:20:31's own async host-to-device ones, each unstable
 #: by its samples' spread alone (5.2 and 5.5 times the accepted runs'
 #: typical, the rule's line 5), their medians within 7%.
+#: With one case moving alone flagging its path (verdict.Rules.figures) and
+#: the guard rail, more of these nights flag on their first run (11 of 29,
+#: against 5 with the statistics alone): a case of the small copies or a
+#: DAXPY point, one figure of many. Their nights were judged by the rules of
+#: their day and rerun only what those flagged, so a flag on another path
+#: stands unconfirmed here, where the nightly would rerun it; the bench's
+#: drawn nights (below) rerun them and clear them.
 SLOW_HOSTS = ("2026-11-24T22:34:55", "2026-11-24T22:49:45")
 EXIT_2 = {*SLOW_HOSTS, "2026-11-24T13:18:53", "2026-11-24T18:56:13", "2026-11-23T04:20:31"}
 
@@ -99,9 +106,16 @@ EXIT_2 = {*SLOW_HOSTS, "2026-11-24T13:18:53", "2026-11-24T18:56:13", "2026-11-23
 @pytest.mark.long
 def test_the_committed_clean_nights_replayed_whole_exit_2_only_where_the_host_was_slow_or_unconfirmed():
     b = bench()
-    exits = {stamp: b.committed(stamp).exit for stamp in b.nights}
-    assert len(exits) >= 20 and set(exits.values()) <= {0, status.MOVED}
-    assert {stamp for stamp, code in exits.items() if code == status.MOVED} == EXIT_2
+    nights = {stamp: b.committed(stamp) for stamp in b.nights}
+    assert len(nights) >= 20 and {n.exit for n in nights.values()} <= {0, status.MOVED}
+    moved = {stamp for stamp, n in nights.items() if n.exit == status.MOVED}
+    assert EXIT_2 <= moved
+    for stamp in moved - EXIT_2:  # each flag where its night's own rerun did not measure it
+        night = nights[stamp]
+        flagged = night.final.paths[night.final.paths["verdict"].isin(verdict.FLAGGED)]
+        rerun = set() if night.rerun is None else set(night.rerun.verdict.paths["path"])
+        assert not (set(flagged["path"]) & rerun) or flagged["reason"].str.contains("unconfirmed").all(), stamp
+        assert not flagged["flagged_by"].str.contains("path").any(), (stamp, "the statistics flag nothing more")
 
 
 #: The paths the power table says see a 7% move in 90% of nights (results/power/hopper-vm-h100.txt).

@@ -94,6 +94,24 @@ def test_malformed_and_truncated_lines_are_reported_and_the_rest_kept(tmp_path):
     assert counts["malformed"] == 2 and counts["truncated"] == 1
 
 
+def test_a_perflog_reframe_set_aside_for_a_new_column_is_read_by_its_own_header(tmp_path):
+    # A new column (the fingerprint `code`) makes ReFrame rename NAME.log to NAME.log.h0 and start NAME.log anew.
+    folder = tmp_path / "local" / "default"
+    folder.mkdir(parents=True)
+    (folder / "Fake.log.h0").write_text(HEADER + "\n" + line("2026-11-20T10:00:00+00:00", "steady_bw", "47") + "\n")
+    fields = HEADER.split("|")
+    at = fields.index("result")
+    header = "|".join([*fields[:at], "code", *fields[at:]])
+    newer = line("2026-11-22T10:00:00+00:00", "steady_bw", "48").split("|")
+    (folder / "Fake.log").write_text(header + "\n" + "|".join([*newer[:at], "a1b2c3d4e5f6", *newer[at:]]) + "\n")
+    (folder / "Fake.log.bak").write_text("not a perflog\n")
+    loaded = load(tmp_path, warn=None)
+    assert not loaded.issues
+    frame = loaded.frame.sort_values("time")
+    assert frame["value"].tolist() == [47.0, 48.0]
+    assert frame["code"].isna().tolist() == [True, False] and frame["code"].iloc[1] == "a1b2c3d4e5f6"
+
+
 def test_a_file_without_header_is_reported_not_dropped_silently(tmp_path):
     (tmp_path / "Fake.log").write_text(line("2026-11-22T16:43:19", "steady_bw", "1") + "\n")
     loaded = load(tmp_path, warn=None)

@@ -294,9 +294,11 @@ class NodeFacts(Placement, SiteSettings):
     @run_before("run", always_last=True)
     def watch_the_gpus(self):
         # The watch runs where the program runs (after srun or jsrun, on the
-        # compute node), so it sees the GPUs the program uses.
-        if not self.uses_gpu():
-            return
+        # compute node), so it sees the GPUs the program uses. A program of
+        # the host alone (host_bandwidth) is watched too: who else used the
+        # host's CPUs, and every GPU's host link, while it measured host
+        # memory is what tells a neighbour from a slow node (systems/host_use.py);
+        # its GPUs' faults are none of its own (`watched`).
         allowed = self.current_partition.extras.get("clock_events_allowed", [])
         self.executable_opts = [
             "-m",
