@@ -133,6 +133,26 @@ def _finite(value) -> bool:
 
 _ALONE = re.compile(r"moved alone: ([^;]*)")
 _A_FIGURE = re.compile(r"a figure moved, the path did not: ([^;]*)")
+_A_CASE = re.compile(r"a case moved: ([^;]*)")
+
+
+def _cases_in_words(items: str) -> str:
+    """'um_bandwidth memory=numa op=write first_run_bw -4.3%, um_bandwidth memory=numa op=write steady_bw -5.0%'
+    -> 'um_bandwidth memory=numa op=write (2 figures, -4.3% to -5.0%)': each case once, its figures'
+    internal names left out (compare.csv names them)."""
+    cases: dict[str, list[str]] = {}
+    for item in items.split(", "):
+        words = item.split()
+        if len(words) >= 3:
+            cases.setdefault(" ".join(words[:-2]), []).append(words[-1])
+    said = []
+    for case, changes in cases.items():
+        if len(changes) == 1:
+            said.append(f"{case} ({changes[0]})")
+        else:
+            ordered = sorted(changes, key=lambda c: float(c.rstrip("%")))
+            said.append(f"{case} ({len(changes)} figures, {ordered[0]} to {ordered[-1]})")
+    return ("a case moved: " if len(said) == 1 else f"{len(said)} cases moved: ") + "; ".join(said)
 _JUDGED_BY = re.compile(r"its path is judged by (\w+)")
 
 
@@ -153,6 +173,7 @@ def in_words(reason: str) -> str:
         lambda m: f"{count(m[1])} of its figures moved, the path as a whole did not (compare.csv names them)",
         reason,
     )
+    reason = _A_CASE.sub(lambda m: _cases_in_words(m[1]), reason)
     return _JUDGED_BY.sub(lambda m: f"its path is judged by the {m[1]} check", reason)
 
 
@@ -196,7 +217,7 @@ def flagged_by_words(flagged_by, statistics: str, row: dict | None = None) -> st
         "path": f"the statistics ({statistics})",
         "spread": "its samples' spread",
         "guard": f"the guard rail ({guard:g}% worse, whatever the spread)" if _finite(guard) else "the guard rail",
-        "figures": "one case moving alone (named below)",
+        "figures": "the cases named below, each moved beyond its own spread",
     }
     said = [words[n] for n in names if n in words] or [words["path"]]
     return "flagged by " + " and ".join(said)

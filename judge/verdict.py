@@ -854,9 +854,12 @@ class Located:
             path_verdicts, *path_p, alpha / 2, arrays["instability"], rules, path_worse, arrays["path_guard"]
         )[0]
         names, counts = arrays["path_names"], arrays["path_figures"]
+        cases = _cases_that_moved(figure_verdicts, arrays["figure_paths"], arrays["figure_cases"])
         for name in _moved_figures(figure_verdicts, arrays["figure_paths"]):
             i = arrays["path_at"].get(name)
-            if i is not None and (counts[i] <= 1 or rules.figures) and path_verdicts[i] in _FLAGGED_BY_ITS_FIGURE:
+            if i is None or path_verdicts[i] not in _FLAGGED_BY_ITS_FIGURE:
+                continue
+            if counts[i] <= 1 or (rules.figures and name in cases):
                 path_verdicts[i] = "moved"
         return sorted(names[np.isin(path_verdicts, FLAGGED)])
 
@@ -870,6 +873,7 @@ class Located:
             "figure_worse": worse_pct(figures["change_pct"], _figure_better(figures)),
             "figure_guard": figures["guard_pct"].to_numpy(float),
             "figure_paths": figures["path"].to_numpy(object),
+            "figure_cases": _case_keys(figures),
             "path_verdicts": paths["verdict"].to_numpy(object),
             "path_p": paths[["p_worse", "p_better"]].to_numpy(float).T.copy(),
             "path_worse": worse_pct(paths["change_pct"], paths["better"]),
@@ -1058,8 +1062,18 @@ def _locate_rows(
 
 
 #: How a reason names the two sides: the nightly's, and an upgrade's pairs.
-NIGHT_WORDS = {"vanished": "the accepted runs have it, tonight's run did not measure it", "runs": "accepted run(s)"}
-PAIR_WORDS = {"vanished": "the old side has it, the new side did not measure it", "runs": "pair(s) of runs"}
+#: Why a figure another program measured than its accepted runs is not judged.
+OTHER_PROGRAM = "measured by another program since it was accepted (code {tonight}, accepted {accepted}): re-accept"
+NIGHT_WORDS = {
+    "vanished": "the accepted runs have it, tonight's run did not measure it",
+    "runs": "accepted run(s)",
+    "other program": OTHER_PROGRAM,
+}
+PAIR_WORDS = {
+    "vanished": "the old side has it, the new side did not measure it",
+    "runs": "pair(s) of runs",
+    "other program": "measured by another program on each side (code {tonight} new, {accepted} old)",
+}
 
 
 def _why_not_judged(row: dict, first: dict, night: list, base: list, words: dict = NIGHT_WORDS) -> str:
@@ -1082,11 +1096,9 @@ def _why_not_judged(row: dict, first: dict, night: list, base: list, words: dict
     return ""
 
 
-#: Why a figure another program measured than its accepted runs is not judged.
-OTHER_PROGRAM = "measured by another program since it was accepted (code {tonight}, accepted {accepted}): re-accept"
 
 
-def _other_program(night: list[dict], base: list[dict]) -> str:
+def _other_program(night: list[dict], base: list[dict], words: dict = NIGHT_WORDS) -> str:
     """Why tonight's figure cannot be held to its accepted runs ('' where it
     can): a program other than theirs measured it (experiments/code.py).
     Where either side's records carry no fingerprint (runs from before
@@ -1095,7 +1107,7 @@ def _other_program(night: list[dict], base: list[dict]) -> str:
     accepted = {r.get("code") for r in base if fingerprints.known(r.get("code"))}
     if not tonight or not accepted or tonight <= accepted:
         return ""
-    return OTHER_PROGRAM.format(tonight=", ".join(sorted(tonight)), accepted=", ".join(sorted(accepted)))
+    return words["other program"].format(tonight=", ".join(sorted(tonight)), accepted=", ".join(sorted(accepted)))
 
 
 def _night_bound(night: list[dict]) -> float:
@@ -1339,25 +1351,59 @@ def _moved_figures(figure_verdicts: np.ndarray, figure_paths: np.ndarray) -> dic
     return moved
 
 
+#: What a figure is judged and counted among its case's figures as.
+_JUDGED = ("pass", "moved", "improved", "transient")
+
+
+def _case_keys(figures: pd.DataFrame) -> np.ndarray:
+    """Each figure's case, as one key: its check and case."""
+    return np.array([f"{t}\0{c}" for t, c in zip(figures["test"], figures["case"])], dtype=object)
+
+
+def _cases_that_moved(verdicts: np.ndarray, paths: np.ndarray, cases: np.ndarray) -> dict[str, list[int]]:
+    """By path, the moved figures of each case whose judged figures on the
+    path moved, more than half of them: a case moved (both of an advice's
+    bandwidths, a path matrix's one cell), not one point of a case's many
+    (one of DAXPY's sixteen kernel times, one size of the small copies),
+    which a clean night's noise moves alone."""
+    judged: dict[tuple, int] = {}
+    moved: dict[tuple, list[int]] = {}
+    for i in np.flatnonzero(np.isin(verdicts, _JUDGED)):
+        key = (paths[i], cases[i])
+        judged[key] = judged.get(key, 0) + 1
+        if verdicts[i] == "moved":
+            moved.setdefault(key, []).append(int(i))
+    found: dict[str, list[int]] = {}
+    for (path, _), at in moved.items():
+        if 2 * len(at) >= judged[(path, _)]:
+            found.setdefault(path, []).extend(at)
+    return found
+
+
 def _mark_paths_by_figures(figures: pd.DataFrame, paths: pd.DataFrame, rules: Rules = ALL_RULES) -> None:
-    """A figure that moved (beyond its own spread and its floor, or beyond
-    the guard rail) flags its path, naming its case and its change, where it
-    is the path's only judged figure or `rules.figures` holds: the path's
-    median over fifteen figures hides one case moving alone (one Unified
-    Memory advice 7% slower), and the rerun, which must show the same figure
-    moved again, keeps a moment's noise on one of them from flagging. An
-    unstable path stays unstable; 'figures' joins what flagged it. Without
-    `rules.figures`, a figure of a path of several is named in the reason
-    and flags nothing."""
+    """A case that moved (half its figures on the path or more, each
+    beyond its own spread and floor, or beyond the guard rail) flags its
+    path, named with its figures' changes, where `rules.figures` holds; a
+    path's only figure always does. The path's median over fifteen figures
+    hides one case moving alone (one Unified Memory advice 7% slower), and
+    the rerun, which must show the same figures moved again, keeps a
+    moment's noise on one case from flagging. An unstable path stays
+    unstable; 'figures' joins what flagged it. A figure that moved where its
+    case did not (one point of many) is named in the reason and flags
+    nothing."""
     tests, cases, names = figures["test"].tolist(), figures["case"].tolist(), figures["figure"].tolist()
     changes = figures["change_pct"].tolist()
-    for name, moved in _moved_figures(figures["verdict"].to_numpy(object), figures["path"].to_numpy(object)).items():
+    verdicts, on_paths = figures["verdict"].to_numpy(object), figures["path"].to_numpy(object)
+    by_case = _cases_that_moved(verdicts, on_paths, _case_keys(figures))
+    for name, moved in _moved_figures(verdicts, on_paths).items():
         at = paths.index[paths["path"] == name]
         if not len(at):
             continue
-        said = ", ".join(f"{tests[i]} {cases[i]} {names[i]} {changes[i]:+.1f}%" for i in moved)
         alone = paths.loc[at[0], "figures"] <= 1
-        if not (alone or rules.figures):
+        flags = alone or (rules.figures and name in by_case)
+        shown = moved if alone or not flags else by_case[name]
+        said = ", ".join(f"{tests[i]} {cases[i]} {names[i]} {changes[i]:+.1f}%" for i in shown)
+        if not flags:
             if paths.loc[at[0], "verdict"] in ("pass", "improved"):
                 said = f"a figure moved, the path did not: {said}"
                 paths.loc[at[0], "reason"] = _join(paths.loc[at[0], "reason"], said)
@@ -1435,7 +1481,7 @@ def _judge_figure_paired(rows: list[dict], key: list[str], pairs: list[tuple[str
     if first["yardstick"] and not row["nan_samples"]:
         row.update(verdict="yardstick", reason=f"normalises its case; its path is judged by {first['yardstick']}")
         return row
-    reason = _why_not_judged(row, first, new, usable, PAIR_WORDS)
+    reason = _why_not_judged(row, first, new, usable, PAIR_WORDS) or _other_program(new, old, PAIR_WORDS)
     if reason:
         row.update(verdict="broken" if row["nan_samples"] else "unjudged", reason=reason)
         return row

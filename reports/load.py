@@ -439,8 +439,8 @@ def _load(paths: list[Path]) -> Loaded:
         for path in _perflog_files(top):
             is_report = path.suffix == ".json"
             records = _read_run_report(path, issues) if is_report else _read_perflog(path, issues)
-            if not is_report:
-                logged.setdefault(path.with_suffix(""), []).extend(records)
+            if not is_report:  # a check's records, set aside or not, beside its one curves file
+                logged.setdefault(path.with_name(re.sub(PERFLOG_ONLY, "", path.name)), []).extend(records)
             _add_frame(frames, files, _tidy(records, str(path), is_report), path)
         for path in _curve_files(top):
             records = read_curves(path, logged.get(path.with_suffix(""), []), issues, whole=top.is_dir())

@@ -60,7 +60,7 @@ def _cpu(sysfs: Path, cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
     logical = len(cpus) or os.cpu_count() or 1
     sockets = max(1, len(packages))
     physical = max(1, len(cores))
-    info = _first_cpu(cpuinfo)
+    info = first_cpu(cpuinfo)
     described = {
         "arch": os.uname().machine,
         "model": info.get("model name") or info.get("cpu") or "unknown",  # x86 and POWER spellings
@@ -74,7 +74,7 @@ def _cpu(sysfs: Path, cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
     return described
 
 
-def _first_cpu(cpuinfo: Path) -> dict[str, str]:
+def first_cpu(cpuinfo: Path) -> dict[str, str]:
     """The first processor's fields of /proc/cpuinfo (empty where unreadable)."""
     fields: dict[str, str] = {}
     try:

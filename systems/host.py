@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .detect import first_cpu
+
 UNKNOWN = "unknown"
 
 #: The firmware's and maker's names, each readable without root.
@@ -69,15 +71,8 @@ def _read(path: Path) -> str | None:
 
 
 def _cpuinfo(proc: Path) -> tuple[dict[str, str], set[str]]:
-    """The first processor's fields of cpuinfo, and its flags."""
-    fields: dict[str, str] = {}
-    for line in (_read(proc / "cpuinfo") or "").splitlines():
-        if not line.strip():
-            if fields:
-                break
-            continue
-        key, _, value = line.partition(":")
-        fields.setdefault(key.strip(), value.strip())
+    """The first processor's fields of cpuinfo (detect.py reads them alike), and its flags."""
+    fields = first_cpu(proc / "cpuinfo")
     return fields, set(fields.get("flags", "").split())
 
 

@@ -19,3 +19,13 @@ def accepted_files() -> list[Path]:
     ).stdout.split()
     assert listed, "no committed accepted.json"
     return sorted(REPO / "perflogs" / name for name in listed)
+
+
+def perflog_holding(path: Path, when: str) -> Path:
+    """Of a check's committed perflog `path` (NAME.log) and those ReFrame set
+    aside beside it when its columns changed (NAME.log.h0, .h1...), the one
+    whose lines include a record that ended at `when`."""
+    for candidate in sorted(path.parent.glob(path.name + ".h*")) + [path]:
+        if f"{when}|" in candidate.read_text():
+            return candidate
+    raise AssertionError(f"no committed perflog of {path.name} holds a record at {when}")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import reframe.utility.sanity as sn
 from checkcase import Case
+from committed import perflog_holding
 from reframe.core.logging import _format_time_rfc3339
 
 import experiments
@@ -47,7 +48,7 @@ def run_perflog(check, when: str, into: Path) -> Path:
     thousands (these runs logged every figure, so no curves file)."""
     header, written = "", ""
     kept: list[str] = []
-    for line in (PERFLOGS / f"{check.__name__}.log").read_text().splitlines():
+    for line in perflog_holding(PERFLOGS / f"{check.__name__}.log", when).read_text().splitlines():
         fields = line.split("|")
         if "perf_var" in fields:
             header = line
@@ -103,7 +104,7 @@ def test_the_reports_read_a_curve_back_as_the_figures_the_perflog_had(tmp_path):
     """A perflog of headline figures and its curves file load as the full
     perflog of the same run did."""
     output, (check, display_name, when) = "copy_latency_h100.out", LOGGED["copy_latency_h100.out"]
-    perflog = PERFLOGS / "copy_latency.log"
+    perflog = perflog_holding(PERFLOGS / "copy_latency.log", when)
     lines = perflog.read_text().splitlines()
     header = lines[0].split("|")
     at = {name: header.index(name) for name in ("job_completion_time", "display_name", "perf_var")}
@@ -132,7 +133,7 @@ def test_the_reports_read_a_curve_back_as_the_figures_the_perflog_had(tmp_path):
 
 
 def test_a_curve_without_its_runs_perflog_lines_is_reported(tmp_path):
-    header = (PERFLOGS / "copy_latency.log").read_text().splitlines()[0]
+    header = (PERFLOGS / "copy_latency.log").read_text().splitlines()[0]  # today's columns
     (tmp_path / "copy_latency.log").write_text(header + "\n")
     append_curve(
         str(tmp_path / "copy_latency.curves"),
@@ -192,7 +193,7 @@ def test_a_curve_joins_its_own_run_when_two_runs_end_in_the_same_second(tmp_path
     """Two environments' runs of one test can end in the same second: the
     job id tells their curves apart."""
     when, display_name = LOGGED["copy_latency_h100.out"][2], "copy_latency"
-    lines = (PERFLOGS / "copy_latency.log").read_text().splitlines()
+    lines = perflog_holding(PERFLOGS / "copy_latency.log", when).read_text().splitlines()
     header = lines[0].split("|")
     at = {n: header.index(n) for n in ("job_completion_time", "perf_var", "jobid", "environ", "perf_value")}
     run = [line.split("|") for line in lines[1:] if line.split("|")[at["job_completion_time"]] == when]

@@ -219,7 +219,15 @@ def test_each_check_logs_the_columns_of_its_committed_perflog(check):
     ignored = set(perflog_ignore_keys())
     names = sorted({alt or name for name, alt in tests[0].loggable_attrs()} - {k[len("check_") :] for k in ignored})
     header = (PERFLOGS / "hopper-vm" / "default" / f"{check}.log").open().readline().rstrip("\n").split("|")
+    if check in NOT_YET_FINGERPRINTED:  # its next night sets this perflog aside once, for the new column
+        assert "code" in names and "code" not in header
+        names.remove("code")
     assert header[2:-7] == names
+
+
+#: Checks of several GPUs, which no committed night has run since every record
+#: carried its fingerprint (`code`, 2026-12-06): their perflogs have the columns before it.
+NOT_YET_FINGERPRINTED = {"mem_scan", "p2p_pingpong"}
 
 
 # --- comparison (the verdict's designs: tests/test_compare.py) -------------------
@@ -330,7 +338,8 @@ def test_the_report_names_what_it_covers(report):
 
 
 def test_html_command_writes_the_report(tmp_path):
-    assert main(["html", str(PERFLOGS / "hopper-vm" / "default" / "host_bandwidth.log"), "-o", str(tmp_path)]) == 0
+    # The records before the fingerprint column, which ReFrame set aside (.h0): the committed history.
+    assert main(["html", str(PERFLOGS / "hopper-vm" / "default" / "host_bandwidth.log.h0"), "-o", str(tmp_path)]) == 0
     assert (tmp_path / "index.html").exists() and (tmp_path / "host-bandwidth-numa.png").exists()
     assert (
         "href='../index.html'" in (tmp_path / "history-hopper-vm-1xNVIDIA-H100-80GB-HBM3" / "history.html").read_text()

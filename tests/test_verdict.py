@@ -397,7 +397,7 @@ def test_a_nights_later_rerun_is_judged_again_from_its_window(monkeypatch):
     monkeypatch.setattr(nightly, "accepted_values", lambda frame, system, accepted: "the accepted runs' table")
     monkeypatch.setattr(nightly, "others_pool", lambda frame, system, accepted: "the other kinds' pool")
 
-    def judge_window(frame, system, accepted, window, alpha, accepted_table=None, pool=None):
+    def judge_window(frame, system, accepted, window, alpha, accepted_table=None, pool=None, rules=None):
         tables.append((accepted_table, pool))
         return nightly.Judgement(window["start"], window["start"])
 

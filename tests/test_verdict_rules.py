@@ -142,3 +142,14 @@ def test_a_fingerprint_changes_with_the_programs_source_its_build_options_and_th
     fingerprints.source_digest.cache_clear()
     assert fingerprints.fingerprint("daxpy", facts, 1, str(tmp_path)) != first
     assert not fingerprints.known("unknown") and not fingerprints.known(float("nan"))
+
+
+def test_an_upgrade_whose_sides_another_program_measured_is_not_judged():
+    table = _one_path_table({**{f"old{i}": [55.0] for i in range(1, 4)}, **{f"new{i}": [40.0] for i in range(1, 4)}})
+    pairs = [(f"old{i}", f"new{i}") for i in range(1, 4)]
+    same = verdict.judge_pair_values(table.assign(code="a1b2c3d4e5f6"), pairs)
+    assert same.paths["verdict"].tolist() == ["moved"]
+    codes = np.where(table["run"].str.startswith("new"), "0f9e8d7c6b5a", "a1b2c3d4e5f6")
+    other = verdict.judge_pair_values(table.assign(code=codes), pairs)
+    assert other.figures["verdict"].tolist() == ["unjudged"]
+    assert other.figures["reason"].iloc[0].startswith("measured by another program on each side")
