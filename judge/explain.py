@@ -153,6 +153,8 @@ def _cases_in_words(items: str) -> str:
             ordered = sorted(changes, key=lambda c: float(c.rstrip("%")))
             said.append(f"{case} ({len(changes)} figures, {ordered[0]} to {ordered[-1]})")
     return ("a case moved: " if len(said) == 1 else f"{len(said)} cases moved: ") + "; ".join(said)
+
+
 _JUDGED_BY = re.compile(r"its path is judged by (\w+)")
 
 

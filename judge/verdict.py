@@ -1096,8 +1096,6 @@ def _why_not_judged(row: dict, first: dict, night: list, base: list, words: dict
     return ""
 
 
-
-
 def _other_program(night: list[dict], base: list[dict], words: dict = NIGHT_WORDS) -> str:
     """Why tonight's figure cannot be held to its accepted runs ('' where it
     can): a program other than theirs measured it (experiments/code.py).
