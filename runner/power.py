@@ -537,6 +537,7 @@ def power(args) -> int:
         print(f"false alarms on the bench: {int(result['bench_false'].sum())} in {args.bench_nights} clean nights")
     elif args.bench_nights > 0:
         print("the bench: no committed night of this kind outside its accepted runs to replay")
+    print(f"left out of the verdict (--without): {', '.join(args.without) or 'nothing'}")
     if args.csv:
         result.to_csv(args.csv, index=False)
     return 0
