@@ -1360,7 +1360,7 @@ def _case_keys(figures: pd.DataFrame) -> np.ndarray:
 
 def _cases_that_moved(verdicts: np.ndarray, paths: np.ndarray, cases: np.ndarray) -> dict[str, list[int]]:
     """By path, the moved figures of each case whose judged figures on the
-    path moved, more than half of them: a case moved (both of an advice's
+    path moved, half of them or more: a case moved (one of an advice's two
     bandwidths, a path matrix's one cell), not one point of a case's many
     (one of DAXPY's sixteen kernel times, one size of the small copies),
     which a clean night's noise moves alone."""
@@ -1574,11 +1574,16 @@ def confirm(first: Verdict, rerun: Verdict, by: str = "rerun") -> Verdict:
     paths[f"{by}_instability"] = paths["path"].map(again["instability"])
     paths[f"{by}_p_worse"] = paths["path"].map(again["p_worse"])
     figures = first.figures.copy()
+    # What flagged a path of several figures: the cases that moved, not a point of a case that did not.
+    cases = _cases_that_moved(
+        figures["verdict"].to_numpy(object), figures["path"].to_numpy(object), _case_keys(figures)
+    )
     for index in paths.index[paths["verdict"].isin(FLAGGED)]:
         row = paths.loc[index]
         on_path = (figures["path"] == row["path"]) & (figures["verdict"] == "moved")
+        flagging = figures.index[cases.get(row["path"], [])] if row["figures"] > 1 else figures.index[on_path]
         evidence = _rerun_evidence(
-            row, again.loc[row["path"]] if row["path"] in again.index else None, figures[on_path], rerun.figures
+            row, again.loc[row["path"]] if row["path"] in again.index else None, figures.loc[flagging], rerun.figures
         )
         if evidence is None:
             paths.loc[index, "reason"] = _join(row["reason"], UNMEASURED[by])

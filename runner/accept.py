@@ -469,6 +469,7 @@ def rejudge(args) -> int:
         reasons = nightly.unjudged_reasons(result, node_judged=True, health_ran=True)
         lagging = siblings.lagging(lags)
         *_, changes = nightly.held_changes(frame, system, accepted, run, result)
+        reasons += nightly.other_host(run, result, changes)  # the night's host against the accepted ones', as recorded
         failed = ["its checks or health, not run again"] if run.get("exit") == FAILED else []
         status = nightly.nightly_status({"failed": failed}, result, reasons, False, changes, lagging)
         write_rejudged(outdir, status, result, accepted, reasons)

@@ -697,6 +697,14 @@ def unjudged_reasons(
     return reasons
 
 
+def _other_program_paths(result: verdict.Verdict | None) -> set[str]:
+    """The paths with a figure another program measured than its accepted runs (not judged: 'other-program')."""
+    if result is None:
+        return set()
+    figures = result.figures
+    return set(figures.loc[figures["reason"].str.startswith(verdict.OTHER_PROGRAM.split(" (")[0]), "path"])
+
+
 def other_host(run: dict, result: verdict.Verdict | None, changes: list = ()) -> list[str]:
     """['other-host'] where tonight's host differs from the accepted runs'
     (run.json's `host_differs`) and a path moved against them, or a change
@@ -729,7 +737,10 @@ def nightly_status(
         return MOVED
     if lagging:
         return MOVED
-    if not apart and any(change.worse for change in changes):  # a step or drift over the nights no night alone showed
+    # A step or drift over the nights no night alone showed; not on a path another program measured tonight: its
+    # nights' levels are that program's (re-accept, 'other-program').
+    remeasured = _other_program_paths(result) if "other-program" in reasons else set()
+    if not apart and any(change.worse and change.path not in remeasured for change in changes):
         return MOVED
     blocking = [r for r in reasons if not (allow_unjudged and r == "no-baseline")]
     return UNJUDGED if blocking else 0

@@ -191,7 +191,11 @@ def run(argv: list[str], nvml=None, environ=None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, forward)
     start = time.monotonic()
-    child = subprocess.Popen(command)
+    try:
+        child = subprocess.Popen(command)
+    except OSError:
+        host.stop(time.monotonic() - start)  # its counters (perf, system-wide) never outlive the watch
+        raise
     if watch is not None:
         watch.root = child.pid
     if received:

@@ -207,6 +207,11 @@ def test_rejudge_judges_a_night_again_with_its_contention_and_keeps_a_failed_nig
     found[REJUDGED] = (copies[REJUDGED], {**failed, "exit": FAILED, "meaning": "a check failed"})
     assert accept.rejudge(argparse.Namespace(system="hopper-vm", stamps=[REJUDGED], alpha=0.05)) == FAILED
     assert runs.as_last_judged(copies[REJUDGED], found[REJUDGED][1])["exit"] == FAILED
+    # A night on another host than the accepted runs' is judged again as the nightly judged it: not judged, not drained.
+    folder, run = found["2026-11-28T223245"]
+    found["2026-11-28T223245"] = (folder, {**run, "host_differs": "the host differs from the accepted nodes': CPU X"})
+    assert accept.rejudge(argparse.Namespace(system="hopper-vm", stamps=["2026-11-28T223245"], alpha=0.05)) == 3
+    assert "other-host" in json.loads((folder / "rejudged.json").read_text())["unjudged_reasons"]
 
 
 def test_a_stamp_no_night_has_is_a_usage_error_naming_the_nearest(capsys):

@@ -153,3 +153,41 @@ def test_an_upgrade_whose_sides_another_program_measured_is_not_judged():
     other = verdict.judge_pair_values(table.assign(code=codes), pairs)
     assert other.figures["verdict"].tolist() == ["unjudged"]
     assert other.figures["reason"].iloc[0].startswith("measured by another program on each side")
+
+
+def test_a_rerun_confirms_a_case_by_that_case_not_by_another_point_of_the_path():
+    """DAXPY on demand: the case at 800 KB twice as slow flags the path; one
+    kernel time of the case at 80 MB, three times as slow, moved too but
+    alone of its case's figures. In the rerun the 800 KB case is back and
+    the lone point still out: the flag is not confirmed by that point."""
+    path = "DAXPY on managed memory on demand, GPU 0"
+    base, night = quiet_night(34)
+
+    def slow(rows, case, by, figure=None):
+        rows = rows.copy()
+        on = (rows["path"] == path) & rows["case"].str.contains(case, regex=False)
+        on &= rows["figure"] == figure if figure else True
+        rows.loc[on, "value"] *= 1 + by
+        return rows
+
+    point = slow(night, "data_size=80000 ", 2.0, "kernel_us_i4_o4")
+    first = judged(base, slow(point, "data_size=800 ", 1.0))
+    row = first.paths.set_index("path").loc[path]
+    assert row["verdict"] == "moved" and row["flagged_by"] == "figures"
+    assert path not in judged(base, point).flagged_paths()  # the lone point flags nothing
+    assert verdict.confirm(first, judged(base, point)).paths.set_index("path").loc[path, "verdict"] == "transient"
+
+
+def test_a_change_held_over_the_nights_on_a_path_another_program_measured_is_that_programs():
+    from judge.changepoints import Change
+
+    base, night = quiet_night(33)
+    table = _with_codes(pd.concat([base, night], ignore_index=True), "a1b2c3d4e5f6", "0f9e8d7c6b5a")
+    table.loc[table["path"] != DAXPY, "code"] = "a1b2c3d4e5f6"  # only DAXPY's program changed
+    result = verdict.judge_values(table)
+    reasons = nightly.unjudged_reasons(result, True, True)
+    assert reasons == ["other-program"]
+    step = Change(DAXPY, "2026-12-01T00:00:00", 3, 40.0, 5.0)  # the new program's level, three nights on
+    assert nightly.nightly_status({"failed": []}, result, reasons, False, [step]) == status.UNJUDGED
+    elsewhere = Change(HOST_LINK, "2026-12-01T00:00:00", 3, 5.0, 3.0)
+    assert nightly.nightly_status({"failed": []}, result, reasons, False, [step, elsewhere]) == status.MOVED
