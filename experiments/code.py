@@ -57,9 +57,14 @@ def source_digest(program: str, root: str = str(REPO)) -> str:
     return digest.hexdigest()
 
 
+def build_facts(facts_text: str) -> dict[str, str]:
+    """A build-facts.txt text (src/CMakeLists.txt writes it) as {name: value}."""
+    return dict(line.split("=", 1) for line in facts_text.splitlines() if "=" in line)
+
+
 def build_options(facts_text: str) -> str:
     """The build options of a build-facts.txt text, in a fixed order ('' where none)."""
-    facts = dict(line.split("=", 1) for line in facts_text.splitlines() if "=" in line)
+    facts = build_facts(facts_text)
     return ";".join(f"{key}={facts.get(key, '').strip()}" for key in BUILD_OPTIONS)
 
 

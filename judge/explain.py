@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from judge.verdict import holm
+from judge.verdict import holm, worse_pct  # worse_pct: the verdict's sign, said in words here too
 
 #: Kinds of path (systems/paths/paths.yaml) measured as times, where a
 #: table written before it had a `better` column does not say: the others are rates.
@@ -73,14 +73,6 @@ STEP_TEXT = {
 
 
 # --- one sign ----------------------------------------------------------------
-
-
-def worse_pct(change: pd.Series | float, better: pd.Series | str) -> pd.Series | float:
-    """A value's change (%) as % worse: turned round for a rate (higher is better), as it is for a time."""
-    if isinstance(change, pd.Series):
-        flip = pd.Series(better, index=change.index).eq("higher")
-        return change.where(~flip, -change)
-    return -change if better == "higher" else change
 
 
 def worse_of_levels(levels, better: str) -> np.ndarray:

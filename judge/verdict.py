@@ -841,11 +841,11 @@ class Located:
             figure_verdicts, figure_p, figure_worse = figure_verdicts.copy(), figure_p.copy(), figure_worse.copy()
             at = self.figures.index.get_indexer(redone.index)
             figure_verdicts[at], figure_p[:, at] = redone["verdict"], redone[["p_worse", "p_better"]].to_numpy(float).T
-            figure_worse[at] = worse_pct(redone["change_pct"], _figure_better(redone))
+            figure_worse[at] = worse_pct(redone["change_pct"].to_numpy(float), _figure_better(redone))
             path_verdicts, path_p, path_worse = path_verdicts.copy(), path_p.copy(), path_worse.copy()
             at = self.paths.index.get_indexer(again.index)
             path_verdicts[at], path_p[:, at] = again["verdict"], again[["p_worse", "p_better"]].to_numpy(float).T
-            path_worse[at] = worse_pct(again["change_pct"], again["better"])
+            path_worse[at] = worse_pct(again["change_pct"].to_numpy(float), again["better"].to_numpy(object))
         rules = self.rules
         figure_verdicts = _corrected(
             figure_verdicts, *figure_p, alpha / 2, None, rules, figure_worse, arrays["figure_guard"]
@@ -870,13 +870,13 @@ class Located:
         return {
             "figure_verdicts": figures["verdict"].to_numpy(object),
             "figure_p": figures[["p_worse", "p_better"]].to_numpy(float).T.copy(),
-            "figure_worse": worse_pct(figures["change_pct"], _figure_better(figures)),
+            "figure_worse": worse_pct(figures["change_pct"].to_numpy(float), _figure_better(figures)),
             "figure_guard": figures["guard_pct"].to_numpy(float),
             "figure_paths": figures["path"].to_numpy(object),
             "figure_cases": _case_keys(figures),
             "path_verdicts": paths["verdict"].to_numpy(object),
             "path_p": paths[["p_worse", "p_better"]].to_numpy(float).T.copy(),
-            "path_worse": worse_pct(paths["change_pct"], paths["better"]),
+            "path_worse": worse_pct(paths["change_pct"].to_numpy(float), paths["better"].to_numpy(object)),
             "path_guard": paths["guard_pct"].to_numpy(float),
             "instability": paths["instability"].to_numpy(float),
             "path_names": paths["path"].to_numpy(object),
@@ -1096,6 +1096,11 @@ def _why_not_judged(row: dict, first: dict, night: list, base: list, words: dict
     return ""
 
 
+def by_another_program(figures: pd.DataFrame) -> pd.Series:
+    """The figures of a verdict not judged because another program measured them than their accepted runs."""
+    return figures["reason"].str.startswith(OTHER_PROGRAM.split(" (")[0])
+
+
 def _other_program(night: list[dict], base: list[dict], words: dict = NIGHT_WORDS) -> str:
     """Why tonight's figure cannot be held to its accepted runs ('' where it
     can): a program other than theirs measured it (experiments/code.py).
@@ -1229,8 +1234,15 @@ def holm(p_values: np.ndarray) -> np.ndarray:
     return out
 
 
-def worse_pct(change_pct, better) -> np.ndarray:
-    """Percent changes as moves worse (a rate's fall, a time's rise): positive is worse."""
+def worse_pct(change_pct, better):
+    """Percent changes as moves worse (a rate's fall, a time's rise): positive
+    is worse. A Series stays one (on its index), a number one, anything else
+    becomes an array: judge/explain.py and the pages say it with the same sign."""
+    if isinstance(change_pct, pd.Series):
+        flip = pd.Series(better, index=change_pct.index).eq("higher")
+        return change_pct.where(~flip, -change_pct)
+    if np.ndim(change_pct) == 0:
+        return -change_pct if better == "higher" else change_pct
     change = np.asarray(change_pct, dtype=float)
     return np.where(np.asarray(better, dtype=object) == "higher", -change, change)
 
@@ -1245,8 +1257,9 @@ def _correct(table: pd.DataFrame, alpha: float, rules: Rules = ALL_RULES) -> Non
     the guard rail; flags 'moved' and 'improved' in place, and 'unstable'
     paths, and says what flagged a path ('flagged_by': path, spread, guard)."""
     paths = "instability" in table.columns
-    worse = worse_pct(table["change_pct"], table["better"] if paths else _figure_better(table))
-    verdicts, adjusted, flagged_by = _corrected(
+    better = table["better"].to_numpy(object) if paths else _figure_better(table)
+    worse = worse_pct(table["change_pct"].to_numpy(float), better)
+    verdicts, adjusted, flagged_by, guarded = _corrected(
         table["verdict"].to_numpy(object),
         table["p_worse"].to_numpy(float),
         table["p_better"].to_numpy(float),
@@ -1256,16 +1269,10 @@ def _correct(table: pd.DataFrame, alpha: float, rules: Rules = ALL_RULES) -> Non
         worse,
         table["guard_pct"].to_numpy(float),
     )
-    if rules.guard:
-        beyond = _beyond_guard(table["verdict"].to_numpy(object), worse, table["guard_pct"])
-        if not paths:
-            beyond &= table["p_worse"].fillna(1.0).to_numpy(float) <= FIGURE_GUARD_ALPHA
-        guarded = np.flatnonzero(beyond)
-        reasons = table["reason"].to_numpy(object).copy()
-        for i in guarded:
-            said = f"{worse[i]:.1f}% worse, beyond the guard rail of {table['guard_pct'].iloc[i]:g}%"
-            reasons[i] = _join(reasons[i], said)
-        table["reason"] = reasons
+    reasons, guards = table["reason"].to_numpy(object).copy(), table["guard_pct"].to_numpy(float)
+    for i in np.flatnonzero(guarded):
+        reasons[i] = _join(reasons[i], f"{worse[i]:.1f}% worse, beyond the guard rail of {guards[i]:g}%")
+    table["reason"] = reasons
     table["p_adjusted"] = adjusted
     table["verdict"] = verdicts
     if flagged_by is not None:
@@ -1296,21 +1303,23 @@ def _corrected(
     rules: Rules = ALL_RULES,
     worse_pcts: np.ndarray | None = None,
     guard: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
     """Holm's correction over the judged rows (verdict 'pass'), worse and
     better apart (each row at `alpha` alone without `rules.holm`), and the
-    guard rail (with `rules.guard`, a row that moved `worse_pcts` percent
-    beyond its `guard` is 'moved' whatever its p-value): each row's verdict
-    after them ('moved', 'improved'; with `instability`, 'unstable' where
-    its samples spread more than STABILITY_FACTOR times the accepted
-    runs'), its adjusted p_worse (NaN where not judged) and, with
-    `instability`, what flagged it (path, spread, guard; None where nothing
-    was judged: the table keeps its own)."""
+    guard rail (with `rules.guard`, a path that moved `worse_pcts` percent
+    beyond its `guard` is 'moved' whatever its p-value, a figure where its
+    p-value is FIGURE_GUARD_ALPHA or less too): each row's verdict after
+    them ('moved', 'improved'; with `instability`, 'unstable' where its
+    samples spread more than STABILITY_FACTOR times the accepted runs'), its
+    adjusted p_worse (NaN where not judged), with `instability` what flagged
+    it (path, spread, guard; None where nothing was judged: the table keeps
+    its own), and which rows the guard rail flagged. Rows are paths where
+    `instability` is given, figures where not."""
     verdicts = verdicts.copy()
     adjusted = np.full(verdicts.size, math.nan)
     judged = verdicts == "pass"
     if not judged.any():
-        return verdicts, adjusted, None
+        return verdicts, adjusted, None, np.zeros(verdicts.size, bool)
     correction = holm if rules.holm else np.asarray
     adjusted[judged] = correction(p_worse[judged])
     worse, better = np.zeros(verdicts.size, bool), np.zeros(verdicts.size, bool)
@@ -1324,7 +1333,7 @@ def _corrected(
     verdicts[worse | guarded] = "moved"
     verdicts[better & ~worse & ~guarded] = "improved"
     if instability is None:
-        return verdicts, adjusted, None
+        return verdicts, adjusted, None, guarded
     spread = judged & (instability > STABILITY_FACTOR)
     flagged_by = np.array(
         [
@@ -1334,7 +1343,7 @@ def _corrected(
         object,
     )
     verdicts[spread & np.isin(verdicts, ["pass", "improved"])] = "unstable"
-    return verdicts, adjusted, flagged_by
+    return verdicts, adjusted, flagged_by, guarded
 
 
 #: The verdicts of a path that one figure, its only judged one, moving alone turns into 'moved'.
@@ -1624,7 +1633,7 @@ def _still_beyond_guard(again: pd.Series) -> bool:
     """Whether a rerun's path or figure moved worse beyond its guard rail again."""
     guard = again.get("guard_pct", math.nan)
     better = again["better"] if "better" in again.index else direction(again.get("unit", "")) or ""
-    return bool(pd.notna(guard) and float(worse_pct([again["change_pct"]], [better])[0]) > guard)
+    return bool(pd.notna(guard) and worse_pct(float(again["change_pct"]), better) > guard)
 
 
 def _join(*parts: str) -> str:

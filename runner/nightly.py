@@ -689,7 +689,7 @@ def unjudged_reasons(
         reasons.append("vanished")
     if not node_judged:
         reasons.append("other-kind")
-    other_program = figures["reason"].str.startswith(verdict.OTHER_PROGRAM.split(" (")[0])
+    other_program = verdict.by_another_program(figures)
     if other_program.any():
         reasons.append("other-program")
     if (~figures["reason"].str.startswith("vanished") & ~other_program).any():
@@ -702,7 +702,7 @@ def _other_program_paths(result: verdict.Verdict | None) -> set[str]:
     if result is None:
         return set()
     figures = result.figures
-    return set(figures.loc[figures["reason"].str.startswith(verdict.OTHER_PROGRAM.split(" (")[0]), "path"])
+    return set(figures.loc[verdict.by_another_program(figures), "path"])
 
 
 def other_host(run: dict, result: verdict.Verdict | None, changes: list = ()) -> list[str]:

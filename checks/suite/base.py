@@ -30,16 +30,20 @@ from .placement import Placement
 from .settings import Choice, Count, SiteSettings, Unreadable, Whole
 
 
-def cuda_build_facts(build_stagedir: str) -> tuple[str, str]:
-    """('12.9', 'Clang 22.1.8'): the CUDA toolkit the build of src/ compiled
-    against and its CUDA compiler, as the build recorded them
-    (share/gpu-mempaths/build-facts.txt); 'unknown' where it left none (dry runs)."""
-    facts = {}
+def build_facts_text(build_stagedir: str) -> str:
+    """What the build of src/ recorded of itself (share/gpu-mempaths/build-facts.txt):
+    its toolkit, compiler and options; '' where it left none (dry runs)."""
     try:
         with open(os.path.join(build_stagedir, "share", "gpu-mempaths", "build-facts.txt")) as stream:
-            facts = dict(line.rstrip("\n").split("=", 1) for line in stream if "=" in line)
+            return stream.read()
     except OSError:
-        pass
+        return ""
+
+
+def cuda_build_facts(build_stagedir: str) -> tuple[str, str]:
+    """('12.9', 'Clang 22.1.8'): the CUDA toolkit the build of src/ compiled
+    against and its CUDA compiler, as the build recorded them; 'unknown' where it left none."""
+    facts = fingerprints.build_facts(build_facts_text(build_stagedir))
     return facts.get("cuda_toolkit") or "unknown", facts.get("cuda_compiler") or "unknown"
 
 
@@ -414,12 +418,8 @@ class SuiteCheck(KeptSkipReason, rfm.RunOnlyRegressionTest, NodeFacts):
 
     @run_after("setup")
     def fingerprint(self):
-        try:
-            with open(os.path.join(self.build.stagedir, "share", "gpu-mempaths", "build-facts.txt")) as stream:
-                facts = stream.read()
-        except OSError:  # a dry run, or a build that kept no facts: the sources and the version still count
-            facts = ""
-        self.code = fingerprints.fingerprint(self.program, facts, self.code_version)
+        # Where the build kept no facts (a dry run), the sources and the version still count.
+        self.code = fingerprints.fingerprint(self.program, build_facts_text(self.build.stagedir), self.code_version)
 
 
 class GpuCheck(SuiteCheck):
