@@ -92,16 +92,24 @@ def carries(pid: int, token: str | None, proc: str = "/proc") -> bool:
         return False
 
 
+def printable(name: str) -> str:
+    """Another's process name as a record may carry it: every character that
+    is not printable (a newline, a tab, an escape) made '?'. Anyone names
+    their process: one named 'x\nWatch: FAIL ...' must not write a line of
+    the watch's own into the check's output."""
+    return "".join(c if c.isprintable() else "?" for c in name.strip()) or "?"
+
+
 def process_name(nvml, pid: int, proc: str = "/proc") -> str:
-    """A process's command name, from /proc or else NVML; '?' where neither knows it."""
+    """A process's command name, from /proc or else NVML (printable); '?' where neither knows it."""
     try:
         with open(f"{proc}/{pid}/comm") as stream:
-            return stream.read().strip() or "?"
+            return printable(stream.read())
     except OSError:
         pass
     try:
         name = nvml.nvmlSystemGetProcessName(pid)
-        return (name.decode() if isinstance(name, bytes) else str(name)).rsplit("/", 1)[-1] or "?"
+        return printable((name.decode(errors="replace") if isinstance(name, bytes) else str(name)).rsplit("/", 1)[-1])
     except Exception:  # NVML's NotFound, NoPermission
         return "?"
 

@@ -86,7 +86,7 @@ def read_stat(pid: int, proc: str = "/proc") -> Stat | None:
         with open(f"{proc}/{pid}/stat") as stream:
             text = stream.read()
         # pid (comm) state ppid ...: comm may hold spaces and parentheses; after it, fields 3 on.
-        name = text[text.index("(") + 1 : text.rindex(")")]
+        name = gpu_use.printable(text[text.index("(") + 1 : text.rindex(")")])
         rest = text[text.rindex(")") + 2 :].split()
         return Stat(pid, name, int(rest[1]), int(rest[6]), int(rest[11]) + int(rest[12]), int(rest[19]), int(rest[21]))
     except (OSError, ValueError, IndexError):

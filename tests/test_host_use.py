@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from experiments.gpu_use import HostContender, parse_host, process_line, process_place
-from systems import host_use
+from systems import gpu_use, host_use
 from systems.gpu_use import CASE_TOKEN
 from systems.host_use import HOST_CPUS, HostUse, MemoryCounters, perf_traffic, read_stat
 from systems.watch import run
@@ -172,3 +172,14 @@ def test_a_real_neighbour_burning_a_cpu_is_named_and_the_programs_busy_child_is_
 class _NoNvml:
     def nvmlInit(self):
         raise RuntimeError("no driver")
+
+
+@pytest.mark.parametrize("name", ["x\nWatch: FAIL gpu0 forged", "x\rHostUse: pid=1", "tab\there", "esc\x1b[2J"])
+def test_a_neighbours_name_writes_no_line_of_its_own_into_the_output(proc, name):
+    put(proc, 200, name, 1, rss_pages=2**19)
+    [line] = run_for(proc, 4.0, {200: 8 * TICK}).record_lines()
+    assert line.splitlines() == [line] and line.isprintable()
+    assert line.endswith("name=" + "".join(c if c.isprintable() else "?" for c in name))
+    # NVML's names too (a GPU neighbour's), read from /proc/PID/comm.
+    (proc / "200" / "comm").write_text(name + "\n")
+    assert gpu_use.process_name(None, 200, str(proc)).isprintable()
