@@ -17,6 +17,7 @@ from reframe.core.builtins import run_after, run_before, sanity_function, variab
 from reframe.core.exceptions import SanityError
 
 from checks.suite.build import REPO
+from experiments.roots import PERFLOGS
 from checks.suite.placement import Placement
 from checks.suite.settings import Count, SiteSettings, Unreadable, Whole
 
@@ -63,7 +64,7 @@ class node_health(rfm.RunOnlyRegressionTest, Placement, SiteSettings):
     @run_before("run")
     def set_options(self):
         system = self.current_system.name
-        accepted = self.accepted or os.path.join(REPO, "perflogs", system, "accepted.json")
+        accepted = self.accepted or os.path.join(PERFLOGS, system, "accepted.json")
         self.executable_opts = [
             "-m", "systems.health",
             "--system", system,

@@ -9,12 +9,17 @@ only for the suite's own machines (.gitignore).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PERFLOGS = REPO / "perflogs"
+#: Where perflogs/ and results/ are: the checkout, or GPU_MEMPATHS_DATA (a site keeping its history on
+#: a file system of its own; the history benchmark's made-up years, away from the committed nights).
+DATA_VARIABLE = "GPU_MEMPATHS_DATA"
+DATA = Path(os.environ.get(DATA_VARIABLE) or REPO).resolve()
+PERFLOGS = DATA / "perflogs"
 REFERENCES = REPO / "systems" / "references"
-RESULTS = REPO / "results"
+RESULTS = DATA / "results"
 #: <system>/<stamp>/: a night's run.json, tables and report.
 NIGHTLY = RESULTS / "nightly"
 #: <system>-<what>-<old>-to-<new>[-<stamp>]: an upgrade's rounds, tables and runs.

@@ -348,7 +348,7 @@ def metrics_logging(systems: dict[str, dict[str, Any]], base: dict[str, Any]) ->
 def site_configuration(systems_dir: Path | None = None, perflog_dir: Path | None = None) -> dict[str, Any]:
     systems = data.load_all(systems_dir or data.SYSTEMS_DIR)
     rfm_systems, rfm_envs = systems_and_environments(systems)
-    logging = logging_config(perflog_dir or REPO / "perflogs")
+    logging = logging_config(perflog_dir or roots.PERFLOGS)
     logging = [*metrics_logging(systems, logging[0]), *logging]
     general = general_config(systems)
     if dry_run():
