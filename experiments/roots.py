@@ -36,7 +36,8 @@ DASHBOARDS = RESULTS / "grafana"
 #: A partition's dry runs (./suite nightly --nodes ... --dry-run): their job scripts and reports, in the
 #: build folder, which git ignores; never where the nights are kept.
 DRY_RUNS = REPO / "build" / "dry-runs"
-#: What the loader read, kept by the files it read (reports/load.py): in the build folder, which git ignores.
-LOAD_CACHE = REPO / "build" / "cache" / "load"
+#: What the loader read, a store per folder of perflogs (reports/store.py): derived from them, rebuilt by
+#: `./suite report reindex`; in the data root's build folder, which git ignores.
+STORES = DATA / "build" / "store"
 #: The verdict's simulated null distributions, kept by what they depend on (experiments/caches.py): likewise.
 ARRAY_CACHE = REPO / "build" / "cache" / "arrays"

@@ -18,14 +18,19 @@ def _curve_reader(test: str):
     return experiments.curve_figures(test)
 
 
-def _curve_runs(path: Path, issues: list[Issue]) -> dict[tuple[str, str, str], tuple[int, list[str]]]:
-    """{(completion time, display name, job id): (first line number, records)} of a curves file."""
+def _curve_runs(
+    path: Path, issues: list[Issue], text: str | None = None, start: int = 1
+) -> dict[tuple[str, str, str], tuple[int, list[str]]]:
+    """{(completion time, display name, job id): (first line number, records)} of a curves file, or of its
+    lines from line `start` on (`text`: theirs; the header is line 1)."""
     runs: dict = {}
-    lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
-    if not lines or tuple(lines[0].split("|")) != CURVE_COLUMNS:
-        issues.append(Issue(str(path), 1, "unreadable", f"no curves header ({'|'.join(CURVE_COLUMNS)})"))
-        return runs
-    for number, line in enumerate(lines[1:], start=2):
+    lines = (path.read_bytes().decode("utf-8", errors="replace") if text is None else text).splitlines()
+    if start == 1:
+        if not lines or tuple(lines[0].split("|")) != CURVE_COLUMNS:
+            issues.append(Issue(str(path), 1, "unreadable", f"no curves header ({'|'.join(CURVE_COLUMNS)})"))
+            return runs
+        lines, start = lines[1:], 2
+    for number, line in enumerate(lines, start=start):
         fields = line.split("|")
         if len(fields) != len(CURVE_COLUMNS):
             issues.append(Issue(str(path), number, "malformed", f"{len(fields)} fields, not {len(CURVE_COLUMNS)}"))
@@ -35,9 +40,16 @@ def _curve_runs(path: Path, issues: list[Issue]) -> dict[tuple[str, str, str], t
     return runs
 
 
-def read_curves(path: Path, logged: list[dict], issues: list[Issue], whole: bool = True) -> list[dict]:
-    """The figures a curves file gives, as perflog records of the runs its
-    records belong to (`logged`: the records of the perflogs beside it);
+def curve_keys(path: Path, text: str, start: int) -> set[tuple[str, str, str]]:
+    """The runs (completion time, display name, job id) whose curves the lines from `start` on hold."""
+    return set(_curve_runs(path, [], text, start))
+
+
+def read_curves(
+    path: Path, logged: list[dict], issues: list[Issue], whole: bool = True, text: str | None = None, start: int = 1
+) -> list[dict]:
+    """The figures a curves file gives (its lines from `start` on, `text`, where given), as perflog records
+    of the runs its records belong to (`logged`: the records of the perflogs beside it);
     figures a run's perflog has are its own. A run without perflog lines is
     an issue where `logged` is the whole folder's (`whole`), not one file's."""
     # The job id tells apart runs of one test in two environments that end in the same second.
@@ -46,7 +58,7 @@ def read_curves(path: Path, logged: list[dict], issues: list[Issue], whole: bool
         key = (record.get("job_completion_time"), record.get("display_name"), str(record.get("jobid")))
         by_run.setdefault(key, []).append(record)
     found = []
-    for (when, display_name, jobid), (number, lines) in _curve_runs(path, issues).items():
+    for (when, display_name, jobid), (number, lines) in _curve_runs(path, issues, text, start).items():
         run = by_run.get((when, display_name, jobid))
         if not run:
             if whole:

@@ -19,24 +19,19 @@ rest of the file.
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import json
-import pickle
 import re
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from experiments import caches
 from experiments.curves import CURVE_SUFFIX
 from experiments.keys import NODE_FACTS, SOFTWARE_FACTS, direction, split_sample
-from experiments.roots import LOAD_CACHE, REPO
-from reports.curves import read_curves
+from reports import store
+from reports.curves import curve_keys, read_curves
 from reports.issue import Issue
 from reports.names import split_display_name
 
@@ -161,15 +156,23 @@ def _number(text: str) -> float | None:
 
 
 def _read_perflog(path: Path, issues: list[Issue]) -> list[dict]:
-    raw = path.read_bytes().decode("utf-8", errors="replace")
+    """Every record of a perflog."""
+    return _read_perflog_text(path.read_bytes().decode("utf-8", errors="replace"), path, issues)[0]
+
+
+def _read_perflog_text(
+    raw: str, path: Path, issues: list[Issue], start: int = 1, header: list[str] | None = None
+) -> tuple[list[dict], list[str] | None]:
+    """The records of a perflog's lines from line `start` on (`raw`: their text), read by `header` (the one in
+    force before them) until a header line replaces it; and the header in force after them."""
     lines = raw.split("\n")
     ends_with_newline = raw.endswith("\n")
     if ends_with_newline:
         lines = lines[:-1]
-    header: list[str] | None = None
     records = []
-    for number, line in enumerate(lines, start=1):
-        last_cut = number == len(lines) and not ends_with_newline
+    last = start + len(lines) - 1
+    for number, line in enumerate(lines, start=start):
+        last_cut = number == last and not ends_with_newline
         kind = "truncated" if last_cut else "malformed"
         if not line.strip():
             continue
@@ -179,7 +182,7 @@ def _read_perflog(path: Path, issues: list[Issue]) -> list[dict]:
             continue
         if header is None:
             issues.append(Issue(str(path), number, "unreadable", "no header line before this record; file skipped"))
-            return records
+            return records, None
         if len(fields) != len(header):
             issues.append(Issue(str(path), number, kind, f"{len(fields)} fields where the header has {len(header)}"))
             continue
@@ -198,9 +201,9 @@ def _read_perflog(path: Path, issues: list[Issue]) -> list[dict]:
             )
         record["__line"] = number
         records.append(record)
-    if header is None and lines:
+    if header is None and lines and start == 1:
         issues.append(Issue(str(path), 0, "unreadable", "no perflog header line (perf_var|perf_value...)"))
-    return records
+    return records, header
 
 
 def _read_run_report(path: Path, issues: list[Issue]) -> list[dict]:
@@ -321,39 +324,9 @@ def _tidy(records: list[dict], source: str, from_report: bool) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-#: The cached tables kept at most (each of one set of files read): the least recently used go first.
-CACHE_KEPT = 6
-
-#: Seconds of parsing below which a table is not kept: reading a few records
-#: again is as quick as reading their pickle back, and keeping them would push
-#: the committed perflogs' table (16 s to parse) out of the cache.
-CACHE_WORTH_S = 1.0
-
-
-def _cache_key(paths: list[Path]) -> str:
-    """What a table read from `paths` depends on: every file it reads (as
-    spelled, which the table names, and where it is; size, modification
-    time), whether each path is a folder, and the loader's own code
-    (reports/, experiments/). Not the paths themselves: a folder and the
-    folder inside it that holds all its perflogs give the same table."""
-    digest = hashlib.sha256(f"{pd.__version__}|{Path.cwd()}".encode())
-    for top in paths:
-        if not top.exists():
-            digest.update(f"missing {top}\n".encode())
-            continue
-        digest.update(b"folder\n" if top.is_dir() else b"file\n")
-        for path in [*_perflog_files(top), *_curve_files(top)]:
-            stat = path.stat()
-            digest.update(f"{path}|{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
-    for source in sorted([*(REPO / "reports").rglob("*.py"), *(REPO / "experiments").rglob("*.py")]):
-        digest.update(source.read_bytes())
-    return digest.hexdigest()[:32]
-
-
-#: The last table read back or parsed in this process, by its key: the tests
-#: and a nightly's phases load the same files again, and reading the pickle
-#: back takes a second where a copy of the table takes a tenth.
-_LAST: dict[str, Loaded] = {}
+#: The last table read in this process, by its folder, the store's state and the windows: the tests and a
+#: nightly's phases load the same rows again, and a copy of a table takes a tenth of reading it back.
+_LAST: dict[tuple, Loaded] = {}
 
 
 def _copy(loaded: Loaded) -> Loaded:
@@ -361,74 +334,93 @@ def _copy(loaded: Loaded) -> Loaded:
     return Loaded(loaded.frame.copy(), list(loaded.issues), dict(loaded.files))
 
 
-def _remember(key: str, loaded: Loaded) -> None:
-    kept = _copy(loaded)
-    _LAST.clear()
-    _LAST[key] = kept
+Window = tuple  # (from, to): ISO times, either None for an open end
 
 
-def _cached(key: str) -> Loaded | None:
-    last = _LAST.get(key)  # one lookup: another thread may replace the kept table meanwhile
-    if last is not None:
-        return _copy(last)
-    path = LOAD_CACHE / f"{key}.pickle.gz"
-    try:
-        with gzip.open(path, "rb") as stream:
-            loaded = pickle.load(stream)
-    except Exception:  # not kept, unreadable, half-written or of another numpy: read the files again
-        return None
-    caches.touch(path)
-    _remember(key, loaded)
-    return loaded
-
-
-def _keep(key: str, loaded: Loaded) -> None:
-    """The table kept for the next load of the same files, compressed (the
-    committed perflogs' 150 MB of pickle are 3 MB)."""
-
-    def write(partial: Path) -> None:
-        with gzip.open(partial, "wb", compresslevel=1) as stream:
-            pickle.dump(loaded, stream, protocol=pickle.HIGHEST_PROTOCOL)
-
-    try:
-        caches.write_whole(LOAD_CACHE / f"{key}.pickle.gz", write)
-        caches.keep_recent(LOAD_CACHE, "*.pickle.gz", CACHE_KEPT)
-    except OSError:  # a read-only checkout loads as before, only slower next time
-        pass
-
-
-def load(paths, warn=sys.stderr) -> Loaded:
-    """Every perflog (and JSON run report) under `paths`, as one table.
+def load(paths, warn=sys.stderr, windows: list[Window] | None = None) -> Loaded:
+    """Every perflog (and JSON run report) under `paths`, as one table; only
+    the rows within any of `windows` (from, to: ISO times; a run's window)
+    where given: what a night is judged from, never the years.
 
     One row per performance value. Records without one (a build's line) are
     left out. Each skipped line is reported on `warn` (None: silent) and kept
-    in the result's ``issues``. What took a second or more to read is kept
-    (build/cache/load/, by the files read, their sizes and times, and this
-    code): reading the committed perflogs again takes 2 s on two cores, where
-    parsing them takes 16.
+    in the result's ``issues``. A folder is read through its store
+    (reports/store.py): each line parsed once, what was appended since read
+    on the next load. A single file, or a folder whose store cannot be
+    written (a read-only checkout, a full disk), is parsed whole, and says so.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    paths = [Path(p) for p in paths]
-    key = _cache_key(paths)
-    # Another process parsing the same files (a test worker of a fresh checkout, a report beside a nightly):
-    # wait for it, then read what it kept.
-    with caches.exclusive(LOAD_CACHE / f"{key}.lock"):
-        loaded = _cached(key)
-        if loaded is None:
-            started = time.monotonic()
-            loaded = _load(paths)
-            if time.monotonic() - started >= CACHE_WORTH_S:
-                _keep(key, loaded)
-                _remember(key, loaded)
+    parts = []
+    for top in map(Path, paths):
+        parts.append(_read_top(top, windows, warn))
+    loaded = _joined(parts)
     if warn is not None:
         for issue in loaded.issues:
             print(f"warning: {issue}", file=warn)
     return loaded
 
 
+def _read_top(top: Path, windows: list[Window] | None, warn) -> Loaded:
+    """One path's table: a folder's through its store, a file (or a folder whose store fails) parsed."""
+    if not top.is_dir():
+        return _windowed(_load([top]), windows)
+    try:
+        with store.opened(top) as con:
+            changed = _sync(con, top)
+            key = (str(top), str(top.resolve()), changed, tuple(map(tuple, windows)) if windows is not None else None)
+            last = _LAST.get(key)
+            if last is not None:
+                return _copy(last)
+            loaded = _from_store(con, top, windows)
+    except store.failures() as err:  # a store that fails is derived: the perflogs are read whole instead
+        if warn is not None:
+            print(f"warning: the store of {top} could not be read or written ({err}): read whole", file=warn)
+        return _windowed(_load([top]), windows)
+    _LAST.clear()
+    _LAST[key] = _copy(loaded)
+    return loaded
+
+
+def _windowed(loaded: Loaded, windows: list[Window] | None) -> Loaded:
+    """A table narrowed to `windows` as the store narrows it."""
+    if windows is None:
+        return loaded
+    frame = loaded.frame
+    keep = np.zeros(len(frame), dtype=bool)
+    for start, end in windows:
+        inside = np.ones(len(frame), dtype=bool)
+        if start:
+            inside &= (frame["time"] >= pd.Timestamp(start, tz="UTC")).to_numpy(bool)
+        if end:
+            inside &= (frame["time"] <= _window_end(end)).to_numpy(bool)
+        keep |= inside
+    return Loaded(frame[keep].reset_index(drop=True), loaded.issues, loaded.files)
+
+
+def _window_end(end: str) -> pd.Timestamp:
+    """A window's last instant: a bare date is that whole day (judge/select.py's reading)."""
+    stop = pd.Timestamp(end, tz="UTC")
+    return stop + pd.Timedelta(days=1) - pd.Timedelta(microseconds=1) if len(str(end)) <= 10 else stop
+
+
+def _joined(parts: list[Loaded]) -> Loaded:
+    """Several paths' tables as one."""
+    if len(parts) == 1:
+        return parts[0]
+    frames = [p.frame for p in parts if not p.frame.empty]
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CORE)
+    extra = sorted(c for c in table.columns if c not in CORE)
+    for column in CORE:
+        if column not in table:
+            table[column] = None
+    issues = [i for p in parts for i in p.issues]
+    files = {k: v for p in parts for k, v in p.files.items()}
+    return Loaded(table[CORE + extra], issues, files)
+
+
 def _load(paths: list[Path]) -> Loaded:
-    """load()'s reading and tidying, uncached."""
+    """Files and folders parsed whole, without a store."""
     issues: list[Issue] = []
     frames, files = [], {}
     for top in map(Path, paths):
@@ -445,6 +437,13 @@ def _load(paths: list[Path]) -> Loaded:
         for path in _curve_files(top):
             records = read_curves(path, logged.get(path.with_suffix(""), []), issues, whole=top.is_dir())
             _add_frame(frames, files, _tidy(records, str(path), False), path)
+    table = _finished(frames)
+    issues.extend(_not_numbers(table))
+    return Loaded(table, issues, files)
+
+
+def _finished(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Tidied files' rows as one table: its columns in order, each of its type, each value's figure and sample."""
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CORE)
     for column in CORE:
         if column not in table:
@@ -458,8 +457,124 @@ def _load(paths: list[Path]) -> Loaded:
         table[column] = table[column].fillna("unknown").astype(str)
     table["line"] = table["line"].astype(int)
     _add_keys(table)
-    issues.extend(_not_numbers(table))
+    return table
+
+
+def _sync(con, top: Path) -> int:
+    """What was appended to `top`'s files since the store last read them, added to it in one transaction
+    (a night's lines whole or not at all); files gone or replaced are forgotten, or read again whole.
+    Returns the store's generation after it (a load's key: the same generation, the same table)."""
+    perflogs, curves = _perflog_files(top), _curve_files(top)
+    kept = store.indexed(con)
+    on_disk = {_relative(top, p) for p in [*perflogs, *curves]}
+    todo = [(p, store.unread_from(p, kept.get(_relative(top, p)))) for p in [*perflogs, *curves]]
+    todo = [(p, start) for p, start in todo if start is not None]
+    gone = [name for name in kept if name not in on_disk]
+    if todo or gone:
+        store.run(con, "BEGIN TRANSACTION")
+        try:
+            for name in gone:
+                store.forget(con, name)
+            for path, start in todo:
+                _ingest(con, top, path, kept.get(_relative(top, path)) if start else None)
+            store.next_generation(con)
+            store.run(con, "COMMIT")
+        except BaseException:
+            store.run(con, "ROLLBACK")
+            raise
+    return store.generation(con)
+
+
+def _relative(top: Path, path: Path) -> str:
+    """A file as the store names it: from its folder, so that the folder may be spelled either way."""
+    return path.relative_to(top).as_posix()
+
+
+def _ingest(con, top: Path, path: Path, indexed: store.Indexed | None) -> None:
+    """One file's unread lines (all of them where `indexed` is None) parsed and added to the store."""
+    name = _relative(top, path)
+    data = path.read_bytes()
+    kind = "report" if path.suffix == ".json" else "curves" if path.name.endswith(CURVE_SUFFIX) else "perflog"
+    start_byte = indexed.size if indexed else 0
+    start_line = indexed.lines + 1 if indexed else 1
+    if indexed:
+        store.forget_tail(con, name, indexed.lines)  # a cut last line, read again with what followed it
+    else:
+        store.forget(con, name)
+    whole_lines = data.rfind(b"\n") + 1 if kind != "report" else len(data)
+    text = data[start_byte:].decode("utf-8", errors="replace")
+    issues: list[Issue] = []
+    header = indexed.header.split("|") if indexed and indexed.header else None
+    if kind == "report":
+        records = _read_run_report(path, issues)
+    elif kind == "perflog":
+        records, header = _read_perflog_text(text, Path(name), issues, start_line, header)
+        store.add_runs(con, name, _runs_of(records))
+    else:
+        keys = curve_keys(Path(name), text, start_line)
+        logged = store.runs_of(con, name, keys)
+        records = read_curves(Path(name), logged, issues, whole=True, text=text, start=start_line)
+    frames: list[pd.DataFrame] = []
+    _add_frame(frames, {}, _tidy(records, name, kind == "report"), Path(name))
+    table = _finished(frames) if frames else None
+    late = _not_numbers(table) if table is not None else []
+    if table is not None:
+        table["_row"] = np.arange(len(table), dtype=np.int64) + store.next_row(con)
+        store.add_rows(con, table)
+    seq = store.next_seq(con)
+    store.add_issues(con, issues, False, seq)
+    store.add_issues(con, late, True, seq + len(issues))
+    head, tail = store.probes(path, whole_lines)
+    rows = store.rows_of(con, name)
+    store.keep_index(
+        con,
+        store.Indexed(
+            name,
+            kind,
+            whole_lines,
+            len(data),
+            head,
+            tail,
+            data[:whole_lines].count(b"\n"),
+            "|".join(header) if kind == "perflog" and header else "",
+            rows,
+        ),
+    )
+
+
+def _runs_of(records: list[dict]) -> dict[tuple[str, str, str], list[dict]]:
+    """A perflog chunk's records by run (completion time, display name, job id): what curves are matched to."""
+    runs: dict = {}
+    for record in records:
+        key = (record.get("job_completion_time"), record.get("display_name"), str(record.get("jobid")))
+        runs.setdefault(key, []).append({k: v for k, v in record.items() if k != "__line"})
+    return runs
+
+
+def _from_store(con, top: Path, windows: list[Window] | None) -> Loaded:
+    """The store's rows of `top` (within `windows`), issues and rows per file, named as `top` is spelled."""
+    names = [_relative(top, p) for p in [*_perflog_files(top), *_curve_files(top)]]
+    frame = store.read_rows(con, _store_windows(windows), names)
+    spelled = {name: str(top / name) for name in names}
+    if frame.empty:
+        table = pd.DataFrame(columns=CORE)
+    else:
+        frame = frame.drop(columns=["_row"])
+        extra = sorted(c for c in frame.columns if c not in CORE and frame[c].notna().any())
+        table = frame[CORE + extra]
+        table["source"] = table["source"].map(spelled).astype(str)
+        table["line"] = table["line"].astype(int)
+        table["sample"] = table["sample"].astype("Int64")
+    issues = [Issue(spelled.get(i.path, i.path), i.line, i.kind, i.text) for i in store.stored_issues(con)]
+    files = {spelled.get(k, k): v for k, v in store.stored_rows(con).items()}
     return Loaded(table, issues, files)
+
+
+def _store_windows(windows: list[Window] | None) -> list[Window] | None:
+    """The windows as the store compares times: each end its last instant."""
+    if windows is None:
+        return None
+    return [(start, _window_end(end).isoformat() if end else None) for start, end in windows]
 
 
 def _curve_files(top: Path) -> list[Path]:

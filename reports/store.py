@@ -1,0 +1,385 @@
+"""The perflogs read once: a columnar store of what the loader parsed, fed
+with what was appended since.
+
+The perflogs stay ReFrame's record and the source of truth; this store is
+derived from them and can always be rebuilt (``./suite report reindex``).
+Each folder the loader reads has one store, a DuckDB file under
+build/store/ (DuckDB: an embedded column store with transactions, whose
+file a killed process leaves as its last commit). It holds:
+
+- ``files``: per file read, the bytes read (to the last whole line), the
+  digests of its first and last kilobytes read, the lines read and the
+  header in force there. A file that grew past what was read, with those
+  digests unchanged, is read from there on; one that shrank or changed
+  before that point (rotated, replaced, edited) is read again whole.
+- ``records``: the tidy table (reports/load.py), one row per value, with
+  the columns the files brought (a check's parameters are added as a
+  header names them).
+- ``issues``: the lines the loader skipped or flagged, by file and line.
+- ``runs``: each run's first perflog record and its figures, by completion
+  time, display name and job id: what a curves file's lines, read later,
+  are matched to (reports/curves.py).
+
+A sync is one transaction: a night's lines are added whole or not at all,
+so a kill or a full disk leaves the store as it was, and the next load
+reads them again. The loader's code is part of the store's identity: a
+store written by other code is rebuilt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from experiments import caches
+from experiments.roots import REPO, STORES
+from reports.issue import Issue
+
+#: The store's own layout; a store of another is rebuilt.
+SCHEMA = 1
+#: Bytes of a file's start and of the end of what was read whose digests say it is the file that was read.
+PROBE = 4096
+#: Stores of folders outside the data root's perflogs (a test's, a copy) kept at most, the least recently used
+#: dropped: a site's own stores are never dropped.
+OTHERS_KEPT = 8
+#: The code whose change makes a store another's: what turns a line into rows.
+_CODE = ("reports/load.py", "reports/curves.py", "reports/names.py", "reports/store.py", "reports/issue.py")
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """What the store read of one file."""
+
+    path: str
+    kind: str  # perflog, report or curves
+    size: int  # bytes read: to the end of its last whole line (a cut last line is read again)
+    full: int  # the file's size when read (its cut last line included)
+    head: str  # digest of its first PROBE bytes
+    tail: str  # digest of the PROBE bytes before `size`
+    lines: int  # whole lines read
+    header: str  # the perflog header in force at `size` ('' for others)
+    rows: int  # rows kept
+
+
+def store_of(top: Path) -> Path:
+    """The store of the folder `top`: named by its name and where it is."""
+    resolved = top.resolve()
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", resolved.name)[:40] or "root"
+    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
+    return STORES / f"{name}-{digest}"
+
+
+def code_digest() -> str:
+    """What the store's rows depend on besides the files: the loader's code, each experiment's curve reader."""
+    digest = hashlib.sha256(f"{SCHEMA}|{pd.__version__}".encode())
+    for source in sorted([*(REPO / p for p in _CODE), *(REPO / "experiments").rglob("*.py")]):
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:32]
+
+
+def run(con, sql: str, params=None) -> list:
+    """A statement run to its end (DuckDB holds a connection busy until its result is fetched)."""
+    return con.execute(sql, params or []).fetchall()
+
+
+def failures() -> tuple[type[BaseException], ...]:
+    """What a store that cannot be written or read raises: a full disk, a read-only checkout, a file locked by
+    another program, a damaged file. The loader then reads the perflogs whole; any other error is a bug and
+    is raised."""
+    import duckdb
+
+    return (
+        OSError,
+        duckdb.IOException,
+        duckdb.PermissionException,
+        duckdb.OutOfMemoryException,
+        duckdb.FatalException,
+        duckdb.InternalException,
+        duckdb.SerializationException,
+    )
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:24]
+
+
+def probes(path: Path, size: int) -> tuple[str, str]:
+    """The digests of a file's first PROBE bytes and of the PROBE bytes before `size`."""
+    with open(path, "rb") as stream:
+        head = stream.read(min(PROBE, size))
+        stream.seek(max(0, size - PROBE))
+        tail = stream.read(size - max(0, size - PROBE))
+    return _digest(head), _digest(tail)
+
+
+def unread_from(path: Path, indexed: Indexed | None) -> int | None:
+    """Where to read `path` from: 0 (whole: new, replaced or changed before what was read), the bytes read
+    (it grew), or None (nothing new). A run report is read whole whenever it changed."""
+    size = path.stat().st_size
+    if indexed is None:
+        return 0
+    if indexed.kind == "report":
+        return None if size == indexed.full and probes(path, size) == (indexed.head, indexed.tail) else 0
+    if size < indexed.size or probes(path, indexed.size) != (indexed.head, indexed.tail):
+        return 0
+    return None if size == indexed.full else indexed.size
+
+
+def quoted(name: str) -> str:
+    """A column's name as a DuckDB identifier: a perflog header is outside input."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+_SQL_TYPES = {"float64": "DOUBLE", "Int64": "BIGINT", "int64": "BIGINT", "bool": "BOOLEAN"}
+
+
+def sql_type(dtype) -> str:
+    """The DuckDB type a column of the tidy table is kept as."""
+    if isinstance(dtype, pd.DatetimeTZDtype) or str(dtype).startswith("datetime64"):
+        return "TIMESTAMPTZ"
+    return _SQL_TYPES.get(str(dtype), "VARCHAR")
+
+
+@contextlib.contextmanager
+def opened(top: Path) -> Iterator[object]:
+    """The store of `top`, held by this process alone (an flock: test workers and a report beside a nightly
+    take turns), rebuilt where another schema or loader code wrote it. Raises OSError or DuckDB's
+    errors where it cannot be opened or written: the caller reads the perflogs whole instead."""
+    import duckdb  # here: a second of import that the command line's parser need not pay
+
+    folder = store_of(top)
+    folder.mkdir(parents=True, exist_ok=True)
+    _drop_others(folder)
+    with caches.exclusive(folder / "lock"):
+        try:
+            con = duckdb.connect(str(folder / "records.duckdb"))
+        except duckdb.Error:  # not a DuckDB file (a disk that filled while it was first written): derived, rebuilt
+            for path in folder.glob("records.duckdb*"):
+                path.unlink()
+            con = duckdb.connect(str(folder / "records.duckdb"))
+        try:
+            run(con, "SET TimeZone = 'UTC'")
+            _fit(con, top, code_digest())
+            yield con
+        finally:
+            con.close()
+
+
+def _drop_others(keep: Path) -> None:
+    """Stores of folders that are not the site's own perflogs beyond OTHERS_KEPT, least recent first."""
+    from experiments.roots import PERFLOGS
+
+    own = {store_of(p).name for p in PERFLOGS.glob("*") if p.is_dir()} | {store_of(PERFLOGS).name, keep.name}
+    others = [p for p in STORES.glob("*-*") if p.is_dir() and p.name not in own]
+    others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in others[OTHERS_KEPT:]:
+        with contextlib.suppress(OSError):
+            for path in old.iterdir():
+                path.unlink()
+            old.rmdir()
+    keep.touch(exist_ok=True)
+
+
+def _fit(con, top: Path, code: str) -> None:
+    """The store's tables, emptied where they were written by another schema or another loader."""
+    run(con, "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    found = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    if found.get("code") == code:
+        return
+    run(con, "BEGIN TRANSACTION")
+    for table in ("files", "records", "issues", "runs"):
+        run(con, f"DROP TABLE IF EXISTS {table}")
+    run(
+        con,
+        "CREATE TABLE files (path VARCHAR PRIMARY KEY, kind VARCHAR, size BIGINT, full_size BIGINT, head VARCHAR,"
+        " tail VARCHAR, lines BIGINT, header VARCHAR, rows BIGINT)",
+    )
+    run(con, "CREATE TABLE issues (source VARCHAR, line BIGINT, kind VARCHAR, text VARCHAR, late BOOLEAN, seq BIGINT)")
+    run(
+        con,
+        "CREATE TABLE runs (source VARCHAR, base VARCHAR, completed VARCHAR, display_name VARCHAR, jobid VARCHAR,"
+        " record VARCHAR, figures VARCHAR)",
+    )
+    run(con, "DELETE FROM meta")
+    con.executemany(
+        "INSERT INTO meta VALUES (?, ?)", [("code", code), ("folder", str(top.resolve())), ("generation", "0")]
+    )
+    run(con, "COMMIT")
+
+
+def indexed(con) -> dict[str, Indexed]:
+    """What the store read, by file."""
+    rows = con.execute("SELECT path, kind, size, full_size, head, tail, lines, header, rows FROM files").fetchall()
+    return {row[0]: Indexed(*row) for row in rows}
+
+
+def forget(con, source: str) -> None:
+    """A file's rows, issues, runs and index entry dropped (it is read again whole, or it is gone)."""
+    if _has_records(con):
+        run(con, "DELETE FROM records WHERE source = ?", [source])
+    run(con, "DELETE FROM issues WHERE source = ?", [source])
+    run(con, "DELETE FROM runs WHERE source = ?", [source])
+    run(con, "DELETE FROM files WHERE path = ?", [source])
+
+
+def forget_tail(con, source: str, after_line: int) -> None:
+    """The rows and issues of a file's lines after `after_line`: its cut last line, read again with what
+    was appended to it."""
+    if _has_records(con):
+        run(con, "DELETE FROM records WHERE source = ? AND line > ?", [source, after_line])
+    run(con, "DELETE FROM issues WHERE source = ? AND line > ?", [source, after_line])
+
+
+def _base(source: str) -> str:
+    """The check a perflog or curves file is of: NAME of NAME.log, NAME.log.h0 and NAME.curves."""
+    return re.sub(r"\.(log(\.h\d+)?|curves)$", "", source)
+
+
+def _has_records(con) -> bool:
+    return bool(
+        con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'records'").fetchall()[0][0]
+    )
+
+
+def add_rows(con, frame: pd.DataFrame) -> None:
+    """Rows of the tidy table added, with a column for each the table lacks (a check's new parameter)."""
+    if frame.empty:
+        return
+    if not _has_records(con):
+        columns = ", ".join(f"{quoted(c)} {sql_type(frame[c].dtype)}" for c in frame.columns)
+        run(con, f"CREATE TABLE records ({columns})")
+    have = {
+        row[0]
+        for row in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'records'"
+        ).fetchall()
+    }
+    for column in frame.columns:
+        if column not in have:
+            run(con, f"ALTER TABLE records ADD COLUMN {quoted(column)} {sql_type(frame[column].dtype)}")
+    con.register("_added", frame)
+    try:
+        names = ", ".join(quoted(c) for c in frame.columns)
+        run(con, f"INSERT INTO records ({names}) SELECT {names} FROM _added")
+    finally:
+        con.unregister("_added")
+
+
+def add_issues(con, issues: list[Issue], late: bool, first_seq: int) -> None:
+    """Issues kept in the order the loader found them (`late`: found over the table, after the lines')."""
+    if not issues:
+        return
+    con.executemany(
+        "INSERT INTO issues VALUES (?, ?, ?, ?, ?, ?)",
+        [(i.path, int(i.line), i.kind, i.text, late, first_seq + n) for n, i in enumerate(issues)],
+    )
+
+
+def next_row(con) -> int:
+    """The number the next row added is given: rows are read back in the order they were added."""
+    return int(con.execute("SELECT coalesce(max(_row), -1) + 1 FROM records").fetchall()[0][0]) if _has_records(con) else 0
+
+
+def rows_of(con, source: str) -> int:
+    """The rows kept of one file."""
+    if not _has_records(con):
+        return 0
+    return int(con.execute("SELECT count(*) FROM records WHERE source = ?", [source]).fetchall()[0][0])
+
+
+def generation(con) -> int:
+    """How many syncs changed the store: a load's key (the same generation, the same table)."""
+    return int(con.execute("SELECT value FROM meta WHERE key = 'generation'").fetchall()[0][0])
+
+
+def next_generation(con) -> None:
+    run(con, "UPDATE meta SET value = CAST(CAST(value AS BIGINT) + 1 AS VARCHAR) WHERE key = 'generation'")
+
+
+def next_seq(con) -> int:
+    return int(con.execute("SELECT coalesce(max(seq), -1) + 1 FROM issues").fetchall()[0][0])
+
+
+def keep_index(con, entry: Indexed) -> None:
+    run(con, "DELETE FROM files WHERE path = ?", [entry.path])
+    run(con, "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", list(entry.__dict__.values()))
+
+
+def add_runs(con, source: str, runs: dict[tuple[str, str, str], list[dict]]) -> None:
+    """Each run's first raw record and figures, for the curves read later (reports/curves.py)."""
+    rows = [
+        (
+            source,
+            _base(source),
+            *key,
+            json.dumps(records[0]),
+            json.dumps({r["perf_var"]: r["perf_value"] for r in records}),
+        )
+        for key, records in runs.items()
+    ]
+    con.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+def _figures(records: list[dict]) -> dict:
+    return {r["perf_var"]: r["perf_value"] for r in records}
+
+
+def runs_of(con, curves: str, keys: set[tuple[str, str, str]]) -> list[dict]:
+    """The raw perflog records (as read_curves takes them) of the runs `keys` of the check of `curves`."""
+    if not keys:
+        return []
+    found = con.execute(
+        "SELECT completed, display_name, jobid, record, figures FROM runs WHERE base = ?", [_base(curves)]
+    ).fetchall()
+    records = []
+    for completed, display_name, jobid, record, figures in found:
+        if (completed, display_name, jobid) not in keys:
+            continue
+        first = json.loads(record)
+        records += [{**first, "perf_var": name, "perf_value": value} for name, value in json.loads(figures).items()]
+    return records
+
+
+def stored_issues(con) -> list[Issue]:
+    """The issues kept, the lines' first and then those found over the table, each in the order found."""
+    rows = con.execute("SELECT source, line, kind, text FROM issues ORDER BY late, seq").fetchall()
+    return [Issue(source, int(line), kind, text) for source, line, kind, text in rows]
+
+
+def stored_rows(con) -> dict[str, int]:
+    return dict(con.execute("SELECT path, rows FROM files").fetchall())
+
+
+def read_rows(con, windows: list[tuple[str | None, str | None]] | None, order: list[str]) -> pd.DataFrame:
+    """The records kept, in the loader's order (its files in `order`, each by line), within any of the
+    `windows` (from, to: ISO times, either None for open) where given."""
+    if not _has_records(con):
+        return pd.DataFrame()
+    where, params = [], []
+    for start, end in windows or []:
+        bounds = []
+        if start:
+            bounds.append("time >= ?")
+            params.append(pd.Timestamp(start, tz="UTC").to_pydatetime())
+        if end:
+            bounds.append("time <= ?")
+            params.append(pd.Timestamp(end, tz="UTC").to_pydatetime())
+        where.append("(" + (" AND ".join(bounds) or "TRUE") + ")")
+    clause = f"WHERE {' OR '.join(where)}" if windows is not None else ""
+    if windows is not None and not where:
+        clause = "WHERE FALSE"
+    con.register("_order", pd.DataFrame({"source": order, "rank": range(len(order))}))
+    try:
+        return con.execute(
+            f"SELECT records.* FROM records JOIN _order USING (source) {clause} ORDER BY _order.rank, line, _row",
+            params,
+        ).df()
+    finally:
+        con.unregister("_order")
