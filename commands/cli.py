@@ -124,6 +124,26 @@ def cmd_html(args) -> int:
     return 0
 
 
+def cmd_reindex(args) -> int:
+    """Each system's store rebuilt from its perflogs (reports/store.py), and with --check compared first."""
+    import time
+
+    from reports.load import reindex
+
+    status = AS_ACCEPTED
+    for top in _paths(args):
+        if not top.is_dir():
+            print(f"reindex: {top}: not a folder of perflogs", file=sys.stderr)
+            return UNJUDGED
+        started = time.process_time()
+        for folder, rows, found in reindex(top, check=args.check):
+            print(f"reindex: {folder}: {rows} rows from its perflogs ({time.process_time() - started:.1f} CPU s)")
+            for line in found:
+                print(f"reindex: {folder}: the store kept differed from its rebuild: {line}", file=sys.stderr)
+            status = UNJUDGED if found else status
+    return status
+
+
 def parser() -> argparse.ArgumentParser:
     """The one parser of the suite's reporting and judging commands."""
     from reports import grafana
@@ -183,6 +203,16 @@ def parser() -> argparse.ArgumentParser:
         "--generic-for-all", action="store_true", help="also draw the generic figure for checks with their own"
     )
     p.set_defaults(func=cmd_html)
+    p = sub.add_parser(
+        "reindex",
+        help="rebuild the store the perflogs are read through (build/store/), e.g. after it was deleted or "
+        "damaged; --check compares the kept one with the rebuild first",
+    )
+    p.add_argument("paths", nargs="*", help=f"folders of perflogs (default: {PERFLOGS}, each system's)")
+    p.add_argument(
+        "--check", action="store_true", help="exit 3 naming what the kept store differed in from its rebuild"
+    )
+    p.set_defaults(func=cmd_reindex)
     for module in (nightly, accept, histories, grafana, power, upgrade, pages):
         module.add_parsers(sub)
     partition.add_arguments(sub.choices["nightly"])

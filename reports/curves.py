@@ -18,11 +18,12 @@ def _curve_reader(test: str):
     return experiments.curve_figures(test)
 
 
-def _curve_runs(
-    path: Path, issues: list[Issue], text: str | None = None, start: int = 1
+def curve_runs(
+    path: Path, issues: list[Issue], text: str | None = None, start: int = 1, as_lines: bool = False
 ) -> dict[tuple[str, str, str], tuple[int, list[str]]]:
     """{(completion time, display name, job id): (first line number, records)} of a curves file, or of its
-    lines from line `start` on (`text`: theirs; the header is line 1)."""
+    lines from line `start` on (`text`: theirs; the header is line 1); with `as_lines`, the lines whole (as
+    they are kept waiting for their run's perflog lines), not their records."""
     runs: dict = {}
     lines = (path.read_bytes().decode("utf-8", errors="replace") if text is None else text).splitlines()
     if start == 1:
@@ -36,17 +37,17 @@ def _curve_runs(
             issues.append(Issue(str(path), number, "malformed", f"{len(fields)} fields, not {len(CURVE_COLUMNS)}"))
             continue
         when, display_name, jobid, record = fields
-        runs.setdefault((when, display_name, jobid), (number, []))[1].append(record)
+        runs.setdefault((when, display_name, jobid), (number, []))[1].append(line if as_lines else record)
     return runs
 
 
-def curve_keys(path: Path, text: str, start: int) -> set[tuple[str, str, str]]:
-    """The runs (completion time, display name, job id) whose curves the lines from `start` on hold."""
-    return set(_curve_runs(path, [], text, start))
-
-
 def read_curves(
-    path: Path, logged: list[dict], issues: list[Issue], whole: bool = True, text: str | None = None, start: int = 1
+    path: Path,
+    logged: list[dict],
+    issues: list[Issue],
+    whole: bool = True,
+    text: str | None = None,
+    start: int = 1,
 ) -> list[dict]:
     """The figures a curves file gives (its lines from `start` on, `text`, where given), as perflog records
     of the runs its records belong to (`logged`: the records of the perflogs beside it);
@@ -58,7 +59,7 @@ def read_curves(
         key = (record.get("job_completion_time"), record.get("display_name"), str(record.get("jobid")))
         by_run.setdefault(key, []).append(record)
     found = []
-    for (when, display_name, jobid), (number, lines) in _curve_runs(path, issues, text, start).items():
+    for (when, display_name, jobid), (number, lines) in curve_runs(path, issues, text, start).items():
         run = by_run.get((when, display_name, jobid))
         if not run:
             if whole:

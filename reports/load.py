@@ -30,8 +30,9 @@ import pandas as pd
 
 from experiments.curves import CURVE_SUFFIX
 from experiments.keys import NODE_FACTS, SOFTWARE_FACTS, direction, split_sample
+from experiments.roots import PERFLOGS
 from reports import store
-from reports.curves import curve_keys, read_curves
+from reports.curves import curve_runs, read_curves
 from reports.issue import Issue
 from reports.names import split_display_name
 
@@ -351,10 +352,7 @@ def load(paths, warn=sys.stderr, windows: list[Window] | None = None) -> Loaded:
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    parts = []
-    for top in map(Path, paths):
-        parts.append(_read_top(top, windows, warn))
-    loaded = _joined(parts)
+    loaded = _joined([_read_top(top, windows, warn) for top in map(Path, paths)])
     if warn is not None:
         for issue in loaded.issues:
             print(f"warning: {issue}", file=warn)
@@ -362,24 +360,91 @@ def load(paths, warn=sys.stderr, windows: list[Window] | None = None) -> Loaded:
 
 
 def _read_top(top: Path, windows: list[Window] | None, warn) -> Loaded:
-    """One path's table: a folder's through its store, a file (or a folder whose store fails) parsed."""
+    """One path's table: a file parsed; a folder through the stores of the systems it holds (or is in), or
+    parsed where a store fails."""
     if not top.is_dir():
         return _windowed(_load([top]), windows)
     try:
-        with store.opened(top) as con:
-            changed = _sync(con, top)
-            key = (str(top), str(top.resolve()), changed, tuple(map(tuple, windows)) if windows is not None else None)
-            last = _LAST.get(key)
-            if last is not None:
-                return _copy(last)
-            loaded = _from_store(con, top, windows)
+        parts = [_from_system(system, within, spelled, windows) for system, within, spelled in _systems_of(top)]
     except store.failures() as err:  # a store that fails is derived: the perflogs are read whole instead
         if warn is not None:
             print(f"warning: the store of {top} could not be read or written ({err}): read whole", file=warn)
         return _windowed(_load([top]), windows)
+    loose = [p for p in _perflog_files(top) if p.parent == top] if top.resolve() == PERFLOGS.resolve() else []
+    if loose:  # files beside the systems' folders (a run report dropped there): parsed
+        parts.append(_windowed(_load(loose), windows))
+    return _joined(parts) if parts else Loaded(pd.DataFrame(columns=CORE))
+
+
+def _systems_of(top: Path) -> list[tuple[Path, str, Path]]:
+    """The folders whose stores hold `top`'s records, each with the part of it `top` is ('' for all of it) and
+    how its files are named (as `top` is spelled): the data root's perflogs/ is its systems' folders, a
+    folder inside a system's is that system's store narrowed to it, any other folder has a store of its own.
+    A system's night is never read twice into two stores."""
+    root, resolved = PERFLOGS.resolve(), top.resolve()
+    if resolved == root:
+        return [(child, "", top / child.name) for child in sorted(resolved.iterdir()) if child.is_dir()]
+    if root in resolved.parents:
+        system = root / resolved.relative_to(root).parts[0]
+        within = resolved.relative_to(system).as_posix()
+        return [(system, "" if within == "." else within, top)]
+    return [(resolved, "", top)]
+
+
+def _from_system(folder: Path, within: str, spelled: Path, windows: list[Window] | None) -> Loaded:
+    """The records of `folder` (those under its part `within`) from its store, synced first; a copy of the
+    last table read in this process where nothing changed since."""
+    with store.opened(folder) as con:
+        changed = _sync(con, folder)
+        key = (str(spelled), str(folder), within, changed, tuple(map(tuple, windows)) if windows is not None else None)
+        last = _LAST.get(key)
+        if last is not None:
+            return _copy(last)
+        loaded = _from_store(con, folder, within, spelled, windows)
     _LAST.clear()
     _LAST[key] = _copy(loaded)
     return loaded
+
+
+def reindex(top: Path, check: bool = False) -> list[tuple[Path, int, list[str]]]:
+    """The stores of the systems `top` holds (or is in) rebuilt from their perflogs: each (folder, rows,
+    differences). With `check`, the store is first brought up to date as any load does, a fresh one is built
+    beside it and the two compared (their differences named; none where the incremental store is sound),
+    then the fresh one kept."""
+    done = []
+    for folder, _, _ in _systems_of(top):
+        before = _whole(folder) if check else None
+        store.remove(folder)
+        after = _whole(folder)
+        done.append((folder, len(after.frame), differences(before, after) if before is not None else []))
+    return done
+
+
+def _whole(folder: Path) -> Loaded:
+    """A system's folder, every record, from its store (synced first)."""
+    with store.opened(folder) as con:
+        _sync(con, folder)
+        return _from_store(con, folder, "", folder, None)
+
+
+def differences(kept: Loaded, rebuilt: Loaded) -> list[str]:
+    """What a store kept differs in from the same store rebuilt from its perflogs: rows, issues, files."""
+    found = []
+    a, b = kept.frame, rebuilt.frame
+    if list(a.columns) != list(b.columns):
+        found.append(f"columns differ: {sorted(set(a.columns) ^ set(b.columns))}")
+    elif len(a) != len(b):
+        found.append(f"{len(a)} rows kept, {len(b)} rebuilt")
+    else:
+        try:
+            pd.testing.assert_frame_equal(a, b, check_dtype=False)
+        except AssertionError as err:
+            found.append(f"rows differ: {str(err).splitlines()[0]}")
+    if [str(i) for i in kept.issues] != [str(i) for i in rebuilt.issues]:
+        found.append(f"{len(kept.issues)} issues kept, {len(rebuilt.issues)} rebuilt, or in another order")
+    if kept.files != rebuilt.files:
+        found.append("rows per file differ")
+    return found
 
 
 def _windowed(loaded: Loaded, windows: list[Window] | None) -> Loaded:
@@ -442,14 +507,31 @@ def _load(paths: list[Path]) -> Loaded:
     return Loaded(table, issues, files)
 
 
+def _text_dtype():
+    """pandas' text column with NaN for a missing value (pandas 3's default), or plain objects before it."""
+    try:
+        return pd.StringDtype(na_value=np.nan)
+    except TypeError:
+        return object
+
+
+#: What a check's parameter or variable column is: text, NaN where a record has none.
+TEXT = _text_dtype()
+
+
 def _finished(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """Tidied files' rows as one table: its columns in order, each of its type, each value's figure and sample."""
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CORE)
     for column in CORE:
         if column not in table:
             table[column] = None
-    extra = sorted(c for c in table.columns if c not in CORE)
+    # A check's column none of whose records has a value is no column (a store keeps none of it), and one
+    # that has some is text, whatever files it came from.
+    extra = sorted(c for c in table.columns if c not in CORE and table[c].notna().any())
     table = table[CORE + extra]
+    for column in extra:
+        if table[column].dtype == object:
+            table[column] = table[column].astype(TEXT)
     table["time"] = pd.to_datetime(table["time"], format="ISO8601", utc=True, errors="coerce")
     for column in ("value", "ref", "lower_thres", "upper_thres"):
         table[column] = pd.to_numeric(table[column], errors="coerce")
@@ -505,25 +587,22 @@ def _ingest(con, top: Path, path: Path, indexed: store.Indexed | None) -> None:
     text = data[start_byte:].decode("utf-8", errors="replace")
     issues: list[Issue] = []
     header = indexed.header.split("|") if indexed and indexed.header else None
+    last = ""
     if kind == "report":
         records = _read_run_report(path, issues)
     elif kind == "perflog":
         records, header = _read_perflog_text(text, Path(name), issues, start_line, header)
         store.add_runs(con, name, _runs_of(records))
+        for curves, figures in _waiting(con, name):
+            _add_rows(con, curves, figures)
+            store.recount(con, curves)
     else:
-        keys = curve_keys(Path(name), text, start_line)
-        logged = store.runs_of(con, name, keys)
-        records = read_curves(Path(name), logged, issues, whole=True, text=text, start=start_line)
-    frames: list[pd.DataFrame] = []
-    _add_frame(frames, {}, _tidy(records, name, kind == "report"), Path(name))
-    table = _finished(frames) if frames else None
-    late = _not_numbers(table) if table is not None else []
-    if table is not None:
-        table["_row"] = np.arange(len(table), dtype=np.int64) + store.next_row(con)
-        store.add_rows(con, table)
-    seq = store.next_seq(con)
-    store.add_issues(con, issues, False, seq)
-    store.add_issues(con, late, True, seq + len(issues))
+        runs = _continued(con, name, indexed, curve_runs(Path(name), issues, text, start_line, as_lines=True))
+        last = json.dumps([*next(reversed(runs.items()))]) if runs else (indexed.last if indexed else "")
+        ready = store.has_runs(con, store.base_of(name), set(runs))
+        store.add_pending(con, name, {key: found for key, found in runs.items() if key not in ready})
+        records = _curves_of(con, name, {key: found for key, found in runs.items() if key in ready})
+    _add_rows(con, name, records, issues, kind == "report")
     head, tail = store.probes(path, whole_lines)
     rows = store.rows_of(con, name)
     store.keep_index(
@@ -538,8 +617,57 @@ def _ingest(con, top: Path, path: Path, indexed: store.Indexed | None) -> None:
             data[:whole_lines].count(b"\n"),
             "|".join(header) if kind == "perflog" and header else "",
             rows,
+            last if kind == "curves" else "",
         ),
     )
+
+
+def _add_rows(con, name: str, records: list[dict], issues: list[Issue] = (), from_report: bool = False) -> None:
+    """A file's records (of one read) tidied and added, with the issues found reading them and over them."""
+    frames: list[pd.DataFrame] = []
+    _add_frame(frames, {}, _tidy(records, name, from_report), Path(name))
+    table = _finished(frames) if frames else None
+    late = _not_numbers(table) if table is not None else []
+    if table is not None:
+        table["_row"] = np.arange(len(table), dtype=np.int64) + store.next_row(con)
+        store.add_rows(con, table)
+    seq = store.next_seq(con)
+    store.add_issues(con, list(issues), False, seq)
+    store.add_issues(con, late, True, seq + len(issues))
+
+
+def _continued(con, name: str, indexed: store.Indexed | None, runs: dict) -> dict:
+    """A curves chunk's runs, the first one joined to the last run read before where it goes on (a load
+    between two writes of one run's curve), that run's rows dropped to be read again whole."""
+    if not runs or indexed is None or not indexed.last:
+        return runs
+    key, (first, lines) = json.loads(indexed.last)
+    key = tuple(key)
+    if next(iter(runs)) != key:
+        return runs
+    store.forget_run(con, name, key, first)
+    _, more = runs[key]
+    return {key: (first, lines + more), **{k: v for k, v in runs.items() if k != key}}
+
+
+def _curves_of(con, name: str, runs: dict[tuple[str, str, str], tuple[int, list[str]]]) -> list[dict]:
+    """The figures of curves `runs` (of the curves file `name`) whose perflog lines the store holds."""
+    logged = store.runs_of(con, name, set(runs))
+    records = []
+    for first, lines in runs.values():
+        records += read_curves(Path(name), logged, [], whole=False, text="\n".join(lines), start=first)
+    return records
+
+
+def _waiting(con, perflog: str) -> list[tuple[str, list[dict]]]:
+    """The curves that waited for runs a perflog chunk just brought: (their file, their figures as records),
+    each dropped from the waiting."""
+    found = []
+    for source, key, first, lines in store.pending_of(con, store.base_of(perflog)):
+        if store.has_runs(con, store.base_of(perflog), {key}):
+            found.append((source, _curves_of(con, source, {key: (first, lines)})))
+            store.drop_pending(con, source, key)
+    return found
 
 
 def _runs_of(records: list[dict]) -> dict[tuple[str, str, str], list[dict]]:
@@ -547,26 +675,30 @@ def _runs_of(records: list[dict]) -> dict[tuple[str, str, str], list[dict]]:
     runs: dict = {}
     for record in records:
         key = (record.get("job_completion_time"), record.get("display_name"), str(record.get("jobid")))
-        runs.setdefault(key, []).append({k: v for k, v in record.items() if k != "__line"})
+        runs.setdefault(key, []).append(record)
     return runs
 
 
-def _from_store(con, top: Path, windows: list[Window] | None) -> Loaded:
-    """The store's rows of `top` (within `windows`), issues and rows per file, named as `top` is spelled."""
-    names = [_relative(top, p) for p in [*_perflog_files(top), *_curve_files(top)]]
+def _from_store(con, folder: Path, within: str, spelled: Path, windows: list[Window] | None) -> Loaded:
+    """The store's rows of `folder` (of its part `within`; within `windows`), issues and rows per file,
+    named as `spelled` names the part."""
+    prefix = "" if not within else within + "/"
+    names = [_relative(folder, p) for p in [*_perflog_files(folder), *_curve_files(folder)]]
+    names = [n for n in names if n.startswith(prefix)]
     frame = store.read_rows(con, _store_windows(windows), names)
-    spelled = {name: str(top / name) for name in names}
+    named = {name: str(spelled / name[len(prefix) :]) for name in names}
     if frame.empty:
         table = pd.DataFrame(columns=CORE)
     else:
         frame = frame.drop(columns=["_row"])
         extra = sorted(c for c in frame.columns if c not in CORE and frame[c].notna().any())
         table = frame[CORE + extra]
-        table["source"] = table["source"].map(spelled).astype(str)
+        table["source"] = table["source"].map(named).astype(str)
         table["line"] = table["line"].astype(int)
         table["sample"] = table["sample"].astype("Int64")
-    issues = [Issue(spelled.get(i.path, i.path), i.line, i.kind, i.text) for i in store.stored_issues(con)]
-    files = {spelled.get(k, k): v for k, v in store.stored_rows(con).items()}
+    kept = store.stored_issues(con, names)
+    issues = [Issue(named[i.path], i.line, i.kind, i.message) for i in kept if i.path in named]
+    files = {named[k]: v for k, v in store.stored_rows(con).items() if k in named}
     return Loaded(table, issues, files)
 
 

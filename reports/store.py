@@ -66,6 +66,7 @@ class Indexed:
     lines: int  # whole lines read
     header: str  # the perflog header in force at `size` ('' for others)
     rows: int  # rows kept
+    last: str = ""  # a curves file's last run read (JSON: its key, first line and lines): it may go on
 
 
 def store_of(top: Path) -> Path:
@@ -172,6 +173,16 @@ def opened(top: Path) -> Iterator[object]:
             con.close()
 
 
+def remove(top: Path) -> None:
+    """The store of `top` deleted (under its lock): the next load builds it again from the perflogs."""
+    folder = store_of(top)
+    if not folder.exists():
+        return
+    with caches.exclusive(folder / "lock"):
+        for path in folder.glob("records.duckdb*"):
+            path.unlink()
+
+
 def _drop_others(keep: Path) -> None:
     """Stores of folders that are not the site's own perflogs beyond OTHERS_KEPT, least recent first."""
     from experiments.roots import PERFLOGS
@@ -194,18 +205,23 @@ def _fit(con, top: Path, code: str) -> None:
     if found.get("code") == code:
         return
     run(con, "BEGIN TRANSACTION")
-    for table in ("files", "records", "issues", "runs"):
+    for table in ("files", "records", "issues", "runs", "pending"):
         run(con, f"DROP TABLE IF EXISTS {table}")
     run(
         con,
         "CREATE TABLE files (path VARCHAR PRIMARY KEY, kind VARCHAR, size BIGINT, full_size BIGINT, head VARCHAR,"
-        " tail VARCHAR, lines BIGINT, header VARCHAR, rows BIGINT)",
+        " tail VARCHAR, lines BIGINT, header VARCHAR, rows BIGINT, last VARCHAR)",
     )
     run(con, "CREATE TABLE issues (source VARCHAR, line BIGINT, kind VARCHAR, text VARCHAR, late BOOLEAN, seq BIGINT)")
     run(
         con,
         "CREATE TABLE runs (source VARCHAR, base VARCHAR, completed VARCHAR, display_name VARCHAR, jobid VARCHAR,"
         " record VARCHAR, figures VARCHAR)",
+    )
+    run(
+        con,
+        "CREATE TABLE pending (source VARCHAR, base VARCHAR, completed VARCHAR, display_name VARCHAR, jobid VARCHAR,"
+        " line BIGINT, lines VARCHAR)",
     )
     run(con, "DELETE FROM meta")
     con.executemany(
@@ -216,7 +232,9 @@ def _fit(con, top: Path, code: str) -> None:
 
 def indexed(con) -> dict[str, Indexed]:
     """What the store read, by file."""
-    rows = con.execute("SELECT path, kind, size, full_size, head, tail, lines, header, rows FROM files").fetchall()
+    rows = con.execute(
+        "SELECT path, kind, size, full_size, head, tail, lines, header, rows, last FROM files"
+    ).fetchall()
     return {row[0]: Indexed(*row) for row in rows}
 
 
@@ -226,6 +244,7 @@ def forget(con, source: str) -> None:
         run(con, "DELETE FROM records WHERE source = ?", [source])
     run(con, "DELETE FROM issues WHERE source = ?", [source])
     run(con, "DELETE FROM runs WHERE source = ?", [source])
+    run(con, "DELETE FROM pending WHERE source = ?", [source])
     run(con, "DELETE FROM files WHERE path = ?", [source])
 
 
@@ -235,9 +254,10 @@ def forget_tail(con, source: str, after_line: int) -> None:
     if _has_records(con):
         run(con, "DELETE FROM records WHERE source = ? AND line > ?", [source, after_line])
     run(con, "DELETE FROM issues WHERE source = ? AND line > ?", [source, after_line])
+    run(con, "DELETE FROM pending WHERE source = ? AND line > ?", [source, after_line])
 
 
-def _base(source: str) -> str:
+def base_of(source: str) -> str:
     """The check a perflog or curves file is of: NAME of NAME.log, NAME.log.h0 and NAME.curves."""
     return re.sub(r"\.(log(\.h\d+)?|curves)$", "", source)
 
@@ -278,13 +298,15 @@ def add_issues(con, issues: list[Issue], late: bool, first_seq: int) -> None:
         return
     con.executemany(
         "INSERT INTO issues VALUES (?, ?, ?, ?, ?, ?)",
-        [(i.path, int(i.line), i.kind, i.text, late, first_seq + n) for n, i in enumerate(issues)],
+        [(i.path, int(i.line), i.kind, i.message, late, first_seq + n) for n, i in enumerate(issues)],
     )
 
 
 def next_row(con) -> int:
     """The number the next row added is given: rows are read back in the order they were added."""
-    return int(con.execute("SELECT coalesce(max(_row), -1) + 1 FROM records").fetchall()[0][0]) if _has_records(con) else 0
+    return (
+        int(con.execute("SELECT coalesce(max(_row), -1) + 1 FROM records").fetchall()[0][0]) if _has_records(con) else 0
+    )
 
 
 def rows_of(con, source: str) -> int:
@@ -292,6 +314,11 @@ def rows_of(con, source: str) -> int:
     if not _has_records(con):
         return 0
     return int(con.execute("SELECT count(*) FROM records WHERE source = ?", [source]).fetchall()[0][0])
+
+
+def recount(con, source: str) -> None:
+    """A file's rows counted again (its curves' figures came with a later perflog chunk)."""
+    run(con, "UPDATE files SET rows = ? WHERE path = ?", [rows_of(con, source), source])
 
 
 def generation(con) -> int:
@@ -309,7 +336,16 @@ def next_seq(con) -> int:
 
 def keep_index(con, entry: Indexed) -> None:
     run(con, "DELETE FROM files WHERE path = ?", [entry.path])
-    run(con, "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", list(entry.__dict__.values()))
+    run(con, "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", list(entry.__dict__.values()))
+
+
+def forget_run(con, source: str, key: tuple[str, str, str], line: int) -> None:
+    """A curves run's rows, issues and waiting dropped: it went on in the lines read next, and is read again
+    whole with them."""
+    if _has_records(con):
+        run(con, "DELETE FROM records WHERE source = ? AND line = ?", [source, line])
+    run(con, "DELETE FROM issues WHERE source = ? AND line = ?", [source, line])
+    drop_pending(con, source, key)
 
 
 def add_runs(con, source: str, runs: dict[tuple[str, str, str], list[dict]]) -> None:
@@ -317,7 +353,7 @@ def add_runs(con, source: str, runs: dict[tuple[str, str, str], list[dict]]) -> 
     rows = [
         (
             source,
-            _base(source),
+            base_of(source),
             *key,
             json.dumps(records[0]),
             json.dumps({r["perf_var"]: r["perf_value"] for r in records}),
@@ -325,6 +361,10 @@ def add_runs(con, source: str, runs: dict[tuple[str, str, str], list[dict]]) -> 
         for key, records in runs.items()
     ]
     con.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+def _without_line(record: dict) -> dict:
+    return {k: v for k, v in record.items() if k != "__line"}
 
 
 def _figures(records: list[dict]) -> dict:
@@ -336,7 +376,7 @@ def runs_of(con, curves: str, keys: set[tuple[str, str, str]]) -> list[dict]:
     if not keys:
         return []
     found = con.execute(
-        "SELECT completed, display_name, jobid, record, figures FROM runs WHERE base = ?", [_base(curves)]
+        "SELECT completed, display_name, jobid, record, figures FROM runs WHERE base = ?", [base_of(curves)]
     ).fetchall()
     records = []
     for completed, display_name, jobid, record, figures in found:
@@ -347,10 +387,46 @@ def runs_of(con, curves: str, keys: set[tuple[str, str, str]]) -> list[dict]:
     return records
 
 
-def stored_issues(con) -> list[Issue]:
-    """The issues kept, the lines' first and then those found over the table, each in the order found."""
-    rows = con.execute("SELECT source, line, kind, text FROM issues ORDER BY late, seq").fetchall()
-    return [Issue(source, int(line), kind, text) for source, line, kind, text in rows]
+def stored_issues(con, order: list[str]) -> list[Issue]:
+    """The issues kept, with each curve still waiting for its run's perflog lines (unmatched): the lines'
+    first and then those found over the table, each by file (in `order`) and line, as the loader finds them."""
+    waiting = con.execute(
+        "SELECT source, line, 'unmatched', 'no perflog line of ' || display_name || ' at ' || completed, false, -1"
+        " FROM pending"
+    ).fetchall()
+    rows = con.execute("SELECT source, line, kind, text, late, seq FROM issues").fetchall() + waiting
+    rank = {name: n for n, name in enumerate(order)}
+    rows.sort(key=lambda r: (r[4], rank.get(r[0], len(rank)), r[1], r[5]))
+    return [Issue(source, int(line), kind, text) for source, line, kind, text, *_ in rows]
+
+
+def add_pending(con, source: str, runs: dict[tuple[str, str, str], tuple[int, list[str]]]) -> None:
+    """Curves whose run has no perflog line yet (a load between the two writes): read when it comes."""
+    if runs:
+        con.executemany(
+            "INSERT INTO pending VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(source, base_of(source), *key, line, json.dumps(lines)) for key, (line, lines) in runs.items()],
+        )
+
+
+def pending_of(con, base: str) -> list[tuple[str, tuple[str, str, str], int, list[str]]]:
+    """The curves waiting of a check: (their file, their run, first line, lines)."""
+    found = con.execute(
+        "SELECT source, completed, display_name, jobid, line, lines FROM pending WHERE base = ?", [base]
+    ).fetchall()
+    return [(source, (c, d, j), line, json.loads(lines)) for source, c, d, j, line, lines in found]
+
+
+def drop_pending(con, source: str, key: tuple[str, str, str]) -> None:
+    run(
+        con, "DELETE FROM pending WHERE source = ? AND completed = ? AND display_name = ? AND jobid = ?", [source, *key]
+    )
+
+
+def has_runs(con, base: str, keys: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
+    """Which of `keys` have perflog lines in the store."""
+    found = con.execute("SELECT completed, display_name, jobid FROM runs WHERE base = ?", [base]).fetchall()
+    return {tuple(row) for row in found} & keys
 
 
 def stored_rows(con) -> dict[str, int]:

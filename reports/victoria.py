@@ -98,8 +98,9 @@ def read_window(url: str, system: str, windows: list[tuple[str, str]], timeout_s
 
     A row is in a window as judge/select.py's run_rows would take its perflog line: the perflog writes the
     completion time to the second, so a record is in [start, end] when its whole second is. `time` keeps the
-    milliseconds the sample has. Raises Unreachable (URL and cause) for whatever keeps the window from being read,
-    ValueError for an empty system name (a selector for it would match every series without the label).
+    milliseconds the sample has. `timeout_s` bounds each request (one per window). Raises Unreachable (URL and
+    cause) for whatever keeps the window from being read, ValueError for an empty system name (a selector for it
+    would match every series without the label).
     """
     if not system:
         raise ValueError("no system named: every series without a system label would match")
@@ -211,7 +212,9 @@ def sample_rows(series: dict, low_ms: int, high_ms: int) -> list[dict]:
         common[name] = common[name] or "unknown"
     sample = labels.get("sample", "median")
     common["sample"] = None if sample in ("", "median") else int(sample)
-    common["perf_var"] = common["figure"] if common["sample"] is None else sample_name(common["figure"], common["sample"])
+    common["perf_var"] = (
+        common["figure"] if common["sample"] is None else sample_name(common["figure"], common["sample"])
+    )
     common.update(_case_columns(common["case"]))
     common.update(_display_columns(labels.get("display_name")))
     for name in NUMERIC:

@@ -26,10 +26,15 @@ BACKSLASHED = "site\\"
 #: Two windows of run.json's form, two days apart, two days back (VictoriaMetrics takes no sample from beyond
 #: two days ahead, nor from outside its retention: the fixture keeps 100 years).
 DAY = pd.Timestamp.now(tz="UTC").floor("D") - pd.Timedelta(days=2)
-WINDOWS = [
-    ((DAY + pd.Timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%S"), (DAY + pd.Timedelta(hours=3, minutes=4)).strftime("%Y-%m-%dT%H:%M:%S")),
-    ((DAY - pd.Timedelta(days=2, hours=-3)).strftime("%Y-%m-%dT%H:%M:%S"), (DAY - pd.Timedelta(days=2, hours=-3, minutes=-4)).strftime("%Y-%m-%dT%H:%M:%S")),
-]
+
+
+def _window(day: pd.Timestamp) -> tuple[str, str]:
+    """A night's four minutes from 03:00 as run.json writes them: to the second, UTC without an offset."""
+    start = day + pd.Timedelta(hours=3)
+    return start.strftime("%Y-%m-%dT%H:%M:%S"), (start + pd.Timedelta(minutes=4)).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+WINDOWS = [_window(DAY), _window(DAY - pd.Timedelta(days=2))]
 
 
 def _unix(text: str, plus_s: float = 0.0) -> float:
@@ -101,16 +106,16 @@ def _key(system: str, test: str, case: str, perf_var: str, ms: int) -> tuple:
 
 def _expected(records) -> dict[tuple, float]:
     return {
-        _key(r.check_system, r.check_display_name.split()[0], r.check_case, r.check_perf_var, _ms(r)): r.check_perf_value
+        _key(
+            r.check_system, r.check_display_name.split()[0], r.check_case, r.check_perf_var, _ms(r)
+        ): r.check_perf_value
         for r in records
     }
 
 
 def _got(frame: pd.DataFrame) -> dict[tuple, float]:
     ms = frame["time"].map(lambda t: t.value // 10**6)
-    return {
-        _key(r.system, r.test, r.case, r.perf_var, m): r.value for r, m in zip(frame.itertuples(), ms, strict=True)
-    }
+    return {_key(r.system, r.test, r.case, r.perf_var, m): r.value for r, m in zip(frame.itertuples(), ms)}
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +126,11 @@ def sent(victoria):  # noqa: F811 (the fixture imported)
     records, inside = _records()
     lines = "\n".join(metrics.victoria_lines(r, {}, []) for r in records)
     assert metrics.post(f"{victoria}/api/v1/import", lines) is None
-    _exported(victoria, f'{{__name__="{metrics.FIGURE}"}}', least=len({(r.check_system, r.check_perf_var, r.check_case) for r in records}))
+    _exported(
+        victoria,
+        f'{{__name__="{metrics.FIGURE}"}}',
+        least=len({(r.check_system, r.check_perf_var, r.check_case) for r in records}),
+    )
     return victoria, records, inside
 
 
@@ -179,7 +188,8 @@ def _perflog(records, path):
             r.check_gpu_model, r.check_host_link or "null", ",".join(r.check_job_nodelist), "1",
             r.check_display_name.split()[0], r.check_partition, r.check_system, "pass",
             case.get("buffer_size", "null"), case.get("memory", "null"), case.get("op", "null"),
-            case.get("size", "null"), r.check_perf_var, repr(r.check_perf_value), r.check_perf_unit, "null", "null", "null",
+            case.get("size", "null"), r.check_perf_var, repr(r.check_perf_value), r.check_perf_unit,
+            "null", "null", "null",
         ]  # fmt: skip
         lines.append("|".join(values))
     path.write_text("\n".join(lines) + "\n")
@@ -211,7 +221,9 @@ def test_a_dead_server_is_unreachable_at_once_and_named():
     with pytest.raises(vm.Unreachable) as caught:
         vm.read_window(f"http://127.0.0.1:{port}/api/v1/import", "site", WINDOWS, timeout_s=5)
     assert time.monotonic() - started < 5
-    assert caught.value.url == f"http://127.0.0.1:{port}/api/v1/export" and str(caught.value).startswith(caught.value.url)
+    assert caught.value.url == f"http://127.0.0.1:{port}/api/v1/export" and str(caught.value).startswith(
+        caught.value.url
+    )
 
 
 class _Answer(http.server.BaseHTTPRequestHandler):
@@ -240,7 +252,7 @@ class _Answer(http.server.BaseHTTPRequestHandler):
 def test_a_body_that_is_no_export_is_unreachable_with_its_cause(status, body, said):
     handler = type("Answer", (_Answer,), {"status": status, "body": body})
     server = http.server.HTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         with pytest.raises(vm.Unreachable) as caught:
