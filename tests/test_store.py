@@ -7,8 +7,8 @@ the perflogs equal to the one kept."""
 import os
 import signal
 import subprocess
-import threading
 import sys
+import threading
 from pathlib import Path
 
 import pandas as pd
