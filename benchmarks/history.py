@@ -9,7 +9,8 @@ of its finished nights, `--years Y` one a day for 365*Y days, each moved past th
 in a data root of its own (GPU_MEMPATHS_DATA). Then tonight: the last committed night of the kind measured
 again after the history by runner/nightly.py's own `measured_and_judged`, from its health on, with ReFrame
 stood in for (its records appended to the perflogs when its checks "end", its run reports the committed
-night's) and the later measure off (--confirm-later 0); then the next night, on the same history, as a
+night's, or made from its lines where its folder did not keep them: git keeps run.json, not ReFrame's
+reports) and the later measure off (--confirm-later 0); then the next night, on the same history, as a
 centre's next night finds it (its caches kept).
 
 `partition`: for each N, the committed history and `--nights` nights of a partition of N made-up nodes,
@@ -78,9 +79,11 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,6 +146,13 @@ def parser() -> Parser:
         metavar="GB",
         help="each night's address space limit (RLIMIT_AS; default 20): a night past it is reported as far as it got",
     )
+    common.add_argument(
+        "--night-timeout-min",
+        type=_positive(24 * 60),
+        default=60.0,
+        metavar="MIN",
+        help="stop a night still running after this many minutes (default 60), its threads' stacks in its log",
+    )
     kind = sub.add_parser("kind", parents=[common], help="one kind of node's nightly over histories of growing size")
     kind.add_argument(
         "--times",
@@ -204,9 +214,10 @@ def scenario_names(args: argparse.Namespace) -> list[str]:
 # --- one night in a process of its own ---------------------------------------------------------------
 
 
-def run_night(root: Path, spec: dict, label: str, limit_gb: float) -> dict:
+def run_night(root: Path, spec: dict, label: str, limit_gb: float, timeout_min: float = 60.0) -> dict:
     """benchmarks/night.py on `spec` in a process of its own (the data root `root`, an address space of
-    `limit_gb`), its output in bench/<label>.log; what it measured, with how it ended."""
+    `limit_gb`, `timeout_min` minutes at most), its output in bench/<label>.log; what it measured, with
+    how it ended."""
     from experiments.metrics import URL_VARIABLE
     from experiments.roots import DATA_VARIABLE
 
@@ -221,8 +232,9 @@ def run_night(root: Path, spec: dict, label: str, limit_gb: float) -> dict:
         size = int(limit_gb * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (size, size))
 
+    hung = False
     with log.open("w") as stream:
-        done = subprocess.run(
+        child = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.night", str(spec_path)],
             cwd=synthetic.REPO,
             env=env,
@@ -230,11 +242,21 @@ def run_night(root: Path, spec: dict, label: str, limit_gb: float) -> dict:
             stderr=subprocess.STDOUT,
             preexec_fn=limited,
         )
+        try:
+            child.wait(timeout_min * 60)
+        except subprocess.TimeoutExpired:
+            hung = True
+            child.send_signal(signal.SIGUSR1)  # benchmarks/night.py writes every thread's stack to its log
+            time.sleep(2)
+            child.kill()
+            child.wait()
     record = json.loads(out.read_text()) if out.exists() else {"phases": {}, "error": "it wrote no record"}
-    record["returncode"] = done.returncode
-    if done.returncode < 0:
-        running = ", ".join(record.get("running") or []) or "the night"
-        record["error"] = f"killed by signal {-done.returncode} during {running} (out of memory?)"
+    record["returncode"] = child.returncode
+    running = ", ".join(record.get("running") or []) or "the night"
+    if hung:
+        record["error"] = f"no end after {timeout_min:g} min during {running}: stopped (its threads' stacks: {log})"
+    elif child.returncode < 0:
+        record["error"] = f"killed by signal {-child.returncode} during {running} (out of memory?)"
     caught = [line.strip() for line in log.read_text(errors="replace").splitlines() if "MemoryError" in line]
     if caught:
         record["caught"] = caught[:3]
@@ -309,11 +331,13 @@ def kind_scenario(args: argparse.Namespace, name: str, times: int = 1, years: fl
         for number, label in KIND_NIGHTS:
             synthetic.stage_night(history, number)
             spec = {"mode": "kind", "system": args.system, "pending": str(root / "bench" / "pending" / str(number))}
-            record = run_night(root, spec, f"night-{number}", args.memory_limit_gb)
+            record = run_night(root, spec, f"night-{number}", args.memory_limit_gb, args.night_timeout_min)
             phases_ran(record, NIGHT_PHASES, "NIGHT_PHASES")
             lines = synthetic.count_lines(root / "perflogs" / args.system)
             scenario.nights.append(Night(label, history.nights + number - 1, lines, record))
             say(f"{name}: {label}: {ended(record)}")
+            if record.get("error"):
+                break  # a night that could not end: the next would not either
         scenario.notes += notes(scenario)
         return scenario
     finally:
@@ -341,7 +365,7 @@ def partition_scenario(args: argparse.Namespace, nodes: int) -> Scenario:
                 f"{(dt.datetime.now() - started).total_seconds():.0f} s"
             )
             spec = {"mode": "partition", "system": args.system, "pending": str(night.pending)}
-            record = run_night(root, spec, f"partition-{number}", args.memory_limit_gb)
+            record = run_night(root, spec, f"partition-{number}", args.memory_limit_gb, args.night_timeout_min)
             phases_ran(record, PARTITION_PHASES, "PARTITION_PHASES")
             lines = synthetic.count_lines(root / "perflogs" / args.system)
             scenario.nights.append(Night(f"night {number} ({night.stamp})", None, lines, record))
@@ -377,7 +401,12 @@ def notes(scenario: Scenario) -> list[str]:
         for line in record.get("caught", []):
             found.append(f"{night.label}: the suite caught a MemoryError (a page or figure left out): {line}")
     first = scenario.nights[0].record if scenario.nights else {}
-    found.append(f"peaks: {first.get('peaks', 'unknown')}; CPU s: each phase's thread's, the total the process's")
+    virtual = max((night.record.get("virtual_peak_mb") or 0 for night in scenario.nights), default=0)
+    found.append(
+        "CPU s: the process's user+sys while the phase ran (the pages drawn in their own thread within the rerun "
+        f"count as pages only); peak MB: the process's peak resident memory, {first.get('peaks', 'unknown')}; "
+        f"the largest address space a night reached (what --memory-limit-gb holds): {virtual:,.0f} MB"
+    )
     return found
 
 
@@ -394,7 +423,10 @@ def cache_words(state: dict | None) -> str:
 def cell(spent: dict | None) -> str:
     if not spent or not spent.get("calls", 1):
         return "not run"
-    return f"{spent['cpu_s']:.2f} s / {spent['peak_mb']:,.0f} MB"
+    cpu = spent["cpu_s"]
+    if spent.get("raised"):
+        return f"raised after {cpu:.2f} s / {spent['peak_mb']:,.0f} MB"
+    return f"{cpu:.2f} s / {spent['peak_mb']:,.0f} MB" if cpu >= 1 else f"{cpu:.3f} s / {spent['peak_mb']:,.0f} MB"
 
 
 def table(scenario: Scenario) -> str:
@@ -447,7 +479,7 @@ def write_csv(scenarios: list[Scenario], path: Path) -> None:
                             cache_words(record.get("cache_before")),
                             phase,
                             cost.get("calls", 1 if cost else 0),
-                            round(cost.get("cpu_s", 0.0), 3),
+                            round(cost.get("cpu_s", 0.0), 4),
                             round(cost.get("wall_s", 0.0), 3),
                             round(cost.get("peak_mb", 0.0), 1),
                             record.get("exit", ""),

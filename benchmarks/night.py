@@ -8,22 +8,26 @@ its phases (history.py's NIGHT_PHASES, PARTITION_PHASES) wrapped, by name, in ti
 cost goes to SPEC's `out` (JSON), rewritten as each phase ends, so that a night killed for memory still
 says how far it got.
 
-A phase's CPU seconds are its thread's (time.thread_time: the nightly draws its pages in a thread of their
-own beside the rerun), the total's the process's (getrusage, user+sys); a phase's peak is the process's
-peak resident memory while it ran (Linux's VmHWM, reset as each phase starts by /proc/self/clear_refs;
-where that is refused, the peak so far).
+A phase's CPU seconds are the process's (getrusage, user+sys: its DuckDB and BLAS threads' too) while
+it ran, less those of a phase that ran within it in another thread (the nightly draws its pages in a
+thread of their own while the rerun waits for ReFrame: they count as pages, not as the rerun); the
+total's are all of the process's after the checks. A phase's peak is the process's peak resident memory
+while it ran (Linux's VmHWM, reset as each phase starts by /proc/self/clear_refs; where that is refused,
+the peak so far).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import faulthandler
 import functools
 import importlib
 import json
 import os
 import resource
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -38,16 +42,21 @@ FAILED = 5
 # --- memory and CPU --------------------------------------------------------------------------------
 
 
-def _peak_kb() -> int:
-    """The process's peak resident memory since it started or was last reset, in kB."""
+def _status_kb(field: str) -> int:
+    """A field of /proc/self/status in kB (0 where there is none)."""
     try:
         with open("/proc/self/status") as status:
             for line in status:
-                if line.startswith("VmHWM:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1])
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return 0
+
+
+def _peak_kb() -> int:
+    """The process's peak resident memory since it started or was last reset, in kB."""
+    return _status_kb("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def _reset_peak() -> bool:
@@ -66,16 +75,17 @@ def _process_cpu() -> float:
 
 
 class Span:
-    """One timed stretch: a phase's call, or the whole night after its checks."""
+    """One timed stretch: a phase's call, or the whole night after its checks (`whole`: nothing within
+    it is taken off)."""
 
-    def __init__(self, phase: str, process: bool = False):
-        self.phase, self.process = phase, process
-        self.cpu0 = _process_cpu() if process else time.thread_time()
-        self.wall0 = time.monotonic()
+    def __init__(self, phase: str, whole: bool = False):
+        self.phase, self.whole = phase, whole
+        self.cpu0, self.wall0 = _process_cpu(), time.monotonic()
+        self.within_cpu = 0.0  # spent by spans that began and ended within this one
         self.peak_kb = 0
 
     def cpu(self) -> float:
-        return (_process_cpu() if self.process else time.thread_time()) - self.cpu0
+        return _process_cpu() - self.cpu0 - (0.0 if self.whole else self.within_cpu)
 
 
 class Meter:
@@ -110,12 +120,13 @@ class Meter:
 
     def leave(self, span: Span) -> dict:
         with self.lock:
-            now = _peak_kb()
+            now, cpu = _peak_kb(), span.cpu()
+            self.open.remove(span)
             for other in self.open:
                 other.peak_kb = max(other.peak_kb, now)
-            self.open.remove(span)
+                other.within_cpu += cpu  # every open span began before this one
             self.record["running"] = [s.phase for s in self.open]
-        return {"cpu_s": span.cpu(), "wall_s": time.monotonic() - span.wall0, "peak_mb": span.peak_kb / 1024}
+        return {"cpu_s": cpu, "wall_s": time.monotonic() - span.wall0, "peak_mb": max(span.peak_kb, now) / 1024}
 
     def wrap(self, phase: str, module_name: str, name: str, table: str) -> None:
         """`module_name`.`name` replaced by itself timed as `phase`: a call inside another timed call of the
@@ -127,14 +138,17 @@ class Meter:
             if getattr(self.local, "inside", False):
                 return original(*args, **kwargs)
             self.local.inside = True
-            span = self.enter(Span(phase))
+            span, raised = self.enter(Span(phase)), None
             try:
                 result = original(*args, **kwargs)
                 self.rows_of(result)
                 return result
+            except BaseException as err:
+                raised = repr(err)[:200]
+                raise
             finally:
                 self.local.inside = False
-                self.add(phase, self.leave(span))
+                self.add(phase, {**self.leave(span), "raised": raised})
 
         setattr(importlib.import_module(module_name), name, timed)
 
@@ -145,6 +159,8 @@ class Meter:
             kept["cpu_s"] += spent["cpu_s"]
             kept["wall_s"] += spent["wall_s"]
             kept["peak_mb"] = max(kept["peak_mb"], spent["peak_mb"])
+            if spent.get("raised"):
+                kept["raised"] = spent["raised"]
             self.save()
 
     def rows_of(self, result) -> None:
@@ -157,7 +173,7 @@ class Meter:
     def start_total(self) -> None:
         """The night after its checks starts now (its checks' ReFrame has just returned)."""
         if self.total is None:
-            self.total = self.enter(Span("total", process=True))
+            self.total = self.enter(Span("total", whole=True))
 
     def end_total(self) -> None:
         if self.total is not None:
@@ -166,6 +182,7 @@ class Meter:
         self.save()
 
     def save(self) -> None:
+        self.record["virtual_peak_mb"] = _status_kb("VmPeak") / 1024  # what --memory-limit-gb holds
         partial = self.out.with_suffix(".partial")
         partial.write_text(json.dumps(self.record, indent=1) + "\n")
         partial.replace(self.out)
@@ -180,6 +197,12 @@ def attribute(module_name: str, name: str, table: str):
             f"benchmark: {module_name}.{name} is gone ({err}): the suite's code changed; adjust {table} in "
             "benchmarks/history.py to the function that does that phase now"
         ) from None
+
+
+def stand_in(where: tuple[str, str], replacement, table: str) -> None:
+    """(module, name) replaced by `replacement`; a name that is gone stops the benchmark, naming `table`."""
+    attribute(*where, table)
+    setattr(importlib.import_module(where[0]), where[1], replacement)
 
 
 # --- the clock and the data ----------------------------------------------------------------------------
@@ -227,15 +250,11 @@ def append_lines(pending: Path, perflogs: Path) -> int:
 
 
 def cache_state(caches: dict[str, Path]) -> dict[str, int]:
-    """How many files each of the history's caches holds (0: cold)."""
-    return (
-        {
-            name: sum(1 for p in folder.rglob("*") if p.is_file() and p.suffix != ".lock")
-            for name, folder in caches.items()
-        }
-        if caches
-        else {}
-    )
+    """How many files each of the history's caches and stores holds, their locks aside (0: cold)."""
+    return {
+        name: sum(1 for p in folder.rglob("*") if p.is_file() and p.name != "lock" and p.suffix != ".lock")
+        for name, folder in caches.items()
+    }
 
 
 def redirect_caches(names: tuple[str, ...], root: Path) -> dict[str, Path]:
@@ -304,6 +323,8 @@ def node_night(spec: dict, meter: Meter, tables) -> int:
             raise SystemExit(f"benchmark: the night asked ReFrame for {report.name}, which the benchmark cannot give")
         if (pending / report.name).exists():
             shutil.copy2(pending / report.name, report)
+        elif key in ("rerun", "later"):  # a night that had none: its rerun's cases passed as they did in the run
+            shutil.copy2(pending / "run-report.json", report)
         if key == "health":
             for facts in pending.glob("node-*.json"):
                 shutil.copy2(facts, report.parent / facts.name)
@@ -317,9 +338,8 @@ def node_night(spec: dict, meter: Meter, tables) -> int:
             meter.start_total()
         return 0
 
-    setattr(importlib.import_module(driven["reframe"][0]), driven["reframe"][1], reframe)
-    attribute(*driven["plan"], "NIGHT_DRIVEN")
-    setattr(importlib.import_module(driven["plan"][0]), driven["plan"][1], lambda *a, **k: meta.get("plan") or {})
+    stand_in(driven["reframe"], reframe, "NIGHT_DRIVEN")
+    stand_in(driven["plan"], lambda *args, **kwargs: meta.get("plan") or {}, "NIGHT_DRIVEN")
     stamp = meta["stamp"]
     run = {"system": system, "stamp": stamp, "start": stamp, "state": "running", "phase": "preflight"}
     outdir = NIGHTLY_DIR / system / stamp.replace(":", "")
@@ -364,8 +384,7 @@ def partition_night(spec: dict, meter: Meter, tables) -> int:
             reports = [Path(folder) / "health-report.json", Path(folder) / "run-report.json"]
         return list(nodes), reports, 0
 
-    attribute(*driven["measure"], "PARTITION_DRIVEN")
-    setattr(importlib.import_module(driven["measure"][0]), driven["measure"][1], measure)
+    stand_in(driven["measure"], measure, "PARTITION_DRIVEN")
     part = data.load_all()[system]["partitions"][0]
     stamp = meta["stamp"]
     run = {"system": system, "stamp": stamp, "start": stamp, "partition": part["name"], "nodes_asked": "all"}
@@ -381,6 +400,7 @@ def partition_night(spec: dict, meter: Meter, tables) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a hung night's stacks, asked for before it is killed
     spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
     root = Path(os.environ["GPU_MEMPATHS_DATA"])
     from benchmarks import history as tables  # its tables; none of the suite's loaders imported yet

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import json
 import re
 import shutil
@@ -118,13 +119,13 @@ def busiest_kind(nights: list[Night]) -> str:
     return counts.most_common(1)[0][0]
 
 
-def tonight_source(nights: list[Night], kind: str) -> Night:
-    """The last committed night of `kind` (a drill too) that kept the run reports a night reads (ReFrame's
-    run-report.json and health-report.json): what the benchmark's nights measure again."""
-    kept = [n for n in finished(nights, kind, drills=True) if all((n.folder / r).is_file() for r in REPORTS[:2])]
-    if not kept:
-        raise SystemExit(f"history: no committed night of {kind} kept its run reports (run-report.json)")
-    return kept[-1]
+def tonight_source(nights: list[Night], checks: dict[str, Check]) -> Night:
+    """The last of `nights` (a kind's, drills too) whose checks logged records that `checks` holds: what
+    the benchmark's nights measure again."""
+    logged = [n for n in nights if any(check.records.get((n.stamp, "tonight")) for check in checks.values())]
+    if not logged:
+        raise SystemExit("history: no committed night of the kind has perflog lines to measure again")
+    return logged[-1]
 
 
 def window_texts(run: dict) -> dict[str, list[str]]:
@@ -460,6 +461,7 @@ class History:
     lines: int  # perflog and curves lines under perflogs/<system>/
     last: dt.date  # the day of its last night or record
     source: Night  # the night its benchmark's nights measure again
+    copies: list[tuple[Night, int]] = field(repr=False, default_factory=list)  # (night, days moved)
     checks: dict[str, Check] = field(repr=False, default_factory=dict)
 
 
@@ -489,16 +491,15 @@ def make_history(
     ours = finished(nights, kind)
     if not ours:
         raise SystemExit(f"history: no finished night of {kind} is committed")
-    source = tonight_source(nights, kind)
-    checks, latest = read_checks(REPO / "perflogs" / system, [*ours, source], only)
+    checks, latest = read_checks(REPO / "perflogs" / system, finished(nights, kind, drills=True), only)
+    source = tonight_source(finished(nights, kind, drills=True), checks)
     after = max([latest.date(), *(night.span()[1].date() for night in nights if night.windows())])
     pairs = daily_copies(ours, after, round(365 * years)) if years else times_copies(ours, after, times)
     copy_committed(system, dest, only)
     write_copies(dest, system, checks, pairs)
     last = max([after, *((night.span()[1] + dt.timedelta(days=d)).date() for night, d in pairs)])
-    return History(
-        dest, system, kind, len(ours) + len(pairs), count_lines(dest / "perflogs" / system), last, source, checks
-    )
+    lines = count_lines(dest / "perflogs" / system)
+    return History(dest, system, kind, len(ours) + len(pairs), lines, last, source, pairs, checks)
 
 
 # --- the nights to come --------------------------------------------------------------------------
@@ -525,21 +526,84 @@ def stage_night(history: History, number: int) -> Path:
                     target = pending / key / (check.name if not part else str(Path(check.name).with_suffix(part)))
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_text("".join(f"{shift_days(when, days)}|{rest}\n" for when, rest in found))
-    for name in REPORTS:
+    made = []
+    for name, window in zip(REPORTS, ("health", *WINDOWS)):
         if (source.folder / name).is_file():
             shutil.copy2(source.folder / name, pending / name)
+        elif window == "health" or window in windows:
+            (pending / name).write_text(json.dumps(made_report(history.checks, source.stamp, window, days)) + "\n")
+            made.append(name)
     for path in source.folder.glob("node-*.json"):
         shutil.copy2(path, pending / path.name)
     meta = {"source": str(source.folder), "stamp": moved["stamp"], "windows": windows, "plan": source.run.get("plan")}
+    meta["reports_made"] = made  # not kept with the night (the nights' folders keep run.json, not ReFrame's reports)
     (pending / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     return pending
+
+
+#: The check whose cases are health's (its own run report), not the night's checks'.
+HEALTH = "node_health"
+
+
+def made_report(checks: dict[str, Check], stamp: str, window: str, days: int) -> dict:
+    """ReFrame's run report of the night `stamp`'s `window` (health: its health checks'), made from its
+    perflog lines for a night whose folder did not keep it (git keeps a night's run.json, not ReFrame's
+    reports): each case the lines name, passed, with its environment, case, node, completion time (moved
+    by `days`), values, and a hash of its name, which a rerun selects it by as ReFrame's hash."""
+    cases: dict[str, dict] = {}
+    for check in checks.values():
+        if (check_name(check.name) == HEALTH) != (window == "health"):
+            continue
+        for when, rest in check.records.get((stamp, "tonight" if window == "health" else window), ()):
+            record = dict(zip(check.header, [when, *rest.split("|")]))
+            name = record.get("display_name", "")
+            case = cases.setdefault(name, _made_case(record, shift_days(when, days)))
+            value = record.get("perf_var")
+            if value not in (None, "", NULL):
+                key = f"{record.get('system')}:{record.get('partition')}:{value}"
+                numbers = [
+                    _number(record.get(k)) for k in ("perf_value", "perf_ref", "perf_lower_thres", "perf_upper_thres")
+                ]
+                case["perfvalues"][key] = [*numbers, record.get("perf_unit")]
+    if window == "health" and not cases:
+        cases[HEALTH] = {"display_name": HEALTH, "result": "pass", "job_nodelist": []}
+    report = {
+        "session_info": {"version": "4.10.4", "num_cases": len(cases)},
+        "runs": [{"testcases": [*cases.values()]}],
+    }
+    return report
+
+
+def _made_case(record: dict, when: str) -> dict:
+    name = record.get("display_name", "")
+    node = record.get("job_nodelist") or ""
+    return {
+        "display_name": name,
+        "result": "pass",
+        "hashcode": hashlib.sha256(f"{name}|{record.get('environ')}".encode()).hexdigest()[:8],
+        "environ": record.get("environ", ""),
+        "case": "" if record.get("case") in (None, NULL) else record["case"],
+        "job_nodelist": [node] if node and node != NULL else [],
+        "job_completion_time": when,
+        "perfvalues": {},
+    }
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text not in (None, "", NULL) else None
+    except ValueError:
+        return None
 
 
 # --- a partition's night -------------------------------------------------------------------------
 
 #: Where a partition's night's records go (runner/partition.py): under Slurm, ReFrame's --distribute logs
 #: every node's records of a check to the check's one perflog (perflogs/<system>/<partition>/NAME.log);
-#: under LSF each node's task logs its own (perflogs/<system>/nodes/<host>/NAME.log).
+#: under LSF each node's task logs its own (perflogs/<system>/nodes/<host>/NAME.log). The runner reads
+#: both alike (load([PERFLOGS / system]): every perflog under the system's folder), so the layout changes
+#: only how many files there are: Slurm's, the default, is what most centres' nights write, and puts the
+#: nodes' records in the files the committed one-node history is in.
 LAYOUTS = ("slurm", "lsf")
 
 
@@ -669,17 +733,15 @@ def _stage_partition_reports(
     """Each node's facts (its night's, its host named) and ReFrame's run reports as the night's folder
     holds them: one report of every node under Slurm, one per node under LSF (under <host>/)."""
     health, checked = [], []
+    names_of = {night.stamp: sorted(cases_of(checks, night.stamp)) for night in chosen}  # each night read once
+    facts_of = {night.stamp: (node_facts_of(night.folder) or [{}])[0] for night in chosen}
     for host, night in zip(names, chosen):
         folder = pending if layout == "slurm" else pending / host
         folder.mkdir(parents=True, exist_ok=True)
-        facts = node_facts_of(night.folder)
-        record = {**(facts[0] if facts else {}), "host": host}
+        record = {**facts_of[night.stamp], "host": host}
         (folder / f"node-{host}.json").write_text(json.dumps(record, indent=1) + "\n")
         node_health = [{"display_name": "node_health", "result": "pass", "job_nodelist": [host]}]
-        cases = [
-            {"display_name": name, "result": "pass", "job_nodelist": [host]}
-            for name in sorted(cases_of(checks, night.stamp))
-        ]
+        cases = [{"display_name": name, "result": "pass", "job_nodelist": [host]} for name in names_of[night.stamp]]
         if layout == "lsf":
             _write_report(folder / "health-report.json", node_health)
             _write_report(folder / "run-report.json", cases)

@@ -87,6 +87,17 @@ def _within(mask: np.ndarray, column: pd.Series, test) -> np.ndarray:
     return out
 
 
+def windows_of(runs: list[dict]) -> list[tuple[str, str]]:
+    """The time windows (from, to) that the rows of `runs` fall in, their reruns' included: what a night, a
+    baseline or a history is read from, rather than every record of the system."""
+    windows = []
+    for run in runs:
+        for window in [run, *(run[key] for key in RERUNS if isinstance(run.get(key), dict))]:
+            if window.get("start") and window.get("end"):
+                windows.append((str(window["start"]), str(window["end"])))
+    return sorted(set(windows))
+
+
 def accepted_masks(frame: pd.DataFrame, system: str, accepted: dict) -> dict[str, pd.Series]:
     """Each accepted run's rows of `frame`, by its stamp."""
     return {r["stamp"]: run_rows(frame, system, [r]) for r in accepted["runs"]}

@@ -205,7 +205,7 @@ def _fit(con, top: Path, code: str) -> None:
     if found.get("code") == code:
         return
     run(con, "BEGIN TRANSACTION")
-    for table in ("files", "records", "issues", "runs", "pending"):
+    for table in ("files", "records", "issues", "runs", "pending", "levels", "level_nights"):
         run(con, f"DROP TABLE IF EXISTS {table}")
     run(
         con,
@@ -459,3 +459,57 @@ def read_rows(con, windows: list[tuple[str | None, str | None]] | None, order: l
         ).df()
     finally:
         con.unregister("_order")
+
+
+# Each night's level per path (judge/changepoints.py), kept when the night is judged: what the change points
+# and the history page read, one row per path and night, instead of every night's records. Kept by the basis
+# they were judged on (the kind's accepted runs and the code and data that turn records into levels) and by
+# each night's digest (its windows and its paths' verdicts): a night judged again, or a new baseline, is
+# computed again. Derived like the rest: a reindex drops them, and the next night computes them again.
+LEVEL_COLUMNS = ("run", "path", "level", "floor", "kind", "better")
+
+
+def _level_tables(con) -> None:
+    run(con, "CREATE TABLE IF NOT EXISTS level_nights (basis VARCHAR, run VARCHAR, digest VARCHAR)")
+    run(
+        con,
+        "CREATE TABLE IF NOT EXISTS levels (basis VARCHAR, run VARCHAR, path VARCHAR, level DOUBLE, floor DOUBLE,"
+        " kind VARCHAR, better VARCHAR)",
+    )
+
+
+def level_nights(con, basis: str) -> dict[str, str]:
+    """The nights whose levels are kept on `basis`, with their digests."""
+    _level_tables(con)
+    return dict(con.execute("SELECT run, digest FROM level_nights WHERE basis = ?", [basis]).fetchall())
+
+
+def read_levels(con, basis: str) -> pd.DataFrame:
+    """The levels kept on `basis`, every night's."""
+    _level_tables(con)
+    columns = ", ".join(LEVEL_COLUMNS)
+    return con.execute(f"SELECT {columns} FROM levels WHERE basis = ?", [basis]).df()
+
+
+def keep_levels(con, basis: str, digests: dict[str, str], table: pd.DataFrame) -> None:
+    """The levels of the nights `digests` names (`table`: theirs, maybe none for a night) kept, replacing
+    what was kept of them, in one transaction."""
+    _level_tables(con)
+    nights = pd.DataFrame({"basis": basis, "run": list(digests), "digest": list(digests.values())})
+    rows = table.loc[:, list(LEVEL_COLUMNS)].assign(basis=basis)
+    run(con, "BEGIN TRANSACTION")
+    try:
+        con.register("_nights", nights)
+        con.register("_levels", rows)
+        run(con, "DELETE FROM level_nights WHERE basis = ? AND run IN (SELECT run FROM _nights)", [basis])
+        run(con, "DELETE FROM levels WHERE basis = ? AND run IN (SELECT run FROM _nights)", [basis])
+        run(con, "INSERT INTO level_nights SELECT basis, run, digest FROM _nights")
+        names = ", ".join(("basis", *LEVEL_COLUMNS))
+        run(con, f"INSERT INTO levels ({names}) SELECT {names} FROM _levels")
+        run(con, "COMMIT")
+    except BaseException:
+        run(con, "ROLLBACK")
+        raise
+    finally:
+        con.unregister("_nights")
+        con.unregister("_levels")

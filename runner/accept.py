@@ -29,7 +29,7 @@ from experiments.files import read_json, write_json
 from experiments.keys import CASE_KEY, NODE_FACTS, direction, format_case, parse_case
 from experiments.roots import REFERENCES, REPO
 from judge import siblings, verdict
-from judge.select import RERUNS, run_rows, runs_without_rows
+from judge.select import RERUNS, run_rows, runs_without_rows, windows_of
 from judge.status import FAILED, MEANING, UNJUDGED
 from reports.load import load
 from reports.runs import (
@@ -381,7 +381,7 @@ def accept(args) -> int:
         return UNJUDGED
     record = {"system": system, "kind": kind, "accepted": now(), "runs": runs}
     record["node"] = node_facts_of([o for o, _ in found])
-    frame = load([PERFLOGS / system], warn=None).frame
+    frame = load([PERFLOGS / system], warn=None, windows=windows_of(runs)).frame
     unlogged = runs_without_rows(frame, system, runs)
     if unlogged:
         print(
@@ -419,7 +419,9 @@ def accept(args) -> int:
     if args.write_references:
         minimum = (args.min_tolerance if args.min_tolerance is not None else 3.0) / 100
         detected = bool(data.load_all()[system].get("detect"))
-        samples, history = accepted_samples(frame, system, runs), history_of(frame, runs, system)
+        # Every record of the system, once: the tolerances widen by what other runs measured.
+        every = load([PERFLOGS / system], warn=None).frame
+        samples, history = accepted_samples(frame, system, runs), history_of(every, runs, system)
         entries, warnings = reference_entries(samples, minimum, detected, history, min(MIN_RUNS, len(runs)))
         for line in warnings:
             print(f"accept: warning: {line}", file=sys.stderr)
@@ -440,7 +442,9 @@ def rejudge(args) -> int:
     is judged as one (nightly --nodes), not here."""
     system = selected_system(args.system)
     nights = {stamp: find_run(system, stamp, "rejudge") for stamp in args.stamps}  # every stamp checked first
-    frame = load([PERFLOGS / system], warn=None).frame
+    # The nights' windows and every baseline's: what each is judged from, as the nightly judged it.
+    windows = [w for _, run in nights.values() for w in nightly.night_windows(system, run, None)]
+    frame = load([PERFLOGS / system], warn=None, windows=windows).frame
     worst = 0
     for stamp, (outdir, run) in nights.items():
         if not night_complete(run):
@@ -468,7 +472,7 @@ def rejudge(args) -> int:
             lags.drop(columns=["cases"]).to_csv(outdir / "rejudged-siblings.csv", index=False)
         reasons = nightly.unjudged_reasons(result, node_judged=True, health_ran=True)
         lagging = siblings.lagging(lags)
-        *_, changes = nightly.held_changes(frame, system, accepted, run, result)
+        _, _, changes, _ = nightly.held_changes(system, accepted, run, result)
         reasons += nightly.other_host(run, result, changes)  # the night's host against the accepted ones', as recorded
         failed = ["its checks or health, not run again"] if run.get("exit") == FAILED else []
         status = nightly.nightly_status({"failed": failed}, result, reasons, False, changes, lagging)

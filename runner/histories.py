@@ -10,30 +10,112 @@ draws what this gives, and judges nothing.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from experiments.progress import Progress
+from experiments.roots import REPO
 from judge import changepoints, explain, verdict
-from judge.select import accepted_masks, run_rows
+from judge.select import RERUNS, accepted_masks, run_rows, windows_of
+from reports import store
 from reports.history import slug, write_history
 from reports.load import load
 from reports.runs import PERFLOGS, finished_runs, read_accepted, read_baselines, selected_system
 
 
-def night_levels(frame: pd.DataFrame, system: str, accepted: dict, tonight: dict | None = None) -> pd.DataFrame:
+def night_levels(system: str, accepted: dict, tonight: dict | None = None) -> pd.DataFrame:
     """Each path's level over every night of the system (changepoints.path_levels), tonight's
     included (`tonight`, its reruns' windows and path verdicts as they are
     now, over its run.json on disk): what tonight's changes are found in and
-    its history page is drawn from."""
-    runs = finished_runs(system, kind=accepted.get("kind"))
-    # Accepted nodes of a partition's night ('STAMP@NODE') are no night of their own: their runs are added.
-    runs = sorted(runs + [r for r in accepted["runs"] if r.get("node")], key=lambda r: r["start"])
+    its history page is drawn from. Each night's levels are kept once computed (kept_levels)."""
+    runs = kind_nights(system, accepted)
     if tonight is not None:  # a drill too: judged over the history as any night is
         runs = [r for r in runs if r["stamp"] != tonight["stamp"]] + [tonight]
+    return kept_levels(system, accepted, runs)
+
+
+def kind_nights(system: str, accepted: dict) -> list[dict]:
+    """The kind's finished nights, oldest first, with the accepted nodes of a partition's night ('STAMP@NODE':
+    no night of their own, their runs added)."""
+    runs = finished_runs(system, kind=accepted.get("kind"))
+    return sorted(runs + [r for r in accepted["runs"] if r.get("node")], key=lambda r: r["start"])
+
+
+#: Nights whose levels are computed from one read of the store (a kind's first night on a long history, a
+#: night after a new baseline): a window of their records and the accepted runs', never the years at once.
+LEVEL_BATCH = 60
+#: What a night's levels depend on besides its records and its run.json: the paths and how a level is made.
+_LEVEL_CODE = ("judge/changepoints.py", "judge/verdict.py", "experiments/paths.py", "systems/paths/paths.yaml")
+
+
+def level_basis(system: str, accepted: dict) -> str:
+    """What the levels kept for the kind are judged on: its accepted runs, and the code and paths that turn
+    records into levels (a change of any computes every night again)."""
+    digest = hashlib.sha256(f"{system}|{accepted.get('kind')}|".encode())
+    for run in accepted["runs"]:
+        digest.update(json.dumps(run, sort_keys=True, default=str).encode())
+    for name in _LEVEL_CODE:
+        digest.update((REPO / name).read_bytes())
+    return digest.hexdigest()[:24]
+
+
+def night_digest(run: dict) -> str:
+    """What a night's levels depend on of its run.json: its windows (reruns' included) and paths' verdicts."""
+    keys = ("stamp", "start", "end", "node", "paths", *RERUNS)
+    return hashlib.sha256(json.dumps({k: run.get(k) for k in keys}, sort_keys=True, default=str).encode()).hexdigest()[
+        :24
+    ]
+
+
+def kept_levels(system: str, accepted: dict, runs: list[dict]) -> pd.DataFrame:
+    """changepoints.path_levels of `runs` (in order) against `accepted`, each night's read from what was kept
+    when it was judged, the others (a new night, a night judged again, a new baseline) computed from a
+    window of the store and kept. Where the store cannot be written, computed without keeping."""
+    basis, digests = level_basis(system, accepted), {r["stamp"]: night_digest(r) for r in runs}
+    runs = list({r["stamp"]: r for r in runs}.values())  # a stamp once, as path_levels keys it
+    try:
+        with store.opened(PERFLOGS / system) as con:
+            known = store.level_nights(con, basis)
+        todo = [r for r in runs if known.get(r["stamp"]) != digests[r["stamp"]]]
+        for batch in [todo[i : i + LEVEL_BATCH] for i in range(0, len(todo), LEVEL_BATCH)]:
+            table = _levels_of(system, accepted, runs, batch)  # loads: the store is not held meanwhile
+            with store.opened(PERFLOGS / system) as con:
+                store.keep_levels(con, basis, {r["stamp"]: digests[r["stamp"]] for r in batch}, table)
+        with store.opened(PERFLOGS / system) as con:
+            kept = store.read_levels(con, basis)
+    except store.failures():
+        kept = pd.concat([_levels_of(system, accepted, runs, [r]) for r in runs] or [pd.DataFrame()])
+    return _in_order(kept, runs)
+
+
+def _levels_of(system: str, accepted: dict, runs: list[dict], batch: list[dict]) -> pd.DataFrame:
+    """The levels of the nights `batch`, from a window of their records and of the accepted runs among
+    `runs` (what each figure's accepted median is taken over, as over the whole history)."""
     stamps = [r["stamp"] for r in accepted["runs"]]
-    return changepoints.path_levels(frame, system, runs, stamps)
+    # The accepted runs among the kind's nights, whatever nights are asked for: a night's level is the same
+    # whoever computes it (a report of some nights keeps it for the nightly's).
+    references = [r for r in kind_nights(system, accepted) if r["stamp"] in stamps]
+    references = [r for r in references if r["stamp"] not in {b["stamp"] for b in batch}]
+    window = sorted(batch + references, key=lambda r: r["start"])
+    frame = load([PERFLOGS / system], warn=None, windows=windows_of(window)).frame
+    table = changepoints.path_levels(frame, system, window, stamps)
+    if table.empty:
+        return pd.DataFrame(columns=list(store.LEVEL_COLUMNS))
+    return table[table["run"].isin({r["stamp"] for r in batch})]
+
+
+def _in_order(kept: pd.DataFrame, runs: list[dict]) -> pd.DataFrame:
+    """The kept levels of `runs`, by path and then in the nights' order (path_levels' order)."""
+    order = {r["stamp"]: i for i, r in enumerate(runs)}
+    table = kept[kept["run"].isin(order)] if not kept.empty else kept
+    if table.empty:
+        return pd.DataFrame(columns=list(store.LEVEL_COLUMNS))
+    table = table.sort_values(["path", "run"], key=lambda c: c.map(order) if c.name == "run" else c)
+    return table.reset_index(drop=True)
 
 
 #: A night is far off the accepted runs (the history page lists it) beyond this many times both its path's
@@ -41,20 +123,23 @@ def night_levels(frame: pd.DataFrame, system: str, accepted: dict, tonight: dict
 FAR = 2.0
 
 
-def drawn(levels: pd.DataFrame, spreads: dict[str, float], changes: list) -> tuple:
+def drawn(
+    levels: pd.DataFrame, spreads: dict[str, float], changes: list, starts: dict | None = None, accepted=()
+) -> tuple:
     """What the history page draws: the levels with each night that starts a
     new level marked (`starts`: the change points, the series scaled as the
     nightly scales it), each level as % worse (`worse`, judge/explain.py's
     sign), the accepted band of ±2 spreads in the same unit (`band_low`,
     `band_high`) and the nights far off it (`far`); each path's spread as
-    scaled, and the changes."""
+    scaled, and the changes. `starts`: the change points the nightly found (changepoints.found_starts over
+    `accepted` and its window), found here where not given."""
     scaled = {path: changepoints.scale(spreads.get(path)) for path in levels["path"].unique()}
+    starts = changepoints.found_starts(levels, scaled, accepted) if starts is None else starts
     columns = {name: pd.Series(dtype, index=levels.index) for name, dtype in [("starts", False), ("far", False)]}
     worse, low, high = (pd.Series(float("nan"), index=levels.index) for _ in range(3))
     for path, rows in levels.groupby("path", sort=False):
         values = rows["level"].to_numpy(float)
-        found = changepoints.change_points(values, changepoints.series_spread(values, scaled[path]))
-        columns["starts"][rows.index[[i for i in found if 0 <= i < len(rows)]]] = True
+        columns["starts"][list(starts[path].rows) if path in starts else []] = True
         better = str(rows["better"].iloc[0]) if "better" in rows.columns else "higher"
         worse[rows.index] = explain.worse_of_levels(values, better)
         band = explain.worse_of_levels([-2 * scaled[path], 2 * scaled[path]], better)
@@ -75,18 +160,35 @@ def drawn(levels: pd.DataFrame, spreads: dict[str, float], changes: list) -> tup
 
 
 def history_table(system: str, accepted: dict, nights: list[dict], frame: pd.DataFrame | None = None) -> tuple:
-    """`drawn` over those of the `nights` that `frame` holds (by default the
-    system's perflogs), the spreads judged against the last of them."""
-    if frame is None:
-        frame = load([PERFLOGS / system], warn=None).frame
-    held = [r for r in nights if run_rows(frame, system, [r]).any()]
-    table = changepoints.path_levels(frame, system, held, [r["stamp"] for r in accepted["runs"]])
+    """`drawn` over those of the `nights` that `frame` holds (by default every one the system's perflogs hold),
+    from their kept levels, the spreads judged against the last of them."""
+    held = nights_held(frame, system, nights) if frame is not None else nights
+    if frame is None and held:
+        windows = windows_of([*accepted["runs"], *held])
+        frame = load([PERFLOGS / system], warn=None, windows=windows).frame
+        held = nights_held(frame, system, held)
+    table = kept_levels(system, accepted, held) if held else pd.DataFrame()
     if table.empty:
-        return table.assign(starts=pd.Series(dtype=bool)), {}, []
+        return pd.DataFrame(columns=[*store.LEVEL_COLUMNS, "starts"]).astype({"starts": bool}), {}, []
     last = run_rows(frame, system, [held[-1]])
     paths = verdict.judge(frame, accepted_masks(frame, system, accepted), last).paths
     spreads = dict(zip(paths["path"], paths["spread_pct"] / 100))
-    return drawn(table, spreads, changepoints.changes(table, spreads))
+    stamps = [r["stamp"] for r in accepted["runs"]]
+    starts = changepoints.found_starts(table, spreads, stamps)
+    return drawn(table, spreads, changepoints.changes(table, spreads, stamps, starts), starts)
+
+
+def nights_held(frame: pd.DataFrame, system: str, nights: list[dict]) -> list[dict]:
+    """The `nights` that have a row of `system` in `frame`: by its rows' sorted times, not a mask a night."""
+    rows = frame[frame["system"] == system]
+    times = np.sort(rows["time"].dropna().dt.tz_convert(None).to_numpy(dtype="datetime64[us]"))
+    held = []
+    for night in nights:
+        start, end = (np.datetime64(pd.Timestamp(night[k], tz="UTC").tz_convert(None), "us") for k in ("start", "end"))
+        first, last = np.searchsorted(times, start, "left"), np.searchsorted(times, end, "right")
+        if last > first and (not night.get("node") or run_rows(rows, system, [night]).any()):
+            held.append(night)
+    return held
 
 
 def write_kind(system: str, outdir: Path, frame: pd.DataFrame | None = None, back: str = "", kind: str | None = None):

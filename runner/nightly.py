@@ -59,7 +59,7 @@ from experiments.files import DamagedFile, disk_problem, read_json, write_atomic
 from experiments.gpu_use import process_line, process_place
 from experiments.roots import REPO
 from judge import changepoints, explain, siblings, verdict
-from judge.select import RERUNS, accepted_masks, run_rows, runs_without_rows
+from judge.select import RERUNS, accepted_masks, run_rows, runs_without_rows, windows_of
 from judge.status import FAILED, MEANING, MOVED, UNJUDGED
 from reports.load import Loaded, load
 from reports.runs import (
@@ -295,9 +295,8 @@ def outcomes(report: Path) -> dict:
 def judge_night(system: str, run: dict, accepted: dict | None, alpha: float) -> tuple:
     """The run judged (the verdict against the accepted runs, None without a
     baseline, and each GPU against its siblings), the run's records (what its
-    report is drawn from) and every record of the system (what the change
-    points are found in)."""
-    loaded = load([PERFLOGS / system], warn=None)
+    report is drawn from) and the records it was judged from (night_windows)."""
+    loaded = load([PERFLOGS / system], warn=None, windows=night_windows(system, run, accepted))
     frame = loaded.frame
     tonight = run_rows(frame, system, [run])
     records = Loaded(frame[tonight], loaded.issues, loaded.files)
@@ -317,6 +316,14 @@ def judge_night(system: str, run: dict, accepted: dict | None, alpha: float) -> 
         f"Holm-corrected, alpha {alpha})"
     )
     return judged, records, frame
+
+
+def night_windows(system: str, run: dict, accepted: dict | None) -> list[tuple[str, str]]:
+    """The time windows a night is judged from: its own and its reruns', its kind's accepted runs' and the
+    accepted runs of the system's other kinds (whose spreads a kind of few runs borrows: others_pool). Never
+    the years of nights between them: those are kept as each night's levels (runner/histories.py)."""
+    baselines = [b for b in read_baselines(system).values()] + ([accepted] if accepted else [])
+    return windows_of([run, *(r for b in baselines for r in b.get("runs", []))])
 
 
 def unlogged(report: Path, records: pd.DataFrame, perflogs: Path) -> list[str]:
@@ -596,7 +603,9 @@ def rerun_flagged(night: Night, key: str, why: str, result: Judgement, meanwhile
     again = outcomes(night.outdir / f"{key}-report.json")
     for outcome in ("failed", "suite"):
         night.found.setdefault(outcome, []).extend(f"{key}: {line}" for line in again.get(outcome, []))
-    night.frame = load([PERFLOGS / night.system], warn=None).frame
+    night.frame = load(
+        [PERFLOGS / night.system], warn=None, windows=night_windows(night.system, night.run, night.accepted)
+    ).frame
     return judged_with_rerun(night.frame, night.system, night.accepted, night.run, night.alpha)
 
 
@@ -990,8 +999,8 @@ def measured_and_judged(args, system: str, run: dict, outdir: Path, found: dict)
         frame = night.frame  # with the reruns' records: tonight's transients are at their reruns' level
         if result is not None:
             run["paths"] = path_verdicts(result)
-            levels, spreads, changes = held_changes(frame, system, accepted, run, result)
-            history = histories.drawn(levels, spreads, changes)  # the history page's, not computed again
+            levels, spreads, changes, starts = held_changes(system, accepted, run, result)
+            history = histories.drawn(levels, spreads, changes, starts)  # the history page's, not computed again
     node_judged = node_facts_judged(accepted, outdir)
     reasons = (["suite-error"] if found["suite"] else []) + unjudged_reasons(
         result, node_judged, health == 0, other_kinds=has_baselines(system)
@@ -1137,13 +1146,16 @@ def write_drain_line(outdir: Path, reasons: list[str]) -> None:
     write_atomic(outdir / "drain.txt", f"{node}\t{' | '.join(reasons)}\n" if reasons else "")
 
 
-def held_changes(frame: pd.DataFrame, system: str, accepted: dict, run: dict, result: verdict.Verdict) -> tuple:
+def held_changes(system: str, accepted: dict, run: dict, result: verdict.Verdict) -> tuple:
     """The kind's paths' levels over the nights to this one (`run`, its paths
-    as `result` judged them), each path's spread between the accepted runs,
-    and the changes held over the nights (judge/changepoints.py): (levels, spreads, changes)."""
+    as `result` judged them; each earlier night's as kept when it was judged), each path's spread between
+    the accepted runs, the changes held over the nights and the change points they were found by
+    (judge/changepoints.py), found once: (levels, spreads, changes, starts)."""
     spreads = dict(zip(result.paths["path"], result.paths["spread_pct"] / 100))
-    levels = histories.night_levels(frame, system, accepted, tonight={**run, "paths": path_verdicts(result)})
-    return levels, spreads, changepoints.changes(levels, spreads)
+    levels = histories.night_levels(system, accepted, tonight={**run, "paths": path_verdicts(result)})
+    stamps = [r["stamp"] for r in accepted["runs"]]
+    starts = changepoints.found_starts(levels, spreads, stamps)
+    return levels, spreads, changepoints.changes(levels, spreads, stamps, starts), starts
 
 
 def path_verdicts(result: verdict.Verdict) -> dict:

@@ -487,9 +487,11 @@ def test_a_nights_report_links_the_systems_history(tmp_path, monkeypatch):
     assert "index.html" not in history  # one history serves every night: no way back to one of them
     # The nightly hands the history what it judged tonight over, rather than have it computed again: the same page.
     accepted = runs.read_accepted("hopper-vm", H100_KIND)
-    levels = histories.night_levels(frame, "hopper-vm", accepted, tonight=last)
+    levels = histories.night_levels("hopper-vm", accepted, tonight=last)
     spreads = dict(zip(paths["path"], paths["spread_pct"] / 100))
-    drawn = histories.drawn(levels, spreads, nightly.changepoints.changes(levels, spreads))
+    stamps = [r["stamp"] for r in accepted["runs"]]
+    starts = nightly.changepoints.found_starts(levels, spreads, stamps)
+    drawn = histories.drawn(levels, spreads, nightly.changepoints.changes(levels, spreads, stamps, starts), starts)
     monkeypatch.setattr(history_page, "draw", lambda *args: [])  # its words are compared, not its figures again
     again = history_page.write_history("hopper-vm", tmp_path / "again", drawn, kind=H100_KIND).read_text()
     heading = re.compile(r"<h1>.*</h1>|<h2>Changes the nightly reports[^<]*</h2>(?:<ul>.*?</ul>|<p>.*?</p>)", re.S)
@@ -515,7 +517,7 @@ def test_a_drill_is_judged_as_any_night_and_left_out_of_later_nights_history(tmp
         lambda frame, system, nights, stamps: seen.append(nights) or pd.DataFrame(),
     )
     tonight = {"stamp": "drill", "start": "2026-12-04T01:00", "end": "2026-12-04T01:05", "drill": "GPU memory"}
-    histories.night_levels(pd.DataFrame(), "site", {"runs": []}, tonight=tonight)
+    histories.night_levels("site", {"runs": []}, tonight=tonight)
     assert [r["stamp"] for r in seen[-1]] == ["n1", "n3", "drill"]
     parser = cli.parser()
     args = parser.parse_args(["nightly", "--drill", "host memory streamed on 16 cores", "--confirm-later", "0"])
