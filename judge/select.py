@@ -93,9 +93,17 @@ def windows_of(runs: list[dict]) -> list[tuple[str, str]]:
     windows = []
     for run in runs:
         for window in [run, *(run[key] for key in RERUNS if isinstance(run.get(key), dict))]:
-            if window.get("start") and window.get("end"):
-                windows.append((str(window["start"]), str(window["end"])))
+            if _readable(window.get("start")) and _readable(window.get("end")):  # a damaged run.json is named
+                windows.append((str(window["start"]), str(window["end"])))  # where it is read, not here
     return sorted(set(windows))
+
+
+def _readable(when) -> bool:
+    """Whether a run's start or end is a time (one cut or damaged reads no rows: run_rows finds none)."""
+    try:
+        return when is not None and not pd.isna(pd.Timestamp(str(when), tz="UTC"))
+    except (ValueError, TypeError):
+        return False
 
 
 def accepted_masks(frame: pd.DataFrame, system: str, accepted: dict) -> dict[str, pd.Series]:

@@ -350,14 +350,10 @@ def forget_run(con, source: str, key: tuple[str, str, str], line: int) -> None:
 
 def add_runs(con, source: str, runs: dict[tuple[str, str, str], list[dict]]) -> None:
     """Each run's first raw record and figures, for the curves read later (reports/curves.py)."""
+    if not runs:
+        return
     rows = [
-        (
-            source,
-            base_of(source),
-            *key,
-            json.dumps(records[0]),
-            json.dumps({r["perf_var"]: r["perf_value"] for r in records}),
-        )
+        (source, base_of(source), *key, json.dumps(_without_line(records[0])), json.dumps(_figures(records)))
         for key, records in runs.items()
     ]
     con.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)

@@ -443,7 +443,7 @@ def rejudge(args) -> int:
     system = selected_system(args.system)
     nights = {stamp: find_run(system, stamp, "rejudge") for stamp in args.stamps}  # every stamp checked first
     # The nights' windows and every baseline's: what each is judged from, as the nightly judged it.
-    windows = [w for _, run in nights.values() for w in nightly.night_windows(system, run, None)]
+    windows = [w for _, run in nights.values() if night_complete(run) for w in nightly.night_windows(system, run, None)]
     frame = load([PERFLOGS / system], warn=None, windows=windows).frame
     worst = 0
     for stamp, (outdir, run) in nights.items():

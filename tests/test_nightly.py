@@ -14,7 +14,7 @@ from experiments import mem_scan
 from experiments.references import matching_values
 from judge import explain, select, verdict
 from reports import history as history_page
-from reports import runs
+from reports import runs, store
 from runner import accept, histories, nightly
 
 #: The verdict's statistics alone (the rules beside them off): what the tests of pooled spreads measure.
@@ -500,6 +500,7 @@ def test_a_nights_report_links_the_systems_history(tmp_path, monkeypatch):
 
 def test_a_drill_is_judged_as_any_night_and_left_out_of_later_nights_history(tmp_path, monkeypatch):
     monkeypatch.setattr(runs, "NIGHTLY_DIR", tmp_path)
+    monkeypatch.setattr(store, "STORES", tmp_path / "stores")  # no night's levels kept by an earlier test
     nights = {
         "n1": {"stamp": "n1", "start": "2026-12-01T01:00", "end": "2026-12-01T01:05"},
         "fault": {"stamp": "fault", "start": "2026-12-02T01:00", "end": "2026-12-02T01:05", "drill": "host memory"},
@@ -533,7 +534,7 @@ def test_a_rerun_saves_its_window_at_once_and_hands_on_the_records_it_reloaded(t
     ran = []
     monkeypatch.setattr(nightly, "reframe", lambda *args: ran.append(args) or 0)
     monkeypatch.setattr(nightly, "outcomes", lambda report: {"failed": [], "passed": [], "skipped": []})
-    monkeypatch.setattr(nightly, "load", lambda paths, warn: type("Loaded", (), {"frame": reloaded}))
+    monkeypatch.setattr(nightly, "load", lambda paths, warn, windows=None: type("Loaded", (), {"frame": reloaded}))
     monkeypatch.setattr(nightly, "judged_with_rerun", lambda frame, system, accepted, run, alpha: "confirmed")
     run = {"stamp": "s", "start": "2026-12-01T01:00", "end": "2026-12-01T01:05"}
     night = nightly.Night("site", run, tmp_path, {}, [], 0.05, {"failed": []}, pd.DataFrame())
