@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -338,10 +339,11 @@ def _copy(loaded: Loaded) -> Loaded:
 Window = tuple  # (from, to): ISO times, either None for an open end
 
 
-def load(paths, warn=sys.stderr, windows: list[Window] | None = None) -> Loaded:
+def load(paths, warn=sys.stderr, windows: list[Window] | None = None, nodes: list[str] | None = None) -> Loaded:
     """Every perflog (and JSON run report) under `paths`, as one table; only
     the rows within any of `windows` (from, to: ISO times; a run's window)
-    where given: what a night is judged from, never the years.
+    where given: what a night is judged from, never the years; of `nodes`
+    alone where given (a partition's night, some of its nodes at a time).
 
     One row per performance value. Records without one (a build's line) are
     left out. Each skipped line is reported on `warn` (None: silent) and kept
@@ -352,27 +354,27 @@ def load(paths, warn=sys.stderr, windows: list[Window] | None = None) -> Loaded:
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    loaded = _joined([_read_top(top, windows, warn) for top in map(Path, paths)])
+    loaded = _joined([_read_top(top, windows, warn, nodes) for top in map(Path, paths)])
     if warn is not None:
         for issue in loaded.issues:
             print(f"warning: {issue}", file=warn)
     return loaded
 
 
-def _read_top(top: Path, windows: list[Window] | None, warn) -> Loaded:
+def _read_top(top: Path, windows: list[Window] | None, warn, nodes: list[str] | None = None) -> Loaded:
     """One path's table: a file parsed; a folder through the stores of the systems it holds (or is in), or
     parsed where a store fails."""
     if not top.is_dir():
-        return _windowed(_load([top]), windows)
+        return _windowed(_load([top]), windows, nodes)
     try:
-        parts = [_from_system(system, within, spelled, windows) for system, within, spelled in _systems_of(top)]
+        parts = [_from_system(system, within, spelled, windows, nodes) for system, within, spelled in _systems_of(top)]
     except store.failures() as err:  # a store that fails is derived: the perflogs are read whole instead
         if warn is not None:
             print(f"warning: the store of {top} could not be read or written ({err}): read whole", file=warn)
-        return _windowed(_load([top]), windows)
+        return _windowed(_load([top]), windows, nodes)
     loose = [p for p in _perflog_files(top) if p.parent == top] if top.resolve() == PERFLOGS.resolve() else []
     if loose:  # files beside the systems' folders (a run report dropped there): parsed
-        parts.append(_windowed(_load(loose), windows))
+        parts.append(_windowed(_load(loose), windows, nodes))
     return _joined(parts) if parts else Loaded(pd.DataFrame(columns=CORE))
 
 
@@ -391,19 +393,38 @@ def _systems_of(top: Path) -> list[tuple[Path, str, Path]]:
     return [(resolved, "", top)]
 
 
-def _from_system(folder: Path, within: str, spelled: Path, windows: list[Window] | None) -> Loaded:
+def _from_system(
+    folder: Path, within: str, spelled: Path, windows: list[Window] | None, nodes: list[str] | None = None
+) -> Loaded:
     """The records of `folder` (those under its part `within`) from its store, synced first; a copy of the
     last table read in this process where nothing changed since."""
     with store.opened(folder) as con:
         changed = _sync(con, folder)
-        key = (str(spelled), str(folder), within, changed, tuple(map(tuple, windows)) if windows is not None else None)
+        key = (
+            str(spelled),
+            str(folder),
+            within,
+            changed,
+            tuple(map(tuple, windows)) if windows is not None else None,
+            tuple(nodes) if nodes is not None else None,
+        )
         last = _LAST.get(key)
         if last is not None:
             return _copy(last)
-        loaded = _from_store(con, folder, within, spelled, windows)
+        loaded = _from_store(con, folder, within, spelled, windows, nodes)
     _LAST.clear()
     _LAST[key] = _copy(loaded)
     return loaded
+
+
+def nodes_logged(top: Path, windows: list[Window]) -> list[str]:
+    """The nodes whose records of `top` (a system's folder) fall in `windows`: a partition's night's."""
+    found: set[str] = set()
+    for folder, _, _ in _systems_of(top):
+        with store.opened(folder) as con:
+            _sync(con, folder)
+            found |= set(store.nodes_in(con, _store_windows(windows)))
+    return sorted(found)
 
 
 def reindex(top: Path, check: bool = False) -> list[tuple[Path, int, list[str]]]:
@@ -447,11 +468,13 @@ def differences(kept: Loaded, rebuilt: Loaded) -> list[str]:
     return found
 
 
-def _windowed(loaded: Loaded, windows: list[Window] | None) -> Loaded:
-    """A table narrowed to `windows` as the store narrows it."""
-    if windows is None:
-        return loaded
+def _windowed(loaded: Loaded, windows: list[Window] | None, nodes: list[str] | None = None) -> Loaded:
+    """A table narrowed to `windows` and `nodes` as the store narrows it."""
     frame = loaded.frame
+    if nodes is not None:
+        frame = frame[frame["node"].isin(nodes)]
+    if windows is None:
+        return Loaded(frame.reset_index(drop=True), loaded.issues, loaded.files)
     keep = np.zeros(len(frame), dtype=bool)
     for start, end in windows:
         inside = np.ones(len(frame), dtype=bool)
@@ -572,54 +595,80 @@ def _relative(top: Path, path: Path) -> str:
     return path.relative_to(top).as_posix()
 
 
+#: Bytes of a file parsed at once: a partition's night (4,608 nodes' lines, gigabytes) is read in bounded
+#: memory, a block of whole lines at a time, within the one transaction of its load.
+BLOCK_BYTES = 32 << 20
+
+
+def _blocks(path: Path, start: int, size: int) -> Iterator[bytes]:
+    """The bytes of `path` from `start` to `size` in blocks of whole lines (the last may end in a cut line)."""
+    with open(path, "rb") as stream:
+        stream.seek(start)
+        left, carry = size - start, b""
+        while left > 0:
+            data = stream.read(min(BLOCK_BYTES, left))
+            if not data:  # the file shrank while read: what was read is all there is
+                break
+            left -= len(data)
+            data = carry + data
+            cut = data.rfind(b"\n") + 1 if left > 0 else len(data)
+            carry = data[cut:]
+            if cut:
+                yield data[:cut]
+        if carry:
+            yield carry
+
+
 def _ingest(con, top: Path, path: Path, indexed: store.Indexed | None) -> None:
-    """One file's unread lines (all of them where `indexed` is None) parsed and added to the store."""
+    """One file's unread lines (all of them where `indexed` is None) parsed and added to the store, a block
+    at a time."""
     name = _relative(top, path)
-    data = path.read_bytes()
     kind = "report" if path.suffix == ".json" else "curves" if path.name.endswith(CURVE_SUFFIX) else "perflog"
-    start_byte = indexed.size if indexed else 0
-    start_line = indexed.lines + 1 if indexed else 1
+    size = path.stat().st_size
     if indexed:
         store.forget_tail(con, name, indexed.lines)  # a cut last line, read again with what followed it
     else:
         store.forget(con, name)
-    whole_lines = data.rfind(b"\n") + 1 if kind != "report" else len(data)
-    text = data[start_byte:].decode("utf-8", errors="replace")
-    issues: list[Issue] = []
-    header = indexed.header.split("|") if indexed and indexed.header else None
-    last = ""
     if kind == "report":
-        records = _read_run_report(path, issues)
-    elif kind == "perflog":
-        records, header = _read_perflog_text(text, Path(name), issues, start_line, header)
-        store.add_runs(con, name, _runs_of(records))
-        for curves, figures in _waiting(con, name):
-            _add_rows(con, curves, figures)
-            store.recount(con, curves)
-    else:
-        runs = _continued(con, name, indexed, curve_runs(Path(name), issues, text, start_line, as_lines=True))
-        last = json.dumps([*next(reversed(runs.items()))]) if runs else (indexed.last if indexed else "")
-        ready = store.has_runs(con, store.base_of(name), set(runs))
-        store.add_pending(con, name, {key: found for key, found in runs.items() if key not in ready})
-        records = _curves_of(con, name, {key: found for key, found in runs.items() if key in ready})
-    _add_rows(con, name, records, issues, kind == "report")
-    head, tail = store.probes(path, whole_lines)
-    rows = store.rows_of(con, name)
-    store.keep_index(
-        con,
-        store.Indexed(
-            name,
-            kind,
-            whole_lines,
-            len(data),
-            head,
-            tail,
-            data[:whole_lines].count(b"\n"),
-            "|".join(header) if kind == "perflog" and header else "",
-            rows,
-            last if kind == "curves" else "",
-        ),
+        issues: list[Issue] = []
+        _add_rows(con, name, _read_run_report(path, issues), issues, True)
+        head, tail = store.probes(path, size)
+        store.keep_index(con, store.Indexed(name, kind, size, size, head, tail, 0, "", store.rows_of(con, name)))
+        return
+    read, lines = (indexed.size, indexed.lines) if indexed else (0, 0)
+    header = indexed.header.split("|") if indexed and indexed.header else None
+    last = indexed.last if indexed else ""
+    for block in _blocks(path, read, size):
+        text, issues = block.decode("utf-8", errors="replace"), []
+        if kind == "perflog":
+            records, header = _read_perflog_text(text, Path(name), issues, lines + 1, header)
+            store.add_runs(con, name, _runs_of(records))
+            for curves, figures in _waiting(con, name):
+                _add_rows(con, curves, figures)
+                store.recount(con, curves)
+        else:
+            runs = _continued(con, name, last, curve_runs(Path(name), issues, text, lines + 1, as_lines=True))
+            last = json.dumps([*next(reversed(runs.items()))]) if runs else last
+            ready = store.has_runs(con, store.base_of(name), set(runs))
+            store.add_pending(con, name, {key: found for key, found in runs.items() if key not in ready})
+            records = _curves_of(con, name, {key: found for key, found in runs.items() if key in ready})
+        _add_rows(con, name, records, issues)
+        whole = block.rfind(b"\n") + 1  # a cut last line is read again, whole, next time
+        read, lines = read + whole, lines + block.count(b"\n")
+    head, tail = store.probes(path, read)
+    row = store.Indexed(
+        name,
+        kind,
+        read,
+        size,
+        head,
+        tail,
+        lines,
+        "|".join(header) if kind == "perflog" and header else "",
+        store.rows_of(con, name),
+        last if kind == "curves" else "",
     )
+    store.keep_index(con, row)
 
 
 def _add_rows(con, name: str, records: list[dict], issues: list[Issue] = (), from_report: bool = False) -> None:
@@ -636,12 +685,13 @@ def _add_rows(con, name: str, records: list[dict], issues: list[Issue] = (), fro
     store.add_issues(con, late, True, seq + len(issues))
 
 
-def _continued(con, name: str, indexed: store.Indexed | None, runs: dict) -> dict:
-    """A curves chunk's runs, the first one joined to the last run read before where it goes on (a load
-    between two writes of one run's curve), that run's rows dropped to be read again whole."""
-    if not runs or indexed is None or not indexed.last:
+def _continued(con, name: str, last: str, runs: dict) -> dict:
+    """A curves chunk's runs, the first one joined to the `last` run read before (JSON: its key, first line
+    and lines) where it goes on (a load between two writes of one run's curve, or a block's end), that
+    run's rows dropped to be read again whole."""
+    if not runs or not last:
         return runs
-    key, (first, lines) = json.loads(indexed.last)
+    key, (first, lines) = json.loads(last)
     key = tuple(key)
     if next(iter(runs)) != key:
         return runs
@@ -679,13 +729,15 @@ def _runs_of(records: list[dict]) -> dict[tuple[str, str, str], list[dict]]:
     return runs
 
 
-def _from_store(con, folder: Path, within: str, spelled: Path, windows: list[Window] | None) -> Loaded:
+def _from_store(
+    con, folder: Path, within: str, spelled: Path, windows: list[Window] | None, nodes: list[str] | None = None
+) -> Loaded:
     """The store's rows of `folder` (of its part `within`; within `windows`), issues and rows per file,
     named as `spelled` names the part."""
     prefix = "" if not within else within + "/"
     names = [_relative(folder, p) for p in [*_perflog_files(folder), *_curve_files(folder)]]
     names = [n for n in names if n.startswith(prefix)]
-    frame = store.read_rows(con, _store_windows(windows), names)
+    frame = store.read_rows(con, _store_windows(windows), names, nodes)
     named = {name: str(spelled / name[len(prefix) :]) for name in names}
     if frame.empty:
         table = pd.DataFrame(columns=CORE)

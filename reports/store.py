@@ -205,7 +205,7 @@ def _fit(con, top: Path, code: str) -> None:
     if found.get("code") == code:
         return
     run(con, "BEGIN TRANSACTION")
-    for table in ("files", "records", "issues", "runs", "pending", "levels", "level_nights"):
+    for table in ("files", "records", "issues", "runs", "pending", "levels", "level_nights", "cells", "cell_nights"):
         run(con, f"DROP TABLE IF EXISTS {table}")
     run(
         con,
@@ -263,31 +263,35 @@ def base_of(source: str) -> str:
 
 
 def _has_records(con) -> bool:
-    return bool(
-        con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'records'").fetchall()[0][0]
-    )
+    return _has_table(con, "records")
 
 
 def add_rows(con, frame: pd.DataFrame) -> None:
     """Rows of the tidy table added, with a column for each the table lacks (a check's new parameter)."""
+    _add_frame_rows(con, "records", frame)
+
+
+def _has_table(con, table: str) -> bool:
+    found = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]).fetchall()
+    return bool(found[0][0])
+
+
+def _add_frame_rows(con, table: str, frame: pd.DataFrame) -> None:
+    """A frame's rows added to `table`, made with the frame's columns, or given each column it lacks."""
     if frame.empty:
         return
-    if not _has_records(con):
+    if not _has_table(con, table):
         columns = ", ".join(f"{quoted(c)} {sql_type(frame[c].dtype)}" for c in frame.columns)
-        run(con, f"CREATE TABLE records ({columns})")
-    have = {
-        row[0]
-        for row in con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'records'"
-        ).fetchall()
-    }
+        run(con, f"CREATE TABLE {table} ({columns})")
+    found = con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table])
+    have = {row[0] for row in found.fetchall()}
     for column in frame.columns:
         if column not in have:
-            run(con, f"ALTER TABLE records ADD COLUMN {quoted(column)} {sql_type(frame[column].dtype)}")
+            run(con, f"ALTER TABLE {table} ADD COLUMN {quoted(column)} {sql_type(frame[column].dtype)}")
     con.register("_added", frame)
     try:
         names = ", ".join(quoted(c) for c in frame.columns)
-        run(con, f"INSERT INTO records ({names}) SELECT {names} FROM _added")
+        run(con, f"INSERT INTO {table} ({names}) SELECT {names} FROM _added")
     finally:
         con.unregister("_added")
 
@@ -429,13 +433,33 @@ def stored_rows(con) -> dict[str, int]:
     return dict(con.execute("SELECT path, rows FROM files").fetchall())
 
 
-def read_rows(con, windows: list[tuple[str | None, str | None]] | None, order: list[str]) -> pd.DataFrame:
+def read_rows(
+    con, windows: list[tuple[str | None, str | None]] | None, order: list[str], nodes: list[str] | None = None
+) -> pd.DataFrame:
     """The records kept, in the loader's order (its files in `order`, each by line), within any of the
     `windows` (from, to: ISO times, either None for open) where given."""
     if not _has_records(con):
         return pd.DataFrame()
+    where, params = _window_clause(windows or [])
+    clause = f"WHERE {where}" if windows is not None else "WHERE TRUE"
+    if nodes is not None:  # a partition's night, some of its nodes at a time
+        clause += " AND node IN (SELECT node FROM _nodes)"
+    con.register("_order", pd.DataFrame({"source": order, "rank": range(len(order))}))
+    con.register("_nodes", pd.DataFrame({"node": list(nodes or [])}, dtype=object))
+    try:
+        return con.execute(
+            f"SELECT records.* FROM records JOIN _order USING (source) {clause} ORDER BY _order.rank, line, _row",
+            params,
+        ).df()
+    finally:
+        con.unregister("_order")
+        con.unregister("_nodes")
+
+
+def _window_clause(windows: list[tuple[str | None, str | None]]) -> tuple[str, list]:
+    """SQL that holds for a record in any of `windows` (none: for no record), and its parameters."""
     where, params = [], []
-    for start, end in windows or []:
+    for start, end in windows:
         bounds = []
         if start:
             bounds.append("time >= ?")
@@ -444,17 +468,16 @@ def read_rows(con, windows: list[tuple[str | None, str | None]] | None, order: l
             bounds.append("time <= ?")
             params.append(pd.Timestamp(end, tz="UTC").to_pydatetime())
         where.append("(" + (" AND ".join(bounds) or "TRUE") + ")")
-    clause = f"WHERE {' OR '.join(where)}" if windows is not None else ""
-    if windows is not None and not where:
-        clause = "WHERE FALSE"
-    con.register("_order", pd.DataFrame({"source": order, "rank": range(len(order))}))
-    try:
-        return con.execute(
-            f"SELECT records.* FROM records JOIN _order USING (source) {clause} ORDER BY _order.rank, line, _row",
-            params,
-        ).df()
-    finally:
-        con.unregister("_order")
+    return ("(" + " OR ".join(where) + ")" if where else "FALSE"), params
+
+
+def nodes_in(con, windows: list[tuple[str | None, str | None]]) -> list[str]:
+    """The nodes whose records fall in any of `windows`."""
+    if not _has_records(con) or not windows:
+        return []
+    where, params = _window_clause(windows)
+    found = con.execute(f"SELECT DISTINCT node FROM records WHERE {where} ORDER BY node", params).fetchall()
+    return [row[0] for row in found if row[0] is not None]
 
 
 # Each night's level per path (judge/changepoints.py), kept when the night is judged: what the change points
@@ -509,3 +532,42 @@ def keep_levels(con, basis: str, digests: dict[str, str], table: pd.DataFrame) -
     finally:
         con.unregister("_nights")
         con.unregister("_levels")
+
+
+# A partition's night's cells (node x path, runner/partition.py's cells.csv) kept when its results are
+# written: a node's history is read from here, not from every earlier night's whole cells.csv.
+def _cell_tables(con) -> None:
+    run(con, "CREATE TABLE IF NOT EXISTS cell_nights (night VARCHAR PRIMARY KEY)")
+
+
+def cell_nights(con) -> set[str]:
+    """The partition nights whose cells are kept."""
+    _cell_tables(con)
+    return {row[0] for row in con.execute("SELECT night FROM cell_nights").fetchall()}
+
+
+def keep_cells(con, night: str, cells: pd.DataFrame) -> None:
+    """A partition night's cells kept (replacing what was kept of it), with a column for each they bring."""
+    _cell_tables(con)
+    run(con, "BEGIN TRANSACTION")
+    try:
+        if _has_table(con, "cells"):
+            run(con, "DELETE FROM cells WHERE night = ?", [night])
+        _add_frame_rows(con, "cells", cells.assign(night=night))
+        run(con, "DELETE FROM cell_nights WHERE night = ?", [night])
+        run(con, "INSERT INTO cell_nights VALUES (?)", [night])
+        run(con, "COMMIT")
+    except BaseException:
+        run(con, "ROLLBACK")
+        raise
+
+
+def read_cells(con, nodes: list[str]) -> pd.DataFrame:
+    """The kept cells of `nodes`, every night's."""
+    if not _has_table(con, "cells") or not nodes:
+        return pd.DataFrame(columns=["node", "night"])
+    con.register("_nodes", pd.DataFrame({"node": list(nodes)}))
+    try:
+        return con.execute("SELECT cells.* FROM cells JOIN _nodes USING (node)").df()
+    finally:
+        con.unregister("_nodes")

@@ -37,6 +37,7 @@ accepted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -54,9 +55,10 @@ from experiments.files import DamagedFile, read_json
 from experiments.roots import DRY_RUNS, REPO
 from judge import contention as judge_contention
 from judge import explain, partition, verdict
-from judge.select import accepted_masks, run_rows
+from judge.select import accepted_masks, run_rows, windows_of
 from judge.status import FAILED, MEANING, MOVED, UNJUDGED
-from reports.load import load
+from reports import store
+from reports.load import load, nodes_logged
 from reports.names import split_display_name
 from reports.runs import (
     NIGHTLY_DIR,
@@ -325,12 +327,25 @@ def failed_by_node(report: Path, suite: bool = False) -> dict[str, list[str]]:
     return found
 
 
-def tables(frame: pd.DataFrame, system: str, run: dict, accepted: dict | None):
-    """Tonight's run medians by node and figure, and the accepted runs' by run, both with their paths."""
-    tonight = partition.node_values(frame, run_rows(frame, system, [run]))
+#: Nodes whose records are read at once: a partition's night of thousands of nodes is judged from their run
+#: medians, each chunk's records read, reduced and let go (a node's records are about 2,600 rows).
+NODE_CHUNK = 200
+
+
+def tables(system: str, run: dict, accepted: dict | None):
+    """Tonight's run medians by node and figure, and the accepted runs' by run, both with their paths: read
+    from the store a chunk of nodes at a time, never the night's records (nor the years') at once."""
+    top = PERFLOGS / system
+    nodes = nodes_logged(top, windows_of([run]))
+    parts = []
+    for chunk in [nodes[i : i + NODE_CHUNK] for i in range(0, len(nodes), NODE_CHUNK)] or [[]]:
+        frame = load([top], warn=None, windows=windows_of([run]), nodes=chunk).frame
+        parts.append(partition.node_values(frame, run_rows(frame, system, [run])))
+    tonight = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     tonight["node"] = tonight["node"].map(short)
     past = None
     if accepted:
+        frame = load([top], warn=None, windows=windows_of(accepted["runs"])).frame
         past = verdict.attach_paths(verdict.run_values(frame, accepted_masks(frame, system, accepted), physical=True))
     return verdict.attach_paths(tonight), past
 
@@ -432,8 +447,7 @@ def measured_and_judged(night: Night, nodes, unavailable: dict[str, str], args) 
     failed = by_expected(failed_cases(reports), expected)
     run["kind"] = nightly.kind_of_facts(outdir)
     accepted = read_accepted(system, run["kind"]) if run["kind"] else None
-    frame = load([PERFLOGS / system], warn=None).frame
-    tonight, past = tables(frame, system, run, accepted)
+    tonight, past = tables(system, run, accepted)
     # Only the nodes asked for are judged and judge each other: a record of another host (a login node's build,
     # a node Slurm gave a job it was not pinned to) is named, not a sibling.
     run["unexpected_nodes"] = sorted(set(tonight["node"]) - set(expected))
@@ -552,7 +566,7 @@ def confirm_by_rerun(night: Night, result: partition.Partition, tonight, past, a
     window["end"] = now()
     night.run["rerun"] = {**window, "nodes": nodes}
     nightly.save_run(night.outdir, night.run)
-    frame = load([PERFLOGS / night.system], warn=None).frame
+    frame = load([PERFLOGS / night.system], warn=None, windows=windows_of([window])).frame
     again = partition.node_values(frame, run_rows(frame, night.system, [window]))
     rerun = verdict.attach_paths(
         again[again["node"].map(short).isin(nodes)].assign(node=lambda t: t["node"].map(short))
@@ -646,6 +660,7 @@ def write_results(
     outdir: Path, run: dict, result: partition.Partition, failed: dict, status: int, accepted, suite=None
 ) -> None:
     result.cells.to_csv(outdir / "cells.csv", index=False)
+    keep_cells(run, result.cells)
     result.fleet.to_csv(outdir / "fleet.csv", index=False)
     result.nodes.to_csv(outdir / "nodes.csv", index=False)
     drain = drain_rows(result, failed, suite)
@@ -672,6 +687,14 @@ def write_results(
     }
     run["checks_failed"] = sum(len(v) for v in failed.values())
     nightly.save_run(outdir, run)
+
+
+def keep_cells(run: dict, cells: pd.DataFrame) -> None:
+    """The night's cells kept in the store for the nodes' histories; a store that cannot be written leaves
+    them in cells.csv alone (node_histories reads them there)."""
+    with contextlib.suppress(*store.failures()):
+        with store.opened(PERFLOGS / run["system"]) as con:
+            store.keep_cells(con, run["stamp"], cells)
 
 
 def send(system: str, run: dict, result: partition.Partition, status: int) -> None:
@@ -706,16 +729,31 @@ def write_page(system: str, run: dict, result: partition.Partition, outdir: Path
 
 
 def node_histories(system: str, nodes: list[str]) -> dict[str, pd.DataFrame]:
-    """Each named node's levels on every path over the system's partition nights so far (their cells.csv)."""
-    parts = []
-    for night in finished_runs(system, partitions=True):
-        cells = NIGHTLY_DIR / system / night["stamp"].replace(":", "") / "cells.csv"
-        if night.get("nodes") and cells.exists():
-            table = pd.read_csv(cells)
-            table = table.assign(worse_pct=explain.cell_worse(table))  # a night's before the column was kept
-            parts.append(table[table["node"].isin(nodes)].assign(night=night["stamp"]))
-    found = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["node", "night"])
-    return {node: rows for node, rows in found.groupby("node")}
+    """Each named node's levels on every path over the system's partition nights so far: their cells as
+    kept in the store when each night was judged (a night kept before the store, from its cells.csv once)."""
+    nights = [n for n in finished_runs(system, partitions=True) if n.get("nodes")]
+    try:
+        with store.opened(PERFLOGS / system) as con:
+            kept = store.cell_nights(con)
+            for night in nights:
+                cells = NIGHTLY_DIR / system / night["stamp"].replace(":", "") / "cells.csv"
+                if night["stamp"] not in kept and cells.exists():
+                    store.keep_cells(con, night["stamp"], pd.read_csv(cells))
+            found = store.read_cells(con, nodes)
+    except store.failures():  # a store that cannot be written: the nights' files, as before it
+        found = pd.concat(
+            [
+                pd.read_csv(path).assign(night=n["stamp"])
+                for n in nights
+                if (path := NIGHTLY_DIR / system / n["stamp"].replace(":", "") / "cells.csv").exists()
+            ]
+            or [pd.DataFrame(columns=["node", "night"])]
+        )
+        found = found[found["node"].isin(nodes)]
+    found = found[found["night"].isin({n["stamp"] for n in nights})]
+    found = found.assign(worse_pct=explain.cell_worse(found)) if not found.empty else found  # kept before it was
+    found = found.sort_values("night", key=lambda c: c.map({n["stamp"]: i for i, n in enumerate(nights)}))
+    return {node: rows.reset_index(drop=True) for node, rows in found.groupby("node")}
 
 
 def say(run: dict, result: partition.Partition, failed: dict, status: int, outdir: Path, other_kind: bool) -> None:

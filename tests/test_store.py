@@ -291,3 +291,14 @@ def test_a_table_read_again_in_the_process_is_a_copy_its_reader_may_change(store
     again.frame.loc[:, "unit"] = "changed"
     third = loader.load(top, warn=None)
     assert third.frame.equals(expected) and "changed" not in third.issues
+
+
+def test_a_file_read_in_small_blocks_gives_the_table_parsed_whole(stores, tmp_path, monkeypatch):
+    """A partition's night is read a block of whole lines at a time: a curve run, a cut line and a new
+    header fall across blocks as they may."""
+    monkeypatch.setattr(loader, "BLOCK_BYTES", 3000)
+    top = folder_of(tmp_path, 200)
+    grow(top, "daxpy", ".log.h0", 202, 260, cut=True)
+    same(loader.load(top, warn=None), whole(top))
+    grow(top, "daxpy", ".curves", 202, 500)
+    same(loader.load(top, warn=None), whole(top))
