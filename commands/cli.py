@@ -38,6 +38,17 @@ def _paths(args) -> list[Path]:
     return [Path(p) for p in args.paths] or [PERFLOGS]
 
 
+def _windows(args) -> list[tuple[str | None, str | None]] | None:
+    """The times a command reads, where it names them (--since, --until; compare --by time's two ranges):
+    those rows of the store, not every record it holds."""
+    if getattr(args, "by", None) in ("time", "date"):
+        ranges = [spec.partition("..") for spec in (args.base, args.new)]
+        return [(start or None, (end if sep else start) or None) for start, sep, end in ranges]
+    if getattr(args, "since", None) or getattr(args, "until", None):
+        return [(args.since, args.until)]
+    return None
+
+
 def _filter(frame: pd.DataFrame, args) -> pd.DataFrame:
     if getattr(args, "test", None):
         frame = frame[frame["test"].str.contains(args.test, regex=True)]
@@ -49,7 +60,7 @@ def _filter(frame: pd.DataFrame, args) -> pd.DataFrame:
 
 
 def cmd_load(args) -> int:
-    loaded = load(_paths(args))
+    loaded = load(_paths(args), windows=_windows(args))
     frame = _filter(loaded.frame, args)
     print(f"{len(frame)} performance values from {len(loaded.files)} file(s)")
     for path, rows in sorted(loaded.files.items()):
@@ -68,7 +79,7 @@ def cmd_load(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    loaded = load(_paths(args))
+    loaded = load(_paths(args), windows=_windows(args))
     frame = _filter(loaded.frame, args)
     if frame.empty:
         print("error: no performance values to compare (check the paths, --test and --var)", file=sys.stderr)
@@ -104,7 +115,7 @@ def cmd_html(args) -> int:
     from runner.pages import latest_nights
 
     paths = _paths(args)
-    loaded = load(paths)
+    loaded = load(paths, windows=_windows(args))
     loaded.frame = _filter(loaded.frame, args)
     if loaded.frame.empty:
         print("error: no performance values to report", file=sys.stderr)

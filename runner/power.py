@@ -47,7 +47,7 @@ import pandas as pd
 
 from experiments.progress import Progress
 from judge import verdict
-from judge.select import accepted_masks
+from judge.select import accepted_masks, windows_of
 from reports.load import load
 from reports.runs import PERFLOGS, nights_outside, read_accepted, read_baselines, selected_system
 from runner import nightly
@@ -67,7 +67,7 @@ def accepted_run_values(
 ) -> list[pd.DataFrame]:
     """accepted_tables' run_values, before their paths are attached (the tests keep one kind's)."""
     accepted = _accepted(system, kind)
-    frame = load([PERFLOGS / system], warn=None).frame
+    frame = load([PERFLOGS / system], warn=None, windows=windows_of(accepted["runs"])).frame
     masks = accepted_masks(frame, system, accepted)
     return [verdict.run_values(frame, masks, s) for s in statistics]
 
@@ -92,8 +92,9 @@ def kind_runs_table(system: str, kind: str | None = None) -> pd.DataFrame:
     medians with paths, by run stamp."""
     accepted = _accepted(system, kind)
     nights = nights_outside(system, accepted)
-    frame = load([PERFLOGS / system], warn=None).frame
-    masks = accepted_masks(frame, system, {"runs": [*accepted["runs"], *nights]})
+    runs = [*accepted["runs"], *nights]
+    frame = load([PERFLOGS / system], warn=None, windows=windows_of(runs)).frame
+    masks = accepted_masks(frame, system, {"runs": runs})
     return verdict.attach_paths(verdict.run_values(frame, masks))
 
 
@@ -194,7 +195,9 @@ SEEN_IN = 0.95
 def others_pool(system: str, kind: str | None = None) -> verdict.Pool:
     """The spreads the system's other kinds of node measured, which a night
     of this kind draws its priors on (runner/nightly.py's others_pool)."""
-    return nightly.others_pool(load([PERFLOGS / system], warn=None).frame, system, read_accepted(system, kind))
+    baselines = list(read_baselines(system).values())
+    frame = load([PERFLOGS / system], warn=None, windows=windows_of([r for b in baselines for r in b["runs"]])).frame
+    return nightly.others_pool(frame, system, read_accepted(system, kind))
 
 
 def smallest_and_target(located: verdict.Located, alpha: float) -> dict[str, tuple[float, float]]:

@@ -57,10 +57,10 @@ from experiments.files import write_json
 from experiments.roots import PERFLOGS, REPO, UPGRADES
 from judge import verdict
 from judge.compare import path_lines, status_of
-from judge.select import accepted_masks, run_rows
+from judge.select import accepted_masks, run_rows, windows_of
 from judge.status import AS_ACCEPTED, FAILED, UNJUDGED
 from reports.load import from_perflogs, load
-from reports.runs import finished_runs, now, read_accepted, selected_system
+from reports.runs import finished_runs, now, read_accepted, read_baselines, selected_system
 from runner import lock
 from runner.nightly import as_nights, hash_selection, health_options, option_mistakes, others_pool, outcomes, reframe
 from systems import detect, toolkits
@@ -244,7 +244,10 @@ def driver_upgrade(system: str, kind: str | None) -> int:
             f"upgrade: no accepted runs of {system}{f' on {kind}' if kind else ''} (name the --kind)", file=sys.stderr
         )
         return UNJUDGED
-    frame = load([PERFLOGS / system], warn=None).frame
+    since = max(run["end"] for run in accepted["runs"])
+    later = [r for r in finished_runs(system, kind=accepted.get("kind", kind)) if r["start"] > since]
+    baselines = [r for b in read_baselines(system).values() for r in b["runs"]]  # the others' pool's too
+    frame = load([PERFLOGS / system], warn=None, windows=windows_of([*accepted["runs"], *later, *baselines])).frame
     frame = frame[from_perflogs(frame)]
     masks = accepted_masks(frame, system, accepted)
     old = _drivers(frame, masks.values())
@@ -254,9 +257,8 @@ def driver_upgrade(system: str, kind: str | None) -> int:
             file=sys.stderr,
         )
         return UNJUDGED
-    since = max(run["end"] for run in accepted["runs"])
     nights = {}
-    for run in finished_runs(system, kind=accepted.get("kind", kind)):
+    for run in later:
         mask = run_rows(frame, system, [run])
         drivers = _drivers(frame, [mask])
         if run["start"] > since and drivers and drivers != old:
@@ -276,6 +278,21 @@ def driver_upgrade(system: str, kind: str | None) -> int:
         "judged as one against the accepted runs"
     )
     return publish(f"{system}-driver-{old[0]}-to-{new}", what, result)
+
+
+def windows_in(record) -> list[tuple[str, str]]:
+    """Every window (a dict with a start and an end) an upgrade's record holds, its rounds' and reruns' sides:
+    the rows its comparisons read, not the system's years."""
+    found = []
+    if isinstance(record, dict):
+        if isinstance(record.get("start"), str) and isinstance(record.get("end"), str):
+            found.append(record)
+        for value in record.values():
+            found += [{"start": s, "end": e} for s, e in windows_in(value)]
+    elif isinstance(record, list):
+        for value in record:
+            found += [{"start": s, "end": e} for s, e in windows_in(value)]
+    return windows_of(found)
 
 
 def folder_name(text: str) -> str:
@@ -396,7 +413,7 @@ class Experiment:
     def _frame(self, old: str, new: str) -> pd.DataFrame:
         """The system's records, the two sides' environments under one name so
         that old and new pair up (`ran_in` keeps which side ran each)."""
-        frame = load([PERFLOGS / self.system], warn=None).frame
+        frame = load([PERFLOGS / self.system], warn=None, windows=windows_in(self.record)).frame
         compared = set(self.sides[old]) | set(self.sides[new])
         return frame.assign(
             ran_in=frame["environ"], environ=frame["environ"].where(~frame["environ"].isin(compared), "upgrade")
