@@ -326,6 +326,204 @@ def _tidy(records: list[dict], source: str, from_report: bool) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@dataclass
+class _Segment:
+    """A perflog's lines read by one header: their fields and line numbers."""
+
+    header: list[str]
+    lines: list[str] = field(default_factory=list)
+    numbers: list[int] = field(default_factory=list)
+    cut: int | None = None  # the number of a last line without its newline (kept: its fields are whole)
+
+
+def _segments(
+    raw: str, path: Path, issues: list[Issue], start: int, header: list[str] | None
+) -> tuple[list[_Segment], list[str] | None]:
+    """A perflog's lines from line `start` on, by the header each is read by, with the lines that fit none
+    (a wrong number of fields; any before a header, which ends the file's reading) named in `issues`: what
+    _read_perflog_text sees, without a dict a line."""
+    lines = raw.split("\n")
+    ends_with_newline = raw.endswith("\n")
+    if ends_with_newline:
+        lines = lines[:-1]
+    last = start + len(lines) - 1
+    segments: list[_Segment] = [] if header is None else [_Segment(header)]
+    for number, line in enumerate(lines, start=start):
+        if not line.strip():
+            continue
+        last_cut = number == last and not ends_with_newline
+        if "perf_var" in line and "perf_value" in line and _is_header(fields := line.split("|")):
+            header = fields
+            segments.append(_Segment(header))
+            continue
+        if header is None:
+            issues.append(Issue(str(path), number, "unreadable", "no header line before this record; file skipped"))
+            return segments, None
+        count = line.count("|") + 1
+        if count != len(header):
+            kind = "truncated" if last_cut else "malformed"
+            issues.append(Issue(str(path), number, kind, f"{count} fields where the header has {len(header)}"))
+            continue
+        segment = segments[-1]
+        segment.lines.append(line)
+        segment.numbers.append(number)
+        if last_cut:
+            segment.cut = number
+    if header is None and lines and start == 1:
+        issues.append(Issue(str(path), 0, "unreadable", "no perflog header line (perf_var|perf_value...)"))
+    return segments, header
+
+
+#: A perflog's fields that are numbers (_number): a record where one is not is skipped, named.
+_NUMBERS = ("perf_value", "perf_ref", "perf_lower_thres", "perf_upper_thres")
+
+
+def _fields_frame(segment: _Segment) -> pd.DataFrame:
+    """A segment's lines as a table of text, a column per header field (the last of a field named twice,
+    as a dict of the line would keep): no quoting, nothing read as missing. By Arrow's CSV reader (six
+    times pandas' C parser), or pandas' where Arrow is not installed or a line holds a carriage return
+    (Arrow would end the line there)."""
+    text = "\n".join(segment.lines)
+    names = [str(i) for i in range(len(segment.header))]
+    try:
+        if "\r" in text:
+            raise ImportError("a carriage return in a field")
+        import pyarrow as pa
+        from pyarrow import csv as arrow_csv
+
+        table = arrow_csv.read_csv(
+            pa.py_buffer(text.encode()),
+            read_options=arrow_csv.ReadOptions(column_names=names),
+            parse_options=arrow_csv.ParseOptions(delimiter="|", quote_char=False, newlines_in_values=False),
+            convert_options=arrow_csv.ConvertOptions(
+                column_types=dict.fromkeys(names, pa.string()),
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+                null_values=[],
+            ),
+        ).to_pandas()
+    except ImportError:
+        import csv
+        import io
+
+        table = pd.read_csv(
+            io.StringIO(text),
+            sep="|",
+            header=None,
+            names=names,
+            dtype=str,
+            keep_default_na=False,
+            na_filter=False,
+            quoting=csv.QUOTE_NONE,
+            engine="c",
+            lineterminator="\n",
+            skip_blank_lines=False,
+        )
+    last = {name: i for i, name in enumerate(segment.header)}
+    table = table[[names[i] for i in last.values()]]
+    table.columns = list(last)
+    return table.assign(__line=segment.numbers)
+
+
+def _numbers(table: pd.DataFrame, path: Path, issues: list[Issue], cut: int | None) -> pd.DataFrame:
+    """The number fields as floats (a placeholder as None's NaN), the records where one is not a number
+    dropped and named, as _read_perflog_text does."""
+    bad = pd.Series(False, index=table.index)
+    found: dict[int, str] = {}
+    for key in (k for k in _NUMBERS if k in table.columns):
+        text = table[key]
+        values = pd.to_numeric(text.where(~text.isin(_MISSING)), errors="coerce")
+        doubted = values.isna() & ~text.isin(_MISSING)
+        for index in doubted[doubted].index:  # 'nan', 'inf', '1_000': what float() reads, pandas may not
+            try:
+                values[index] = float(text[index])
+            except ValueError as err:
+                bad[index] = True
+                found.setdefault(index, f"not a number: {err}")
+        table[key] = values.astype(float).astype(object).where(~text.isin(_MISSING), None)
+    for index, message in found.items():
+        line = int(table.at[index, "__line"])
+        issues.append(Issue(str(path), line, "truncated" if line == cut else "malformed", message))
+    return table[~bad]
+
+
+def _perflog_table(
+    raw: str, path: Path, issues: list[Issue], start: int = 1, header: list[str] | None = None
+) -> tuple[pd.DataFrame, dict, list[str] | None]:
+    """_read_perflog_text and _tidy at once, a column at a time (what a partition's night of millions of
+    lines needs): the tidy rows of a perflog's lines from `start` on, its runs' records (what curves are
+    matched to: _runs_of) and the header in force after them; the same issues, in line order."""
+    found: list[Issue] = []
+    segments, header = _segments(raw, path, found, start, header)
+    frames, runs = [], {}
+    for segment in segments:
+        if not segment.lines:
+            continue
+        table = _numbers(_fields_frame(segment), path, found, segment.cut)
+        if segment.cut is not None and segment.cut in set(table["__line"]):
+            found.append(
+                Issue(str(path), segment.cut, "truncated", "last line has no newline; its fields are complete, kept")
+            )
+        runs.update(_runs_of_table(table))
+        frames.append(_tidy_table(table, str(path)))
+    issues.extend(sorted(found, key=lambda i: i.line))
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), runs, header
+
+
+def _runs_of_table(table: pd.DataFrame) -> dict[tuple[str, str, str], list[dict]]:
+    """_runs_of of a segment's records: each run's first record and the rest's figures (one take of the
+    first records, the figures as lists: a partition's night has a hundred thousand runs)."""
+    keys = [table.get(k, pd.Series(None, index=table.index)) for k in ("job_completion_time", "display_name")]
+    jobid = table["jobid"].astype(str) if "jobid" in table else pd.Series("None", index=table.index)
+    groups = table.groupby([*keys, jobid], sort=False, dropna=False).indices
+    columns = [c for c in table.columns if c != "__line"]
+    firsts = table.iloc[[at[0] for at in groups.values()]][columns].to_dict("records")
+    names, values = table["perf_var"].tolist(), table["perf_value"].tolist()
+    return {
+        tuple(key): [first] + [{"perf_var": names[i], "perf_value": values[i]} for i in at[1:]]
+        for (key, at), first in zip(groups.items(), firsts)
+    }
+
+
+def _tidy_table(table: pd.DataFrame, source: str) -> pd.DataFrame:
+    """_tidy of a perflog's records as a table: the same rows, a column at a time."""
+    line = table.pop("__line")
+    numbers = [k for k in _NUMBERS if k in table.columns]
+    text = [c for c in table.columns if c not in numbers]
+    table = table.copy()
+    table[text] = table[text].where(~table[text].isin(_MISSING), None)
+    named = [_column(k) for k in table.columns]
+    last = {name: i for i, name in enumerate(named)}  # two fields of one column: the last, as a dict keeps
+    table = table.iloc[:, list(last.values())]
+    table.columns = list(last)
+    frame = table
+    frame["__missing"] = frame["value"].isna() & frame["value"].map(lambda v: v is None) if "value" in frame else True
+    frame["line"] = line.to_numpy()
+    frame["source"] = source
+    display = frame["display_name"] if "display_name" in frame else pd.Series(None, index=frame.index)
+    if "name" in frame:
+        display = display.where(display.notna() & (display != ""), frame["name"])
+    display = display.fillna("").astype(object)
+    frame["display_name"] = display
+    cases = {d: _Case.of(d) for d in display.unique()}
+    nid = display.map({d: c.nid for d, c in cases.items()})
+    node = frame["node"] if "node" in frame else pd.Series(None, index=frame.index)
+    frame["node"] = node.where(node.notna() & (node != "") | nid.isna(), nid)
+    frame["test"] = display.map({d: c.test for d, c in cases.items()})
+    frame["params"] = display.map({d: c.params for d, c in cases.items()})
+    frame = frame.drop(columns=[k for k in _DROPPED if k in frame])
+    given = set(frame.columns)
+    for column in dict.fromkeys(k for c in cases.values() for k, _ in c.columns):
+        if column not in given:  # a record's own field of that name wins (setdefault)
+            frame[column] = display.map({d: dict(c.columns).get(column) for d, c in cases.items()})
+    if "reframe_version" in frame:
+        version = frame["reframe_version"]
+        frame["reframe_version"] = version.where(
+            ~version.map(lambda v: isinstance(v, str)), version.str.removeprefix("reframe ").str.strip()
+        )
+    return frame
+
+
 #: The last table read in this process, by its folder, the store's state and the windows: the tests and a
 #: nightly's phases load the same rows again, and a copy of a table takes a tenth of reading it back.
 _LAST: dict[tuple, Loaded] = {}
@@ -641,18 +839,19 @@ def _ingest(con, top: Path, path: Path, indexed: store.Indexed | None) -> None:
     for block in _blocks(path, read, size):
         text, issues = block.decode("utf-8", errors="replace"), []
         if kind == "perflog":
-            records, header = _read_perflog_text(text, Path(name), issues, lines + 1, header)
-            store.add_runs(con, name, _runs_of(records))
+            table, runs, header = _perflog_table(text, Path(name), issues, lines + 1, header)
+            store.add_runs(con, name, runs)
             for curves, figures in _waiting(con, name):
                 _add_rows(con, curves, figures)
                 store.recount(con, curves)
+            _add_table(con, name, table, issues)
         else:
             runs = _continued(con, name, last, curve_runs(Path(name), issues, text, lines + 1, as_lines=True))
             last = json.dumps([*next(reversed(runs.items()))]) if runs else last
             ready = store.has_runs(con, store.base_of(name), set(runs))
             store.add_pending(con, name, {key: found for key, found in runs.items() if key not in ready})
             records = _curves_of(con, name, {key: found for key, found in runs.items() if key in ready})
-        _add_rows(con, name, records, issues)
+            _add_rows(con, name, records, issues)
         whole = block.rfind(b"\n") + 1  # a cut last line is read again, whole, next time
         read, lines = read + whole, lines + block.count(b"\n")
     head, tail = store.probes(path, read)
@@ -673,8 +872,13 @@ def _ingest(con, top: Path, path: Path, indexed: store.Indexed | None) -> None:
 
 def _add_rows(con, name: str, records: list[dict], issues: list[Issue] = (), from_report: bool = False) -> None:
     """A file's records (of one read) tidied and added, with the issues found reading them and over them."""
+    _add_table(con, name, _tidy(records, name, from_report), issues)
+
+
+def _add_table(con, name: str, tidy: pd.DataFrame, issues: list[Issue] = ()) -> None:
+    """A file's tidy rows (of one read) added, with the issues found reading them and over them."""
     frames: list[pd.DataFrame] = []
-    _add_frame(frames, {}, _tidy(records, name, from_report), Path(name))
+    _add_frame(frames, {}, tidy, Path(name))
     table = _finished(frames) if frames else None
     late = _not_numbers(table) if table is not None else []
     if table is not None:
