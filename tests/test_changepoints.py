@@ -150,3 +150,37 @@ def test_a_path_without_a_known_spread_is_scaled_by_the_floor():
     table = _history(step, 0.003, seed=2)
     assert cp.changes(table, {PATH: float("nan")}) == cp.changes(table, {})
     assert cp.changes(table, {})  # 3% is 30 floors of 0.1%
+
+
+def test_the_summed_cost_finds_rupturess_own_l2_segmentation():
+    """The running-sums cost is ruptures' l2 made fast: the same change points on noise, steps and drifts."""
+    import ruptures
+
+    rng = np.random.default_rng(7)
+    for n in (4, 9, 30, 150):
+        for step in (0.0, 0.01, 0.05):
+            levels = rng.normal(0, 0.004, n) + np.where(np.arange(n) >= n // 2, step, 0.0)
+            scaled = (levels / 0.004).reshape(-1, 1)
+            theirs = ruptures.Pelt(model="l2", min_size=cp.MIN_NIGHTS, jump=1).fit(scaled).predict(pen=cp.PENALTY)
+            assert cp.change_points(levels, 0.004) == [e for e in theirs if e < n]
+
+
+def test_a_level_held_since_before_the_window_is_still_reported_and_said_to_be_older():
+    """Three years of nights: the path fell 5% long before the last WINDOW_NIGHTS and stayed there. The
+    search sees the accepted runs' level and the window's, so the change is still reported, since the
+    window's first night or earlier."""
+    n = cp.WINDOW_NIGHTS * 3
+    moves = np.where(np.arange(n) >= 40, 5.0, 0.0)
+    table = _history(moves, LINK, seed=3)
+    accepted = list(table["run"].iloc[:3])
+    [change] = cp.changes(table, {PATH: LINK}, accepted)
+    assert change.earlier and change.stamp == table["run"].iloc[n - cp.WINDOW_NIGHTS]
+    assert change.nights == cp.WINDOW_NIGHTS and "or earlier" in change.line()
+    assert cp.changes(table.iloc[: cp.WINDOW_NIGHTS], {PATH: LINK}, accepted)[0].stamp == table["run"].iloc[40]
+
+
+def test_change_points_are_sought_over_the_accepted_nights_and_the_last_window():
+    n = cp.WINDOW_NIGHTS + 50
+    table = _history(np.zeros(n), LINK, seed=1)
+    at = cp.searched(table, list(table["run"].iloc[:2]))
+    assert list(at[:2]) == [0, 1] and len(at) == cp.WINDOW_NIGHTS + 2 and at[-1] == n - 1
