@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 from test_fake_gpu import _exported, victoria  # noqa: F401 (a fixture)
+from test_metrics import _record as metrics_record
 
 from experiments import metrics
 from reports import victoria as vm
@@ -43,25 +44,13 @@ def _unix(text: str, plus_s: float = 0.0) -> float:
 
 def _record(system: str, when: float, perf_var: str, value: float, **extra) -> SimpleNamespace:
     """A performance record as ReFrame hands it to the httpjson handler (tests/test_metrics.py's)."""
-    fields = {
-        "check_display_name": "host_bandwidth",
-        "check_system": system,
-        "check_partition": "gpu",
-        "check_environ": "gnu",
-        "check_job_nodelist": ["node7"],
-        "check_case": "buffer_size=1G",
-        "check_gpu_model": "NVIDIA H100 80GB HBM3",
-        "check_gpu_count": 1,
-        "check_host_link": "pcie gen5 x16",
-        "check_driver_version": "580.159.04",
-        "check_cuda_version": "13.0",
-        "check_cuda_runtime_version": "13.0",
-        "check_job_completion_time_unix": when,
-        "check_perf_var": perf_var,
-        "check_perf_value": value,
-        "check_perf_unit": "GiB/s",
-    }
-    return SimpleNamespace(**{**fields, **extra})
+    return metrics_record(
+        check_system=system,
+        check_job_completion_time_unix=when,
+        check_perf_var=perf_var,
+        check_perf_value=value,
+        **extra,
+    )
 
 
 def _records() -> tuple[list[SimpleNamespace], list[SimpleNamespace]]:
