@@ -452,7 +452,7 @@ def _perflog_table(
 ) -> tuple[pd.DataFrame, dict, list[str] | None]:
     """_read_perflog_text and _tidy at once, a column at a time (what a partition's night of millions of
     lines needs): the tidy rows of a perflog's lines from `start` on, its runs' records (what curves are
-    matched to: _runs_of) and the header in force after them; the same issues, in line order."""
+    matched to) and the header in force after them; the same issues, in line order."""
     found: list[Issue] = []
     segments, header = _segments(raw, path, found, start, header)
     frames, runs = [], {}
@@ -470,17 +470,18 @@ def _perflog_table(
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), runs, header
 
 
-def _runs_of_table(table: pd.DataFrame) -> dict[tuple[str, str, str], list[dict]]:
-    """_runs_of of a segment's records: each run's first record and the rest's figures (one take of the
-    first records, the figures as lists: a partition's night has a hundred thousand runs)."""
+def _runs_of_table(table: pd.DataFrame) -> dict[tuple[str, str, str], tuple[dict, dict]]:
+    """A segment's records by run (completion time, display name, job id, as their fields spell them): each
+    run's first record and its figures, what curves are matched to (one take of the first records: a
+    partition's night has a hundred thousand runs)."""
     keys = [table.get(k, pd.Series(None, index=table.index)) for k in ("job_completion_time", "display_name")]
     jobid = table["jobid"].astype(str) if "jobid" in table else pd.Series("None", index=table.index)
     groups = table.groupby([*keys, jobid], sort=False, dropna=False).indices
     columns = [c for c in table.columns if c != "__line"]
     firsts = table.iloc[[at[0] for at in groups.values()]][columns].to_dict("records")
-    names, values = table["perf_var"].tolist(), table["perf_value"].tolist()
+    names, values = table["perf_var"].to_numpy(object), table["perf_value"].to_numpy(object)
     return {
-        tuple(key): [first] + [{"perf_var": names[i], "perf_value": values[i]} for i in at[1:]]
+        tuple(key): (first, dict(zip(names[at].tolist(), values[at].tolist())))
         for (key, at), first in zip(groups.items(), firsts)
     }
 
@@ -908,8 +909,9 @@ def _curves_of(con, name: str, runs: dict[tuple[str, str, str], tuple[int, list[
     """The figures of curves `runs` (of the curves file `name`) whose perflog lines the store holds."""
     logged = store.runs_of(con, name, set(runs))
     records = []
-    for first, lines in runs.values():
-        records += read_curves(Path(name), logged, [], whole=False, text="\n".join(lines), start=first)
+    for key, (first, lines) in runs.items():  # each run with its own records: never all runs' for each
+        text = "\n".join(lines)
+        records += read_curves(Path(name), logged.get(key, []), [], whole=False, text=text, start=first)
     return records
 
 
@@ -922,15 +924,6 @@ def _waiting(con, perflog: str) -> list[tuple[str, list[dict]]]:
             found.append((source, _curves_of(con, source, {key: (first, lines)})))
             store.drop_pending(con, source, key)
     return found
-
-
-def _runs_of(records: list[dict]) -> dict[tuple[str, str, str], list[dict]]:
-    """A perflog chunk's records by run (completion time, display name, job id): what curves are matched to."""
-    runs: dict = {}
-    for record in records:
-        key = (record.get("job_completion_time"), record.get("display_name"), str(record.get("jobid")))
-        runs.setdefault(key, []).append(record)
-    return runs
 
 
 def _from_store(

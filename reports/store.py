@@ -49,6 +49,9 @@ PROBE = 4096
 #: Stores of folders outside the data root's perflogs (a test's, a copy) kept at most, the least recently used
 #: dropped: a site's own stores are never dropped.
 OTHERS_KEPT = 8
+#: DuckDB's own memory at most (its default is 80% of the machine's): it spills to disk beyond, and a
+#: nightly's judging has the rest.
+MEMORY_LIMIT = "1GB"
 #: The code whose change makes a store another's: what turns a line into rows.
 _CODE = ("reports/load.py", "reports/curves.py", "reports/names.py", "reports/store.py", "reports/issue.py")
 
@@ -167,6 +170,8 @@ def opened(top: Path) -> Iterator[object]:
             con = duckdb.connect(str(folder / "records.duckdb"))
         try:
             run(con, "SET TimeZone = 'UTC'")
+            run(con, "SET enable_progress_bar = false")  # its bar is no line of the suite's output
+            run(con, f"SET memory_limit = '{MEMORY_LIMIT}'")
             _fit(con, top, code_digest())
             yield con
         finally:
@@ -352,39 +357,48 @@ def forget_run(con, source: str, key: tuple[str, str, str], line: int) -> None:
     drop_pending(con, source, key)
 
 
-def add_runs(con, source: str, runs: dict[tuple[str, str, str], list[dict]]) -> None:
-    """Each run's first raw record and figures, for the curves read later (reports/curves.py)."""
+def add_runs(con, source: str, runs: dict[tuple[str, str, str], tuple[dict, dict]]) -> None:
+    """Each run's first raw record and its figures, for the curves read later (reports/curves.py): a table
+    added at once (a partition's night has a hundred thousand runs)."""
     if not runs:
         return
-    rows = [
-        (source, base_of(source), *key, json.dumps(_without_line(records[0])), json.dumps(_figures(records)))
-        for key, records in runs.items()
-    ]
-    con.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    keys = list(runs)
+    frame = pd.DataFrame(
+        {
+            "source": source,
+            "base": base_of(source),
+            "completed": [k[0] for k in keys],
+            "display_name": [k[1] for k in keys],
+            "jobid": [k[2] for k in keys],
+            "record": [json.dumps(first) for first, _ in runs.values()],
+            "figures": [json.dumps(figures) for _, figures in runs.values()],
+        },
+        dtype=object,
+    )
+    con.register("_runs", frame)
+    try:
+        run(con, "INSERT INTO runs SELECT * FROM _runs")
+    finally:
+        con.unregister("_runs")
 
 
-def _without_line(record: dict) -> dict:
-    return {k: v for k, v in record.items() if k != "__line"}
-
-
-def _figures(records: list[dict]) -> dict:
-    return {r["perf_var"]: r["perf_value"] for r in records}
-
-
-def runs_of(con, curves: str, keys: set[tuple[str, str, str]]) -> list[dict]:
-    """The raw perflog records (as read_curves takes them) of the runs `keys` of the check of `curves`."""
+def runs_of(con, curves: str, keys: set[tuple[str, str, str]]) -> dict[tuple[str, str, str], list[dict]]:
+    """The raw perflog records (as read_curves takes them) of the runs `keys` of the check of `curves`, by
+    run: its first record whole, then one record per figure with the run's key."""
     if not keys:
-        return []
+        return {}
     found = con.execute(
         "SELECT completed, display_name, jobid, record, figures FROM runs WHERE base = ?", [base_of(curves)]
     ).fetchall()
-    records = []
+    runs = {}
     for completed, display_name, jobid, record, figures in found:
-        if (completed, display_name, jobid) not in keys:
+        key = (completed, display_name, jobid)
+        if key not in keys:
             continue
-        first = json.loads(record)
-        records += [{**first, "perf_var": name, "perf_value": value} for name, value in json.loads(figures).items()]
-    return records
+        first, named = json.loads(record), {"job_completion_time": completed, "display_name": display_name}
+        rest = [{**named, "jobid": jobid, "perf_var": n, "perf_value": v} for n, v in json.loads(figures).items()]
+        runs[key] = [first, *rest]
+    return runs
 
 
 def stored_issues(con, order: list[str]) -> list[Issue]:

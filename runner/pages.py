@@ -206,10 +206,23 @@ def verdict_page(run: dict, paths, lags, outdir: Path, back: str = "", history: 
     return write_verdict_page(run, paths, lags, outdir, title, reasons, back, history, found, step)
 
 
+#: The tables a partition's page is drawn again from (read_partition).
+PARTITION_TABLES = ("cells.csv", "fleet.csv", "nodes.csv")
+
+
+def partition_lacks(folder: Path) -> list[str]:
+    """The tables of a partition's night its folder does not keep: a night copied with less than the
+    nightly wrote (the history benchmark's made-up years keep its cells.csv alone) cannot be drawn again."""
+    return [name for name in PARTITION_TABLES if not (folder / name).exists()]
+
+
 def read_partition(folder: Path) -> judge_partition.Partition:
     """A partition's night as its folder keeps it (cells.csv, fleet.csv,
     nodes.csv), each cell's and path's % worse where a table written before
-    it does not keep it."""
+    it does not keep it; a usage error naming the tables a folder lacks."""
+    lacks = partition_lacks(folder)
+    if lacks:
+        raise SystemExit(f"report night: {folder} lacks {', '.join(lacks)}: its partition's page cannot be drawn")
     cells, fleet, nodes = (night_table(folder / f"{name}.csv") for name in ("cells", "fleet", "nodes"))
     cells = cells.assign(worse_pct=explain.cell_worse(cells))
     fleet = fleet.assign(worse_pct=explain.fleet_worse(fleet))
@@ -265,6 +278,13 @@ def latest_nights(frame: pd.DataFrame, outdir: Path, history_pages: dict[str, Pa
         for (kind, whole), run in sorted(latest_runs(system).items()):
             name = f"night-{system}-{slug(kind)}" + ("-partition" if whole else "")
             folder = NIGHTLY_DIR / system / folder_name(run["stamp"])
+            if whole and partition_lacks(folder):
+                print(
+                    f"report: the partition's night {run['stamp']} of {system} lacks "
+                    f"{', '.join(partition_lacks(folder))}: left out of the latest nights",
+                    file=sys.stderr,
+                )
+                continue
             history = (history_pages or {}).get(f"{system}, {kind}")
             page = draw_night(folder, outdir / name, verdict_only=True, back="../index.html", history=history)
             label = f"{system}, {kind}" + (f": a partition's night of {len(run['nodes'])} nodes" if whole else "")
