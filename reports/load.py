@@ -574,7 +574,7 @@ def _read_top(top: Path, windows: list[Window] | None, warn, nodes: list[str] | 
     loose = [p for p in _perflog_files(top) if p.parent == top] if top.resolve() == PERFLOGS.resolve() else []
     if loose:  # files beside the systems' folders (a run report dropped there): parsed
         parts.append(_windowed(_load(loose), windows, nodes))
-    return _joined(parts) if parts else Loaded(pd.DataFrame(columns=CORE))
+    return _joined(parts) if parts else Loaded(_finished([]))
 
 
 def _systems_of(top: Path) -> list[tuple[Path, str, Path]]:
@@ -696,7 +696,7 @@ def _joined(parts: list[Loaded]) -> Loaded:
     if len(parts) == 1:
         return parts[0]
     frames = [p.frame for p in parts if not p.frame.empty]
-    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CORE)
+    table = pd.concat(frames, ignore_index=True) if frames else _finished([])
     extra = sorted(c for c in table.columns if c not in CORE)
     for column in CORE:
         if column not in table:
@@ -937,7 +937,7 @@ def _from_store(
     frame = store.read_rows(con, _store_windows(windows), names, nodes)
     named = {name: str(spelled / name[len(prefix) :]) for name in names}
     if frame.empty:
-        table = pd.DataFrame(columns=CORE)
+        table = _finished([])  # no row: the columns every table has
     else:
         frame = frame.drop(columns=["_row"])
         extra = sorted(c for c in frame.columns if c not in CORE and frame[c].notna().any())

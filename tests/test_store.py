@@ -302,3 +302,25 @@ def test_a_file_read_in_small_blocks_gives_the_table_parsed_whole(stores, tmp_pa
     same(loader.load(top, warn=None), whole(top))
     grow(top, "daxpy", ".curves", 202, 500)
     same(loader.load(top, warn=None), whole(top))
+
+
+def test_the_reindex_command_rebuilds_and_says_what_differed(stores, tmp_path, capsys):
+    from commands import cli
+
+    top = folder_of(tmp_path, 30)
+    assert cli.main(["reindex", "--check", str(top)]) == 0
+    assert f"{len(whole(top).frame)} rows from its perflogs" in capsys.readouterr().out
+    with store.opened(top) as con:
+        store.run(con, "DELETE FROM records WHERE line < 5")
+        store.next_generation(con)
+    assert cli.main(["reindex", "--check", str(top)]) == 3
+    assert "differed from its rebuild" in capsys.readouterr().err
+    assert cli.main(["reindex", "--check", str(top)]) == 0  # rebuilt: sound again
+    assert cli.main(["reindex", str(top / "default" / "daxpy.log.h0")]) == 3
+
+
+def test_a_window_with_no_row_has_every_column_a_table_has(stores, tmp_path):
+    top = folder_of(tmp_path, 30)
+    every = loader.load(top, warn=None).frame
+    empty = loader.load(top, warn=None, windows=[("2001-01-01", "2001-01-02")]).frame
+    assert empty.empty and set(loader._finished([]).columns) <= set(empty.columns) and "gpu_count" in every
