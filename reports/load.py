@@ -430,6 +430,8 @@ def _numbers(table: pd.DataFrame, path: Path, issues: list[Issue], cut: int | No
     dropped and named, as _read_perflog_text does."""
     bad = pd.Series(False, index=table.index)
     found: dict[int, str] = {}
+    if "perf_value" in table:  # no value (a build's line), where 'nan' is a program's
+        table["__missing"] = table["perf_value"].isin(_MISSING)
     for key in (k for k in _NUMBERS if k in table.columns):
         text = table[key]
         values = pd.to_numeric(text.where(~text.isin(_MISSING)), errors="coerce")
@@ -477,7 +479,7 @@ def _runs_of_table(table: pd.DataFrame) -> dict[tuple[str, str, str], tuple[dict
     keys = [table.get(k, pd.Series(None, index=table.index)) for k in ("job_completion_time", "display_name")]
     jobid = table["jobid"].astype(str) if "jobid" in table else pd.Series("None", index=table.index)
     groups = table.groupby([*keys, jobid], sort=False, dropna=False).indices
-    columns = [c for c in table.columns if c != "__line"]
+    columns = [c for c in table.columns if c not in ("__line", "__missing")]
     firsts = table.iloc[[at[0] for at in groups.values()]][columns].to_dict("records")
     names, values = table["perf_var"].to_numpy(object), table["perf_value"].to_numpy(object)
     return {
@@ -489,6 +491,7 @@ def _runs_of_table(table: pd.DataFrame) -> dict[tuple[str, str, str], tuple[dict
 def _tidy_table(table: pd.DataFrame, source: str) -> pd.DataFrame:
     """_tidy of a perflog's records as a table: the same rows, a column at a time."""
     line = table.pop("__line")
+    missing = table.pop("__missing").to_numpy(bool) if "__missing" in table else None
     numbers = [k for k in _NUMBERS if k in table.columns]
     text = [c for c in table.columns if c not in numbers]
     table = table.copy()
@@ -498,7 +501,7 @@ def _tidy_table(table: pd.DataFrame, source: str) -> pd.DataFrame:
     table = table.iloc[:, list(last.values())]
     table.columns = list(last)
     frame = table
-    frame["__missing"] = frame["value"].isna() & frame["value"].map(lambda v: v is None) if "value" in frame else True
+    frame["__missing"] = missing if missing is not None else True
     frame["line"] = line.to_numpy()
     frame["source"] = source
     display = frame["display_name"] if "display_name" in frame else pd.Series(None, index=frame.index)
@@ -518,10 +521,7 @@ def _tidy_table(table: pd.DataFrame, source: str) -> pd.DataFrame:
         if column not in given:  # a record's own field of that name wins (setdefault)
             frame[column] = display.map({d: dict(c.columns).get(column) for d, c in cases.items()})
     if "reframe_version" in frame:
-        version = frame["reframe_version"]
-        frame["reframe_version"] = version.where(
-            ~version.map(lambda v: isinstance(v, str)), version.str.removeprefix("reframe ").str.strip()
-        )
+        frame["reframe_version"] = frame["reframe_version"].str.removeprefix("reframe ").str.strip()
     return frame
 
 
