@@ -42,8 +42,9 @@ NIGHT_PHASES = {
 }
 #: A partition's night's phases, likewise.
 PARTITION_PHASES = {
-    "load": [("runner.partition", "load")],
-    "judge": [("runner.partition", "tables"), ("judge.partition", "levels"), ("judge.partition", "judge")],
+    # The night's records read a chunk of nodes at a time and reduced to run medians (tables: its loads).
+    "load": [("runner.partition", "tables")],
+    "judge": [("judge.partition", "levels"), ("judge.partition", "judge")],
     "rerun": [("runner.partition", "confirm_by_rerun")],
     "contention": [("runner.partition", "with_contention")],
     "results": [("runner.partition", "write_results")],

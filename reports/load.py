@@ -538,11 +538,19 @@ def _copy(loaded: Loaded) -> Loaded:
 Window = tuple  # (from, to): ISO times, either None for an open end
 
 
-def load(paths, warn=sys.stderr, windows: list[Window] | None = None, nodes: list[str] | None = None) -> Loaded:
+def load(
+    paths,
+    warn=sys.stderr,
+    windows: list[Window] | None = None,
+    nodes: list[str] | None = None,
+    columns: list[str] | None = None,
+) -> Loaded:
     """Every perflog (and JSON run report) under `paths`, as one table; only
     the rows within any of `windows` (from, to: ISO times; a run's window)
     where given: what a night is judged from, never the years; of `nodes`
-    alone where given (a partition's night, some of its nodes at a time).
+    alone where given (a partition's night, some of its nodes at a time); of
+    `columns` alone where given and read through a store (what a night of
+    thousands of nodes needs of each record), with `source` and `line`.
 
     One row per performance value. Records without one (a build's line) are
     left out. Each skipped line is reported on `warn` (None: silent) and kept
@@ -553,20 +561,25 @@ def load(paths, warn=sys.stderr, windows: list[Window] | None = None, nodes: lis
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    loaded = _joined([_read_top(top, windows, warn, nodes) for top in map(Path, paths)])
+    loaded = _joined([_read_top(top, windows, warn, nodes, columns) for top in map(Path, paths)])
     if warn is not None:
         for issue in loaded.issues:
             print(f"warning: {issue}", file=warn)
     return loaded
 
 
-def _read_top(top: Path, windows: list[Window] | None, warn, nodes: list[str] | None = None) -> Loaded:
+def _read_top(
+    top: Path, windows: list[Window] | None, warn, nodes: list[str] | None = None, columns: list[str] | None = None
+) -> Loaded:
     """One path's table: a file parsed; a folder through the stores of the systems it holds (or is in), or
     parsed where a store fails."""
     if not top.is_dir():
         return _windowed(_load([top]), windows, nodes)
     try:
-        parts = [_from_system(system, within, spelled, windows, nodes) for system, within, spelled in _systems_of(top)]
+        parts = [
+            _from_system(system, within, spelled, windows, nodes, columns)
+            for system, within, spelled in _systems_of(top)
+        ]
     except store.failures() as err:  # a store that fails is derived: the perflogs are read whole instead
         if warn is not None:
             print(f"warning: the store of {top} could not be read or written ({err}): read whole", file=warn)
@@ -593,7 +606,12 @@ def _systems_of(top: Path) -> list[tuple[Path, str, Path]]:
 
 
 def _from_system(
-    folder: Path, within: str, spelled: Path, windows: list[Window] | None, nodes: list[str] | None = None
+    folder: Path,
+    within: str,
+    spelled: Path,
+    windows: list[Window] | None,
+    nodes: list[str] | None = None,
+    columns: list[str] | None = None,
 ) -> Loaded:
     """The records of `folder` (those under its part `within`) from its store, synced first; a copy of the
     last table read in this process where nothing changed since."""
@@ -606,11 +624,12 @@ def _from_system(
             changed,
             tuple(map(tuple, windows)) if windows is not None else None,
             tuple(nodes) if nodes is not None else None,
+            tuple(columns) if columns is not None else None,
         )
         last = _LAST.get(key)
         if last is not None:
             return _copy(last)
-        loaded = _from_store(con, folder, within, spelled, windows, nodes)
+        loaded = _from_store(con, folder, within, spelled, windows, nodes, columns)
     _LAST.clear()
     _LAST[key] = _copy(loaded)
     return loaded
@@ -927,24 +946,31 @@ def _waiting(con, perflog: str) -> list[tuple[str, list[dict]]]:
 
 
 def _from_store(
-    con, folder: Path, within: str, spelled: Path, windows: list[Window] | None, nodes: list[str] | None = None
+    con,
+    folder: Path,
+    within: str,
+    spelled: Path,
+    windows: list[Window] | None,
+    nodes: list[str] | None = None,
+    columns: list[str] | None = None,
 ) -> Loaded:
     """The store's rows of `folder` (of its part `within`; within `windows`), issues and rows per file,
     named as `spelled` names the part."""
     prefix = "" if not within else within + "/"
     names = [_relative(folder, p) for p in [*_perflog_files(folder), *_curve_files(folder)]]
     names = [n for n in names if n.startswith(prefix)]
-    frame = store.read_rows(con, _store_windows(windows), names, nodes)
+    frame = store.read_rows(con, _store_windows(windows), names, nodes, columns)
     named = {name: str(spelled / name[len(prefix) :]) for name in names}
     if frame.empty:
         table = _finished([])  # no row: the columns every table has
     else:
         frame = frame.drop(columns=["_row"])
         extra = sorted(c for c in frame.columns if c not in CORE and frame[c].notna().any())
-        table = frame[CORE + extra]
+        table = frame[[c for c in CORE if c in frame] + extra]
         table["source"] = table["source"].map(named).astype(str)
         table["line"] = table["line"].astype(int)
-        table["sample"] = table["sample"].astype("Int64")
+        if "sample" in table:
+            table["sample"] = table["sample"].astype("Int64")
     kept = store.stored_issues(con, names)
     issues = [Issue(named[i.path], i.line, i.kind, i.message) for i in kept if i.path in named]
     files = {named[k]: v for k, v in store.stored_rows(con).items() if k in named}

@@ -448,12 +448,27 @@ def stored_rows(con) -> dict[str, int]:
 
 
 def read_rows(
-    con, windows: list[tuple[str | None, str | None]] | None, order: list[str], nodes: list[str] | None = None
+    con,
+    windows: list[tuple[str | None, str | None]] | None,
+    order: list[str],
+    nodes: list[str] | None = None,
+    columns: list[str] | None = None,
 ) -> pd.DataFrame:
     """The records kept, in the loader's order (its files in `order`, each by line), within any of the
-    `windows` (from, to: ISO times, either None for open) where given."""
+    `windows` (from, to: ISO times, either None for open) where given; of `columns` alone (those the
+    records have, with their file, line and order) where given."""
     if not _has_records(con):
         return pd.DataFrame()
+    picked = "records.*"
+    if columns is not None:
+        have = {
+            row[0]
+            for row in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'records'"
+            ).fetchall()
+        }
+        wanted = dict.fromkeys([*columns, "source", "line", "_row"])
+        picked = ", ".join(f"records.{quoted(c)}" for c in wanted if c in have)
     where, params = _window_clause(windows or [])
     clause = f"WHERE {where}" if windows is not None else "WHERE TRUE"
     if nodes is not None:  # a partition's night, some of its nodes at a time
@@ -462,7 +477,7 @@ def read_rows(
     con.register("_nodes", pd.DataFrame({"node": list(nodes or [])}, dtype=object))
     try:
         return con.execute(
-            f"SELECT records.* FROM records JOIN _order USING (source) {clause} ORDER BY _order.rank, line, _row",
+            f"SELECT {picked} FROM records JOIN _order USING (source) {clause} ORDER BY _order.rank, line, _row",
             params,
         ).df()
     finally:

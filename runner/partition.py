@@ -52,6 +52,7 @@ import pandas as pd
 
 from experiments import metrics
 from experiments.files import DamagedFile, read_json
+from experiments.keys import FIGURE_KEY
 from experiments.roots import DRY_RUNS, REPO
 from judge import contention as judge_contention
 from judge import explain, partition, verdict
@@ -330,6 +331,8 @@ def failed_by_node(report: Path, suite: bool = False) -> dict[str, list[str]]:
 #: Nodes whose records are read at once: a partition's night of thousands of nodes is judged from their run
 #: medians, each chunk's records read, reduced and let go (a node's records are about 2,600 rows).
 NODE_CHUNK = 200
+#: What node_values and run_rows read of each record of a partition's night.
+NODE_VALUE_COLUMNS = ["time", "node", *FIGURE_KEY, "sample", "value", "gpu_count"]
 
 
 def tables(system: str, run: dict, accepted: dict | None):
@@ -339,7 +342,7 @@ def tables(system: str, run: dict, accepted: dict | None):
     nodes = nodes_logged(top, windows_of([run]))
     parts = []
     for chunk in [nodes[i : i + NODE_CHUNK] for i in range(0, len(nodes), NODE_CHUNK)] or [[]]:
-        frame = load([top], warn=None, windows=windows_of([run]), nodes=chunk).frame
+        frame = load([top], warn=None, windows=windows_of([run]), nodes=chunk, columns=NODE_VALUE_COLUMNS).frame
         parts.append(partition.node_values(frame, run_rows(frame, system, [run])))
     tonight = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     tonight["node"] = tonight["node"].map(short)

@@ -324,3 +324,11 @@ def test_a_window_with_no_row_has_every_column_a_table_has(stores, tmp_path):
     every = loader.load(top, warn=None).frame
     empty = loader.load(top, warn=None, windows=[("2001-01-01", "2001-01-02")]).frame
     assert empty.empty and set(loader._finished([]).columns) <= set(empty.columns) and "gpu_count" in every
+
+
+def test_some_columns_read_alone_are_those_of_the_whole_table(stores, tmp_path):
+    top = folder_of(tmp_path, 60)
+    every = loader.load(top, warn=None).frame
+    some = loader.load(top, warn=None, columns=["time", "node", "value", "no such column"]).frame
+    assert list(some.columns) == ["time", "node", "value", "source", "line"]
+    pd.testing.assert_frame_equal(some, every[list(some.columns)])
