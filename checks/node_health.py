@@ -17,9 +17,9 @@ from reframe.core.builtins import run_after, run_before, sanity_function, variab
 from reframe.core.exceptions import SanityError
 
 from checks.suite.build import REPO
-from experiments.roots import PERFLOGS
 from checks.suite.placement import Placement
 from checks.suite.settings import Count, SiteSettings, Unreadable, Whole
+from experiments.roots import PERFLOGS
 
 
 @rfm.simple_test
