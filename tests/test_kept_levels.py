@@ -26,7 +26,7 @@ def whole_history_levels(accepted: dict) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_levels_kept_a_few_nights_at_a_time_are_those_of_the_whole_history(own_store, monkeypatch, kind):
     accepted = runs.read_accepted("hopper-vm", kind)
@@ -41,7 +41,7 @@ def test_the_levels_kept_a_few_nights_at_a_time_are_those_of_the_whole_history(o
     assert computed == [] and again.equals(kept)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_night_judged_again_or_a_new_baseline_computes_its_levels_again(own_store, monkeypatch):
     accepted = runs.read_accepted("hopper-vm", KINDS[0])
     histories.night_levels("hopper-vm", accepted)
