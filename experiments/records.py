@@ -35,6 +35,9 @@ def _line(tag: str) -> re.Pattern:
 
 def fields(text: str) -> dict[str, str]:
     """'a=1 b=x y reason=r s=t' -> {'a': '1', 'b': 'x y', 'reason': 'r s=t'}."""
+    simple = _simple_fields(text)
+    if simple is not None:
+        return simple
     free = re.search(rf"(?:^| )({'|'.join(FREE_TEXT)})=(.*)$", text)
     head = text[: free.start()] if free else text
     found: dict[str, str] = {}
@@ -45,6 +48,19 @@ def fields(text: str) -> dict[str, str]:
     if free:
         found[free[1]] = free[2].strip()
     return found
+
+
+def _simple_fields(text: str) -> dict[str, str] | None:
+    """`fields` of a record whose every space starts a field (key=value, a key of word characters, given
+    once) and that has no free text and no trailing space: a split, where the grammar's expression costs
+    ten times as much (a partition's night reads millions of curve records); None for any other record."""
+    if any(f"{name}=" in text for name in FREE_TEXT) or text[-1:].isspace():
+        return None
+    pairs = [part.partition("=") for part in text.split(" ")]
+    if not all(sep and key.isascii() and key.isidentifier() for key, sep, _ in pairs):
+        return None
+    found = {key: value for key, _, value in pairs}
+    return found if len(found) == len(pairs) else None
 
 
 def records(text: str, tag: str) -> list[dict[str, str]]:

@@ -5,6 +5,7 @@ of the run's perflog lines."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import experiments
@@ -53,12 +54,29 @@ def read_curves(
     of the runs its records belong to (`logged`: the records of the perflogs beside it);
     figures a run's perflog has are its own. A run without perflog lines is
     an issue where `logged` is the whole folder's (`whole`), not one file's."""
+    return [
+        {**template, "perf_var": name, "perf_value": value, "perf_unit": unit}
+        for template, derived in derived_figures(path, logged, issues, whole, text, start)
+        for name, value, unit in derived
+    ]
+
+
+def derived_figures(
+    path: Path,
+    logged: list[dict],
+    issues: list[Issue],
+    whole: bool = True,
+    text: str | None = None,
+    start: int = 1,
+) -> Iterator[tuple[dict, list[tuple[str, object, str]]]]:
+    """Each run's figures its curves give and its perflog has not (read_curves' arguments): the run's first
+    perflog record as the template of their records (no reference, no bounds, the curve's first line
+    number) and, in name order, (name, value, unit); a run's template is read once, however many figures."""
     # The job id tells apart runs of one test in two environments that end in the same second.
     by_run: dict = {}
     for record in logged:
         key = (record.get("job_completion_time"), record.get("display_name"), str(record.get("jobid")))
         by_run.setdefault(key, []).append(record)
-    found = []
     for (when, display_name, jobid), (number, lines) in curve_runs(path, issues, text, start).items():
         run = by_run.get((when, display_name, jobid))
         if not run:
@@ -71,10 +89,7 @@ def read_curves(
         except (ValueError, KeyError, ImportError, AttributeError) as err:
             issues.append(Issue(str(path), number, "malformed", f"the curve of {display_name} at {when}: {err}"))
             continue
-        blank = {"perf_ref": None, "perf_lower_thres": None, "perf_upper_thres": None, "__line": number}
-        found += [
-            {**run[0], **blank, "perf_var": name, "perf_value": value, "perf_unit": unit}
-            for name, (value, unit) in sorted(derived.items())
-            if name not in figures
-        ]
-    return found
+        found = [(name, value, unit) for name, (value, unit) in sorted(derived.items()) if name not in figures]
+        if found:
+            blank = {"perf_ref": None, "perf_lower_thres": None, "perf_upper_thres": None, "__line": number}
+            yield {**run[0], **blank}, found

@@ -19,6 +19,8 @@ rest of the file.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import re
 import sys
@@ -33,7 +35,7 @@ from experiments.curves import CURVE_SUFFIX
 from experiments.keys import NODE_FACTS, SOFTWARE_FACTS, direction, split_sample
 from experiments.roots import PERFLOGS
 from reports import store
-from reports.curves import curve_runs, read_curves
+from reports.curves import curve_runs, derived_figures, read_curves
 from reports.issue import Issue
 from reports.names import split_display_name
 
@@ -780,32 +782,43 @@ def _finished(frames: list[pd.DataFrame]) -> pd.DataFrame:
         table[column] = table[column].fillna("unknown").astype(str)
     table["line"] = table["line"].astype(int)
     _add_keys(table)
-    return table
+    # gpu_count is one of the extras even where _add_keys made it (no record said it): a table's columns are
+    # in one order however its rows came, read whole or through the store.
+    return table[CORE + sorted(c for c in table.columns if c not in CORE)]
 
 
 def _sync(con, top: Path) -> int:
-    """What was appended to `top`'s files since the store last read them, added to it in one transaction
-    (a night's lines whole or not at all); files gone or replaced are forgotten, or read again whole.
-    Returns the store's generation after it (a load's key: the same generation, the same table)."""
+    """What was appended to `top`'s files since the store last read them, added to it; files gone or
+    replaced are forgotten, or read again whole. Each block of lines is added with the index entry that
+    says it was read, in one transaction (_block): a kill or a full disk leaves the store holding whole
+    blocks and saying which, and the next load goes on from there. Returns the store's generation after
+    it (a load's key: the same generation, the same table)."""
     perflogs, curves = _perflog_files(top), _curve_files(top)
     kept = store.indexed(con)
     on_disk = {_relative(top, p) for p in [*perflogs, *curves]}
     todo = [(p, store.unread_from(p, kept.get(_relative(top, p)))) for p in [*perflogs, *curves]]
     todo = [(p, start) for p, start in todo if start is not None]
     gone = [name for name in kept if name not in on_disk]
-    if todo or gone:
-        store.run(con, "BEGIN TRANSACTION")
-        try:
+    if gone:
+        with _block(con):
             for name in gone:
                 store.forget(con, name)
-            for path, start in todo:
-                _ingest(con, top, path, kept.get(_relative(top, path)) if start else None)
-            store.next_generation(con)
-            store.run(con, "COMMIT")
-        except BaseException:
-            store.run(con, "ROLLBACK")
-            raise
+    for path, start in todo:
+        _ingest(con, top, path, kept.get(_relative(top, path)) if start else None)
     return store.generation(con)
+
+
+@contextlib.contextmanager
+def _block(con) -> Iterator[None]:
+    """One transaction of the store, that moves its generation on: all of it kept, or none."""
+    store.run(con, "BEGIN TRANSACTION")
+    try:
+        yield
+        store.next_generation(con)
+        store.run(con, "COMMIT")
+    except BaseException:
+        store.run(con, "ROLLBACK")
+        raise
 
 
 def _relative(top: Path, path: Path) -> str:
@@ -839,43 +852,60 @@ def _blocks(path: Path, start: int, size: int) -> Iterator[bytes]:
 
 def _ingest(con, top: Path, path: Path, indexed: store.Indexed | None) -> None:
     """One file's unread lines (all of them where `indexed` is None) parsed and added to the store, a block
-    at a time."""
+    at a time, each in a transaction of its own with the file's index entry as far as it goes: a night's
+    curves are a million tidy rows, which DuckDB holds in memory until they are committed."""
     name = _relative(top, path)
     kind = "report" if path.suffix == ".json" else "curves" if path.name.endswith(CURVE_SUFFIX) else "perflog"
     size = path.stat().st_size
-    if indexed:
-        store.forget_tail(con, name, indexed.lines)  # a cut last line, read again with what followed it
-    else:
-        store.forget(con, name)
     if kind == "report":
-        issues: list[Issue] = []
-        _add_rows(con, name, _read_run_report(path, issues), issues, True)
-        head, tail = store.probes(path, size)
-        store.keep_index(con, store.Indexed(name, kind, size, size, head, tail, 0, "", store.rows_of(con, name)))
+        with _block(con):
+            store.forget(con, name)
+            issues: list[Issue] = []
+            _add_rows(con, name, _read_run_report(path, issues), issues, True)
+            head, tail = store.probes(path, size)
+            entry = store.Indexed(name, kind, size, size, head, tail, 0, "", store.rows_of(con, name))
+            store.keep_index(con, entry)
         return
     read, lines = (indexed.size, indexed.lines) if indexed else (0, 0)
     header = indexed.header.split("|") if indexed and indexed.header else None
     last = indexed.last if indexed else ""
-    for block in _blocks(path, read, size):
-        text, issues = block.decode("utf-8", errors="replace"), []
-        if kind == "perflog":
-            table, runs, header = _perflog_table(text, Path(name), issues, lines + 1, header)
-            store.add_runs(con, name, runs)
-            for curves, figures in _waiting(con, name):
-                _add_rows(con, curves, figures)
-                store.recount(con, curves)
-            _add_table(con, name, table, issues)
-        else:
-            runs = _continued(con, name, last, curve_runs(Path(name), issues, text, lines + 1, as_lines=True))
-            last = json.dumps([*next(reversed(runs.items()))]) if runs else last
-            ready = store.has_runs(con, store.base_of(name), set(runs))
-            store.add_pending(con, name, {key: found for key, found in runs.items() if key not in ready})
-            records = _curves_of(con, name, {key: found for key, found in runs.items() if key in ready})
-            _add_rows(con, name, records, issues)
-        whole = block.rfind(b"\n") + 1  # a cut last line is read again, whole, next time
-        read, lines = read + whole, lines + block.count(b"\n")
+    first = True
+    for block in itertools.chain(_blocks(path, read, size), [b""] if read >= size else []):
+        with _block(con):
+            if first and indexed:
+                store.forget_tail(con, name, indexed.lines)  # a cut last line, read again with what followed it
+            elif first:
+                store.forget(con, name)
+            first = False
+            text, issues = block.decode("utf-8", errors="replace"), []
+            if not block:  # a file with nothing (more) to read: its index entry alone
+                pass
+            elif kind == "perflog":
+                table, runs, header = _perflog_table(text, Path(name), issues, lines + 1, header)
+                store.add_runs(con, name, runs)
+                for curves, figures, found in _waiting(con, name):
+                    _add_table(con, curves, figures, found)
+                    store.recount(con, curves)
+                _add_table(con, name, table, issues)
+            else:
+                runs = _continued(con, name, last, curve_runs(Path(name), issues, text, lines + 1, as_lines=True))
+                last = json.dumps([*next(reversed(runs.items()))]) if runs else last
+                ready = store.has_runs(con, store.base_of(name), set(runs))
+                store.add_pending(con, name, {key: found for key, found in runs.items() if key not in ready})
+                figures = _curves_of(con, name, {key: found for key, found in runs.items() if key in ready}, issues)
+                _add_table(con, name, figures, issues)
+            whole = block.rfind(b"\n") + 1  # a cut last line is read again, whole, next time
+            read, lines = read + whole, lines + block.count(b"\n")
+            _keep_index(con, path, name, kind, read, size, lines, header, last)
+
+
+def _keep_index(
+    con, path: Path, name: str, kind: str, read: int, size: int, lines: int, header: list[str] | None, last: str
+) -> None:
+    """A file's index entry: how far it was read (bytes, lines), the digests that tell it was not changed
+    since, the header in force, the rows it gave, and the curves run read last."""
     head, tail = store.probes(path, read)
-    row = store.Indexed(
+    entry = store.Indexed(
         name,
         kind,
         read,
@@ -887,7 +917,7 @@ def _ingest(con, top: Path, path: Path, indexed: store.Indexed | None) -> None:
         store.rows_of(con, name),
         last if kind == "curves" else "",
     )
-    store.keep_index(con, row)
+    store.keep_index(con, entry)
 
 
 def _add_rows(con, name: str, records: list[dict], issues: list[Issue] = (), from_report: bool = False) -> None:
@@ -924,23 +954,44 @@ def _continued(con, name: str, last: str, runs: dict) -> dict:
     return {key: (first, lines + more), **{k: v for k, v in runs.items() if k != key}}
 
 
-def _curves_of(con, name: str, runs: dict[tuple[str, str, str], tuple[int, list[str]]]) -> list[dict]:
-    """The figures of curves `runs` (of the curves file `name`) whose perflog lines the store holds."""
+def _curves_of(con, name: str, runs: dict[tuple[str, str, str], tuple[int, list[str]]], issues: list[Issue]):
+    """The tidy rows of the figures of curves `runs` (of the curves file `name`) whose perflog lines the store
+    holds, the issues of their reading added to `issues`."""
     logged = store.runs_of(con, name, set(runs))
-    records = []
+    derived = []
     for key, (first, lines) in runs.items():  # each run with its own records: never all runs' for each
         text = "\n".join(lines)
-        records += read_curves(Path(name), logged.get(key, []), [], whole=False, text=text, start=first)
-    return records
+        derived += derived_figures(Path(name), logged.get(key, []), issues, whole=False, text=text, start=first)
+    return _curve_table(name, derived)
 
 
-def _waiting(con, perflog: str) -> list[tuple[str, list[dict]]]:
-    """The curves that waited for runs a perflog chunk just brought: (their file, their figures as records),
-    each dropped from the waiting."""
+def _curve_table(name: str, derived: list[tuple[dict, list[tuple[str, object, str]]]]) -> pd.DataFrame:
+    """The tidy rows of runs' derived figures (derived_figures), as _tidy makes them of their records, a
+    run's template tidied once and repeated for each of its figures: a daxpy curve gives hundreds a run, and
+    a partition's night millions, where a dict a row costs a kilobyte and tens of microseconds."""
+    if not derived:
+        return pd.DataFrame()
+    templates = [{**template, "perf_var": None, "perf_value": None, "perf_unit": None} for template, _ in derived]
+    tidy = _tidy(templates, name, False)
+    counts = [len(found) for _, found in derived]
+    table = tidy.iloc[np.repeat(np.arange(len(tidy)), counts)].reset_index(drop=True)
+    names, values, units = zip(*(item for _, found in derived for item in found))
+    values = [_AS_NONE.get(v, v) for v in values]
+    table["perf_var"] = [_AS_NONE.get(v, v) for v in names]
+    table["value"] = pd.Series(values, dtype=object).infer_objects()
+    table["unit"] = [_AS_NONE.get(v, v) for v in units]
+    table["__missing"] = [v is None for v in values]
+    return table
+
+
+def _waiting(con, perflog: str) -> list[tuple[str, pd.DataFrame, list[Issue]]]:
+    """The curves that waited for runs a perflog chunk just brought: (their file, their figures' tidy rows,
+    the issues of their reading), each dropped from the waiting."""
     found = []
     for source, key, first, lines in store.pending_of(con, store.base_of(perflog)):
         if store.has_runs(con, store.base_of(perflog), {key}):
-            found.append((source, _curves_of(con, source, {key: (first, lines)})))
+            issues: list[Issue] = []
+            found.append((source, _curves_of(con, source, {key: (first, lines)}, issues), issues))
             store.drop_pending(con, source, key)
     return found
 

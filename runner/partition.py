@@ -591,17 +591,19 @@ def with_contention(
     hosts = pd.concat([used[2], again[2]], ignore_index=True)  # busy on the host's CPUs (HostUse)
     gpus["node"], others["node"], hosts["node"] = (t["node"].map(short) for t in (gpus, others, hosts))
     rerun_nodes = set(run.get("rerun", {}).get("nodes", []))
+    # Each table split by node (and tonight's by cell) once: a mask over them per fault made a night of
+    # thousands of nodes, hundreds of them named, cost the square of its size.
+    cells = tonight.groupby(["node", "path"]).indices
+    gpus_of, others_of, hosts_of = (_by_node(t) for t in (gpus, others, hosts))
     contended = {}
     for (node, path), _ in result.faults().groupby(["node", "path"]):
-        rows = tonight[(tonight["node"] == node) & (tonight["path"] == path)]
+        rows = tonight.iloc[cells.get((node, path), [])]
         cases = list(rows[["test", "case", "environ"]].drop_duplicates().itertuples(index=False, name=None))
         runs = ["tonight", "rerun"] if node in rerun_nodes else ["tonight"]
         gpus_named = judge_contention.figure_gpus(rows["figure"])
         shares = judge_contention.path_shares(path, cases, rows["figure"].drop_duplicates())
         finding = pd.DataFrame([{"path": path, "cases": cases, "gpus": gpus_named, "runs": runs, "shares": shares}])
-        [explained] = judge_contention.explain(
-            finding, gpus[gpus["node"] == node], others[others["node"] == node], hosts[hosts["node"] == node]
-        ).itertuples()
+        [explained] = judge_contention.explain(finding, gpus_of(node), others_of(node), hosts_of(node)).itertuples()
         if explained.contended:
             contended[(node, path)] = explained.by
     run["contention"] = {
@@ -609,6 +611,12 @@ def with_contention(
         "cells": {f"{node}: {path}": by for (node, path), by in contended.items()},
     }
     return partition.contend(result, contended)
+
+
+def _by_node(table: pd.DataFrame):
+    """A function of a node: `table`'s rows of that node (none: its columns, no row)."""
+    parts = table.groupby("node").indices
+    return lambda node: table.iloc[parts.get(node, [])]
 
 
 def failed_cases(reports: list[Path], suite: bool = False) -> dict[str, list[str]]:

@@ -281,6 +281,26 @@ def test_the_page_of_a_thousand_nodes_draws_the_worst_first_and_sums_up_the_rest
     assert "n0777" in page and "node-n0777.html" in page and (tmp_path / "heat-map.png").exists()
 
 
+@pytest.mark.slow  # draws a figure
+def test_a_nodes_history_draws_the_paths_it_was_named_on_worst_first_and_says_how_many_it_left_out(tmp_path):
+    from reports.partition import PATHS_DRAWN, draw_node_history, drawn_paths
+
+    nights = [f"2026-11-{d:02d}T02:00:00" for d in range(1, 31)]
+    paths = [f"path{k:02d}" for k in range(40)]
+    rows = pd.DataFrame(
+        [{"night": n, "path": p, "verdict": "pass", "worse_pct": 1.0, "z": 1.0} for n in nights for p in paths]
+    )
+    worst = {"path07": 9.0, "path31": 12.0, "path02": 4.0}  # named on some nights, not all
+    for path, z in worst.items():
+        rows.loc[(rows["path"] == path) & rows["night"].isin(nights[-5:]), ["verdict", "z"]] = ("node fault", z)
+    rows.loc[rows["path"] == "path20", "z"] = 20.0  # behind, never named: its table says so, its figure not
+    assert drawn_paths(rows) == (["path31", "path07", "path02"], True)
+    quiet = rows.assign(verdict="pass")
+    assert drawn_paths(quiet)[0][:2] == ["path20", "path31"] and len(drawn_paths(quiet)[0]) == PATHS_DRAWN
+    assert drawn_paths(quiet)[1] is False
+    assert draw_node_history("n0001", rows.sample(frac=1, random_state=3), tmp_path / "n.png").stat().st_size > 0
+
+
 def test_a_night_no_node_measured_drains_every_node_asked_for():
     empty = table(["a"], ["read"], np.random.default_rng(13)).iloc[0:0]
     result = partition.judge(partition.levels(empty), expected=["a", "b", "c"])

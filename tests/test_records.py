@@ -41,6 +41,41 @@ def test_fields_run_to_the_next_key_or_the_end():
         require({"mode": "single"}, ["mode", "scan_limit_gbs"], "Link")
 
 
+def test_the_quick_split_of_plain_records_reads_every_record_as_the_grammar_does(monkeypatch):
+    """A record the split takes (records._simple_fields) gives what the grammar's expression gives, and one it
+    does not take is the expression's: tried over every record of the committed curves, made-up records of
+    hard pieces (spaces in values, '=' in values, free text, keys given twice, trailing space), and random
+    ones of them."""
+    import random
+
+    from experiments import records as grammar
+
+    def by_grammar(text):
+        with monkeypatch.context() as m:
+            m.setattr(grammar, "_simple_fields", lambda text: None)
+            try:
+                return fields(text)
+            except ValueError as err:
+                return str(err)
+
+    def quick(text):
+        try:
+            return fields(text)
+        except ValueError as err:
+            return str(err)
+
+    pieces = ["a=1", "b=x y", "c==", "d=", "e=1,2", "reason=r s=t", "a=2", "1x=3", "-k=4", " ", "\t", "z", "é=5"]
+    made = [" ".join(random.Random(seed).choices(pieces, k=random.Random(seed).randint(1, 6))) for seed in range(3000)]
+    made += ["a=1 ", "a=1\t", "b=2\r", "a=1  b=2", "x", "", "a=1\tb=2", "a=b=c", "k=v reason=", "reason=only"]
+    committed = Path(__file__).resolve().parent.parent / "perflogs" / "hopper-vm" / "default"
+    for curves in sorted(committed.glob("*.curves")):
+        made += [line.split("|", 3)[3].partition(": ")[2] for line in curves.read_text().splitlines()[1:2000]]
+    taken = sum(grammar._simple_fields(text) is not None for text in made)
+    assert taken > len(made) // 3  # the split is tried, and takes most real records
+    for text in made:
+        assert quick(text) == by_grammar(text), text
+
+
 def test_the_reprex_figures_are_unchanged():
     text = (DATA / "um_bandwidth_h100_numa_read.txt").read_text()
     assert parse_seed_throughputs(text) == BEFORE["um_bandwidth"]["throughputs"]

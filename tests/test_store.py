@@ -93,6 +93,22 @@ def test_lines_appended_in_pieces_give_the_table_parsed_whole(stores, tmp_path):
     assert len(grown.frame) > len(cut.frame)
 
 
+def test_a_curve_that_cannot_be_read_is_an_issue_whether_its_run_came_before_or_after_it(stores, tmp_path):
+    top = folder_of(tmp_path, 0)
+    daxpy = top / "default" / "daxpy.curves"
+    header, first = (line.rstrip("\n").split("|") for line in lines(COMMITTED / "daxpy.log.h0", 1, 2))
+    when, display, jobid = (first[header.index(k)] for k in ("job_completion_time", "display_name", "jobid"))
+    broken = f"{when}|{display}|{jobid}|DAXPY: alloc=managed inner=x outer=4 sample=1 kernel_us=zz\n"
+    daxpy.write_text(daxpy.read_text() + broken)  # before its run's perflog lines: kept waiting
+    loader.load(top, warn=None)
+    grow(top, "daxpy", ".log.h0", 2, 60)
+    waited = loader.load(top, warn=None)
+    same(waited, whole(top))
+    assert sum(i.kind == "malformed" and "the curve of" in i.message for i in waited.issues) == 1
+    loader.reindex(top)  # and read with its run's lines already there
+    same(loader.load(top, warn=None), whole(top))
+
+
 def test_a_new_header_midway_reads_the_lines_after_it_by_it(stores, tmp_path):
     top = folder_of(tmp_path, 20)
     loader.load(top, warn=None)
@@ -168,8 +184,9 @@ def test_a_store_that_cannot_be_written_reads_the_perflogs_whole_and_says_so(sto
     assert "could not be read or written" in capsys.readouterr().err
     monkeypatch.undo()
     monkeypatch.setattr(store, "STORES", stores)
-    with store.opened(top) as con:  # the night's lines are not half in: the store is as it was before them
+    with store.opened(top) as con:  # the block that failed is not half in: the store says where it stopped
         kept = store.indexed(con)["default/daxpy.log.h0"]
+        assert_whole_blocks(con)
     assert kept.lines == 51
     same(loader.load(top, warn=None), whole(top))
 
@@ -190,7 +207,15 @@ loader.load(Path({top!r}), warn=None)
 """
 
 
-def test_a_night_killed_while_the_store_is_written_leaves_it_as_it_was(stores, tmp_path):
+def assert_whole_blocks(con) -> None:
+    """Each file's rows in the store are those of the lines its index says were read, and as many."""
+    for name, entry in store.indexed(con).items():
+        found = con.execute("SELECT count(*), coalesce(max(line), 0) FROM records WHERE source = ?", [name])
+        rows, last = found.fetchall()[0]
+        assert rows == entry.rows and last <= entry.lines, name
+
+
+def test_a_night_killed_while_the_store_is_written_keeps_whole_blocks_and_goes_on_from_them(stores, tmp_path):
     top = folder_of(tmp_path, 50)
     loader.load(top, warn=None)
     for check, suffix in (("copy_latency", ".log.h0"), ("daxpy", ".log.h0"), ("host_bandwidth", ".log.h0")):
@@ -199,7 +224,11 @@ def test_a_night_killed_while_the_store_is_written_leaves_it_as_it_was(stores, t
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == -signal.SIGKILL, done.stderr
     with store.opened(top) as con:
-        assert store.indexed(con)["default/copy_latency.log.h0"].lines == 51  # rolled back, not half-added
+        kept = store.indexed(con)
+        assert kept["default/copy_latency.log.h0"].lines == 70  # read whole before the kill, and kept
+        assert kept["default/daxpy.log.h0"].lines == 51  # killed while added: rolled back, not half-added
+        assert kept["default/host_bandwidth.log.h0"].lines == 51  # not yet read
+        assert_whole_blocks(con)
     same(loader.load(top, warn=None), whole(top))
 
 
