@@ -17,7 +17,9 @@ import pandas as pd
 import experiments
 from experiments.gpu_use import process_line, process_place
 from experiments.keys import SERIES_FIELDS
-from reports.figures import Figure, coverage, coverage_text, drawing_of, render_all
+from experiments.progress import Progress
+from reports.figures import Figure, coverage, coverage_text, drawing_of, each_check, render_check
+from reports.figures.common import COVERAGE_FIELDS
 from reports.figures.versions import versions_figures
 from reports.load import Loaded
 from reports.page import WORSE, WORSE_HEADER, page_html
@@ -119,6 +121,13 @@ def _notes() -> str:
     )
 
 
+def _medians_covered(frame: pd.DataFrame) -> pd.DataFrame:
+    """The medians' records (no samples) of `frame`, with only what the index says of them (their check
+    and coverage): a year's table cut whole, every text column of it, costs seconds; its few columns do not."""
+    columns = ["test", *(c for c in COVERAGE_FIELDS if c in frame)]
+    return frame.loc[frame["sample"].isna().to_numpy(bool), columns]
+
+
 def _coverage_section(loaded: Loaded, frame: pd.DataFrame) -> list[str]:
     cover = pd.DataFrame([coverage(g).values() for _, g in frame.groupby("test")], columns=list(coverage(frame)))
     cover.insert(0, "check", sorted(frame["test"].unique()))
@@ -167,16 +176,17 @@ def impossible_note(impossible: pd.DataFrame) -> list[str]:
 
 
 def _test_section(
-    test: str, frame: pd.DataFrame, figures: list, headline: set, outdir: Path, impossible: pd.DataFrame | None = None
+    test: str, data: pd.DataFrame, figures: list, headline: set, outdir: Path, impossible: pd.DataFrame | None = None
 ) -> list[str]:
-    data = frame[frame["test"] == test]
-    parts = impossible_note(impossible[impossible["test"] == test]) if impossible is not None else []
+    """A check's page: the values it cannot draw, its sections, figures and tables, from `data` (its own
+    drawable medians) and `impossible` (its own values it cannot draw)."""
+    parts = impossible_note(impossible) if impossible is not None else []
     drawing, experiment = drawing_of(test), experiments.find(test)
-    for heading, table, caption in drawing.sections(frame) if hasattr(drawing, "sections") else []:
+    for heading, table, caption in drawing.sections(data) if hasattr(drawing, "sections") else []:
         parts += [f"<h3>{html.escape(heading)}</h3>", _table(table, f"{caption} {coverage_text(data)}.")]
     parts += [_img(f, outdir) for f in figures if f.test == test]
     caption = getattr(experiment, "TABLE_CAPTION", "Median per case.")
-    table = drawing.table(frame) if hasattr(drawing, "table") else summary_table(frame, test)
+    table = drawing.table(data) if hasattr(drawing, "table") else summary_table(data, test)
     parts.append(_table(table, f"{caption} {coverage_text(data)}."))
     per_node = node_table(data, headline)
     if per_node is not None:
@@ -480,22 +490,45 @@ def write_report(
 
 def write_pages(loaded: Loaded, outdir: Path, title: str, generic_for_all: bool = False) -> Report:
     """The figures and a page per check under `outdir` (what takes the time:
-    a nightly draws them while it waits for its later measure), not yet the index."""
+    a nightly draws them while it waits for its later measure), not yet the index.
+    Each check drawn from its own records, cut from the table once (each_check)."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    # The samples of headline figures are for the verdict; the report shows their medians.
     headline = headline_figures(loaded.frame)
-    every, impossible = drawable(loaded.frame)
-    frame = every[every["sample"].isna()]
-    # The versions' overlay reads the samples: the spread is what tells a move from noise.
-    figures = render_all(frame, outdir, generic_for_all) + versions_figures(every, outdir)
-    report = Report(outdir / "index.html", figures=figures)
-    for test in sorted(set(frame["test"]) | set(impossible["test"])):
-        page = outdir / f"{test}.html"
-        body = _test_section(test, frame, figures, headline, outdir, impossible)
-        page.write_text(page_html(f"{test}: {title}", body, heading=test, anchor=test, back="index.html"))
-        report.pages[test] = page
+    report = Report(outdir / "index.html")
+    overlays = []
+    progress = Progress("report", "checks' figures drawn", loaded.frame["test"].nunique())  # a second or so a figure
+    for test, records in each_check(loaded.frame):
+        check = CheckRecords.of(records)
+        drawn = render_check(test, check.medians, outdir, generic_for_all) if not check.medians.empty else []
+        # The versions' overlay reads the samples: the spread is what tells a move from noise.
+        overlay = versions_figures(check.every, outdir)
+        report.figures += drawn
+        overlays += overlay
+        if not (check.medians.empty and check.impossible.empty):
+            page = outdir / f"{test}.html"
+            body = _test_section(test, check.medians, drawn + overlay, headline, outdir, check.impossible)
+            page.write_text(page_html(f"{test}: {title}", body, heading=test, anchor=test, back="index.html"))
+            report.pages[test] = page
+        progress.step()
+    report.figures += overlays
     return report
+
+
+@dataclass
+class CheckRecords:
+    """One check's records as its page uses them: those a figure can draw (`every`, samples included),
+    their medians (the samples of headline figures are for the verdict; the report shows their medians)
+    and the values no figure can draw (drawable)."""
+
+    every: pd.DataFrame
+    medians: pd.DataFrame
+    impossible: pd.DataFrame
+
+    @classmethod
+    def of(cls, records: pd.DataFrame) -> CheckRecords:
+        every, impossible = drawable(records)
+        return cls(every, every[every["sample"].isna()], impossible)
 
 
 def write_index(
@@ -510,7 +543,7 @@ def write_index(
     the pages of `report` (write_pages) and `histories`."""
     report.histories = histories or {}
     outdir = report.index.parent
-    frame = loaded.frame[loaded.frame["sample"].isna()]
+    frame = _medians_covered(loaded.frame)
     parts = [
         *verdict,
         *nights_section(list(nights), outdir),

@@ -281,6 +281,23 @@ def test_the_heat_map_marks_the_cells_that_named_a_node_and_scales_by_each_paths
 # --- the report's index --------------------------------------------------------------
 
 
+def test_a_partition_night_kept_without_its_tables_is_named_and_left_out_of_the_index(tmp_path, monkeypatch, capsys):
+    """A partition's night copied with its run.json and cells.csv alone (the history benchmark's made-up
+    years keep no more): its page cannot be drawn again, and the report says so rather than stopping."""
+    folder = tmp_path / "hopper-vm" / PARTITION
+    folder.mkdir(parents=True)
+    for name in ("run.json", "cells.csv"):
+        (folder / name).write_bytes((NIGHTS / PARTITION / name).read_bytes())
+    assert pages.partition_lacks(folder) == ["fleet.csv", "nodes.csv"]
+    with pytest.raises(SystemExit, match="lacks fleet.csv, nodes.csv"):
+        pages.read_partition(folder)
+    run = json.loads((folder / "run.json").read_text())
+    monkeypatch.setattr(pages, "NIGHTLY_DIR", tmp_path)
+    monkeypatch.setattr(pages, "latest_runs", lambda system: {("1 x NVIDIA H100 80GB HBM3", True): run})
+    assert pages.latest_nights(pd.DataFrame({"system": ["hopper-vm"]}), tmp_path / "report") == []
+    assert "lacks fleet.csv, nodes.csv: left out of the latest nights" in capsys.readouterr().err
+
+
 @pytest.mark.slow  # draws a figure: seconds
 def test_the_index_opens_with_the_latest_night_of_each_kind(tmp_path):
     from reports.html import nights_section
