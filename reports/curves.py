@@ -5,7 +5,7 @@ of the run's perflog lines."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import experiments
@@ -42,22 +42,12 @@ def curve_runs(
     return runs
 
 
-def read_curves(
-    path: Path,
-    logged: list[dict],
-    issues: list[Issue],
-    whole: bool = True,
-    text: str | None = None,
-    start: int = 1,
-) -> list[dict]:
-    """The figures a curves file gives (its lines from `start` on, `text`, where given), as perflog records
-    of the runs its records belong to (`logged`: the records of the perflogs beside it);
-    figures a run's perflog has are its own. A run without perflog lines is
-    an issue where `logged` is the whole folder's (`whole`), not one file's."""
+def curve_records(derived: Iterable[tuple[dict, list[tuple[str, object, str]]]]) -> list[dict]:
+    """The records of runs' derived figures (derived_figures), each its run's template with its figure."""
     return [
         {**template, "perf_var": name, "perf_value": value, "perf_unit": unit}
-        for template, derived in derived_figures(path, logged, issues, whole, text, start)
-        for name, value, unit in derived
+        for template, figures in derived
+        for name, value, unit in figures
     ]
 
 
@@ -69,9 +59,12 @@ def derived_figures(
     text: str | None = None,
     start: int = 1,
 ) -> Iterator[tuple[dict, list[tuple[str, object, str]]]]:
-    """Each run's figures its curves give and its perflog has not (read_curves' arguments): the run's first
-    perflog record as the template of their records (no reference, no bounds, the curve's first line
-    number) and, in name order, (name, value, unit); a run's template is read once, however many figures."""
+    """The figures a curves file gives (its lines from `start` on, `text`, where given) to the runs its
+    records belong to (`logged`: the records of the perflogs beside it), those a run's perflog has not: each
+    run's first perflog record as the template of their records (no reference, no bounds, the curve's
+    first line number) and, in name order, (name, value, unit); a run's template is read once, however
+    many figures. A run without perflog lines is an issue where `logged` is the whole folder's (`whole`),
+    not one file's."""
     # The job id tells apart runs of one test in two environments that end in the same second.
     by_run: dict = {}
     for record in logged:

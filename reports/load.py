@@ -35,7 +35,7 @@ from experiments.curves import CURVE_SUFFIX
 from experiments.keys import NODE_FACTS, SOFTWARE_FACTS, direction, split_sample
 from experiments.roots import PERFLOGS
 from reports import store
-from reports.curves import curve_runs, derived_figures, read_curves
+from reports.curves import curve_records, curve_runs, derived_figures
 from reports.issue import Issue
 from reports.names import split_display_name
 
@@ -743,7 +743,9 @@ def _load(paths: list[Path]) -> Loaded:
                 logged.setdefault(path.with_name(re.sub(PERFLOG_ONLY, "", path.name)), []).extend(records)
             _add_frame(frames, files, _tidy(records, str(path), is_report), path)
         for path in _curve_files(top):
-            records = read_curves(path, logged.get(path.with_suffix(""), []), issues, whole=top.is_dir())
+            records = curve_records(
+                derived_figures(path, logged.get(path.with_suffix(""), []), issues, whole=top.is_dir())
+            )
             _add_frame(frames, files, _tidy(records, str(path), False), path)
     table = _finished(frames)
     issues.extend(_not_numbers(table))

@@ -383,7 +383,7 @@ def add_runs(con, source: str, runs: dict[tuple[str, str, str], tuple[dict, dict
 
 
 def runs_of(con, curves: str, keys: set[tuple[str, str, str]]) -> dict[tuple[str, str, str], list[dict]]:
-    """The raw perflog records (as read_curves takes them) of the runs `keys` of the check of `curves`, by
+    """The raw perflog records (as derived_figures takes them) of the runs `keys` of the check of `curves`, by
     run: its first record whole, then one record per figure with the run's key."""
     if not keys:
         return {}
