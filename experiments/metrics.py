@@ -29,6 +29,7 @@ from typing import Any
 
 from experiments.keys import parse_case, split_sample
 from experiments.paths import path_of
+from systems.finding_codes import code_of
 
 FIGURE = "gpu_mempaths_figure"
 VERDICT = "gpu_mempaths_path_verdict"
@@ -112,6 +113,7 @@ def verdict_lines(system: str, night: str, paths, when_ms: int) -> str:
     lines = []
     for row in paths.itertuples():
         labels = {"system": system, "night": night, "path": row.path, "kind": row.kind, "verdict": row.verdict}
+        labels["finding"] = code_of("path", row.verdict).code
         code = VERDICT_CODES.get(row.verdict, 3)
         lines.append(_line({"__name__": VERDICT, **labels}, code, when_ms))
         if row.change_pct == row.change_pct:  # not NaN
@@ -127,6 +129,7 @@ def partition_lines(system: str, night: str, cells, fleet, when_ms: int) -> str:
     lines = []
     for row in cells.itertuples():
         labels = {"system": system, "night": night, "node": row.node, "path": row.path, "verdict": str(row.verdict)}
+        labels["finding"] = code_of("node", row.verdict).code
         code = NODE_CODES.get(str(row.verdict), 3)
         lines.append(_line({"__name__": NODE_VERDICT, **labels}, code, when_ms))
         if row.vs_siblings_pct == row.vs_siblings_pct:
@@ -134,7 +137,10 @@ def partition_lines(system: str, night: str, cells, fleet, when_ms: int) -> str:
     for row in fleet.itertuples():
         if row.change_pct == row.change_pct:
             labels = {"__name__": FLEET_CHANGE, "system": system, "night": night, "path": row.path}
-            lines.append(_line({**labels, "verdict": str(row.verdict)}, float(row.change_pct), when_ms))
+            finding = code_of("fleet", row.verdict).code
+            lines.append(
+                _line({**labels, "verdict": str(row.verdict), "finding": finding}, float(row.change_pct), when_ms)
+            )
     return "\n".join(lines)
 
 
@@ -183,6 +189,7 @@ def change_lines(system: str, night: str, changes, when_ms: int) -> str:
             "night": night,
             "path": change.path,
             "since": change.stamp,
+            "finding": code_of("change", "held").code,
             "line": change.line(),
         }
         lines.append(_line(labels, change.move_pct, when_ms))

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from judge.verdict import holm, worse_pct  # worse_pct: the verdict's sign, said in words here too
+from systems.finding_codes import catalogue, code_of, failed_checks
 
 #: Kinds of path (systems/paths/paths.yaml) measured as times, where a
 #: table written before it had a `better` column does not say: the others are rates.
@@ -384,6 +385,11 @@ class Finding:
     verdict: str  # MOVED, LAGGING, UNSTABLE, BROKEN, CONTENDED, CHANGE, FAILED, SUITE ERROR
     line: str
     step: str  # a Step
+    code: str = ""  # its code in systems/findings/codes.yaml, where the line does not start with it
+
+    def said(self) -> str:
+        """The line, its finding's code first."""
+        return f"{self.code} {self.line}" if self.code and not self.line.startswith(self.code) else self.line
 
 
 def findings(run: dict, paths: pd.DataFrame | None, siblings: pd.DataFrame | None) -> list[Finding]:
@@ -394,12 +400,9 @@ def findings(run: dict, paths: pd.DataFrame | None, siblings: pd.DataFrame | Non
     none = pd.DataFrame(columns=["path", "verdict", "worse_pct", "gpus", "z"])
     paths = paths if paths is not None and not paths.empty else none
     siblings = siblings if siblings is not None and not siblings.empty else none
-    found = [
-        Finding("", "FAILED", line.removeprefix("failed "), Step.DRAIN)
-        for line in run.get("drain") or []
-        if isinstance(line, str) and line.startswith("failed ")
-    ]
-    found += [Finding("", "SUITE ERROR", line, Step.FIX_THE_SUITE) for line in run.get("suite_errors") or []]
+    found = [Finding("", "FAILED", line, Step.DRAIN) for line in failed_checks(run.get("drain") or [])]
+    suite = code_of("night", "suite-error").code
+    found += [Finding("", "SUITE ERROR", line, Step.FIX_THE_SUITE, suite) for line in run.get("suite_errors") or []]
     contended = {}
     for table in (siblings, paths):
         if "contended_by" in table.columns:
@@ -423,9 +426,9 @@ def findings(run: dict, paths: pd.DataFrame | None, siblings: pd.DataFrame | Non
             if by
             else "LAGGING" + (f" and {moved.loc[row.path, 'verdict'].upper()}" if row.path in moved.index else "")
         )
-        found.append(
-            Finding(row.path, verdict, f"{row.path}: {'; '.join(parts)}" + (f"; {by}" if by else ""), _step(by))
-        )
+        code = code_of("sibling", "lagging").code
+        line = f"{row.path}: {'; '.join(parts)}" + (f"; {by}" if by else "")
+        found.append(Finding(row.path, verdict, line, _step(by), code))
     for path, row in moved.drop(index=[p for p in lags["path"] if p in moved.index]).iterrows():
         by = contended.get(path, "")
         change = f"{_pct(row['worse_pct'])} against the accepted runs" if _finite(row["worse_pct"]) else "broken"
@@ -436,7 +439,8 @@ def findings(run: dict, paths: pd.DataFrame | None, siblings: pd.DataFrame | Non
         )
         verdict = "CONTENDED" if by else str(row["verdict"]).upper()
         step = Step.RERUN if by else moved_step
-        found.append(Finding(path, verdict, f"{path}: {change}{alike}" + (f"; {by}" if by else ""), step))
+        code = code_of("path", row["verdict"]).code
+        found.append(Finding(path, verdict, f"{path}: {change}{alike}" + (f"; {by}" if by else ""), step, code))
     for change in run.get("changes") or []:
         found.append(Finding("", "CHANGE", change, Step.COMPARE))
     return found
@@ -524,20 +528,23 @@ def partition_findings(run: dict, cells: pd.DataFrame, fleet: pd.DataFrame, limi
             for c in mine.head(limit).itertuples()
         ]
         more = f" and {len(mine) - limit} more" if len(mine) > limit else ""
-        failed = [r for r in row.get("reasons", []) if r.startswith("failed ")]
+        failed = [f"failed {line}" for line in failed_checks(row.get("reasons", []))]
         if row.get("state") == "did not report":
             line = f"{node}: did not report"
         elif words:
             line = f"{node}: behind its siblings on {'; '.join(words)}{more}"
         else:
             line = f"{node}: {'; '.join(failed) or row.get('state', '')}"
-        found.append(Finding("", "DRAIN", line, Step.DRAIN))
+        state = row.get("state", "")
+        code = code_of("node-state", state).code if ("node-state", state) in catalogue() else ""
+        found.append(Finding("", "DRAIN", line, Step.DRAIN, code))
     for row in run.get("not_drained") or []:
-        found.append(Finding("", "CONTENDED", f"{row['node']}: behind its siblings, its GPUs shared", Step.RERUN))
+        line = f"{row['node']}: behind its siblings, its GPUs shared"
+        found.append(Finding("", "CONTENDED", line, Step.RERUN, code_of("node-state", line.partition(": ")[2]).code))
     changes = fleet.assign(worse=fleet_worse(fleet))
     for row in changes[changes["verdict"] == "fleet change"].itertuples():
         line = f"{row.path}: {_pct(row.worse)} on the whole partition ({int(row.nodes)} nodes)"
-        found.append(Finding(row.path, "FLEET CHANGE", line, Step.COMPARE))
+        found.append(Finding(row.path, "FLEET CHANGE", line, Step.COMPARE, code_of("fleet", "fleet change").code))
     return found
 
 

@@ -50,6 +50,9 @@ from experiments.keys import CASE_KEY
 from judge.explain import worse_pct
 from judge.verdict import CONFIRM_ALPHA, CV_FLOOR, qn_scale
 
+#: What a GPU's path against its siblings can be: as its siblings, behind them, or behind them and not when
+#: measured again (each a finding of systems/findings/codes.yaml).
+VERDICTS = ("pass", "lagging", "transient")
 #: A lag must stand this many standard errors beyond the floor.
 Z = 3.0
 #: The standard error of a median of n samples, per standard deviation over sqrt(n).

@@ -24,6 +24,7 @@ from reports.figures.versions import versions_figures
 from reports.load import Loaded
 from reports.page import WORSE, WORSE_HEADER, page_html
 from reports.runs import verdict_words
+from systems.finding_codes import failed_checks
 
 
 def summary_table(frame: pd.DataFrame, test: str) -> pd.DataFrame:
@@ -346,7 +347,7 @@ def verdict_box(run: dict, found: list, step: tuple[str, str] | None, limit: int
         parts.append(f"<p class='next'><b>Next step: {html.escape(step[0])}</b>: {html.escape(step[1])}.</p>")
     if found:
         items = [
-            f"<li><b>{html.escape(f.verdict)}</b> {html.escape(f.line)}"
+            f"<li><b>{html.escape(f.verdict)}</b> {html.escape(f.said())}"
             + (f" <i>(next: {html.escape(f.step)})</i>" if step is None or f.step != step[0] else "")
             + "</li>"
             for f in found[:limit]
@@ -369,9 +370,7 @@ def _drain_section(run: dict) -> list[str]:
     because another process used their GPUs, and every other process the
     watch saw on a GPU."""
     parts = []
-    failed = [
-        r.removeprefix("failed ") for r in run.get("drain") or [] if isinstance(r, str) and r.startswith("failed")
-    ]
+    failed = failed_checks(run.get("drain") or [])
     if failed:
         items = "".join(f"<li>{html.escape(r)}</li>" for r in failed)
         parts.append(f"<p><strong>Checks that failed</strong> (drain.txt):</p><ul>{items}</ul>")
@@ -440,7 +439,7 @@ def nights_section(nights: list[NightLink], outdir: Path, limit: int = 3) -> lis
     rows = []
     for night in nights:
         run, (step, what) = night.run, night.step
-        lines = [f"<b>{html.escape(f.verdict)}</b> {html.escape(f.line)}" for f in night.found[:limit]]
+        lines = [f"<b>{html.escape(f.verdict)}</b> {html.escape(f.said())}" for f in night.found[:limit]]
         if len(night.found) > limit:
             lines.append(f"and {len(night.found) - limit} more")
         moved = "<br>".join(lines) or "nothing"

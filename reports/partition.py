@@ -23,6 +23,7 @@ from matplotlib.patches import Rectangle
 
 from reports.figures import common  # noqa: F401  (the figures' backend and style)
 from reports.page import WORSE_HEADER, page_html
+from systems.finding_codes import failed_checks
 
 #: Nodes drawn one row each, worst first; the others are one summary row.
 HEAT_ROWS = 40
@@ -212,7 +213,7 @@ def write_partition_page(
     cells = result.cells
     counts = run["counts"]
     step, text = step
-    items = "".join(f"<li><b>{html.escape(f.verdict)}</b> {html.escape(f.line)}</li>" for f in found[:12])
+    items = "".join(f"<li><b>{html.escape(f.verdict)}</b> {html.escape(f.said())}</li>" for f in found[:12])
     body = [
         f"<div class='verdict exit{html.escape(str(run['exit']))}'>",
         f"<h2>Verdict: exit {run['exit']} ({html.escape(run['meaning'])})</h2>",
@@ -239,7 +240,7 @@ def write_partition_page(
         for row in run["drain"]:
             name = html.escape(row["node"])
             link = f" ({_link(pages[row['node']], 'its history')})" if row["node"] in pages else ""
-            failed = [r for r in row.get("reasons", []) if r.startswith("failed ")]
+            failed = [f"failed {line}" for line in failed_checks(row.get("reasons", []))]
             words = "; ".join([_node_words(row["node"], cells) or row.get("state", ""), *failed])
             items.append(f"<li><b>{name}</b>{link}: {html.escape(words)}</li>")
         body.append("<ul>" + "".join(items) + "</ul>")

@@ -77,6 +77,7 @@ from runner import contention, histories, lock, preflight
 from runner.plan import make_plan, plan_lines
 from runner.rfm import reframe_command
 from systems import data, host, toolkits
+from systems.finding_codes import code_of, tagged
 from systems.health import kind_of, same_kind
 
 #: A rerun restores the night's build from its stage (--restore-session), which
@@ -872,6 +873,7 @@ def not_judged_by_the_suite(
         exit=status,
         meaning=MEANING[status],
         unjudged_reasons=["suite-error"],
+        unjudged_codes=[code_of("night", "suite-error").code],
         suite_errors=[*found["suite"], *causes],
         drain=drain,
         end=run.get("end") or now(),
@@ -1007,7 +1009,7 @@ def measured_and_judged(args, system: str, run: dict, outdir: Path, found: dict)
     )
     reasons += other_host(run, result, changes)
     status = nightly_status(found, result, reasons, args.allow_unjudged, changes, siblings.lagging(lags))
-    run["changes"] = [change.line() for change in changes]
+    run["changes"] = [tagged("change", "held", change.line()) for change in changes]
     if found["suite"]:
         run["suite_errors"] = found["suite"]
     write_verdict(outdir, run, result, status, reasons, found, lags)
@@ -1083,6 +1085,7 @@ def write_verdict(
     run["meaning"] = MEANING[status]
     run["state"] = NightState.DONE.value  # its verdict is written: the night is whole
     run["unjudged_reasons"] = reasons
+    run["unjudged_codes"] = [code_of("night", reason).code for reason in reasons]
     run["checks_failed"] = len(found["failed"])
     run["suite_failed"] = len(found.get("suite", []))
     if lags is not None and not lags.empty:
@@ -1090,6 +1093,7 @@ def write_verdict(
         run["siblings"] = {
             row.path: {
                 "verdict": row.verdict,
+                "code": code_of("sibling", row.verdict).code,
                 "vs_siblings_pct": _rounded(row.vs_siblings_pct),
                 "gpus": row.gpus,
                 **({"contended_by": row.contended_by} if getattr(row, "contended_by", "") else {}),
@@ -1113,15 +1117,17 @@ def drain_reasons(
     siblings or a path moved, confirmed, that no other process explains), and
     the findings not drained because another process (`contended`: path, who) used their GPUs."""
     findings = [
-        (row.path, f"behind its siblings: {siblings.line(row)}")
+        (row.path, tagged("sibling", "lagging", f"behind its siblings: {siblings.line(row)}"))
         for row in (lags[lags["verdict"] == "lagging"].itertuples() if not lags.empty else [])
     ]
     if result is not None:
         moved = result.paths[result.paths["verdict"].isin(verdict.FLAGGED)]
         findings += [
-            (row.path, f"{row.verdict} against the accepted runs: {path_line(row)}") for row in moved.itertuples()
+            (row.path, tagged("path", row.verdict, f"{row.verdict} against the accepted runs: {path_line(row)}"))
+            for row in moved.itertuples()
         ]
-    reasons = [f"failed {line}" for line in found["failed"]] + [t for p, t in findings if p not in contended]
+    failed = [tagged("check", "failed", f"failed {line}") for line in found["failed"]]
+    reasons = failed + [t for p, t in findings if p not in contended]
     kept = [f"{t}; another process used its GPUs or its host: {contended[p]}" for p, t in findings if p in contended]
     return reasons, kept
 
@@ -1161,7 +1167,12 @@ def held_changes(system: str, accepted: dict, run: dict, result: verdict.Verdict
 def path_verdicts(result: verdict.Verdict) -> dict:
     """run.json's paths: each path's verdict, change and number of figures."""
     return {
-        row.path: {"verdict": row.verdict, "change_pct": _rounded(row.change_pct), "figures": int(row.figures)}
+        row.path: {
+            "verdict": row.verdict,
+            "code": code_of("path", row.verdict).code,
+            "change_pct": _rounded(row.change_pct),
+            "figures": int(row.figures),
+        }
         for row in result.paths.itertuples()
     }
 

@@ -74,6 +74,7 @@ from reports.runs import (
 from rfmconfig import NODES_VARIABLE, ON_NODE_VARIABLE
 from runner import contention, lock, nightly
 from systems import data
+from systems.finding_codes import code_of, tagged
 
 SLURM = {"slurm", "squeue"}
 #: LSF with CSM (whole nodes, jsrun): one job over the nodes. Plain LSF has no jsrun to start a task a node.
@@ -660,11 +661,21 @@ def drain_rows(result: partition.Partition, failed: dict[str, list[str]], suite:
             continue
         if row.state in unmeasured and not lines and explained_by_suite(row.node, suite, result):
             continue
-        reasons = [partition.node_line(row, result.cells)] if row.state != partition.NodeState.OK else []
-        rows.append({"node": row.node, "state": str(row.state), "reasons": reasons + [f"failed {x}" for x in lines]})
+        reasons = [node_reason(row, result.cells)] if row.state != partition.NodeState.OK else []
+        rows.append({"node": row.node, "state": str(row.state), "reasons": reasons + failed_reasons(lines)})
     for node in sorted(set(failed) - set(result.nodes["node"]) - {""}):
-        rows.append({"node": node, "state": "failed checks", "reasons": [f"failed {x}" for x in failed[node]]})
+        rows.append({"node": node, "state": "failed checks", "reasons": failed_reasons(failed[node])})
     return rows
+
+
+def node_reason(row, cells: pd.DataFrame) -> str:
+    """A node's drain reason in the partition: its state's code, then what it found (partition.node_line)."""
+    return tagged("node-state", row.state, partition.node_line(row, cells))
+
+
+def failed_reasons(lines: list[str]) -> list[str]:
+    """Failed checks as drain reasons, each with the code of a failed check."""
+    return [tagged("check", "failed", f"failed {line}") for line in lines]
 
 
 def write_results(
@@ -680,13 +691,16 @@ def write_results(
     run["state"] = NightState.DONE.value
     if suite and status == UNJUDGED:
         run["unjudged_reasons"] = ["suite-error"]
+        run["unjudged_codes"] = [code_of("night", "suite-error").code]
     run["drain"] = drain
     run["not_drained"] = [
-        {"node": r.node, "reasons": [partition.node_line(r, result.cells)]}
+        {"node": r.node, "reasons": [node_reason(r, result.cells)]}
         for r in result.nodes.itertuples()
         if r.state == partition.NodeState.CONTENDED and not failed.get(r.node)
     ]
-    run["fleet_changes"] = [partition.fleet_line(r) for r in result.fleet_changes().itertuples()]
+    run["fleet_changes"] = [
+        tagged("fleet", r.verdict, partition.fleet_line(r)) for r in result.fleet_changes().itertuples()
+    ]
     run["improved"] = [r.path for r in result.fleet.itertuples() if r.verdict == partition.Fleet.IMPROVED]
     run["counts"] = {
         "nodes": len(result.nodes),

@@ -11,8 +11,8 @@ became pending or failed, or a clock event reason other than idle (and the
 `--allow`ed ones, from the system's health data). Prints a line per fault
 and a summary the checks' sanity reads:
 
-    Watch: FAIL gpu0 pcie_replays: 3 during the run
-    Watch: FAIL gpu0 clock_events: hw_thermal_slowdown during the run
+    Watch: FAIL GMP-313 gpu0 pcie_replays: 3 during the run
+    Watch: FAIL GMP-326 gpu0 clock_events: hw_thermal_slowdown during the run
     Watch: 1 GPU(s) watched for 12.3 s, 2 fault(s)
 
 and exits with the program's status. A GPU that NVML cannot read is a fault:
@@ -37,6 +37,7 @@ import threading
 import time
 
 from . import gpu_use, host_use
+from .finding_codes import code_of
 from .gpu_readings import as_str, read_counters, visible_gpus
 
 #: NVML's clock event reason bits, by the name the watch prints and --allow takes.
@@ -67,15 +68,20 @@ def allowed_mask(names: list[str]) -> int:
     return mask
 
 
+def _code(field: str) -> str:
+    """The catalogue's code of a node fact's fault (systems/findings/codes.yaml), as health's FAIL lines give it."""
+    return code_of("health", field).code
+
+
 def counter_faults(index: int, before: dict, after: dict) -> list[str]:
     """What the counters say happened to one GPU during the run."""
     found = []
     for field in ("pcie_replays", "ecc_uncorrected"):
         if before.get(field) is not None and after.get(field) is not None and after[field] > before[field]:
-            found.append(f"gpu{index} {field}: {after[field] - before[field]} during the run")
+            found.append(f"{_code(field)} gpu{index} {field}: {after[field] - before[field]} during the run")
     for field in ("remap_pending", "remap_failure", "retired_pending"):
         if after.get(field) and not before.get(field):
-            found.append(f"gpu{index} {field}: became true during the run")
+            found.append(f"{_code(field)} gpu{index} {field}: became true during the run")
     return found
 
 
@@ -139,7 +145,8 @@ class Watch:
             found += counter_faults(i, self.before[i], read_counters(self.nvml, handle))
             extra = self.seen[i] & ~self.allowed
             if extra:
-                found.append(f"gpu{i} clock_events: {','.join(reason_names(extra))} during the run")
+                names = ",".join(reason_names(extra))
+                found.append(f"{_code('clock_events')} gpu{i} clock_events: {names} during the run")
         return found
 
     def use_lines(self, seconds: float) -> list[str]:

@@ -393,7 +393,7 @@ def test_a_gpu_throttled_during_the_run_fails_the_checks(accepted):
     status, output, outdir = nightly(accepted, 7, GPU_MEMPATHS_FAKE_GPU_RUNNING="clock_events=64")
     assert status == 1, output[-4000:]
     job_outputs = "".join(p.read_text() for p in (outdir / "stage").rglob("rfm_job.out"))  # the night's own stage
-    assert "Watch: FAIL gpu0 clock_events: hw_thermal_slowdown during the run" in job_outputs
+    assert "Watch: FAIL GMP-326 gpu0 clock_events: hw_thermal_slowdown during the run" in job_outputs
 
 
 def test_accepted_references_bound_rates_by_physics_and_tolerate_the_spread(accepted):

@@ -65,7 +65,7 @@ def test_one_slow_gpu_of_eight_is_named_by_its_siblings_on_a_first_night(repo):
     # Nobody else used GPU 5: its lag is its own, and the node is to be drained for it.
     assert run["contention"] == {"processes": [], "paths": {}} and run["not_drained"] == []
     assert any(f"host link h2d of GPU {SLOW_GPU}, ce" in reason for reason in run["drain"])
-    assert (outdir / "drain.txt").read_text().split("\t")[1].startswith("behind its siblings")
+    assert (outdir / "drain.txt").read_text().split("\t")[1].startswith("GMP-201 behind its siblings")
     assert "no later measure" not in output
 
 

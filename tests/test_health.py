@@ -56,8 +56,8 @@ def test_a_link_that_trained_down_names_the_gpu_and_field(dgx):
     gpus = [_a100(i) for i in range(8)]
     gpus[5] = _a100(5, pcie_loaded=(3, 8))  # can train to Gen4 x16, trained to Gen3 x8
     assert _failures(evaluate(dgx, _readings(gpus))) == [
-        "FAIL gpu5 pcie_generation: expected 4, found 3",
-        "FAIL gpu5 pcie_width: expected x16, found x8",
+        "FAIL GMP-311 gpu5 pcie_generation: expected 4, found 3",
+        "FAIL GMP-312 gpu5 pcie_width: expected x16, found x8",
     ]
 
 
@@ -70,43 +70,45 @@ def test_a_link_that_could_not_be_loaded_is_not_passed(dgx):
     nvml = FakeNvml([_a100(i) for i in range(8)], driver="535.104.05", cuda=12020)
     readings = detect_node(nvml=nvml, cuda_factory=FakeCuda, load_links=False)
     failures = _failures(evaluate(dgx, readings))
-    assert len(failures) == 8 and failures[0].startswith("FAIL gpu0 pcie_link: expected gen4 x16, found not read")
+    assert len(failures) == 8 and failures[0].startswith(
+        "FAIL GMP-310 gpu0 pcie_link: expected gen4 x16, found not read"
+    )
 
 
 def test_missing_gpu(dgx):
     failures = _failures(evaluate(dgx, _readings([_a100(i) for i in range(7)])))
-    assert failures == ["FAIL gpu_count: expected 8, found 7"]
+    assert failures == ["FAIL GMP-301 gpu_count: expected 8, found 7"]
 
 
 def test_old_driver(dgx):
     # The oldest driver the DGX's CUDA 12 toolkits run on (systems/cuda_drivers.py).
     failures = _failures(evaluate(dgx, _readings([_a100(i) for i in range(8)], driver="520.61.05")))
-    assert failures == ["FAIL driver_version: expected >= 525.60.13, found 520.61.05"]
+    assert failures == ["FAIL GMP-303 driver_version: expected >= 525.60.13, found 520.61.05"]
 
 
 def test_nvlink_down_persistence_off_and_ecc_off(dgx):
     gpus = [_a100(i) for i in range(8)]
     gpus[2] = _a100(2, nvlinks=[4] * 11, persistence=0, ecc=(0, 0))
     assert _failures(evaluate(dgx, _readings(gpus))) == [
-        "FAIL gpu2 nvlinks_up: expected 12, found 11",
-        "FAIL gpu2 persistence_mode: expected True, found False",
-        "FAIL gpu2 ecc: expected True, found False",
+        "FAIL GMP-314 gpu2 nvlinks_up: expected 12, found 11",
+        "FAIL GMP-325 gpu2 persistence_mode: expected True, found False",
+        "FAIL GMP-324 gpu2 ecc: expected True, found False",
     ]
 
 
 def test_wrong_numa_affinity(dgx):
     gpus = [_a100(i) for i in range(8)]
     gpus[0] = _a100(0, numa=0)
-    assert _failures(evaluate(dgx, _readings(gpus))) == ["FAIL gpu0 numa_node: expected 3, found 0"]
+    assert _failures(evaluate(dgx, _readings(gpus))) == ["FAIL GMP-316 gpu0 numa_node: expected 3, found 0"]
 
 
 @pytest.mark.parametrize(
     "fault, line",
     [
-        ({"ecc_uncorrected": 3}, "FAIL gpu4 ecc_uncorrected: expected 0, found 3"),
-        ({"remapped_rows": (0, 1, 1, 0)}, "FAIL gpu4 remap_pending: expected False, found True"),
-        ({"remapped_rows": (0, 1, 0, 1)}, "FAIL gpu4 remap_failure: expected False, found True"),
-        ({"retired_pending": 1}, "FAIL gpu4 retired_pending: expected False, found True"),
+        ({"ecc_uncorrected": 3}, "FAIL GMP-320 gpu4 ecc_uncorrected: expected 0, found 3"),
+        ({"remapped_rows": (0, 1, 1, 0)}, "FAIL GMP-321 gpu4 remap_pending: expected False, found True"),
+        ({"remapped_rows": (0, 1, 0, 1)}, "FAIL GMP-322 gpu4 remap_failure: expected False, found True"),
+        ({"retired_pending": 1}, "FAIL GMP-323 gpu4 retired_pending: expected False, found True"),
     ],
 )
 def test_counted_errors_fail_with_or_without_a_baseline(dgx, fault, line):
@@ -121,7 +123,7 @@ def test_a_gpu_whose_clocks_slow_at_rest_fails_with_or_without_a_baseline(dgx):
     gpus = [_a100(i) for i in range(8)]
     gpus[3] = _a100(3, clock_events=0x41)  # idle, and HW thermal slowdown
     readings = _readings(gpus)
-    line = "FAIL gpu3 clock_events: expected none but gpu_idle, found hw_thermal_slowdown"
+    line = "FAIL GMP-326 gpu3 clock_events: expected none but gpu_idle, found hw_thermal_slowdown"
     assert _failures(evaluate(dgx, readings)) == [line]
     assert _failures(evaluate(None, readings)) == [line]
     assert "PASS gpu2 clock_events: gpu_idle" in [f.line() for f in evaluate(dgx, readings)]
@@ -138,7 +140,7 @@ def test_clock_event_reasons_nvml_cannot_read_are_not_passed(dgx):
     gpus = [_a100(i) for i in range(8)]
     gpus[1] = _a100(1, clock_events=None)
     assert _failures(evaluate(dgx, _readings(gpus))) == [
-        "FAIL gpu1 clock_events: expected none but gpu_idle, found unreadable by NVML"
+        "FAIL GMP-326 gpu1 clock_events: expected none but gpu_idle, found unreadable by NVML"
     ]
 
 
@@ -151,7 +153,10 @@ def test_replays_at_rest_are_reported_and_replays_under_the_links_load_fail(dgx)
         f.line() for f in findings
     ]
     gpus[6] = _a100(6, replays=40, replays_under_load=3)
-    line = "FAIL gpu6 pcie_replays: expected 0 during health's load of the link, found 3 (43 since the driver loaded)"
+    line = (
+        "FAIL GMP-313 gpu6 pcie_replays: expected 0 during health's load of the link, "
+        "found 3 (43 since the driver loaded)"
+    )
     readings = _readings(gpus)
     assert _failures(evaluate(dgx, readings)) == [line]
     assert _failures(evaluate(None, readings)) == [line]
@@ -201,12 +206,12 @@ def test_a_healthy_summit_node_passes(summit):
 def test_a_summit_gpu_with_one_brick_down_fails(summit):
     gpus = [_v100(i) for i in range(6)]
     gpus[4] = _v100(4, nvlinks_down=(3,))  # NVML: link 3 (to a peer) inactive
-    assert _failures(evaluate(summit, _summit_readings(gpus))) == ["FAIL gpu4 nvlinks_up: expected 6, found 5"]
+    assert _failures(evaluate(summit, _summit_readings(gpus))) == ["FAIL GMP-314 gpu4 nvlinks_up: expected 6, found 5"]
 
 
 def test_a_summit_node_without_ats_fails(summit):
     failures = _failures(evaluate(summit, _summit_readings([_v100(i) for i in range(6)], ats=False)))
-    assert failures == ["FAIL addressing: expected ats, found hmm"]
+    assert failures == ["FAIL GMP-305 addressing: expected ats, found hmm"]
 
 
 # --- systems described at run time: held to the accepted run's node facts ---
@@ -236,13 +241,19 @@ def test_the_accepted_nodes_facts_are_what_a_detected_node_is_held_to():
     [
         (
             {"pcie_loaded": (3, 8)},
-            ["FAIL gpu1 pcie_generation: expected 5, found 3", "FAIL gpu1 pcie_width: expected x16, found x8"],
+            [
+                "FAIL GMP-311 gpu1 pcie_generation: expected 5, found 3",
+                "FAIL GMP-312 gpu1 pcie_width: expected x16, found x8",
+            ],
         ),
-        ({"nvlinks": [6] * 17}, ["FAIL gpu1 nvlinks_up: expected 18, found 17"]),
-        ({"name": "NVIDIA H100 80GB HBM3"}, ["FAIL gpu1 model: expected NVIDIA H200, found NVIDIA H100 80GB HBM3"]),
-        ({"numa": 1}, ["FAIL gpu1 numa_node: expected 0, found 1"]),
-        ({"ecc": (0, 0)}, ["FAIL gpu1 ecc: expected True, found False"]),
-        ({"persistence": 0}, ["FAIL gpu1 persistence_mode: expected True, found False"]),
+        ({"nvlinks": [6] * 17}, ["FAIL GMP-314 gpu1 nvlinks_up: expected 18, found 17"]),
+        (
+            {"name": "NVIDIA H100 80GB HBM3"},
+            ["FAIL GMP-302 gpu1 model: expected NVIDIA H200, found NVIDIA H100 80GB HBM3"],
+        ),
+        ({"numa": 1}, ["FAIL GMP-316 gpu1 numa_node: expected 0, found 1"]),
+        ({"ecc": (0, 0)}, ["FAIL GMP-324 gpu1 ecc: expected True, found False"]),
+        ({"persistence": 0}, ["FAIL GMP-325 gpu1 persistence_mode: expected True, found False"]),
     ],
 )
 def test_a_detected_node_that_changed_since_its_acceptance_fails(change, expected):
@@ -252,7 +263,7 @@ def test_a_detected_node_that_changed_since_its_acceptance_fails(change, expecte
 
 def test_a_gpu_gone_since_the_acceptance_fails():
     accepted = _accepted(_readings(_h200_pair()))
-    assert _failures(evaluate(accepted, _readings(_h200_pair()[:1]))) == ["FAIL gpu_count: expected 2, found 1"]
+    assert _failures(evaluate(accepted, _readings(_h200_pair()[:1]))) == ["FAIL GMP-301 gpu_count: expected 2, found 1"]
 
 
 def _detect(gpus):
@@ -291,13 +302,13 @@ def test_local_against_its_accepted_run_and_the_facts_it_writes(capsys, tmp_path
     args = ["--system", "local", "--partition", "default", "--accepted", str(accepted)]
     assert main(args, detect=_detect([FakeGpu()])) == 0
     assert main(args, detect=_detect([FakeGpu(pcie_loaded=(4, 16))])) == 1
-    assert "FAIL gpu0 pcie_generation: expected 5, found 4" in capsys.readouterr().out
+    assert "FAIL GMP-311 gpu0 pcie_generation: expected 5, found 4" in capsys.readouterr().out
 
 
 def test_declared_system_fails_with_exit_status_one(capsys):
     status = main(["--system", "dgx-a100", "--partition", "gpu"], detect=_detect([FakeGpu()]))
     assert status == 1
-    assert "FAIL gpu_count: expected 8, found 1" in capsys.readouterr().out
+    assert "FAIL GMP-301 gpu_count: expected 8, found 1" in capsys.readouterr().out
 
 
 def _accepted_file(tmp_path, gpus):
@@ -322,7 +333,7 @@ def test_a_node_of_other_gpus_is_not_judged_and_one_that_lost_a_gpu_fails(capsys
         assert _fails(out) == []
         assert f"with {kind} 80GB HBM3 (accepted kinds: 2 x NVIDIA H100 80GB HBM3)" in out or f"with {kind} (" in out
     assert main(args, detect=_detect([FakeGpu()])) == 1  # the accepted models, a GPU lost
-    assert "FAIL gpu_count: expected 2, found 1" in capsys.readouterr().out
+    assert "FAIL GMP-301 gpu_count: expected 2, found 1" in capsys.readouterr().out
 
 
 def test_a_kind_the_system_declares_is_its_own_not_a_larger_one_that_lost_a_gpu():
@@ -382,7 +393,7 @@ def test_a_node_with_hidden_or_missing_gpus_fails_against_its_accepted_run(
     if visible is not None:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert main(args, detect=_detect(gpus)) == 1
-    assert _fails(capsys.readouterr().out) == [f"FAIL gpu_count: expected 2, found {found}"]
+    assert _fails(capsys.readouterr().out) == [f"FAIL GMP-301 gpu_count: expected 2, found {found}"]
 
 
 def _without_nvml(tmp_path, dev_files=(), pci=()):
@@ -412,7 +423,7 @@ def test_nvml_that_cannot_start_on_a_node_with_nvidia_gpus_fails(capsys, tmp_pat
     args = ["--system", "local", "--partition", "default", "--accepted", str(tmp_path / "none.json")]
     assert main(args, detect=_without_nvml(tmp_path, **hardware)) == 1
     (line,) = _fails(capsys.readouterr().out)
-    assert line.startswith("FAIL nvml: expected NVML running on a node with NVIDIA hardware (")
+    assert line.startswith("FAIL GMP-300 nvml: expected NVML running on a node with NVIDIA hardware (")
     assert shown in line and line.endswith("found NVML could not start (Driver Not Loaded)")
 
 
@@ -429,7 +440,7 @@ def test_a_node_without_gpus_fails_where_its_accepted_run_had_some(capsys, tmp_p
     args = _accepted_file(tmp_path, [FakeGpu()])
     capsys.readouterr()
     assert main(args, detect=_without_nvml(tmp_path)) == 1
-    assert _fails(capsys.readouterr().out) == ["FAIL gpu_count: expected 1, found 0"]
+    assert _fails(capsys.readouterr().out) == ["FAIL GMP-301 gpu_count: expected 1, found 0"]
 
 
 def _local_allowing(tmp_path, reasons):
@@ -448,7 +459,7 @@ def test_health_allows_the_clock_event_reasons_its_system_lists(capsys, tmp_path
     args = ["--system", "local", "--partition", "default", "--accepted", str(tmp_path / "none.json")]
     capped = _detect([FakeGpu(clock_events=0x5)])  # idle, and the software power cap
     assert main(args, detect=capped) == 1
-    assert "FAIL gpu0 clock_events: expected none but gpu_idle, found sw_power_cap" in capsys.readouterr().out
+    assert "FAIL GMP-326 gpu0 clock_events: expected none but gpu_idle, found sw_power_cap" in capsys.readouterr().out
     assert main(args + _local_allowing(tmp_path, ["sw_power_cap"]), detect=capped) == 0
     assert "PASS gpu0 clock_events: gpu_idle,sw_power_cap" in capsys.readouterr().out
 
@@ -473,26 +484,32 @@ def _accepted_with_pcie(tmp_path, pcie):
 @pytest.mark.parametrize(
     "pcie, expected",
     [
-        ([5, 16], ["FAIL gpu0 pcie_generation: expected 5, found 4", "FAIL gpu0 pcie_width: expected x16, found x8"]),
+        (
+            [5, 16],
+            [
+                "FAIL GMP-311 gpu0 pcie_generation: expected 5, found 4",
+                "FAIL GMP-312 gpu0 pcie_width: expected x16, found x8",
+            ],
+        ),
         (
             None,
             [
-                "FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
-                "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8",
+                "FAIL GMP-311 gpu0 pcie_generation: expected 5 (its maximum), found 4",
+                "FAIL GMP-312 gpu0 pcie_width: expected x16 (its maximum), found x8",
             ],
         ),
         (
             "missing",
             [
-                "FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
-                "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8",
+                "FAIL GMP-311 gpu0 pcie_generation: expected 5 (its maximum), found 4",
+                "FAIL GMP-312 gpu0 pcie_width: expected x16 (its maximum), found x8",
             ],
         ),
         (
             [4, 8],
             [
-                "FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
-                "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8",
+                "FAIL GMP-311 gpu0 pcie_generation: expected 5 (its maximum), found 4",
+                "FAIL GMP-312 gpu0 pcie_width: expected x16 (its maximum), found x8",
             ],
         ),
     ],
@@ -512,8 +529,8 @@ def test_an_h100_link_trained_at_gen4_x8_fails_with_nothing_accepted(capsys, tmp
     args = ["--system", "local", "--partition", "default", "--accepted", str(tmp_path / "none.json")]
     assert main(args, detect=_detect([FakeGpu(pcie_loaded=(4, 8))])) == 1
     assert _fails(capsys.readouterr().out) == [
-        "FAIL gpu0 pcie_generation: expected 5 (its maximum), found 4",
-        "FAIL gpu0 pcie_width: expected x16 (its maximum), found x8",
+        "FAIL GMP-311 gpu0 pcie_generation: expected 5 (its maximum), found 4",
+        "FAIL GMP-312 gpu0 pcie_width: expected x16 (its maximum), found x8",
     ]
 
 
@@ -524,13 +541,13 @@ def test_a_gpu_more_than_accepted_still_has_its_link_judged(capsys, tmp_path):
     capsys.readouterr()
     second = FakeGpu(uuid="GPU-1", bus_id="00000000:02:00.0", pcie_loaded=(4, 16))
     assert main(args, detect=_detect([FakeGpu(), second])) == 1
-    assert _fails(capsys.readouterr().out) == ["FAIL gpu1 pcie_generation: expected 5 (its maximum), found 4"]
+    assert _fails(capsys.readouterr().out) == ["FAIL GMP-311 gpu1 pcie_generation: expected 5 (its maximum), found 4"]
 
 
 def test_a_link_with_no_maximum_and_nothing_expected_is_not_passed():
     findings = evaluate(None, _readings([FakeGpu(pcie_max=(None, None))]))
     assert _failures(findings) == [
-        "FAIL gpu0 pcie_link: expected a generation and width to hold it to, found none from NVML or expected"
+        "FAIL GMP-310 gpu0 pcie_link: expected a generation and width to hold it to, found none from NVML or expected"
     ]
 
 
@@ -538,7 +555,7 @@ def test_a_link_not_read_under_load_is_not_passed_with_nothing_expected():
     nvml = FakeNvml([FakeGpu()])
     findings = evaluate(None, detect_node(nvml=nvml, cuda_factory=FakeCuda, load_links=False))
     assert _failures(findings) == [
-        "FAIL gpu0 pcie_link: expected gen5 x16, found not read under load (no CUDA driver, or not asked for)"
+        "FAIL GMP-310 gpu0 pcie_link: expected gen5 x16, found not read under load (no CUDA driver, or not asked for)"
     ]
 
 
@@ -562,7 +579,7 @@ def test_many_nodes_name_their_lines_and_each_must_report(capsys, tmp_path):
     lines = capsys.readouterr().out.splitlines()
     assert lines and all(line.startswith(f"{host}: ") for line in lines)
     out = tmp_path / "out"
-    out.write_text("\n".join(lines + ["other: FAIL gpu0 pcie_width: expected 16, found 8"]) + "\n")
-    with pytest.raises(sn.SanityError, match="other: FAIL gpu0 pcie_width: expected 16, found 8"):
+    out.write_text("\n".join(lines + ["other: FAIL GMP-312 gpu0 pcie_width: expected 16, found 8"]) + "\n")
+    with pytest.raises(sn.SanityError, match="other: FAIL GMP-312 gpu0 pcie_width: expected 16, found 8"):
         sn.evaluate(node_health._no_failures(str(out)))
     assert sn.evaluate(sn.count(sn.findall(node_health._SUMMARY, str(out)))) == 1

@@ -263,10 +263,12 @@ def test_paths_moved_on_another_host_are_not_drained_a_failed_check_is(tmp_path)
     nightly.write_drain(tmp_path, run, result, {"failed": []}, lags)
     assert (tmp_path / "drain.txt").read_text() == "" and run["drain"] == []
     nightly.write_drain(tmp_path, run, result, {"failed": ["health: gpu0 ecc_uncorrected"]}, lags)
-    assert run["drain"] == ["failed health: gpu0 ecc_uncorrected"]
+    assert run["drain"] == ["GMP-501 failed health: gpu0 ecc_uncorrected"]
     same = {"unjudged_reasons": []}
     nightly.write_drain(tmp_path, same, result, {"failed": []}, lags)
-    assert same["drain"] == ["moved against the accepted runs: " + nightly.path_line(next(result.paths.itertuples()))]
+    assert same["drain"] == [
+        "GMP-101 moved against the accepted runs: " + nightly.path_line(next(result.paths.itertuples()))
+    ]
 
 
 def test_the_page_says_the_host_first_and_asks_to_accept_it_or_investigate():

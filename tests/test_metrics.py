@@ -75,6 +75,7 @@ def test_the_verdict_of_each_path_is_a_code_and_a_change():
         ("gpu_mempaths_path_verdict", [2]),
         ("gpu_mempaths_path_change_pct", [-7.5]),
     ]
+    assert {x["metric"]["finding"] for x in lines} == {"GMP-101"}  # the catalogue's code: an alert keys on it
 
 
 def test_the_nights_exit_status_is_a_series_judged_or_not(monkeypatch):
@@ -130,6 +131,8 @@ def test_a_partitions_night_sends_each_node_by_path_with_the_node_a_label():
     }
     codes = {x["metric"]["node"]: x["values"][0] for x in lines if x["metric"]["__name__"] == metrics.NODE_VERDICT}
     assert deviations == {"n1": 0.4, "n2": -48.0} and codes == {"n1": 0, "n2": 2}
+    findings = {x["metric"]["node"]: x["metric"]["finding"] for x in lines if "node" in x["metric"]}
+    assert findings == {"n1": "GMP-210", "n2": "GMP-211"}
     (change,) = [x for x in lines if x["metric"]["__name__"] == metrics.FLEET_CHANGE]
     assert "node" not in change["metric"] and change["values"] == [-0.3]
 

@@ -139,7 +139,7 @@ def test_a_slowdown_of_every_node_is_one_fleet_change(accepted, cluster):
     run = json.loads((outdir / "run.json").read_text())
     assert status == 2, output[-5000:]
     assert run["drain"] == []
-    assert run["fleet_changes"] and all(line.startswith("host memory") for line in run["fleet_changes"])
+    assert run["fleet_changes"] and all(line.startswith("GMP-221 host memory") for line in run["fleet_changes"])
     assert all("4 of 4 nodes" in line for line in run["fleet_changes"])
 
 

@@ -32,14 +32,14 @@ def test_a_quiet_run_has_no_fault():
 @pytest.mark.parametrize(
     "change, fault",
     [
-        ({"replays": 4}, "gpu1 pcie_replays: 3 during the run"),
-        ({"ecc_uncorrected": 2}, "gpu1 ecc_uncorrected: 2 during the run"),
-        ({"remapped_rows": (0, 1, 1, 0)}, "gpu1 remap_pending: became true during the run"),
+        ({"replays": 4}, "GMP-313 gpu1 pcie_replays: 3 during the run"),
+        ({"ecc_uncorrected": 2}, "GMP-320 gpu1 ecc_uncorrected: 2 during the run"),
+        ({"remapped_rows": (0, 1, 1, 0)}, "GMP-321 gpu1 remap_pending: became true during the run"),
         (
             {"clock_events": CLOCK_EVENTS["hw_thermal_slowdown"]},
-            "gpu1 clock_events: hw_thermal_slowdown during the run",
+            "GMP-326 gpu1 clock_events: hw_thermal_slowdown during the run",
         ),
-        ({"clock_events": CLOCK_EVENTS["sw_power_cap"] | 1}, "gpu1 clock_events: sw_power_cap during the run"),
+        ({"clock_events": CLOCK_EVENTS["sw_power_cap"] | 1}, "GMP-326 gpu1 clock_events: sw_power_cap during the run"),
     ],
 )
 def test_what_happens_during_the_run_is_a_fault(change, fault):
