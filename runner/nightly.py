@@ -61,6 +61,7 @@ from experiments.roots import REPO
 from judge import changepoints, explain, siblings, verdict
 from judge.select import RERUNS, accepted_masks, run_rows, runs_without_rows, windows_of
 from judge.status import FAILED, MEANING, MOVED, UNJUDGED
+from reports.junit import write_verdict_xml
 from reports.load import Loaded, load
 from reports.runs import (
     NIGHTLY_DIR,
@@ -490,8 +491,11 @@ class Night:
 
 
 def save_run(outdir: Path, run: dict) -> None:
-    """run.json as it is now, replaced whole (a kill or a full disk leaves the last one whole)."""
+    """run.json as it is now, replaced whole (a kill or a full disk leaves the last one whole); once the
+    night is done, its verdict as JUnit XML beside it (verdict.xml, reports/junit.py)."""
     write_json(outdir / "run.json", run)
+    if run.get("state") == NightState.DONE.value:
+        write_verdict_xml(outdir, run)
 
 
 def enter(outdir: Path, run: dict, phase: str) -> None:

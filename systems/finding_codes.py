@@ -147,6 +147,13 @@ def markdown() -> str:
         "the nights. A code never changes and is never reused; the words after it may. Generated from the",
         "catalogue (`python -m systems.finding_codes > docs/findings.md`); a test holds this page to it.",
         "",
+        "Each night's folder also holds `verdict.xml`, its verdict as JUnit XML for CI dashboards",
+        "(`reports/junit.py`): a test case per path, per sibling comparison, per node of a partition and per",
+        "failed check; moved, unstable, lagging and drained are failures, broken values and the suite's own",
+        "errors are errors, contended and unjudged are skipped with their reason; each failure's and skip's",
+        "`type` is its code. Every committed night's validates against Jenkins' JUnit schema",
+        "(`tests/test_junit.py`). `python -m reports.junit RUN_JSON` writes a kept night's again.",
+        "",
         "| code | source | finding | severity | action |",
         "|---|---|---|---|---|",
     ]
