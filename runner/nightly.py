@@ -819,6 +819,7 @@ def nightly(args) -> int:
         return UNJUDGED
     stamp = now()
     outdir = NIGHTLY_DIR / system / stamp.replace(":", "")
+    args.night_dir = outdir  # where --act finds the verdict (runner/partition.py night)
     run = {"system": system, "stamp": stamp, "start": stamp, "state": NightState.RUNNING.value, "phase": "preflight"}
     if args.drill:
         run["drill"] = args.drill
@@ -1495,6 +1496,12 @@ def add_parsers(sub) -> None:
         metavar="SECONDS",
         help="measure what the rerun confirmed once more this much later (default: the system's confirm_later_s; "
         "0: the rerun alone confirms)",
+    )
+    p.add_argument(
+        "--act",
+        action="store_true",
+        help="after the verdict, drain the nodes it names and resume those the suite drained once they pass, "
+        "within the system's cap (./suite act: runner/act.py); off unless asked",
     )
     p.set_defaults(func=nightly, reframe=[])  # ReFrame's options: what follows '--' (commands/cli.py)
 

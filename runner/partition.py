@@ -72,7 +72,7 @@ from reports.runs import (
     selected_system,
 )
 from rfmconfig import NODES_VARIABLE, ON_NODE_VARIABLE
-from runner import contention, lock, nightly
+from runner import act, contention, lock, nightly
 from systems import data
 from systems.finding_codes import code_of, tagged
 
@@ -420,6 +420,7 @@ def partition_nightly(args) -> int:
         outdir = outdir.with_name(f"{system}-{outdir.name}")
     outdir.mkdir(parents=True, exist_ok=True)
     run = {"system": system, "stamp": stamp, "start": stamp, "partition": part["name"], "nodes_asked": args.nodes}
+    args.night_dir = None if args.dry_run else outdir  # where --act finds the verdict (night)
     if not args.dry_run:  # a night killed from now on reads as incomplete, never as judged
         run.update(state=NightState.RUNNING.value, phase="checks")
         nightly.save_run(outdir, run)
@@ -838,4 +839,7 @@ def night(args) -> int:
     if not args.nodes and (args.dry_run or args.partition):
         raise SystemExit("nightly: --dry-run and --partition go with --nodes")
     with lock.held(lock.command_line(), wait=args.wait):
-        return partition_nightly(args) if args.nodes else nightly.nightly(args)
+        status = partition_nightly(args) if args.nodes else nightly.nightly(args)
+        if getattr(args, "act", False) and getattr(args, "night_dir", None):
+            act.after_night(args.night_dir)
+        return status

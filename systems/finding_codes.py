@@ -19,7 +19,7 @@ import yaml
 
 CATALOGUE = Path(__file__).resolve().parent / "findings" / "codes.yaml"
 #: The sources a finding comes from (the catalogue's header says what each is).
-SOURCES = ("path", "sibling", "node", "node-state", "fleet", "health", "night", "check", "change")
+SOURCES = ("path", "sibling", "node", "node-state", "fleet", "health", "night", "check", "change", "act")
 #: What every drain reason, every ticket and every series starts with: the suite's name, then the code.
 PREFIX = "gpu-mempaths"
 _CODE = re.compile(r"^GMP-\d{3}$")

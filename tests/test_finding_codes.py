@@ -57,6 +57,7 @@ def emitted() -> dict[str, set[str]]:
         "night": set(UNJUDGED_REASONS),
         "check": {"failed"},
         "change": {"held"},
+        "act": {"breaker"},
     }
 
 

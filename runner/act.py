@@ -1,0 +1,390 @@
+"""Acting on the scheduler within limits: a night's verdict drains the nodes it names and resumes the nodes
+the suite drained once they pass again, never more than its cap.
+
+    ./suite act NIGHT_DIR [--system NAME] [--scheduler slurm|lsf] [--dry-run]
+    ./suite act --reset SYSTEM
+
+- **Drain** each node the night names (drain.txt of a node's night, run.json's `drain` of a partition's),
+  with a reason that starts with the suite's name, the finding's code and the tier that found it:
+  `gpu-mempaths GMP-101 nightly: moved against the accepted runs: ...`.
+- **Resume** a node only where the suite drained it (its reason starts with `gpu-mempaths `) and only once
+  it passes the tier that drained it (a node's night exiting 0; a partition's node whose state is ok).
+- **Never touch a node drained by someone else**, whatever the night found: it is named, and left alone.
+- **A circuit breaker.** Past the system's cap (`act: {cap: 10%, window: 1h}` in its data; a number of
+  nodes or a share of the nodes the scheduler lists) of the suite's own drains within the window, it drains
+  nothing more, names every node it would have drained, and raises one finding for a person (GMP-701), on
+  every night until `./suite act --reset SYSTEM`. A fleet that moved as one is the likeliest cause: that is
+  for a person, not for a script that empties a partition.
+- **A night not judged** (exit 3: the suite's own failure) drains and resumes nothing.
+- **--dry-run** prints the commands and changes nothing, the breaker's record included.
+
+Every command is an argument list, never a shell line: a node's name or a reason reaches the scheduler as
+one argument. A node name that is not a plain host name (letters, digits, '.', '_', '-') is refused: Slurm
+reads 'a,b' or 'a[1-9]' as several nodes. Exit 0 done (or nothing to do), 2 the breaker tripped (a person
+reads the finding), 3 the suite could not act (a scheduler command failed, the night or the system data
+unreadable, a usage mistake), naming why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import fcntl
+import math
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from experiments.files import DamagedFile, read_json, write_json
+from experiments.roots import RESULTS
+from reports.runs import incomplete_why, night_complete
+from systems import data
+from systems.finding_codes import PREFIX, code_of, split_code
+
+#: Where each system's record of the suite's own drains and its breaker is kept.
+ACTED = RESULTS / "act"
+#: The limits where the system's data says none (the issue's and NVSentinel's kind of default).
+DEFAULT_CAP, DEFAULT_WINDOW = "10%", "1h"
+#: What a node name must look like to reach the scheduler.
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+#: A drain reason's length at most (Slurm keeps it whole; a ticket's subject line does not need more).
+REASON_CHARS = 240
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class CannotAct(Exception):
+    """What the suite could not do: exit 3, its cause named, nothing changed past it."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The breaker's cap (nodes, or a share of the nodes the scheduler lists) within a window (seconds)."""
+
+    cap: str
+    window_s: int
+
+    @classmethod
+    def of_system(cls, system: dict) -> Limits:
+        act = system.get("act") or {}
+        window = str(act.get("window", DEFAULT_WINDOW))
+        return cls(str(act.get("cap", DEFAULT_CAP)), int(window[:-1]) * _UNITS[window[-1]])
+
+    def nodes(self, listed: int) -> int:
+        """The cap in nodes, of `listed` nodes: at least one, where the cap is a share."""
+        if self.cap.endswith("%"):
+            return max(1, math.floor(float(self.cap[:-1]) / 100 * listed))
+        return int(self.cap)
+
+
+@dataclass
+class Night:
+    """What a night asks of the scheduler: the nodes to drain (node, reason without the prefix), the nodes
+    that passed the tier, and the tier."""
+
+    tier: str
+    judged: bool
+    drain: list[tuple[str, str]] = field(default_factory=list)
+    passed: list[str] = field(default_factory=list)
+
+
+def read_night(folder: Path) -> Night:
+    """The night in `folder`: a node's (drain.txt, run.json) or a partition's (run.json, nodes.csv)."""
+    try:
+        run = read_json(folder / "run.json")
+    except (OSError, DamagedFile) as err:
+        raise CannotAct(f"{folder}: no night's run.json to act on ({err})") from None
+    if not night_complete(run) or "exit" not in run:
+        raise CannotAct(f"{folder}: the night did not end with a verdict ({incomplete_why(run)}): nothing to act on")
+    judged = run.get("exit") in (0, 1, 2)
+    if "nodes" in (run.get("counts") or {}):
+        drain = [(row["node"], " | ".join(row.get("reasons") or [row.get("state", "")])) for row in run["drain"]]
+        return Night("partition", judged, drain, _partition_passed(folder))
+    node, reasons = _drain_line(folder)
+    passed = [node] if run.get("exit") == 0 and node else []
+    return Night("nightly", judged, [(node, reasons)] if reasons else [], passed)
+
+
+def _drain_line(folder: Path) -> tuple[str, str]:
+    """drain.txt's node and its reasons ('' where there is nothing to drain: the node its facts name)."""
+    try:
+        text = (folder / "drain.txt").read_text()
+    except OSError as err:
+        raise CannotAct(f"{folder}: no drain.txt ({err.strerror})") from None
+    node, _, reasons = text.rstrip("\n").partition("\t")
+    if not node:  # nothing to drain: the node is the one its facts name
+        facts = sorted(folder.glob("node-*.json"))
+        node = facts[0].stem.removeprefix("node-") if facts else ""
+    return node, reasons
+
+
+def _partition_passed(folder: Path) -> list[str]:
+    import pandas as pd
+
+    try:
+        nodes = pd.read_csv(folder / "nodes.csv", dtype=str)
+    except (OSError, ValueError) as err:
+        raise CannotAct(f"{folder}: no readable nodes.csv ({err})") from None
+    return sorted(nodes.loc[nodes["state"] == "ok", "node"])
+
+
+# --- the scheduler ----------------------------------------------------------
+
+
+class Slurm:
+    """Slurm through sinfo and scontrol."""
+
+    name = "slurm"
+
+    def drained(self) -> dict[str, str]:
+        """Every drained or draining node and its reason."""
+        found = {}
+        for line in _output(["sinfo", "-R", "-h", "-N", "-o", "%N|%E"]).splitlines():
+            node, _, reason = line.partition("|")
+            found[node.strip()] = reason.strip()
+        return found
+
+    def listed(self) -> int:
+        return len(set(_output(["sinfo", "-h", "-N", "-o", "%N"]).split()))
+
+    def drain(self, node: str, reason: str) -> list[str]:
+        return ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"]
+
+    def resume(self, node: str) -> list[str]:
+        return ["scontrol", "update", f"nodename={node}", "state=resume"]
+
+
+class Lsf:
+    """LSF through badmin: hclose with the reason as its comment, hopen. Its closed hosts are not read: it acts
+    in a dry run only, printing its commands, until a site tests it on its LSF."""
+
+    name = "lsf"
+
+    def drained(self) -> dict[str, str]:
+        return {}
+
+    def listed(self) -> int:
+        return 0
+
+    def drain(self, node: str, reason: str) -> list[str]:
+        return ["badmin", "hclose", "-C", reason, node]
+
+    def resume(self, node: str) -> list[str]:
+        return ["badmin", "hopen", node]
+
+
+SCHEDULERS = {"slurm": Slurm, "lsf": Lsf}
+
+
+def _output(command: list[str]) -> str:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise CannotAct(f"{shlex.join(command)}: {err}") from None
+    if done.returncode != 0:
+        raise CannotAct(f"{shlex.join(command)}: exit {done.returncode}: {done.stderr.strip()}")
+    return done.stdout
+
+
+# --- the breaker's record ---------------------------------------------------
+
+
+@contextmanager
+def record_of(system: str) -> Iterator[dict]:
+    """The system's record of the suite's drains and its breaker, held under an flock and written whole
+    when the block ends without an error; a lock that cannot be taken is CannotAct, never an unguarded act."""
+    ACTED.mkdir(parents=True, exist_ok=True)
+    path = ACTED / f"{system}.json"
+    try:
+        handle = open(ACTED / f"{system}.lock", "a")
+        fcntl.flock(handle, fcntl.LOCK_EX)
+    except OSError as err:
+        raise CannotAct(f"{ACTED / system}.lock: the breaker's record cannot be locked ({err})") from None
+    with handle:
+        try:
+            record = read_json(path) if path.exists() else {"drains": [], "tripped": None}
+        except DamagedFile as err:
+            raise CannotAct(str(err)) from None
+        try:
+            yield record
+        finally:  # what was done before a command failed is recorded too: the cap counts every drain made
+            write_json(path, record)
+
+
+# --- acting -----------------------------------------------------------------
+
+
+@dataclass
+class Acts:
+    """What a night did on the scheduler, or would do (a dry run)."""
+
+    commands: list[list[str]] = field(default_factory=list)
+    drained: list[str] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)
+    left_alone: list[str] = field(default_factory=list)  # drained by someone else
+    held_back: list[str] = field(default_factory=list)  # the breaker's
+    finding: str = ""
+
+
+def plan(night: Night, drained_now: dict[str, str], record: dict, limits: Limits, listed: int, now: float, scheduler):
+    """The commands a night calls for (pure: the scheduler's state, the record and the clock given)."""
+    acts = Acts()
+    if not night.judged:
+        return acts
+    ours = {node for node, reason in drained_now.items() if reason.startswith(f"{PREFIX} ")}
+    for node in night.passed:
+        if node in ours and f" {night.tier}: " in drained_now[node]:
+            acts.commands.append(scheduler.resume(node))
+            acts.resumed.append(node)
+    recent = [d for d in record["drains"] if now - d["when"] <= limits.window_s]
+    room = max(0, limits.nodes(listed) - len(recent)) if not record.get("tripped") else 0
+    for node, reasons in night.drain:
+        if node in drained_now and node not in ours:
+            acts.left_alone.append(node)
+        elif node in ours:
+            continue  # drained by the suite already: its reason stands
+        elif room > 0:
+            acts.commands.append(scheduler.drain(node, reason_of(reasons, night.tier)))
+            acts.drained.append(node)
+            room -= 1
+        else:
+            acts.held_back.append(node)
+    if acts.held_back:
+        cap = limits.nodes(listed)
+        code = code_of("act", "breaker").code
+        acts.finding = (
+            f"{code} the suite's breaker is open: {len(recent) + len(acts.drained)} of {cap} drains within "
+            f"{limits.window_s} s used; not drained: {', '.join(acts.held_back)}. A person decides, then "
+            f"./suite act --reset SYSTEM"
+        )
+    return acts
+
+
+#: The code of a reason kept before reasons had codes, by how it starts (runner/nightly.py drain_reasons,
+#: judge/partition.py NodeState).
+OLD_REASONS = {
+    "failed ": ("check", "failed"),
+    "behind its siblings: ": ("sibling", "lagging"),
+    "moved against": ("path", "moved"),
+    "unstable against": ("path", "unstable"),
+}
+
+
+def reason_of(reasons: str, tier: str) -> str:
+    """A drain reason: the suite's name, the first finding's code, the tier, then the findings, on one line."""
+    code, text = split_code(" ".join(reasons.split()))
+    if not code:
+        source = next((v for k, v in OLD_REASONS.items() if text.startswith(k)), ("check", "failed"))
+        if tier == "partition" and source == ("sibling", "lagging"):
+            source = ("node-state", "behind its siblings")
+        code = code_of(*source).code
+    return f"{PREFIX} {code} {tier}: {text}"[:REASON_CHARS]
+
+
+def act(folder: Path, system: str, scheduler, dry_run: bool, now: float | None = None) -> tuple[Acts, int]:
+    """Drain and resume what the night in `folder` calls for; (what was done, exit status)."""
+    night = read_night(folder)
+    for node, _ in night.drain:
+        if not NODE_NAME.match(node):
+            raise CannotAct(f"{folder}: node name {node!r} is not a plain host name: refused, nothing done")
+    systems = data.load_all()
+    if system not in systems:
+        raise CannotAct(data.unknown("act: no system", system, systems))
+    limits = Limits.of_system(systems[system])
+    now = dt.datetime.now(dt.UTC).timestamp() if now is None else now
+    with record_of(system) as record:
+        acts = plan(night, scheduler.drained(), record, limits, scheduler.listed(), now, scheduler)
+        drains = {tuple(scheduler.drain(n, reason_of(r, night.tier))): n for n, r in night.drain}
+        for command in acts.commands:
+            print(f"act: {'would run' if dry_run else 'runs'}: {shlex.join(command)}")
+            if dry_run:
+                continue
+            _output(command)  # a failure stops here, CannotAct; the drains before it stay recorded
+            if tuple(command) in drains:
+                record["drains"].append({"node": drains[tuple(command)], "when": now, "night": str(folder)})
+        if not dry_run:
+            if acts.held_back and not record.get("tripped"):
+                record["tripped"] = {"when": now, "night": str(folder), "held_back": acts.held_back}
+            elif acts.held_back:
+                record["tripped"]["held_back"] = sorted(set(record["tripped"]["held_back"]) | set(acts.held_back))
+    for node in acts.left_alone:
+        print(f"act: {node} is drained by someone else (its reason does not start with '{PREFIX} '): left alone")
+    if acts.finding:
+        print(f"act: {acts.finding}", file=sys.stderr)
+    if not night.judged:
+        print(f"act: {folder}: the night was not judged (exit 3): nothing drained, nothing resumed")
+    if not dry_run:
+        write_json(folder / "act.json", {**acts.__dict__, "scheduler": scheduler.name, "when": now})
+    return acts, 2 if acts.finding else 0
+
+
+#: ReFrame's scheduler names (a system's partitions) -> the scheduler act drives, and whether only in a dry run.
+BY_REFRAME = {"slurm": ("slurm", False), "squeue": ("slurm", False), "lsf": ("lsf", True)}
+
+
+def after_night(folder: Path) -> int:
+    """`./suite nightly --act`: act on the night just judged, through the scheduler its system's partitions
+    use; what the suite could not do is said and changes no verdict."""
+    try:
+        system = _system_of(folder)
+        kinds = {p.get("scheduler") for p in data.load_all()[system].get("partitions", [])}
+        known = sorted(BY_REFRAME[k] for k in kinds if k in BY_REFRAME)
+        if not known:
+            named = ", ".join(sorted(map(str, kinds)))
+            print(f"act: {system} runs under no scheduler the suite acts on ({named}): nothing done")
+            return 0
+        name, dry_run = known[-1]  # Slurm before LSF
+        return act(folder, system, SCHEDULERS[name](), dry_run)[1]
+    except CannotAct as err:
+        print(f"nightly: SUITE ERROR: act: not done: {err}", file=sys.stderr)
+        return 3
+
+
+def reset(system: str) -> None:
+    """The breaker closed again (a person read its finding), the suite's drains before now forgotten."""
+    with record_of(system) as record:
+        record["tripped"] = None
+        record["drains"] = []
+
+
+# --- the command ------------------------------------------------------------
+
+
+def add_parsers(sub) -> None:
+    """act in the suite's one parser (commands/cli.py)."""
+    parser = sub.add_parser("act", help=__doc__.splitlines()[0])
+    parser.add_argument("night", nargs="?", type=Path, help="the night's folder (results/nightly/SYSTEM/STAMP)")
+    parser.add_argument("--system", help="the system whose limits apply (default: the night's)")
+    parser.add_argument("--scheduler", choices=sorted(SCHEDULERS), default="slurm")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands, change nothing")
+    parser.add_argument("--reset", metavar="SYSTEM", help="close the system's breaker again, after a person read it")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        if args.reset:
+            reset(args.reset)
+            print(f"act: {args.reset}: the breaker is closed, the suite's earlier drains no longer count")
+            return 0
+        if args.night is None:
+            raise CannotAct("give a night's folder, or --reset SYSTEM")
+        if args.scheduler == "lsf" and not args.dry_run:
+            raise CannotAct("--scheduler lsf acts in a dry run only (--dry-run): its commands are printed")
+        system = args.system or _system_of(args.night)
+        _, status = act(args.night, system, SCHEDULERS[args.scheduler](), args.dry_run)
+        return status
+    except CannotAct as err:
+        print(f"act: not done: {err}", file=sys.stderr)
+        return 3
+
+
+def _system_of(folder: Path) -> str:
+    try:
+        return str(read_json(folder / "run.json")["system"])
+    except (OSError, DamagedFile, KeyError) as err:
+        raise CannotAct(f"{folder}: no system in its run.json ({err})") from None

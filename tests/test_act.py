@@ -1,0 +1,164 @@
+"""Acting on the scheduler within limits (runner/act.py): the nodes a night names are drained with the
+suite's name and the finding's code, only the suite's own drains are resumed and only once they pass, a
+node someone else drained is left alone, and past the cap the breaker drains nothing more until reset.
+Planned from made-up states, then done for real against a Slurm of four nodes on this host (as CI has)."""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from runner import act
+from runner.act import Acts, CannotAct, Limits, Night, Slurm, plan
+
+REPO = Path(__file__).resolve().parent.parent
+SLURM = REPO / ".ci" / "slurm"
+NOW = 1_800_000_000.0
+
+
+def empty() -> dict:
+    return {"drains": [], "tripped": None}
+
+
+def test_within_the_cap_the_named_nodes_are_drained_and_past_it_none_and_one_finding():
+    night = Night("partition", True, [(f"n{k}", f"GMP-231 behind its siblings: path {k}") for k in range(5)])
+    acts = plan(night, {}, empty(), Limits("10%", 3600), 20, NOW, Slurm())
+    assert acts.drained == ["n0", "n1"] and acts.held_back == ["n2", "n3", "n4"]
+    assert acts.commands[0] == [
+        "scontrol",
+        "update",
+        "nodename=n0",
+        "state=drain",
+        "reason=gpu-mempaths GMP-231 partition: behind its siblings: path 0",
+    ]
+    assert acts.finding.startswith("GMP-701 the suite's breaker is open") and "n2, n3, n4" in acts.finding
+    # The drains of the last hour count; older ones do not.
+    record = {"drains": [{"node": "x", "when": NOW - 60}, {"node": "y", "when": NOW - 7200}], "tripped": None}
+    assert plan(night, {}, record, Limits("2", 3600), 20, NOW, Slurm()).drained == ["n0"]
+    # A tripped breaker drains nothing, whatever the room, until reset.
+    tripped = {"drains": [], "tripped": {"when": NOW - 86400, "held_back": ["n9"]}}
+    assert plan(night, {}, tripped, Limits("10", 3600), 20, NOW, Slurm()).held_back == [f"n{k}" for k in range(5)]
+
+
+def test_a_node_someone_else_drained_is_left_alone_and_only_the_suites_own_are_resumed():
+    night = Night("nightly", True, [("a", "GMP-101 moved against the accepted runs: x")], passed=["b", "c", "d"])
+    now = {
+        "a": "admin: bad dimm",  # someone else's, named tonight: left alone, its reason kept
+        "b": "gpu-mempaths GMP-101 nightly: moved",  # the suite's, by this tier, passed: resumed
+        "c": "maintenance until friday",  # someone else's, passed: left drained
+        "d": "gpu-mempaths GMP-231 partition: behind",  # the suite's, but another tier drained it: not this one's
+    }
+    acts = plan(night, now, empty(), Limits("10", 3600), 20, NOW, Slurm())
+    assert acts.left_alone == ["a"] and acts.resumed == ["b"] and acts.drained == []
+    assert acts.commands == [["scontrol", "update", "nodename=b", "state=resume"]]
+
+
+def test_a_night_not_judged_drains_and_resumes_nothing():
+    night = Night("nightly", False, [("a", "GMP-501 failed x")], passed=["a"])
+    assert plan(night, {"a": "gpu-mempaths GMP-101 nightly: m"}, empty(), Limits("9", 60), 9, NOW, Slurm()) == Acts()
+
+
+def night_folder(root: Path, name: str, drain: dict[str, str], ok: list[str], exit_status: int = 2) -> Path:
+    """A partition's night kept as runner/partition.py keeps it: run.json (its drain rows) and nodes.csv."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    rows = [{"node": n, "state": "behind its siblings", "reasons": [r]} for n, r in drain.items()]
+    run = {"system": "ci-slurm", "stamp": name, "state": "done", "exit": exit_status, "drain": rows}
+    run["counts"] = {"nodes": len(drain) + len(ok)}
+    (folder / "run.json").write_text(json.dumps(run))
+    states = [f"{n},behind its siblings" for n in drain] + [f"{n},ok" for n in ok]
+    (folder / "nodes.csv").write_text("node,state\n" + "\n".join(states) + "\n")
+    return folder
+
+
+def args(night=None, **kw) -> argparse.Namespace:
+    return argparse.Namespace(night=night, system=None, scheduler="slurm", dry_run=False, reset=None, **kw)
+
+
+def test_a_node_name_that_is_not_a_host_name_is_refused_and_nothing_done(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(act, "ACTED", tmp_path / "act")
+    folder = night_folder(tmp_path, "n1", {"ci1,ci2": "GMP-231 behind its siblings: x"}, [])
+    assert act.main(args(folder)) == 3
+    assert "node name 'ci1,ci2' is not a plain host name" in capsys.readouterr().err
+    assert not (folder / "act.json").exists()
+    lsf = argparse.Namespace(night=folder, system=None, scheduler="lsf", dry_run=False, reset=None)
+    assert act.main(lsf) == 3
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A Slurm of four nodes ci1..ci4 on this host, its own ports (other test modules' clusters may run)."""
+    if shutil.which("slurmctld") is None or os.geteuid() != 0:
+        pytest.skip("needs root and Slurm (apt-get install slurmctld slurmd slurm-client munge), as CI has")
+    rundir = tmp_path_factory.mktemp("slurm-act")
+    env = {**os.environ, "SLURM_CI_NODES": "4", "SLURM_CI_PORT": "7717"}
+    try:
+        subprocess.run(["bash", str(SLURM / "start.sh"), str(rundir)], check=True, timeout=120, env=env)
+        yield str(rundir / "slurm.conf")
+    finally:
+        subprocess.run(["bash", str(SLURM / "stop.sh"), str(rundir)], check=False, timeout=120)
+
+
+def reasons(conf: str) -> dict[str, str]:
+    out = subprocess.run(
+        ["sinfo", "-R", "-h", "-N", "-o", "%N|%E"], capture_output=True, text=True, check=True, env=conf_env(conf)
+    ).stdout
+    return dict(line.split("|", 1) for line in out.splitlines())
+
+
+def conf_env(conf: str) -> dict:
+    return {**os.environ, "SLURM_CONF": conf}
+
+
+@pytest.mark.slow  # starts a Slurm
+def test_slurm_drains_resumes_leaves_others_drains_alone_and_the_breaker_trips(slurm, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SLURM_CONF", slurm)
+    monkeypatch.setattr(act, "ACTED", tmp_path / "act")
+    subprocess.run(["scontrol", "update", "nodename=ci3", "state=drain", "reason=admin: bad dimm"], check=True)
+    # A night names ci2 and ci3: ci2 drained with the suite's reason, ci3's own reason kept.
+    first = night_folder(tmp_path, "night1", {"ci2": "GMP-231 behind its siblings: h2d -40%", "ci3": "GMP-231 x"}, [])
+    assert act.main(args(first)) == 0
+    now = reasons(slurm)
+    assert now["ci2"] == "gpu-mempaths GMP-231 partition: behind its siblings: h2d -40%"
+    assert now["ci3"] == "admin: bad dimm" and "left alone" in capsys.readouterr().out
+    # The next night names two more: the cap (10% of four nodes: one) is used, the breaker trips.
+    second = night_folder(tmp_path, "night2", {"ci1": "GMP-231 y", "ci4": "GMP-231 z"}, ["ci2"])
+    assert act.main(args(second, **{})) == 2
+    assert "GMP-701 the suite's breaker is open" in capsys.readouterr().err
+    assert set(reasons(slurm)) == {"ci3"}  # ci2 passed and was resumed; ci1 and ci4 not drained
+    # Open until reset: a dry run says what it would do and does nothing.
+    third = night_folder(tmp_path, "night3", {"ci4": "GMP-231 w"}, [])
+    dry = argparse.Namespace(night=third, system=None, scheduler="slurm", dry_run=True, reset=None)
+    assert act.main(dry) == 2 and set(reasons(slurm)) == {"ci3"}
+    reset = argparse.Namespace(night=None, system=None, scheduler="slurm", dry_run=False, reset="ci-slurm")
+    assert act.main(reset) == 0
+    capsys.readouterr()
+    # As ./suite nightly --act acts after its verdict: through the scheduler of the system's partitions.
+    assert act.after_night(third) == 0 and reasons(slurm)["ci4"].startswith("gpu-mempaths GMP-231 partition: ")
+    # ci3 passes a night: someone else drained it, so it stays drained.
+    fourth = night_folder(tmp_path, "night4", {}, ["ci3", "ci4"], exit_status=0)
+    assert act.main(args(fourth)) == 0 and set(reasons(slurm)) == {"ci3"}
+    assert json.loads((fourth / "act.json").read_text())["resumed"] == ["ci4"]
+
+
+def test_a_scheduler_command_that_fails_is_not_done_and_the_drains_before_it_are_counted(tmp_path, monkeypatch):
+    monkeypatch.setattr(act, "ACTED", tmp_path / "act")
+    ran = []
+
+    def output(command):
+        ran.append(command)
+        if "nodename=b" in command:
+            raise CannotAct("scontrol update nodename=b: exit 1: Invalid node name specified")
+        return ""
+
+    monkeypatch.setattr(act, "_output", output)
+    monkeypatch.setattr(Slurm, "drained", lambda self: {})
+    monkeypatch.setattr(Slurm, "listed", lambda self: 100)
+    folder = night_folder(tmp_path, "night", {"a": "GMP-231 x", "b": "GMP-231 y", "c": "GMP-231 z"}, [])
+    assert act.main(args(folder)) == 3
+    kept = json.loads((tmp_path / "act" / "ci-slurm.json").read_text())
+    assert [d["node"] for d in kept["drains"]] == ["a"] and len(ran) == 2  # c never ran
