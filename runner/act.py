@@ -286,16 +286,31 @@ def reason_of(reasons: str, tier: str) -> str:
 
 
 def act(folder: Path, system: str, scheduler, dry_run: bool, now: float | None = None) -> tuple[Acts, int]:
-    """Drain and resume what the night in `folder` calls for; (what was done, exit status)."""
+    """Drain and resume what the night in `folder` calls for (act.json beside it says what was done);
+    (what was done, exit status)."""
     night = read_night(folder)
+    now = dt.datetime.now(dt.UTC).timestamp() if now is None else now
+    acts, status = act_on(night, system, scheduler, dry_run, str(folder), now)
+    if not dry_run:
+        write_json(folder / "act.json", {**acts.__dict__, "scheduler": scheduler.name, "when": now})
+    return acts, status
+
+
+def act_on(
+    night: Night, system: str, scheduler, dry_run: bool, where: str, now: float, systems_dir: Path = data.SYSTEMS_DIR
+) -> tuple[Acts, int]:
+    """Drain and resume what `night` (found `where`: a night's folder, a node's health) calls for, within
+    the limits of `system` (its data in `systems_dir`); (what was done, exit status)."""
     for node, _ in night.drain:
         if not NODE_NAME.match(node):
-            raise CannotAct(f"{folder}: node name {node!r} is not a plain host name: refused, nothing done")
-    systems = data.load_all()
+            raise CannotAct(f"{where}: node name {node!r} is not a plain host name: refused, nothing done")
+    try:
+        systems = data.load_all(systems_dir)
+    except data.SystemDataError as err:
+        raise CannotAct(str(err)) from None
     if system not in systems:
         raise CannotAct(data.unknown("act: no system", system, systems))
     limits = Limits.of_system(systems[system])
-    now = dt.datetime.now(dt.UTC).timestamp() if now is None else now
     with record_of(system) as record:
         acts = plan(night, scheduler.drained(), record, limits, scheduler.listed(), now, scheduler)
         drains = {tuple(scheduler.drain(n, reason_of(r, night.tier))): n for n, r in night.drain}
@@ -305,10 +320,10 @@ def act(folder: Path, system: str, scheduler, dry_run: bool, now: float | None =
                 continue
             _output(command)  # a failure stops here, CannotAct; the drains before it stay recorded
             if tuple(command) in drains:
-                record["drains"].append({"node": drains[tuple(command)], "when": now, "night": str(folder)})
+                record["drains"].append({"node": drains[tuple(command)], "when": now, "night": where})
         if not dry_run:
             if acts.held_back and not record.get("tripped"):
-                record["tripped"] = {"when": now, "night": str(folder), "held_back": acts.held_back}
+                record["tripped"] = {"when": now, "night": where, "held_back": acts.held_back}
             elif acts.held_back:
                 record["tripped"]["held_back"] = sorted(set(record["tripped"]["held_back"]) | set(acts.held_back))
     for node in acts.left_alone:
@@ -316,9 +331,7 @@ def act(folder: Path, system: str, scheduler, dry_run: bool, now: float | None =
     if acts.finding:
         print(f"act: {acts.finding}", file=sys.stderr)
     if not night.judged:
-        print(f"act: {folder}: the night was not judged (exit 3): nothing drained, nothing resumed")
-    if not dry_run:
-        write_json(folder / "act.json", {**acts.__dict__, "scheduler": scheduler.name, "when": now})
+        print(f"act: {where}: not judged: nothing drained, nothing resumed")
     return acts, 2 if acts.finding else 0
 
 

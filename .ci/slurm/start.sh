@@ -79,6 +79,13 @@ if ! alive slurmctld && ! alive slurmd || [[ ! -s $CONF ]]; then
     nodes=$(IFS=,; echo "${NAMES[*]}")
     sed -e "s|@NODELINES@|${lines%\\n}|" -e "s|@NODES@|$nodes|g" -e "s|@NODE@|$NODE|g" -e "s|@CTLPORT@|$PORT|g" \
         -e "s|@RUNDIR@|$RUNDIR|g" "$HERE/slurm.conf.in" >"$CONF.tmp"
+    # SLURM_CI_HEALTH=PROGRAM: Slurm's HealthCheckProgram on every node, each SLURM_CI_HEALTH_INTERVAL s (5).
+    if [[ -n ${SLURM_CI_HEALTH:-} ]]; then
+        interval=${SLURM_CI_HEALTH_INTERVAL:-5}
+        [[ $SLURM_CI_HEALTH == /* && -x $SLURM_CI_HEALTH ]] || die "SLURM_CI_HEALTH=$SLURM_CI_HEALTH: give an executable's absolute path"
+        [[ $interval =~ ^[1-9][0-9]*$ ]] || die "SLURM_CI_HEALTH_INTERVAL=$interval: give whole seconds"
+        printf 'HealthCheckProgram=%s\nHealthCheckInterval=%s\nHealthCheckNodeState=ANY\n' "$SLURM_CI_HEALTH" "$interval" >>"$CONF.tmp"
+    fi
     mv -f "$CONF.tmp" "$CONF"
     echo "start.sh: node(s) $nodes on $NODE: CPUs=$cpus (${sockets}x${cores}x${threads}) RealMemory=${realmem}M each"
 fi

@@ -1,0 +1,124 @@
+"""The health tier: the node's facts held to the accepted node, in seconds, where the scheduler gives a check
+room: Slurm's HealthCheckProgram (directly or from NHC), a prolog or an epilog, a node's boot.
+
+    ./suite health --system NAME --partition NAME [--act] [--limit-s 25] [--accepted FILE]
+
+- **What it judges:** systems/health.py's facts (GPU count and model, PCIe generation and width as trained
+  under a copy, NVLinks up, ECC and retired or remapped pages, clock events, persistence, the driver) against
+  the system's data or the accepted node, each failure a FAIL line with its code (GMP-3xx).
+- **Not while a job holds the node:** where Slurm runs a job on it, it judges nothing and says CONTENDED.
+- **Within its limit:** the facts are read in a process of their own, stopped at `--limit-s` (25 s by
+  default, under NHC's 30 s watchdog and Slurm's 60 s); a tier stopped by its limit judged nothing (exit 3).
+- **One line for a drain reason** ends its output: `gpu-mempaths GMP-320 health: gpu0 ecc_uncorrected: ...`.
+- **--act:** drains the node with that reason (Slurm), resumes it once it passes, only where the suite drained
+  it for its health, never a node someone else drained, within the system's cap (runner/act.py).
+
+Exit 0 healthy (or CONTENDED: not judged while a job runs), 1 a fact failed, 3 not judged (past its limit,
+the facts unreadable, acting failed), as the nightly's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from experiments.roots import PERFLOGS
+from runner.act import CannotAct, Night, Slurm, act_on
+from systems import data
+from systems.finding_codes import PREFIX, split_code
+
+#: The whole command's limit by default: NHC's watchdog is 30 s, Slurm's HealthCheckProgram 60 s.
+LIMIT_S = 25.0
+TIER = "health"
+
+
+def node_name() -> str:
+    """The node as the scheduler names it: slurmd says it to the programs it runs (several slurmd may share a
+    host); else this host's short name."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+def jobs_on(node: str) -> list[str]:
+    """The jobs Slurm runs on `node` now (none where there is no Slurm to ask)."""
+    if shutil.which("squeue") is None:
+        return []
+    done = subprocess.run(
+        ["squeue", "-h", "-w", node, "-t", "RUNNING,COMPLETING", "-o", "%i"], capture_output=True, text=True, timeout=20
+    )
+    return done.stdout.split() if done.returncode == 0 else []
+
+
+def read_facts(args: argparse.Namespace, limit_s: float) -> tuple[int, list[str]]:
+    """systems/health.py's exit status and lines, in a process of its own stopped at `limit_s`."""
+    command = [sys.executable, "-m", "systems.health", "--system", args.system, "--partition", args.partition]
+    command += ["--systems-dir", str(args.systems_dir)]
+    # As the nightly's health check: a system described at run time is held to its accepted node's facts.
+    accepted = args.accepted or PERFLOGS / args.system / "accepted.json"
+    if accepted.exists():
+        command += ["--accepted", str(accepted)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=limit_s)
+    lines = done.stdout.splitlines()
+    # Its summary is its last word: without it (a traceback, a kill) the facts were not read, whatever its exit.
+    if done.returncode not in (0, 1) or not any(line.startswith("Health: ") for line in lines):
+        tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-1:])
+        raise CannotAct(f"the node's facts could not be read (exit {done.returncode}): {tail}")
+    return done.returncode, lines
+
+
+def reason_line(failures: list[str]) -> str:
+    """The drain reason of failed facts: the first's code, then what failed, on one line."""
+    code, text = split_code(failures[0].removeprefix("FAIL "))
+    more = f" (+{len(failures) - 1} more)" if len(failures) > 1 else ""
+    return f"{code} {text}{more}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="./suite health", description=__doc__.splitlines()[0])
+    parser.add_argument("--system", required=True)
+    parser.add_argument("--partition", required=True)
+    parser.add_argument("--systems-dir", type=Path, default=data.SYSTEMS_DIR)
+    parser.add_argument("--accepted", type=Path, help="accepted.json of a detected system (its node facts)")
+    parser.add_argument("--act", action="store_true", help="drain the node on a failure, resume it once it passes")
+    parser.add_argument("--limit-s", type=float, default=LIMIT_S, help=f"the facts' limit (default {LIMIT_S:g} s)")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as err:
+        return 3 if err.code else 0
+    node = node_name()
+    jobs = jobs_on(node)
+    if jobs:
+        print(f"{PREFIX} {TIER}: CONTENDED: job(s) {', '.join(jobs)} on {node}: not judged while a job holds it")
+        return 0
+    try:
+        status, lines = read_facts(args, args.limit_s)
+    except subprocess.TimeoutExpired:
+        print(f"{PREFIX} {TIER}: not judged: the facts took longer than {args.limit_s:g} s (its limit): stopped")
+        return 3
+    except CannotAct as err:
+        print(f"{PREFIX} {TIER}: not judged: {err}")
+        return 3
+    for line in lines:
+        print(line)
+    failures = [line for line in lines if line.startswith("FAIL ")]
+    reason = reason_line(failures) if failures else ""
+    code, text = split_code(reason)
+    print(f"{PREFIX} {code} {TIER}: {text}" if failures else f"{PREFIX} {TIER}: ok ({len(lines)} lines of facts)")
+    if args.act:
+        night = Night(TIER, True, [(node, reason)] if failures else [], [] if failures else [node])
+        now = dt.datetime.now(dt.UTC).timestamp()
+        try:
+            act_on(night, args.system, Slurm(), False, f"{TIER} of {node}", now, args.systems_dir)
+        except CannotAct as err:
+            print(f"{PREFIX} {TIER}: SUITE ERROR: act: not done: {err}")
+            return 3
+    return 1 if status or failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The health tier (runner/healthcheck.py): the node's facts in seconds, one line for a drain reason, never
+past its limit, nothing judged while a job holds the node; and for real as Slurm's HealthCheckProgram on a
+Slurm of two nodes on this host (as CI has): a fault planted on one node's fake GPU drains that node with the
+suite's reason, the other is left alone, and the node is resumed once the fault is gone."""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from test_fake_gpu import FAKE_SYSTEM
+
+from runner import healthcheck
+
+REPO = Path(__file__).resolve().parent.parent
+SLURM = REPO / ".ci" / "slurm"
+
+
+@pytest.fixture(scope="module")
+def fake_node(tmp_path_factory) -> dict:
+    """The fake GPU's environment (its NVML, its CUDA driver built here) and a systems folder with its system."""
+    root = tmp_path_factory.mktemp("fake-node")
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler for the fake CUDA driver")
+    (root / "libcuda").mkdir()
+    source = REPO / "tests" / "fakegpu" / "libcuda" / "libcuda.c"
+    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-o", str(root / "libcuda" / "libcuda.so.1"), str(source)])
+    (root / "systems").mkdir()
+    (root / "systems" / "fakegpu.yaml").write_text(yaml.safe_dump(FAKE_SYSTEM, sort_keys=False))
+    return {
+        "root": root,
+        "env": {
+            "PYTHONPATH": f"{REPO / 'tests' / 'fakegpu' / 'site'}{os.pathsep}{REPO}",
+            "LD_LIBRARY_PATH": str(root / "libcuda"),
+            "GPU_MEMPATHS_FAKE_PYTHON": sys.executable,
+            "GPU_MEMPATHS_DATA": str(root / "data"),
+        },
+    }
+
+
+def health(fake_node, *options, **env) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "runner.healthcheck", "--system", "fakegpu", "--partition", "default"]
+    command += ["--systems-dir", str(fake_node["root"] / "systems"), *options]
+    environ = {**os.environ, **fake_node["env"], **env}
+    return subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=environ, timeout=120)
+
+
+def test_a_healthy_node_passes_and_a_fault_ends_in_one_line_fit_for_a_drain_reason(fake_node):
+    started = time.monotonic()
+    ok = health(fake_node)
+    assert ok.returncode == 0 and ok.stdout.splitlines()[-1].startswith("gpu-mempaths health: ok"), ok.stdout
+    assert time.monotonic() - started < 30  # the whole command, start-up included (on the fake node)
+    bad = health(fake_node, GPU_MEMPATHS_FAKE_GPU="ecc_uncorrected=3,retired_pending=1")
+    last = bad.stdout.splitlines()[-1]
+    assert bad.returncode == 1 and last == (
+        "gpu-mempaths GMP-320 health: gpu0 ecc_uncorrected: expected 0, found 3 (+1 more)"
+    ), bad.stdout
+
+
+def test_facts_that_cannot_be_read_are_the_suites_failure_not_the_nodes(fake_node):
+    broken = health(fake_node, GPU_MEMPATHS_FAKE_GPU="remapped_rows=not-a-number")  # the facts' reader raises
+    assert broken.returncode == 3, broken.stdout
+    assert broken.stdout.startswith("gpu-mempaths health: not judged: the node's facts could not be read (exit 1)")
+
+
+def test_past_its_limit_it_stops_and_judges_nothing(fake_node):
+    slow = health(fake_node, "--limit-s", "0.05")
+    assert slow.returncode == 3 and "not judged: the facts took longer than 0.05 s (its limit): stopped" in slow.stdout
+
+
+def test_while_a_job_holds_the_node_it_judges_nothing_and_says_contended(monkeypatch, capsys):
+    monkeypatch.setattr(healthcheck, "jobs_on", lambda node: ["4242"])
+    monkeypatch.setattr(healthcheck, "read_facts", lambda *a: pytest.fail("judged while a job held the node"))
+    assert healthcheck.main(["--system", "fakegpu", "--partition", "default"]) == 0
+    assert "CONTENDED: job(s) 4242 on" in capsys.readouterr().out
+
+
+def reasons(conf: str) -> dict[str, str]:
+    out = subprocess.run(
+        ["sinfo", "-R", "-h", "-N", "-o", "%N|%E"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "SLURM_CONF": conf},
+    ).stdout
+    return dict(line.split("|", 1) for line in out.splitlines())
+
+
+def until(what, seconds: float = 90):
+    """`what()` once it is true, within `seconds` (Slurm runs the health check every few seconds)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        found = what()
+        if found:
+            return found
+        time.sleep(1)
+    return what()
+
+
+@pytest.mark.slow  # starts a Slurm whose slurmd run the health tier every 3 s
+def test_slurms_health_check_drains_the_faulty_node_leaves_the_rest_and_resumes_it(fake_node, tmp_path):
+    if shutil.which("slurmctld") is None or os.geteuid() != 0:
+        pytest.skip("needs root and Slurm (apt-get install slurmctld slurmd slurm-client munge), as CI has")
+    rundir = tmp_path / "slurm"
+    conf = rundir / "slurm.conf"
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    # What a site writes: a program without arguments (Slurm gives it none), its environment its own.
+    program = tmp_path / "gpu-mempaths-health"
+    exports = {**fake_node["env"], "SLURM_CONF": str(conf)}
+    program.write_text(
+        "#!/bin/sh\n"
+        + "".join(f"export {k}='{v}'\n" for k, v in exports.items())
+        + f'export GPU_MEMPATHS_FAKE_GPU="$(cat {faults}/$SLURMD_NODENAME 2>/dev/null)"\n'
+        + f"cd {REPO} && exec {sys.executable} -m runner.healthcheck --system fakegpu --partition default "
+        + f"--systems-dir {fake_node['root'] / 'systems'} --act >>{tmp_path}/health-$SLURMD_NODENAME.log 2>&1\n"
+    )
+    program.chmod(0o755)
+    env = {**os.environ, "SLURM_CI_NODES": "2", "SLURM_CI_PORT": "7617", "SLURM_CI_HEALTH": str(program)}
+    env["SLURM_CI_HEALTH_INTERVAL"] = "3"
+    try:
+        subprocess.run(["bash", str(SLURM / "start.sh"), str(rundir)], check=True, timeout=120, env=env)
+        admin = ["scontrol", "update", "nodename=ci1", "state=drain", "reason=admin: firmware"]
+        subprocess.run(admin, env={**env, "SLURM_CONF": str(conf)}, check=True)
+        (faults / "ci2").write_text("ecc_uncorrected=3")
+        drained = until(lambda: reasons(str(conf)).get("ci2", "").startswith("gpu-mempaths "))
+        logs = "".join(p.read_text() for p in tmp_path.glob("health-*.log"))
+        assert drained, logs
+        now = reasons(str(conf))
+        assert now["ci2"] == "gpu-mempaths GMP-320 health: gpu0 ecc_uncorrected: expected 0, found 3", logs
+        assert now["ci1"] == "admin: firmware"  # healthy, but someone else drained it: left alone
+        (faults / "ci2").unlink()
+        assert until(lambda: "ci2" not in reasons(str(conf))), "ci2 not resumed once its fault was gone"
+        assert reasons(str(conf)) == {"ci1": "admin: firmware"}
+    finally:
+        subprocess.run(["bash", str(SLURM / "stop.sh"), str(rundir)], check=False, timeout=120)
