@@ -45,13 +45,15 @@ def node_name() -> str:
 
 
 def jobs_on(node: str) -> list[str]:
-    """The jobs Slurm runs on `node` now (none where there is no Slurm to ask)."""
+    """The jobs Slurm runs on `node` now (none where there is no Slurm to ask), but the one whose epilog or
+    prolog this is (SLURM_JOB_ID): it is completing, or not started."""
     if shutil.which("squeue") is None:
         return []
     done = subprocess.run(
         ["squeue", "-h", "-w", node, "-t", "RUNNING,COMPLETING", "-o", "%i"], capture_output=True, text=True, timeout=20
     )
-    return done.stdout.split() if done.returncode == 0 else []
+    own = os.environ.get("SLURM_JOB_ID")
+    return [job for job in done.stdout.split() if job != own] if done.returncode == 0 else []
 
 
 def read_facts(args: argparse.Namespace, limit_s: float) -> tuple[int, list[str]]:

@@ -80,6 +80,14 @@ def test_while_a_job_holds_the_node_it_judges_nothing_and_says_contended(monkeyp
     assert "CONTENDED: job(s) 4242 on" in capsys.readouterr().out
 
 
+def test_the_job_whose_epilog_it_is_does_not_hold_the_node(monkeypatch):
+    listed = subprocess.CompletedProcess([], 0, stdout="77\n78\n", stderr="")
+    monkeypatch.setattr(healthcheck.shutil, "which", lambda name: "/usr/bin/squeue")
+    monkeypatch.setattr(healthcheck.subprocess, "run", lambda *a, **k: listed)
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    assert healthcheck.jobs_on("ci1") == ["78"]
+
+
 def reasons(conf: str) -> dict[str, str]:
     out = subprocess.run(
         ["sinfo", "-R", "-h", "-N", "-o", "%N|%E"],
