@@ -194,9 +194,10 @@ def _output(command: list[str]) -> str:
 
 
 @contextmanager
-def record_of(system: str) -> Iterator[dict]:
-    """The system's record of the suite's drains and its breaker, held under an flock and written whole
-    when the block ends without an error; a lock that cannot be taken is CannotAct, never an unguarded act."""
+def record_of(system: str, keep: bool = True) -> Iterator[dict]:
+    """The system's record of the suite's drains and its breaker, held under an flock and written whole when
+    the block ends, whatever ended it (`keep`; a dry run keeps nothing); a lock that cannot be taken is
+    CannotAct, never an unguarded act."""
     ACTED.mkdir(parents=True, exist_ok=True)
     path = ACTED / f"{system}.json"
     try:
@@ -212,7 +213,8 @@ def record_of(system: str) -> Iterator[dict]:
         try:
             yield record
         finally:  # what was done before a command failed is recorded too: the cap counts every drain made
-            write_json(path, record)
+            if keep:
+                write_json(path, record)
 
 
 # --- acting -----------------------------------------------------------------
@@ -311,7 +313,7 @@ def act_on(
     if system not in systems:
         raise CannotAct(data.unknown("act: no system", system, systems))
     limits = Limits.of_system(systems[system])
-    with record_of(system) as record:
+    with record_of(system, keep=not dry_run) as record:
         acts = plan(night, scheduler.drained(), record, limits, scheduler.listed(), now, scheduler)
         drains = {tuple(scheduler.drain(n, reason_of(r, night.tier))): n for n, r in night.drain}
         for command in acts.commands:

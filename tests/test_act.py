@@ -133,7 +133,9 @@ def test_slurm_drains_resumes_leaves_others_drains_alone_and_the_breaker_trips(s
     # Open until reset: a dry run says what it would do and does nothing.
     third = night_folder(tmp_path, "night3", {"ci4": "GMP-231 w"}, [])
     dry = argparse.Namespace(night=third, system=None, scheduler="slurm", dry_run=True, reset=None)
+    kept = (tmp_path / "act" / "ci-slurm.json").read_text()
     assert act.main(dry) == 2 and set(reasons(slurm)) == {"ci3"}
+    assert (tmp_path / "act" / "ci-slurm.json").read_text() == kept  # a dry run keeps nothing
     reset = argparse.Namespace(night=None, system=None, scheduler="slurm", dry_run=False, reset="ci-slurm")
     assert act.main(reset) == 0
     capsys.readouterr()
