@@ -7,6 +7,7 @@
 #include <random>
 
 #include "kernels.cuh"
+#include "matrix.hpp"
 #include "suite.hpp"
 
 namespace path_matrix {
@@ -19,11 +20,25 @@ struct Cell {
     int gpu, peer, numa;  // -1: not part of the cell
 };
 
-int printed = 0;  // cells
+int printed = 0;           // cells
+suite::Matrices matrices;  // their medians, printed at the end (print_matrices)
+
+// The matrix a cell belongs to, in words: "host h2d, by the copy engine", "peer read, both ways at once, by the SMs".
+std::string matrix_title(const Cell &c) {
+    const std::string engine = c.engine == Engine::ce   ? "the copy engine"
+                               : c.engine == Engine::sm ? "the SMs"
+                                                        : "bulk copies";
+    const std::string what = c.op == "copy" ? c.dir : c.op + (c.dir == "both" ? ", both ways at once" : ", one way");
+    return c.path + " " + what + ", by " + engine;
+}
 
 // One line per sample of one transfer of a cell; the SMs' cells name their grid.
 void print_cell(const Config &config, const Cell &c, const std::vector<std::vector<double>> &seconds,
                 std::size_t transfer, std::uint64_t bytes) {
+    std::vector<double> gbs;
+    for (const auto &sample : seconds) gbs.push_back(static_cast<double>(bytes) / sample[transfer] / 1e9);
+    if (c.path == "peer") matrices.add(matrix_title(c), "GPU", "GPU", c.gpu, c.peer, gbs);
+    else matrices.add(matrix_title(c), "NUMA node", "GPU", c.numa, c.gpu, gbs);
     for (std::size_t s = 0; s < seconds.size(); ++s) {
         suite::Record record("Cell");
         record.add("path", c.path)
@@ -255,5 +270,7 @@ void latency_cells(const Config &c) {
 }
 
 int cells_printed() { return printed; }
+
+void print_matrices() { matrices.print(); }
 
 }  // namespace path_matrix

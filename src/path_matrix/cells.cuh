@@ -36,4 +36,7 @@ void latency_cells(const Config &c);
 // How many cells have been printed.
 int cells_printed();
 
+// The medians of the cells printed, as matrices of GB/s (src/common/matrix.hpp), after the records.
+void print_matrices();
+
 }  // namespace path_matrix

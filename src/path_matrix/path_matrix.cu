@@ -25,7 +25,8 @@
 // One line per sample: "Cell: path=peer engine=sm op=read dir=one gpu=1
 // peer=0 numa=-1 sample=1 bytes=268435456 seconds=... gbs=..." (GB/s are
 // 10^9 bytes per second, the unit links are sold in; latency cells give
-// ns=... per step instead), then "Verified: cells=N".
+// ns=... per step instead), then "Verified: cells=N", then the medians as
+// matrices of GB/s, NUMA node x GPU and GPU x GPU, as nvbandwidth ends.
 //
 // Here: the options and main; cells.cu measures each path, transfers.cu
 // runs transfers together and verifies them, kernels.cu holds the device code.
@@ -207,5 +208,6 @@ int main(int argc, char **argv) {
     if (c.wants("peer")) peer_cells(c, salt);
     if (c.wants("latency")) latency_cells(c);
     suite::Record("Verified").add("cells", cells_printed()).add("samples", c.samples).print();
+    print_matrices();  // what a person pastes, after the records
     return EXIT_SUCCESS;
 }
