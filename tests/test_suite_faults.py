@@ -441,7 +441,7 @@ def test_a_night_that_found_a_node_failure_before_the_suite_failed_still_drains_
     run = {"system": "local", "stamp": "2026-11-20T03:00:00", "start": "2026-11-20T03:00:00", "state": "running"}
     found = {**nightly.no_outcomes(), "failed": ["node_health: an uncorrected ECC error"]}
     status = nightly.not_judged_by_the_suite(tmp_path, run, ["no space left on the file system of X"], False, found)
-    assert status == 1 and run["drain"] == ["failed node_health: an uncorrected ECC error"]
+    assert status == 1 and run["drain"] == ["GMP-501 failed node_health: an uncorrected ECC error"]
     assert "an uncorrected ECC error" in (tmp_path / "drain.txt").read_text()
     alone = {"system": "local", "stamp": "2026-11-20T03:00:00", "start": "2026-11-20T03:00:00", "state": "running"}
     assert nightly.not_judged_by_the_suite(tmp_path, alone, ["cmake is not on PATH"], False) == 3

@@ -525,7 +525,8 @@ def test_run_json_carries_the_exit_and_each_paths_verdict(tmp_path):
     nightly.write_verdict(tmp_path, run, result, 0, [], {"failed": []})
     written = json.loads((tmp_path / "run.json").read_text())
     assert written["exit"] == 0 and written["meaning"] == "as accepted"
-    assert written["paths"] == {"host link h2d of GPU 0, ce": {"verdict": "pass", "change_pct": -0.18, "figures": 1}}
+    path = {"verdict": "pass", "code": "GMP-100", "change_pct": -0.18, "figures": 1}
+    assert written["paths"] == {"host link h2d of GPU 0, ce": path}
     assert written["counts"]["judged"] == 1 and written["counts"]["moved"] == 0
     assert (tmp_path / "paths.csv").exists() and (tmp_path / "compare.csv").exists()
 
