@@ -164,3 +164,23 @@ def test_a_scheduler_command_that_fails_is_not_done_and_the_drains_before_it_are
     assert act.main(args(folder)) == 3
     kept = json.loads((tmp_path / "act" / "ci-slurm.json").read_text())
     assert [d["node"] for d in kept["drains"]] == ["a"] and len(ran) == 2  # c never ran
+
+
+def test_nightly_act_acts_on_the_night_just_judged_and_keeps_its_exit(tmp_path, monkeypatch):
+    """./suite nightly --act: the verdict's folder handed to act after the night (runner/partition.py night);
+    without --act, nothing acts."""
+    from runner import lock, nightly
+    from runner import partition as part
+
+    acted = []
+    monkeypatch.setattr(lock, "held", lambda *a, **k: __import__("contextlib").nullcontext())
+
+    def judged(args):
+        args.night_dir = tmp_path / "night"
+        return 2
+
+    monkeypatch.setattr(nightly, "nightly", judged)
+    monkeypatch.setattr(act, "after_night", lambda folder: acted.append(folder) or 3)
+    options = dict(on_node=None, nodes=None, dry_run=False, partition=None, wait=False)
+    assert part.night(argparse.Namespace(act=True, **options)) == 2 and acted == [tmp_path / "night"]
+    assert part.night(argparse.Namespace(act=False, **options)) == 2 and acted == [tmp_path / "night"]
