@@ -871,11 +871,11 @@ def _ingest(con, top: Path, path: Path, indexed: store.Indexed | None) -> None:
     read, lines = (indexed.size, indexed.lines) if indexed else (0, 0)
     header = indexed.header.split("|") if indexed and indexed.header else None
     last = indexed.last if indexed else ""
-    first = True
+    first, rows = True, 0  # the file's rows, counted as they come, not over the table (it holds years)
     for block in itertools.chain(_blocks(path, read, size), [b""] if read >= size else []):
         with _block(con):
-            if first and indexed:
-                store.forget_tail(con, name, indexed.lines)  # a cut last line, read again with what followed it
+            if first and indexed:  # a cut last line, read again with what followed it
+                rows = indexed.rows - store.forget_tail(con, name, indexed.lines)
             elif first:
                 store.forget(con, name)
             first = False
@@ -888,21 +888,32 @@ def _ingest(con, top: Path, path: Path, indexed: store.Indexed | None) -> None:
                 for curves, figures, found in _waiting(con, name):
                     _add_table(con, curves, figures, found)
                     store.recount(con, curves)
-                _add_table(con, name, table, issues)
+                rows += _add_table(con, name, table, issues)
             else:
-                runs = _continued(con, name, last, curve_runs(Path(name), issues, text, lines + 1, as_lines=True))
+                read_runs = curve_runs(Path(name), issues, text, lines + 1, as_lines=True)
+                runs, gone = _continued(con, name, last, read_runs)
+                rows -= gone
                 last = json.dumps([*next(reversed(runs.items()))]) if runs else last
                 ready = store.has_runs(con, store.base_of(name), set(runs))
                 store.add_pending(con, name, {key: found for key, found in runs.items() if key not in ready})
                 figures = _curves_of(con, name, {key: found for key, found in runs.items() if key in ready}, issues)
-                _add_table(con, name, figures, issues)
+                rows += _add_table(con, name, figures, issues)
             whole = block.rfind(b"\n") + 1  # a cut last line is read again, whole, next time
             read, lines = read + whole, lines + block.count(b"\n")
-            _keep_index(con, path, name, kind, read, size, lines, header, last)
+            _keep_index(con, path, name, kind, read, size, lines, header, last, rows)
 
 
 def _keep_index(
-    con, path: Path, name: str, kind: str, read: int, size: int, lines: int, header: list[str] | None, last: str
+    con,
+    path: Path,
+    name: str,
+    kind: str,
+    read: int,
+    size: int,
+    lines: int,
+    header: list[str] | None,
+    last: str,
+    rows: int,
 ) -> None:
     """A file's index entry: how far it was read (bytes, lines), the digests that tell it was not changed
     since, the header in force, the rows it gave, and the curves run read last."""
@@ -916,7 +927,7 @@ def _keep_index(
         tail,
         lines,
         "|".join(header) if kind == "perflog" and header else "",
-        store.rows_of(con, name),
+        rows,
         last if kind == "curves" else "",
     )
     store.keep_index(con, entry)
@@ -927,8 +938,8 @@ def _add_rows(con, name: str, records: list[dict], issues: list[Issue] = (), fro
     _add_table(con, name, _tidy(records, name, from_report), issues)
 
 
-def _add_table(con, name: str, tidy: pd.DataFrame, issues: list[Issue] = ()) -> None:
-    """A file's tidy rows (of one read) added, with the issues found reading them and over them."""
+def _add_table(con, name: str, tidy: pd.DataFrame, issues: list[Issue] = ()) -> int:
+    """A file's tidy rows (of one read) added, with the issues found reading them and over them; how many."""
     frames: list[pd.DataFrame] = []
     _add_frame(frames, {}, tidy, Path(name))
     table = _finished(frames) if frames else None
@@ -939,21 +950,22 @@ def _add_table(con, name: str, tidy: pd.DataFrame, issues: list[Issue] = ()) -> 
     seq = store.next_seq(con)
     store.add_issues(con, list(issues), False, seq)
     store.add_issues(con, late, True, seq + len(issues))
+    return 0 if table is None else len(table)
 
 
-def _continued(con, name: str, last: str, runs: dict) -> dict:
+def _continued(con, name: str, last: str, runs: dict) -> tuple[dict, int]:
     """A curves chunk's runs, the first one joined to the `last` run read before (JSON: its key, first line
     and lines) where it goes on (a load between two writes of one run's curve, or a block's end), that
-    run's rows dropped to be read again whole."""
+    run's rows dropped to be read again whole; and how many rows were dropped."""
     if not runs or not last:
-        return runs
+        return runs, 0
     key, (first, lines) = json.loads(last)
     key = tuple(key)
     if next(iter(runs)) != key:
-        return runs
-    store.forget_run(con, name, key, first)
+        return runs, 0
+    gone = store.forget_run(con, name, key, first)
     _, more = runs[key]
-    return {key: (first, lines + more), **{k: v for k, v in runs.items() if k != key}}
+    return {key: (first, lines + more), **{k: v for k, v in runs.items() if k != key}}, gone
 
 
 def _curves_of(con, name: str, runs: dict[tuple[str, str, str], tuple[int, list[str]]], issues: list[Issue]):

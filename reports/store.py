@@ -253,13 +253,18 @@ def forget(con, source: str) -> None:
     run(con, "DELETE FROM files WHERE path = ?", [source])
 
 
-def forget_tail(con, source: str, after_line: int) -> None:
+def forget_tail(con, source: str, after_line: int) -> int:
     """The rows and issues of a file's lines after `after_line`: its cut last line, read again with what
-    was appended to it."""
-    if _has_records(con):
-        run(con, "DELETE FROM records WHERE source = ? AND line > ?", [source, after_line])
+    was appended to it; how many rows went."""
+    deleted = _deleted(con, "DELETE FROM records WHERE source = ? AND line > ?", [source, after_line])
     run(con, "DELETE FROM issues WHERE source = ? AND line > ?", [source, after_line])
     run(con, "DELETE FROM pending WHERE source = ? AND line > ?", [source, after_line])
+    return deleted
+
+
+def _deleted(con, sql: str, params: list) -> int:
+    """The records a DELETE of them removed (none where there is no records table yet)."""
+    return int(run(con, sql, params)[0][0]) if _has_records(con) else 0
 
 
 def base_of(source: str) -> str:
@@ -272,8 +277,12 @@ def _has_records(con) -> bool:
 
 
 def add_rows(con, frame: pd.DataFrame) -> None:
-    """Rows of the tidy table added, with a column for each the table lacks (a check's new parameter)."""
+    """Rows of the tidy table added, with a column for each the table lacks (a check's new parameter); the
+    next row's number kept (next_row), in the same transaction."""
     _add_frame_rows(con, "records", frame)
+    if not frame.empty:
+        run(con, "DELETE FROM meta WHERE key = 'next_row'")
+        run(con, "INSERT INTO meta VALUES ('next_row', ?)", [str(int(frame["_row"].max()) + 1)])
 
 
 def _has_table(con, table: str) -> bool:
@@ -312,7 +321,12 @@ def add_issues(con, issues: list[Issue], late: bool, first_seq: int) -> None:
 
 
 def next_row(con) -> int:
-    """The number the next row added is given: rows are read back in the order they were added."""
+    """The number the next row added is given: rows are read back in the order they were added. Kept in
+    meta as rows are added (add_rows), not a max over the table: a partition's night adds blocks by the
+    dozen to a table of years."""
+    kept = con.execute("SELECT value FROM meta WHERE key = 'next_row'").fetchall()
+    if kept:
+        return int(kept[0][0])
     return (
         int(con.execute("SELECT coalesce(max(_row), -1) + 1 FROM records").fetchall()[0][0]) if _has_records(con) else 0
     )
@@ -348,13 +362,13 @@ def keep_index(con, entry: Indexed) -> None:
     run(con, "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", list(entry.__dict__.values()))
 
 
-def forget_run(con, source: str, key: tuple[str, str, str], line: int) -> None:
+def forget_run(con, source: str, key: tuple[str, str, str], line: int) -> int:
     """A curves run's rows, issues and waiting dropped: it went on in the lines read next, and is read again
-    whole with them."""
-    if _has_records(con):
-        run(con, "DELETE FROM records WHERE source = ? AND line = ?", [source, line])
+    whole with them; how many rows went."""
+    deleted = _deleted(con, "DELETE FROM records WHERE source = ? AND line = ?", [source, line])
     run(con, "DELETE FROM issues WHERE source = ? AND line = ?", [source, line])
     drop_pending(con, source, key)
+    return deleted
 
 
 def add_runs(con, source: str, runs: dict[tuple[str, str, str], tuple[dict, dict]]) -> None:
@@ -388,16 +402,27 @@ def runs_of(con, curves: str, keys: set[tuple[str, str, str]]) -> dict[tuple[str
     if not keys:
         return {}
     found = con.execute(
-        "SELECT completed, display_name, jobid, record, figures FROM runs WHERE base = ?", [base_of(curves)]
+        "SELECT completed, display_name, jobid, record, figures FROM runs WHERE base = ? ORDER BY rowid",
+        [base_of(curves)],
     ).fetchall()
-    runs = {}
+    # A run whose perflog lines fell in two blocks (or two loads) is kept twice: its first record is the
+    # first part's, its figures both parts' (a later value of a name over an earlier one, as a whole parse).
+    merged: dict[tuple[str, str, str], tuple[dict, dict]] = {}
     for completed, display_name, jobid, record, figures in found:
         key = (completed, display_name, jobid)
         if key not in keys:
             continue
-        first, named = json.loads(record), {"job_completion_time": completed, "display_name": display_name}
-        rest = [{**named, "jobid": jobid, "perf_var": n, "perf_value": v} for n, v in json.loads(figures).items()]
-        runs[key] = [first, *rest]
+        if key in merged:
+            merged[key][1].update(json.loads(figures))
+        else:
+            merged[key] = (json.loads(record), json.loads(figures))
+    runs = {}
+    for (completed, display_name, jobid), (first, figures) in merged.items():
+        named = {"job_completion_time": completed, "display_name": display_name, "jobid": jobid}
+        runs[(completed, display_name, jobid)] = [
+            first,
+            *({**named, "perf_var": n, "perf_value": v} for n, v in figures.items()),
+        ]
     return runs
 
 

@@ -331,6 +331,35 @@ def test_a_file_read_in_small_blocks_gives_the_table_parsed_whole(stores, tmp_pa
     same(loader.load(top, warn=None), whole(top))
     grow(top, "daxpy", ".curves", 202, 500)
     same(loader.load(top, warn=None), whole(top))
+    with store.opened(top) as con:  # the rows counted block by block are the rows kept, file by file
+        assert_whole_blocks(con)
+        assert store.next_row(con) == con.execute("SELECT max(_row) + 1 FROM records").fetchall()[0][0]
+
+
+def test_a_curve_run_split_across_blocks_is_counted_once(stores, tmp_path, monkeypatch):
+    """A run whose perflog lines are in, its curve split across blocks: the part read first is added, then
+    dropped and read again whole with the rest; the file's rows are counted once (the index, the table)."""
+    perflog = (COMMITTED / "daxpy.log.h0").read_text().splitlines(keepends=True)
+    header = perflog[0].rstrip("\n").split("|")
+    fields = [header.index(k) for k in ("job_completion_time", "display_name", "jobid")]
+    key_of = {"|".join(line.split("|")[i] for i in fields): n for n, line in enumerate(perflog[1:], start=1)}
+    curve_lines = (COMMITTED / "daxpy.curves").read_text().splitlines(keepends=True)
+    key = next(k for line in curve_lines[1:] if (k := "|".join(line.split("|")[:3])) in key_of)
+    curves = [line for line in curve_lines if line.startswith(key + "|")]
+    runs = [line for line in perflog[1:] if "|".join(line.split("|")[i] for i in fields) == key]
+    assert len(curves) > 20 and runs
+    top = tmp_path / "perflogs-copy"
+    (top / "default").mkdir(parents=True)
+    (top / "default" / "daxpy.log.h0").write_text("".join([perflog[0], *runs]))
+    (top / "default" / "daxpy.curves").write_text("".join(lines(COMMITTED / "daxpy.curves", 1, 1) + curves))
+    monkeypatch.setattr(loader, "BLOCK_BYTES", 2000)
+    forgotten = []
+    forget = store.forget_run
+    monkeypatch.setattr(store, "forget_run", lambda *a: forgotten.append(forget(*a)) or forgotten[-1])
+    same(loader.load(top, warn=None), whole(top))
+    assert sum(forgotten) > 0  # the split run's first part was added, then read again whole
+    with store.opened(top) as con:
+        assert_whole_blocks(con)
 
 
 def test_the_reindex_command_rebuilds_and_says_what_differed(stores, tmp_path, capsys):
