@@ -13,8 +13,8 @@ the suite drained once they pass again, never more than its cap.
 - **A circuit breaker.** Past the system's cap (`act: {cap: 10%, window: 1h}` in its data; a number of
   nodes or a share of the nodes the scheduler lists) of the suite's own drains within the window, it drains
   nothing more, names every node it would have drained, and raises one finding for a person (GMP-701), on
-  every night until `./suite act --reset SYSTEM`. A fleet that moved as one is the likeliest cause: that is
-  for a person, not for a script that empties a partition.
+  every night that would drain a node, until `./suite act --reset SYSTEM`. A fleet that moved as one is
+  the likeliest cause: that is for a person, not for a script that empties a partition.
 - **A night not judged** (exit 3: the suite's own failure) drains and resumes nothing.
 - **--dry-run** prints the commands and changes nothing, the breaker's record included.
 
@@ -31,20 +31,22 @@ import argparse
 import datetime as dt
 import fcntl
 import math
+import os
 import re
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from experiments.files import DamagedFile, read_json, write_json
-from experiments.roots import RESULTS
+from experiments.roots import DATA_VARIABLE, RESULTS
 from reports.runs import incomplete_why, night_complete
 from systems import data
-from systems.finding_codes import PREFIX, code_of, split_code
+from systems.finding_codes import PREFIX, SEVERITY_ORDER, by_code, code_of, split_code
 
 #: Where each system's record of the suite's own drains and its breaker is kept.
 ACTED = RESULTS / "act"
@@ -52,6 +54,10 @@ ACTED = RESULTS / "act"
 DEFAULT_CAP, DEFAULT_WINDOW = "10%", "1h"
 #: What a node name must look like to reach the scheduler.
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+#: Tiers that run on each node for itself: their breaker's record must be on a directory the nodes share.
+PER_NODE_TIERS = ("nightly", "health")
+#: How long an act waits for another's hold on the breaker's record.
+LOCK_WAIT_S = 20.0
 #: A drain reason's length at most (Slurm keeps it whole; a ticket's subject line does not need more).
 REASON_CHARS = 240
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -143,13 +149,13 @@ class Slurm:
     def drained(self) -> dict[str, str]:
         """Every drained or draining node and its reason."""
         found = {}
-        for line in _output(["sinfo", "-R", "-h", "-N", "-o", "%N|%E"]).splitlines():
+        for line in _output(["sinfo", "-a", "-R", "-h", "-N", "-o", "%N|%E"]).splitlines():
             node, _, reason = line.partition("|")
             found[node.strip()] = reason.strip()
         return found
 
     def listed(self) -> int:
-        return len(set(_output(["sinfo", "-h", "-N", "-o", "%N"]).split()))
+        return len(set(_output(["sinfo", "-a", "-h", "-N", "-o", "%N"]).split()))
 
     def drain(self, node: str, reason: str) -> list[str]:
         return ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"]
@@ -194,27 +200,51 @@ def _output(command: list[str]) -> str:
 
 
 @contextmanager
-def record_of(system: str, keep: bool = True) -> Iterator[dict]:
-    """The system's record of the suite's drains and its breaker, held under an flock and written whole when
-    the block ends, whatever ended it (`keep`; a dry run keeps nothing); a lock that cannot be taken is
-    CannotAct, never an unguarded act."""
-    ACTED.mkdir(parents=True, exist_ok=True)
+def record_of(system: str, keep: bool = True, wait_s: float = LOCK_WAIT_S) -> Iterator[dict]:
+    """The system's record of the suite's drains and its breaker, held under an flock (waited for `wait_s` at
+    most) and written whole when the block ends, whatever ended it. A lock that cannot be taken in time is
+    CannotAct, never an unguarded act. A dry run (`keep` false) reads the record as it is: no folder, no lock,
+    nothing written."""
     path = ACTED / f"{system}.json"
+    if not keep:
+        yield _read_record(path)
+        return
     try:
+        ACTED.mkdir(parents=True, exist_ok=True)
         handle = open(ACTED / f"{system}.lock", "a")
-        fcntl.flock(handle, fcntl.LOCK_EX)
     except OSError as err:
         raise CannotAct(f"{ACTED / system}.lock: the breaker's record cannot be locked ({err})") from None
     with handle:
-        try:
-            record = read_json(path) if path.exists() else {"drains": [], "tripped": None}
-        except DamagedFile as err:
-            raise CannotAct(str(err)) from None
+        _lock(handle, wait_s)
+        record = _read_record(path)
         try:
             yield record
         finally:  # what was done before a command failed is recorded too: the cap counts every drain made
-            if keep:
-                write_json(path, record)
+            write_json(path, record)
+
+
+def _lock(handle, wait_s: float) -> None:
+    """An exclusive flock on `handle` within `wait_s`, or CannotAct: a health check has seconds, not forever."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise CannotAct(
+                    f"{handle.name}: another act holds the breaker's record: gave up after {wait_s:g} s"
+                ) from None
+            time.sleep(0.1)
+        except OSError as err:
+            raise CannotAct(f"{handle.name}: the breaker's record cannot be locked ({err})") from None
+
+
+def _read_record(path: Path) -> dict:
+    try:
+        return read_json(path) if path.exists() else {"drains": [], "tripped": None}
+    except (OSError, DamagedFile) as err:
+        raise CannotAct(str(err)) from None
 
 
 # --- acting -----------------------------------------------------------------
@@ -238,8 +268,9 @@ def plan(night: Night, drained_now: dict[str, str], record: dict, limits: Limits
     if not night.judged:
         return acts
     ours = {node for node, reason in drained_now.items() if reason.startswith(f"{PREFIX} ")}
+    named = {node for node, _ in night.drain}
     for node in night.passed:
-        if node in ours and f" {night.tier}: " in drained_now[node]:
+        if node in ours and node not in named and tier_of(drained_now[node]) == night.tier:
             acts.commands.append(scheduler.resume(node))
             acts.resumed.append(node)
     recent = [d for d in record["drains"] if now - d["when"] <= limits.window_s]
@@ -256,14 +287,23 @@ def plan(night: Night, drained_now: dict[str, str], record: dict, limits: Limits
         else:
             acts.held_back.append(node)
     if acts.held_back:
-        cap = limits.nodes(listed)
         code = code_of("act", "breaker").code
+        why = (
+            "it opened earlier and stays open until reset"
+            if record.get("tripped")
+            else f"{len(recent) + len(acts.drained)} of {limits.nodes(listed)} drains within {limits.window_s} s used"
+        )
         acts.finding = (
-            f"{code} the suite's breaker is open: {len(recent) + len(acts.drained)} of {cap} drains within "
-            f"{limits.window_s} s used; not drained: {', '.join(acts.held_back)}. A person decides, then "
-            f"./suite act --reset SYSTEM"
+            f"{code} the suite's breaker is open: {why}; not drained: {', '.join(acts.held_back)}. "
+            "A person decides, then ./suite act --reset SYSTEM"
         )
     return acts
+
+
+def tier_of(reason: str) -> str:
+    """The tier that drained a node, from the suite's reason ('gpu-mempaths GMP-101 nightly: ...'), or ''."""
+    words = reason.split(" ", 3)
+    return words[2].removesuffix(":") if len(words) > 2 and words[0] == PREFIX and words[2].endswith(":") else ""
 
 
 #: The code of a reason kept before reasons had codes, by how it starts (runner/nightly.py drain_reasons,
@@ -277,14 +317,19 @@ OLD_REASONS = {
 
 
 def reason_of(reasons: str, tier: str) -> str:
-    """A drain reason: the suite's name, the first finding's code, the tier, then the findings, on one line."""
-    code, text = split_code(" ".join(reasons.split()))
-    if not code:
-        source = next((v for k, v in OLD_REASONS.items() if text.startswith(k)), ("check", "failed"))
-        if tier == "partition" and source == ("sibling", "lagging"):
-            source = ("node-state", "behind its siblings")
-        code = code_of(*source).code
-    return f"{PREFIX} {code} {tier}: {text}"[:REASON_CHARS]
+    """A drain reason: the suite's name, the most severe of its findings' codes, the tier, then the findings
+    (' | ' between them), on one line. A finding kept before reasons had codes is known by its words."""
+    found = [split_code(part) for part in " ".join(reasons.split()).split(" | ")]
+    codes = [code or _old_code(text, tier) for code, text in found]
+    worst = max(codes, key=lambda c: SEVERITY_ORDER.index(by_code(c).severity))
+    return f"{PREFIX} {worst} {tier}: {' | '.join(text for _, text in found)}"[:REASON_CHARS]
+
+
+def _old_code(text: str, tier: str) -> str:
+    source = next((v for k, v in OLD_REASONS.items() if text.startswith(k)), ("check", "failed"))
+    if tier == "partition" and source == ("sibling", "lagging"):
+        source = ("node-state", "behind its siblings")
+    return code_of(*source).code
 
 
 def act(folder: Path, system: str, scheduler, dry_run: bool, now: float | None = None) -> tuple[Acts, int]:
@@ -299,7 +344,14 @@ def act(folder: Path, system: str, scheduler, dry_run: bool, now: float | None =
 
 
 def act_on(
-    night: Night, system: str, scheduler, dry_run: bool, where: str, now: float, systems_dir: Path = data.SYSTEMS_DIR
+    night: Night,
+    system: str,
+    scheduler,
+    dry_run: bool,
+    where: str,
+    now: float,
+    systems_dir: Path = data.SYSTEMS_DIR,
+    wait_s: float = LOCK_WAIT_S,
 ) -> tuple[Acts, int]:
     """Drain and resume what `night` (found `where`: a night's folder, a node's health) calls for, within
     the limits of `system` (its data in `systems_dir`); (what was done, exit status)."""
@@ -310,19 +362,26 @@ def act_on(
         systems = data.load_all(systems_dir)
     except data.SystemDataError as err:
         raise CannotAct(str(err)) from None
+    if night.tier in PER_NODE_TIERS and not dry_run and not os.environ.get(DATA_VARIABLE):
+        # Each node acts for itself: the breaker counts every node's drains only where they share its record.
+        raise CannotAct(
+            f"--act of the {night.tier} tier runs on each node: set {DATA_VARIABLE} to a directory every node "
+            "shares (its results/act/ holds the breaker's record, with flock), or nothing is drained"
+        )
     if system not in systems:
         raise CannotAct(data.unknown("act: no system", system, systems))
     limits = Limits.of_system(systems[system])
-    with record_of(system, keep=not dry_run) as record:
+    with record_of(system, keep=not dry_run, wait_s=wait_s) as record:
         acts = plan(night, scheduler.drained(), record, limits, scheduler.listed(), now, scheduler)
         drains = {tuple(scheduler.drain(n, reason_of(r, night.tier))): n for n, r in night.drain}
         for command in acts.commands:
             print(f"act: {'would run' if dry_run else 'runs'}: {shlex.join(command)}")
             if dry_run:
                 continue
-            _output(command)  # a failure stops here, CannotAct; the drains before it stay recorded
-            if tuple(command) in drains:
+            if tuple(command) in drains:  # recorded first: a kill after the command still counts it
                 record["drains"].append({"node": drains[tuple(command)], "when": now, "night": where})
+                write_json(ACTED / f"{system}.json", record)
+            _output(command)  # a failure stops here, CannotAct; the drains before it stay recorded
         if not dry_run:
             if acts.held_back and not record.get("tripped"):
                 record["tripped"] = {"when": now, "night": where, "held_back": acts.held_back}
@@ -352,9 +411,9 @@ def after_night(folder: Path) -> int:
             named = ", ".join(sorted(map(str, kinds)))
             print(f"act: {system} runs under no scheduler the suite acts on ({named}): nothing done")
             return 0
-        name, dry_run = known[-1]  # Slurm before LSF
+        name, dry_run = known[-1]  # ("slurm", ...) sorts after ("lsf", ...): Slurm where a system has both
         return act(folder, system, SCHEDULERS[name](), dry_run)[1]
-    except CannotAct as err:
+    except (CannotAct, OSError, KeyError, data.SystemDataError) as err:  # the night's own exit stands
         print(f"nightly: SUITE ERROR: act: not done: {err}", file=sys.stderr)
         return 3
 
@@ -383,6 +442,9 @@ def add_parsers(sub) -> None:
 def main(args: argparse.Namespace) -> int:
     try:
         if args.reset:
+            known = data.load_all()
+            if args.reset not in known:
+                raise CannotAct(data.unknown("--reset: no system", args.reset, known))
             reset(args.reset)
             print(f"act: {args.reset}: the breaker is closed, the suite's earlier drains no longer count")
             return 0

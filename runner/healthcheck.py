@@ -26,6 +26,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from experiments.roots import PERFLOGS
@@ -33,8 +34,13 @@ from runner.act import CannotAct, Night, Slurm, act_on
 from systems import data
 from systems.finding_codes import PREFIX, split_code
 
-#: The whole command's limit by default: NHC's watchdog is 30 s, Slurm's HealthCheckProgram 60 s.
+#: The whole command's limit by default (squeue, the facts and acting): NHC's watchdog is 30 s, Slurm's
+#: HealthCheckProgram 60 s.
 LIMIT_S = 25.0
+#: squeue's part of it.
+SQUEUE_S = 5.0
+#: What systems/health.py's summary says where it had no accepted node to hold the facts to.
+NO_BASELINE = "nothing to judge the node's facts against"
 TIER = "health"
 
 
@@ -46,14 +52,19 @@ def node_name() -> str:
 
 def jobs_on(node: str) -> list[str]:
     """The jobs Slurm runs on `node` now (none where there is no Slurm to ask), but the one whose epilog or
-    prolog this is (SLURM_JOB_ID): it is completing, or not started."""
+    prolog this is (SLURM_JOB_ID; squeue's %A is each array task's own id); a Slurm that does not answer is
+    CannotAct: a node judged while a job may hold it could be drained for the job's traffic."""
     if shutil.which("squeue") is None:
         return []
-    done = subprocess.run(
-        ["squeue", "-h", "-w", node, "-t", "RUNNING,COMPLETING", "-o", "%i"], capture_output=True, text=True, timeout=20
-    )
+    command = ["squeue", "-h", "-w", node, "-t", "RUNNING,COMPLETING", "-o", "%A"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=SQUEUE_S)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise CannotAct(f"squeue did not answer whether a job holds {node}: {err}") from None
+    if done.returncode != 0:
+        raise CannotAct(f"squeue did not say whether a job holds {node}: {done.stderr.strip()}")
     own = os.environ.get("SLURM_JOB_ID")
-    return [job for job in done.stdout.split() if job != own] if done.returncode == 0 else []
+    return [job for job in done.stdout.split() if job != own]
 
 
 def read_facts(args: argparse.Namespace, limit_s: float) -> tuple[int, list[str]]:
@@ -61,6 +72,8 @@ def read_facts(args: argparse.Namespace, limit_s: float) -> tuple[int, list[str]
     command = [sys.executable, "-m", "systems.health", "--system", args.system, "--partition", args.partition]
     command += ["--systems-dir", str(args.systems_dir)]
     # As the nightly's health check: a system described at run time is held to its accepted node's facts.
+    if args.accepted and not args.accepted.is_file():
+        raise CannotAct(f"--accepted {args.accepted}: no such file")
     accepted = args.accepted or PERFLOGS / args.system / "accepted.json"
     if accepted.exists():
         command += ["--accepted", str(accepted)]
@@ -87,38 +100,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--systems-dir", type=Path, default=data.SYSTEMS_DIR)
     parser.add_argument("--accepted", type=Path, help="accepted.json of a detected system (its node facts)")
     parser.add_argument("--act", action="store_true", help="drain the node on a failure, resume it once it passes")
-    parser.add_argument("--limit-s", type=float, default=LIMIT_S, help=f"the facts' limit (default {LIMIT_S:g} s)")
+    parser.add_argument("--limit-s", type=float, default=LIMIT_S, help=f"the whole command's limit ({LIMIT_S:g} s)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as err:
         return 3 if err.code else 0
+    try:
+        return judged(args, time.monotonic() + args.limit_s)
+    except Exception as err:  # the suite's failure, never the node's: not judged, and nothing drained
+        why = err if isinstance(err, CannotAct) else f"{type(err).__name__}: {err}"
+        print(f"{PREFIX} {TIER}: not judged: {why}")
+        return 3
+
+
+def judged(args: argparse.Namespace, deadline: float) -> int:
+    """The tier's run within `deadline` (time.monotonic()): exit 0, 1 or 3 as main says."""
     node = node_name()
     jobs = jobs_on(node)
     if jobs:
         print(f"{PREFIX} {TIER}: CONTENDED: job(s) {', '.join(jobs)} on {node}: not judged while a job holds it")
         return 0
+    left = deadline - time.monotonic()
     try:
-        status, lines = read_facts(args, args.limit_s)
+        status, lines = read_facts(args, left)
     except subprocess.TimeoutExpired:
-        print(f"{PREFIX} {TIER}: not judged: the facts took longer than {args.limit_s:g} s (its limit): stopped")
-        return 3
-    except CannotAct as err:
-        print(f"{PREFIX} {TIER}: not judged: {err}")
+        print(f"{PREFIX} {TIER}: not judged: the facts took longer than the {args.limit_s:g} s left of its limit")
         return 3
     for line in lines:
         print(line)
     failures = [line for line in lines if line.startswith("FAIL ")]
+    against = not any(NO_BASELINE in line for line in lines)
     reason = reason_line(failures) if failures else ""
     code, text = split_code(reason)
     print(f"{PREFIX} {code} {TIER}: {text}" if failures else f"{PREFIX} {TIER}: ok ({len(lines)} lines of facts)")
+    if not against:  # the faults were judged, not the node against its kind: nothing to resume, nor to drain by
+        print(f"{PREFIX} {TIER}: no accepted node to hold the facts to (./suite accept): nothing acted on")
+        return 1 if failures else 3
     if args.act:
         night = Night(TIER, True, [(node, reason)] if failures else [], [] if failures else [node])
         now = dt.datetime.now(dt.UTC).timestamp()
-        try:
-            act_on(night, args.system, Slurm(), False, f"{TIER} of {node}", now, args.systems_dir)
-        except CannotAct as err:
-            print(f"{PREFIX} {TIER}: SUITE ERROR: act: not done: {err}")
-            return 3
+        wait = max(0.0, deadline - time.monotonic())
+        act_on(night, args.system, Slurm(), False, f"{TIER} of {node}", now, args.systems_dir, wait)
     return 1 if status or failures else 0
 
 

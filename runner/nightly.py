@@ -1153,7 +1153,8 @@ def write_drain(outdir: Path, run: dict, result, found: dict, lags: pd.DataFrame
 def write_drain_line(outdir: Path, reasons: list[str]) -> None:
     """drain.txt: the node and its reasons on one line, or nothing (for scontrol update ... state=drain)."""
     facts = node_facts_of(outdir)
-    node = facts[0].get("host") if facts else socket.gethostname().split(".")[0]
+    # The scheduler's name of the node: the host's short name (Slurm's NodeName), not the full one.
+    node = str(facts[0].get("host") or "").split(".")[0] if facts else socket.gethostname().split(".")[0]
     write_atomic(outdir / "drain.txt", f"{node}\t{' | '.join(reasons)}\n" if reasons else "")
 
 

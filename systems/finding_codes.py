@@ -97,6 +97,18 @@ def _entry(path: Path, number: int, entry, actions: dict) -> Code:
     return Code(code, source, key, severity, action, str(actions[action]), bool(entry.get("retired", False)))
 
 
+#: Severities from the least to the most.
+SEVERITY_ORDER = (Severity.NONE, Severity.INFO, Severity.WARNING, Severity.CRITICAL)
+
+
+def by_code(code: str) -> Code:
+    """The catalogue's entry of a code."""
+    for entry in catalogue().values():
+        if entry.code == code:
+            return entry
+    raise Uncatalogued(f"no finding with code {code!r} in {CATALOGUE}")
+
+
 class Uncatalogued(KeyError):
     """A finding the catalogue lacks: a bug of the suite, never the node's."""
 

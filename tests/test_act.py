@@ -57,6 +57,29 @@ def test_a_node_someone_else_drained_is_left_alone_and_only_the_suites_own_are_r
     assert acts.commands == [["scontrol", "update", "nodename=b", "state=resume"]]
 
 
+def test_a_node_the_night_names_is_not_resumed_and_its_worst_finding_leads_its_reason():
+    # A partition's node whose state is ok but whose check failed: named, so never resumed tonight.
+    night = Night("partition", True, [("a", "GMP-232 behind its siblings, its GPUs shared: x | GMP-501 failed y")])
+    night.passed = ["a"]
+    now = {"a": "gpu-mempaths GMP-231 partition: behind its siblings: z"}
+    assert plan(night, now, empty(), Limits("9", 60), 9, NOW, Slurm()).resumed == []
+    # Its reason leads with the most severe code (a failed check, critical; not 'shared', a warning).
+    reason = act.reason_of("GMP-232 behind its siblings, its GPUs shared: x | GMP-501 failed y", "partition")
+    assert reason == "gpu-mempaths GMP-501 partition: behind its siblings, its GPUs shared: x | failed y"
+    # The tier that drained a node is the word after the code, not any ' partition: ' in its text.
+    assert act.tier_of("gpu-mempaths GMP-320 health: gpu0 says partition: x") == "health"
+    assert act.tier_of("admin: gpu-mempaths GMP-320 health: y") == ""
+
+
+def test_a_node_that_acts_for_itself_needs_a_shared_record(tmp_path, monkeypatch):
+    monkeypatch.setattr(act, "ACTED", tmp_path / "act")
+    monkeypatch.delenv("GPU_MEMPATHS_DATA", raising=False)
+    night = Night("health", True, [("n1", "GMP-320 gpu0 ecc_uncorrected: expected 0, found 3")])
+    with pytest.raises(CannotAct, match="set GPU_MEMPATHS_DATA to a directory every node shares"):
+        act.act_on(night, "ci-slurm", Slurm(), False, "health of n1", NOW)
+    assert not (tmp_path / "act").exists()
+
+
 def test_a_night_not_judged_drains_and_resumes_nothing():
     night = Night("nightly", False, [("a", "GMP-501 failed x")], passed=["a"])
     assert plan(night, {"a": "gpu-mempaths GMP-101 nightly: m"}, empty(), Limits("9", 60), 9, NOW, Slurm()) == Acts()
@@ -86,7 +109,9 @@ def test_a_node_name_that_is_not_a_host_name_is_refused_and_nothing_done(tmp_pat
     assert "node name 'ci1,ci2' is not a plain host name" in capsys.readouterr().err
     assert not (folder / "act.json").exists()
     lsf = argparse.Namespace(night=folder, system=None, scheduler="lsf", dry_run=False, reset=None)
-    assert act.main(lsf) == 3
+    assert act.main(lsf) == 3 and "acts in a dry run only" in capsys.readouterr().err
+    typo = argparse.Namespace(night=None, system=None, scheduler="slurm", dry_run=False, reset="ci-slrum")
+    assert act.main(typo) == 3 and "no system 'ci-slrum'" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +172,7 @@ def test_slurm_drains_resumes_leaves_others_drains_alone_and_the_breaker_trips(s
     assert json.loads((fourth / "act.json").read_text())["resumed"] == ["ci4"]
 
 
-def test_a_scheduler_command_that_fails_is_not_done_and_the_drains_before_it_are_counted(tmp_path, monkeypatch):
+def test_a_scheduler_command_that_fails_is_not_done_and_every_drain_tried_is_counted(tmp_path, monkeypatch):
     monkeypatch.setattr(act, "ACTED", tmp_path / "act")
     ran = []
 
@@ -163,7 +188,9 @@ def test_a_scheduler_command_that_fails_is_not_done_and_the_drains_before_it_are
     folder = night_folder(tmp_path, "night", {"a": "GMP-231 x", "b": "GMP-231 y", "c": "GMP-231 z"}, [])
     assert act.main(args(folder)) == 3
     kept = json.loads((tmp_path / "act" / "ci-slurm.json").read_text())
-    assert [d["node"] for d in kept["drains"]] == ["a"] and len(ran) == 2  # c never ran
+    # Each drain is recorded before its command runs (a kill after it still counts): b, whose command failed,
+    # counts too, the breaker erring toward a person; c never ran.
+    assert [d["node"] for d in kept["drains"]] == ["a", "b"] and len(ran) == 2
 
 
 def test_nightly_act_acts_on_the_night_just_judged_and_keeps_its_exit(tmp_path, monkeypatch):

@@ -3,6 +3,7 @@ past its limit, nothing judged while a job holds the node; and for real as Slurm
 Slurm of two nodes on this host (as CI has): a fault planted on one node's fake GPU drains that node with the
 suite's reason, the other is left alone, and the node is resumed once the fault is gone."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import yaml
 from test_fake_gpu import FAKE_SYSTEM
 
 from runner import healthcheck
+from systems.health import kind_of
 
 REPO = Path(__file__).resolve().parent.parent
 SLURM = REPO / ".ci" / "slurm"
@@ -32,21 +34,30 @@ def fake_node(tmp_path_factory) -> dict:
     subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-o", str(root / "libcuda" / "libcuda.so.1"), str(source)])
     (root / "systems").mkdir()
     (root / "systems" / "fakegpu.yaml").write_text(yaml.safe_dump(FAKE_SYSTEM, sort_keys=False))
-    return {
-        "root": root,
-        "env": {
-            "PYTHONPATH": f"{REPO / 'tests' / 'fakegpu' / 'site'}{os.pathsep}{REPO}",
-            "LD_LIBRARY_PATH": str(root / "libcuda"),
-            "GPU_MEMPATHS_FAKE_PYTHON": sys.executable,
-            "GPU_MEMPATHS_DATA": str(root / "data"),
-        },
+    env = {
+        "PYTHONPATH": f"{REPO / 'tests' / 'fakegpu' / 'site'}{os.pathsep}{REPO}",
+        "LD_LIBRARY_PATH": str(root / "libcuda"),
+        "GPU_MEMPATHS_FAKE_PYTHON": sys.executable,
+        "GPU_MEMPATHS_DATA": str(root / "data"),
     }
+    # The fake node accepted as it is: its facts, read by health itself, its kind's accepted node.
+    facts = root / "facts"
+    read = [sys.executable, "-m", "systems.health", "--system", "fakegpu", "--partition", "default"]
+    read += ["--systems-dir", str(root / "systems"), "--facts-dir", str(facts)]
+    subprocess.run(read, cwd=REPO, env={**os.environ, **env}, capture_output=True, check=True, timeout=120)
+    [node] = [json.loads(path.read_text()) for path in facts.glob("node-*.json")]
+    accepted = root / "data" / "perflogs" / "fakegpu" / "accepted.json"
+    accepted.parent.mkdir(parents=True)
+    baseline = {"accepted": "2026-12-01T00:00:00", "runs": [], "node": {"default": node}}
+    accepted.write_text(json.dumps({"system": "fakegpu", "kinds": {kind_of(node): baseline}}))
+    return {"root": root, "env": env}
 
 
 def health(fake_node, *options, **env) -> subprocess.CompletedProcess:
+    """The tier on the fake node, where no scheduler is to be asked (no squeue on its PATH)."""
     command = [sys.executable, "-m", "runner.healthcheck", "--system", "fakegpu", "--partition", "default"]
     command += ["--systems-dir", str(fake_node["root"] / "systems"), *options]
-    environ = {**os.environ, **fake_node["env"], **env}
+    environ = {**os.environ, **fake_node["env"], "PATH": str(fake_node["root"] / "libcuda"), **env}
     return subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=environ, timeout=120)
 
 
@@ -70,7 +81,7 @@ def test_facts_that_cannot_be_read_are_the_suites_failure_not_the_nodes(fake_nod
 
 def test_past_its_limit_it_stops_and_judges_nothing(fake_node):
     slow = health(fake_node, "--limit-s", "0.05")
-    assert slow.returncode == 3 and "not judged: the facts took longer than 0.05 s (its limit): stopped" in slow.stdout
+    assert slow.returncode == 3 and "not judged: the facts took longer than the 0.05 s left of its limit" in slow.stdout
 
 
 def test_while_a_job_holds_the_node_it_judges_nothing_and_says_contended(monkeypatch, capsys):
@@ -80,8 +91,34 @@ def test_while_a_job_holds_the_node_it_judges_nothing_and_says_contended(monkeyp
     assert "CONTENDED: job(s) 4242 on" in capsys.readouterr().out
 
 
+def test_a_scheduler_that_does_not_answer_is_not_judged_never_a_node_judged_under_a_job(monkeypatch, capsys):
+    def silent(*args, **kwargs):
+        raise subprocess.TimeoutExpired(args[0], healthcheck.SQUEUE_S)
+
+    monkeypatch.setattr(healthcheck.shutil, "which", lambda name: "/usr/bin/squeue")
+    monkeypatch.setattr(healthcheck.subprocess, "run", silent)
+    monkeypatch.setattr(healthcheck, "read_facts", lambda *a: pytest.fail("judged while a job may hold the node"))
+    assert healthcheck.main(["--system", "fakegpu", "--partition", "default"]) == 3
+    assert "not judged: squeue did not answer whether a job holds" in capsys.readouterr().out
+
+
+def test_an_error_of_the_tier_itself_is_not_judged_never_a_failed_node(monkeypatch, capsys):
+    monkeypatch.setattr(healthcheck, "jobs_on", lambda node: [])
+    monkeypatch.setattr(healthcheck, "read_facts", lambda *a: 1 / 0)
+    assert healthcheck.main(["--system", "fakegpu", "--partition", "default"]) == 3
+    assert "not judged: ZeroDivisionError" in capsys.readouterr().out
+
+
+def test_without_an_accepted_node_it_neither_drains_nor_resumes(fake_node, tmp_path):
+    ok = health(fake_node, "--act", GPU_MEMPATHS_DATA=str(tmp_path / "no-accepted-runs"))
+    assert "nothing to judge the node's facts against" in ok.stdout
+    assert ok.returncode == 3 and "no accepted node to hold the facts to" in ok.stdout and "act: runs" not in ok.stdout
+    missing = health(fake_node, "--accepted", str(tmp_path / "none.json"))
+    assert missing.returncode == 3 and f"--accepted {tmp_path / 'none.json'}: no such file" in missing.stdout
+
+
 def test_the_job_whose_epilog_it_is_does_not_hold_the_node(monkeypatch):
-    listed = subprocess.CompletedProcess([], 0, stdout="77\n78\n", stderr="")
+    listed = subprocess.CompletedProcess([], 0, stdout="77\n78\n", stderr="")  # %A: each array task's own id
     monkeypatch.setattr(healthcheck.shutil, "which", lambda name: "/usr/bin/squeue")
     monkeypatch.setattr(healthcheck.subprocess, "run", lambda *a, **k: listed)
     monkeypatch.setenv("SLURM_JOB_ID", "77")

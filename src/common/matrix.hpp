@@ -2,7 +2,7 @@
 // own: for each kind of transfer, the median of each cell's samples, rows by
 // columns, in GB/s with two decimals, for a person to read and paste:
 //
-//   host read, one way, by the copy engine: median GB/s, NUMA node (row) x GPU (column)
+//   host h2d, by the copy engine: median GB/s, NUMA node (row) x GPU (column)
 //                GPU 0      GPU 1
 //   node 0       55.12      54.98
 //   node 1       52.01          -
