@@ -401,10 +401,9 @@ def runs_of(con, curves: str, keys: set[tuple[str, str, str]]) -> dict[tuple[str
     run: its first record whole, then one record per figure with the run's key."""
     if not keys:
         return {}
-    found = con.execute(
-        "SELECT completed, display_name, jobid, record, figures FROM runs WHERE base = ? ORDER BY rowid",
-        [base_of(curves)],
-    ).fetchall()
+    found = _runs_keyed(
+        con, "r.completed, r.display_name, r.jobid, r.record, r.figures", base_of(curves), keys, "ORDER BY r.rowid"
+    )
     # A run whose perflog lines fell in two blocks (or two loads) is kept twice: its first record is the
     # first part's, its figures both parts' (a later value of a name over an earlier one, as a whole parse).
     merged: dict[tuple[str, str, str], tuple[dict, dict]] = {}
@@ -464,8 +463,25 @@ def drop_pending(con, source: str, key: tuple[str, str, str]) -> None:
 
 def has_runs(con, base: str, keys: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
     """Which of `keys` have perflog lines in the store."""
-    found = con.execute("SELECT completed, display_name, jobid FROM runs WHERE base = ?", [base]).fetchall()
-    return {tuple(row) for row in found} & keys
+    return {tuple(row) for row in _runs_keyed(con, "r.completed, r.display_name, r.jobid", base, keys)} & keys
+
+
+def _runs_keyed(con, columns: str, base: str, keys: set[tuple[str, str, str]], order: str = "") -> list[tuple]:
+    """`columns` of the runs of `base` whose key is among `keys`, joined in the store: the runs table holds
+    every night's (a partition's night adds tens of thousands), a block wants a few hundred of them."""
+    if not keys:
+        return []
+    wanted = pd.DataFrame(list(keys), columns=["completed", "display_name", "jobid"], dtype=object)
+    con.register("_keys", wanted)
+    try:
+        return con.execute(
+            f"SELECT {columns} FROM runs r JOIN _keys k ON r.completed IS NOT DISTINCT FROM k.completed "
+            "AND r.display_name IS NOT DISTINCT FROM k.display_name AND r.jobid IS NOT DISTINCT FROM k.jobid "
+            f"WHERE r.base = ? {order}",
+            [base],
+        ).fetchall()
+    finally:
+        con.unregister("_keys")
 
 
 def stored_rows(con) -> dict[str, int]:
