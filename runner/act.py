@@ -260,6 +260,8 @@ class Acts:
     left_alone: list[str] = field(default_factory=list)  # drained by someone else
     held_back: list[str] = field(default_factory=list)  # the breaker's
     finding: str = ""
+    #: Each drain command's node, as the plan made it: what the breaker's record counts once it runs.
+    drains: dict[tuple[str, ...], str] = field(default_factory=dict)
 
 
 def plan(night: Night, drained_now: dict[str, str], record: dict, limits: Limits, listed: int, now: float, scheduler):
@@ -281,7 +283,9 @@ def plan(night: Night, drained_now: dict[str, str], record: dict, limits: Limits
         elif node in ours:
             continue  # drained by the suite already: its reason stands
         elif room > 0:
-            acts.commands.append(scheduler.drain(node, reason_of(reasons, night.tier)))
+            command = scheduler.drain(node, reason_of(reasons, night.tier))
+            acts.commands.append(command)
+            acts.drains[tuple(command)] = node
             acts.drained.append(node)
             room -= 1
         else:
@@ -339,7 +343,8 @@ def act(folder: Path, system: str, scheduler, dry_run: bool, now: float | None =
     now = dt.datetime.now(dt.UTC).timestamp() if now is None else now
     acts, status = act_on(night, system, scheduler, dry_run, str(folder), now)
     if not dry_run:
-        write_json(folder / "act.json", {**acts.__dict__, "scheduler": scheduler.name, "when": now})
+        done = {k: v for k, v in acts.__dict__.items() if k != "drains"}  # its commands say the same
+        write_json(folder / "act.json", {**done, "scheduler": scheduler.name, "when": now})
     return acts, status
 
 
@@ -373,13 +378,12 @@ def act_on(
     limits = Limits.of_system(systems[system])
     with record_of(system, keep=not dry_run, wait_s=wait_s) as record:
         acts = plan(night, scheduler.drained(), record, limits, scheduler.listed(), now, scheduler)
-        drains = {tuple(scheduler.drain(n, reason_of(r, night.tier))): n for n, r in night.drain}
         for command in acts.commands:
             print(f"act: {'would run' if dry_run else 'runs'}: {shlex.join(command)}")
             if dry_run:
                 continue
-            if tuple(command) in drains:  # recorded first: a kill after the command still counts it
-                record["drains"].append({"node": drains[tuple(command)], "when": now, "night": where})
+            if tuple(command) in acts.drains:  # recorded first: a kill after the command still counts it
+                record["drains"].append({"node": acts.drains[tuple(command)], "when": now, "night": where})
                 write_json(ACTED / f"{system}.json", record)
             _output(command)  # a failure stops here, CannotAct; the drains before it stay recorded
         if not dry_run:
