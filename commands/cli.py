@@ -158,7 +158,7 @@ def cmd_reindex(args) -> int:
 def parser() -> argparse.ArgumentParser:
     """The one parser of the suite's reporting and judging commands."""
     from reports import grafana
-    from runner import accept, act, histories, nightly, pages, partition, power, upgrade
+    from runner import accept, act, histories, nightly, pages, partition, power, tier_catalogue, upgrade
 
     # ./suite names its commands as the user typed them (./suite nightly, ./suite report html).
     prog = os.environ.get("GPU_MEMPATHS_PROG", "python -m commands")
@@ -224,7 +224,7 @@ def parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="exit 3 naming what the kept store differed in from its rebuild"
     )
     p.set_defaults(func=cmd_reindex)
-    for module in (nightly, accept, histories, grafana, power, upgrade, pages, act):
+    for module in (nightly, accept, histories, grafana, power, upgrade, pages, act, tier_catalogue):
         module.add_parsers(sub)
     partition.add_arguments(sub.choices["nightly"])
     return top

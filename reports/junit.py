@@ -8,6 +8,7 @@ Made from run.json alone, so that any kept night can be written again (`python -
 - `GPUs against their siblings`: a test case per path judged between sibling GPUs; lagging fails.
 - `nodes against the partition` (a partition's night): a test case per node; drained nodes fail, nodes whose
   GPUs were shared are skipped.
+- `node facts` (a short tier's run, runner/healthcheck.py): each fact that failed a failure.
 - `checks`: each failed check a failure, each of the suite's own errors an error; a night not judged at all
   is one skipped case naming why.
 Every failure's and skip's `type` is its finding's code (systems/findings/codes.yaml).
@@ -36,6 +37,7 @@ def verdict_xml(run: dict) -> bytes:
     """The JUnit XML document of the night `run` (run.json's contents)."""
     root = ET.Element("testsuites", name=f"gpu-mempaths {run.get('system', '')} {run.get('stamp', '')}".strip())
     suites = [
+        _facts_suite(run),
         _paths_suite(run),
         _siblings_suite(run),
         _nodes_suite(run),
@@ -70,6 +72,21 @@ def _case(suite: ET.Element, classname: str, name: str, outcome: str | None = No
     case = ET.SubElement(suite, "testcase", classname=classname, name=name)
     if outcome:
         ET.SubElement(case, outcome, type=code, message=message).text = message
+
+
+def _facts_suite(run: dict) -> ET.Element | None:
+    """A short tier's node facts (runner/healthcheck.py run.json's `facts`): one case, or a failure per fact
+    that failed, each with its code."""
+    facts = run.get("facts")
+    if not isinstance(facts, dict):
+        return None
+    suite = _suite(run, "node facts")
+    failures = [split_code(str(line)) for line in facts.get("failures") or []]
+    for code, line in failures:
+        _case(suite, "fact", line.split(":")[0] or "fact", "failure", code or code_of("check", "failed").code, line)
+    if not failures:
+        _case(suite, "fact", "node facts")
+    return suite
 
 
 def _paths_suite(run: dict) -> ET.Element | None:

@@ -47,6 +47,7 @@ from experiments.roots import DATA_VARIABLE, RESULTS
 from reports.runs import incomplete_why, night_complete
 from systems import data
 from systems.finding_codes import PREFIX, SEVERITY_ORDER, by_code, code_of, split_code
+from systems.tiers import NIGHTLY, measured_tiers
 
 #: Where each system's record of the suite's own drains and its breaker is kept.
 ACTED = RESULTS / "act"
@@ -54,8 +55,9 @@ ACTED = RESULTS / "act"
 DEFAULT_CAP, DEFAULT_WINDOW = "10%", "1h"
 #: What a node name must look like to reach the scheduler.
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-#: Tiers that run on each node for itself: their breaker's record must be on a directory the nodes share.
-PER_NODE_TIERS = ("nightly", "health")
+#: Tiers that run on each node for itself (the nightly and the short tiers): their breaker's record must be on
+#: a directory the nodes share.
+PER_NODE_TIERS = (NIGHTLY, *(t.name for t in measured_tiers()))
 #: How long an act waits for another's hold on the breaker's record.
 LOCK_WAIT_S = 20.0
 #: A drain reason's length at most (Slurm keeps it whole; a ticket's subject line does not need more).

@@ -1,20 +1,28 @@
-"""The health tier: the node's facts held to the accepted node, in seconds, where the scheduler gives a check
-room: Slurm's HealthCheckProgram (directly or from NHC), a prolog or an epilog, a node's boot.
+"""The short tiers (systems/tiers/catalogue.yaml): the node's facts held to the accepted node, then a few
+cases measured again and judged against the accepted runs, in seconds, where the scheduler gives a check
+room: Slurm's HealthCheckProgram (directly or from NHC), a prolog, an epilog, a node's boot.
 
-    ./suite health --system NAME --partition NAME [--act] [--limit-s 25] [--accepted FILE]
+    ./suite health --system NAME --partition NAME [--tier health|epilog] [--act] [--facts-only] [--limit-s S]
 
-- **What it judges:** systems/health.py's facts (GPU count and model, PCIe generation and width as trained
-  under a copy, NVLinks up, ECC and retired or remapped pages, clock events, persistence, the driver) against
-  the system's data or the accepted node, each failure a FAIL line with its code (GMP-3xx).
-- **Not while a job holds the node:** where Slurm runs a job on it, it judges nothing and says CONTENDED.
-- **Within its limit:** the facts are read in a process of their own, stopped at `--limit-s` (25 s by
-  default, under NHC's 30 s watchdog and Slurm's 60 s); a tier stopped by its limit judged nothing (exit 3).
+- **The facts:** systems/health.py's (GPU count and model, PCIe generation and width as trained under a
+  copy, NVLinks up, ECC and retired or remapped pages, clock events, persistence, the driver) against the
+  system's data or the accepted node, each failure a FAIL line with its code (GMP-3xx). A node whose facts
+  fail is not measured.
+- **The measurements:** the tier's cases (health: the host link each way by copy engine, each peer link,
+  latency) from the latest night's kept build, judged by the nightly's own verdict against the accepted
+  runs of the node's kind, a moved path measured once more where the limit leaves time
+  (runner/tier_checks.py). `--facts-only` leaves them out.
+- **Not while a job holds the node:** where Slurm runs a job on it, or another of the suite's commands holds
+  the node, it judges nothing and says CONTENDED.
+- **Within its limit:** one deadline (the tier's, 25 s for health: under NHC's 30 s watchdog and Slurm's
+  60 s) holds asking squeue, reading the facts, measuring and acting; a tier stopped by it judged nothing.
+- **Its run is kept** in results/health/SYSTEM/NODE/STAMP (run.json with its `tier`, verdict.xml).
 - **One line for a drain reason** ends its output: `gpu-mempaths GMP-320 health: gpu0 ecc_uncorrected: ...`.
 - **--act:** drains the node with that reason (Slurm), resumes it once it passes, only where the suite drained
-  it for its health, never a node someone else drained, within the system's cap (runner/act.py).
+  it for that tier, never a node someone else drained, within the system's cap (runner/act.py).
 
-Exit 0 healthy (or CONTENDED: not judged while a job runs), 1 a fact failed, 3 not judged (past its limit,
-the facts unreadable, acting failed), as the nightly's.
+Exit 0 healthy (or CONTENDED), 1 a fact or a check failed, 2 a path moved, 3 not judged (past its limit, the
+facts unreadable, no night's build to measure with, acting failed), as the nightly's.
 """
 
 from __future__ import annotations
@@ -30,13 +38,15 @@ import time
 from pathlib import Path
 
 from experiments.roots import PERFLOGS
-from runner.act import CannotAct, Night, Slurm, act_on
+from judge.status import MEANING
+from reports.runs import NightState, now
+from runner import lock, tier_checks
+from runner.act import CannotAct, Night, Slurm, act_on, reason_of
+from runner.nightly import save_run
 from systems import data
-from systems.finding_codes import PREFIX, split_code
+from systems.finding_codes import PREFIX, code_of, split_code
+from systems.tiers import Tier, measured_tiers, tier_named
 
-#: The whole command's limit by default (squeue, the facts and acting): NHC's watchdog is 30 s, Slurm's
-#: HealthCheckProgram 60 s.
-LIMIT_S = 25.0
 #: squeue's part of it.
 SQUEUE_S = 5.0
 #: What systems/health.py's summary says where it had no accepted node to hold the facts to.
@@ -67,10 +77,11 @@ def jobs_on(node: str) -> list[str]:
     return [job for job in done.stdout.split() if job != own]
 
 
-def read_facts(args: argparse.Namespace, limit_s: float) -> tuple[int, list[str]]:
-    """systems/health.py's exit status and lines, in a process of its own stopped at `limit_s`."""
+def read_facts(args: argparse.Namespace, limit_s: float, outdir: Path) -> tuple[int, list[str]]:
+    """systems/health.py's exit status and lines, in a process of its own stopped at `limit_s`; the node's
+    facts kept in `outdir` (what its kind is, what its host is: the measurements are judged by them)."""
     command = [sys.executable, "-m", "systems.health", "--system", args.system, "--partition", args.partition]
-    command += ["--systems-dir", str(args.systems_dir)]
+    command += ["--systems-dir", str(args.systems_dir), "--facts-dir", str(outdir)]
     # As the nightly's health check: a system described at run time is held to its accepted node's facts.
     if args.accepted and not args.accepted.is_file():
         raise CannotAct(f"--accepted {args.accepted}: no such file")
@@ -94,54 +105,117 @@ def reason_line(failures: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    tiers = [t.name for t in measured_tiers()]
     parser = argparse.ArgumentParser(prog="./suite health", description=__doc__.splitlines()[0])
     parser.add_argument("--system", required=True)
     parser.add_argument("--partition", required=True)
+    parser.add_argument("--tier", choices=tiers, default=TIER, help=f"the tier to run ({TIER} by default)")
     parser.add_argument("--systems-dir", type=Path, default=data.SYSTEMS_DIR)
     parser.add_argument("--accepted", type=Path, help="accepted.json of a detected system (its node facts)")
     parser.add_argument("--act", action="store_true", help="drain the node on a failure, resume it once it passes")
-    parser.add_argument("--limit-s", type=float, default=LIMIT_S, help=f"the whole command's limit ({LIMIT_S:g} s)")
+    parser.add_argument("--facts-only", action="store_true", help="the node's facts alone: no measurement")
+    parser.add_argument("--alpha", type=float, default=0.05, help="family-wise significance level of the verdict")
+    parser.add_argument("--limit-s", type=float, help="the whole command's limit (the tier's, 25 s for health)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as err:
         return 3 if err.code else 0
+    tier = tier_named(args.tier)
+    args.limit_s = args.limit_s if args.limit_s is not None else tier.limit_s
     try:
-        return judged(args, time.monotonic() + args.limit_s)
+        return judged(args, tier, time.monotonic() + args.limit_s)
     except Exception as err:  # the suite's failure, never the node's: not judged, and nothing drained
-        why = err if isinstance(err, CannotAct) else f"{type(err).__name__}: {err}"
-        print(f"{PREFIX} {TIER}: not judged: {why}")
-        return 3
+        return not_judged(args.tier, err if isinstance(err, CannotAct) else f"{type(err).__name__}: {err}")
 
 
-def judged(args: argparse.Namespace, deadline: float) -> int:
-    """The tier's run within `deadline` (time.monotonic()): exit 0, 1 or 3 as main says."""
+def not_judged(tier: str, why) -> int:
+    """The tier's last line where the suite could not judge the node (exit 3): the suite's error, never the
+    node's; nothing drained, nothing resumed."""
+    print(f"{PREFIX} {code_of('night', 'suite-error').code} {tier}: not judged: {why}")
+    return 3
+
+
+def judged(args: argparse.Namespace, tier: Tier, deadline: float) -> int:
+    """The tier's run within `deadline` (time.monotonic()): exit 0, 1, 2 or 3 as main says."""
     node = node_name()
     jobs = jobs_on(node)
     if jobs:
-        print(f"{PREFIX} {TIER}: CONTENDED: job(s) {', '.join(jobs)} on {node}: not judged while a job holds it")
+        print(f"{PREFIX} {tier.name}: CONTENDED: job(s) {', '.join(jobs)} on {node}: not judged while a job holds it")
         return 0
-    left = deadline - time.monotonic()
+    stamp = now()
+    outdir = tier_checks.run_folder(args.system, node, stamp)
+    outdir.mkdir(parents=True, exist_ok=True)
+    tier_checks.prune(outdir.parent)
     try:
-        status, lines = read_facts(args, left)
+        status, lines = read_facts(args, deadline - time.monotonic(), outdir)
     except subprocess.TimeoutExpired:
-        print(f"{PREFIX} {TIER}: not judged: the facts took longer than the {args.limit_s:g} s left of its limit")
-        return 3
+        return not_judged(tier.name, f"the facts took longer than the {args.limit_s:g} s left of its limit")
     for line in lines:
         print(line)
     failures = [line for line in lines if line.startswith("FAIL ")]
-    against = not any(NO_BASELINE in line for line in lines)
-    reason = reason_line(failures) if failures else ""
-    code, text = split_code(reason)
-    print(f"{PREFIX} {code} {TIER}: {text}" if failures else f"{PREFIX} {TIER}: ok ({len(lines)} lines of facts)")
-    if not against:  # the faults were judged, not the node against its kind: nothing to resume, nor to drain by
-        print(f"{PREFIX} {TIER}: no accepted node to hold the facts to (./suite accept): nothing acted on")
+    if NO_BASELINE in " ".join(lines):  # the faults were judged, not the node against its kind: nothing to act by
+        print(f"{PREFIX} {tier.name}: {reason_line(failures) if failures else 'no faults'}")
+        print(f"{PREFIX} {tier.name}: no accepted node to hold the facts to (./suite accept): nothing acted on")
         return 1 if failures else 3
-    if args.act:
-        night = Night(TIER, True, [(node, reason)] if failures else [], [] if failures else [node])
-        now = dt.datetime.now(dt.UTC).timestamp()
+    run = {"system": args.system, "tier": tier.name, "node": node, "stamp": stamp, "start": stamp}
+    if failures or status or args.facts_only:
+        reasons = [reason_line(failures)] if failures else []
+        result = 1 if status or failures else 0
+    else:
+        result, reasons = measured(args, tier, run, outdir, deadline)
+        if result is None:  # contended: said, nothing judged
+            return 0
+    run["facts"] = {"lines": lines, "failures": [line.removeprefix("FAIL ") for line in failures]}
+    save_tier_run(outdir, run, result, reasons)
+    print(said(tier, run, result, reasons, len(lines), measured=not (failures or status or args.facts_only)))
+    if args.act and result in (0, 1, 2):
+        night = Night(tier.name, True, [(node, " | ".join(reasons))] if reasons else [], [] if result else [node])
         wait = max(0.0, deadline - time.monotonic())
-        act_on(night, args.system, Slurm(), False, f"{TIER} of {node}", now, args.systems_dir, wait)
-    return 1 if status or failures else 0
+        act_on(
+            night,
+            args.system,
+            Slurm(),
+            False,
+            f"{tier.name} of {node}",
+            dt.datetime.now(dt.UTC).timestamp(),
+            args.systems_dir,
+            wait,
+        )
+    return result
+
+
+def measured(args, tier: Tier, run: dict, outdir: Path, deadline: float) -> tuple[int | None, list[str]]:
+    """The tier's measurements (runner/tier_checks.py) with the node's lock held, `run` (run.json's) updated:
+    (status, drain reasons), or (None, []) where another of the suite's commands holds the node (said:
+    CONTENDED)."""
+    try:
+        with lock.held(lock.command_line()):
+            done = tier_checks.measure(run, tier, outdir, deadline, args.alpha)
+    except lock.Busy:
+        print(f"{PREFIX} {tier.name}: CONTENDED: {lock.holder_of(lock.lock_path())}: not judged while it runs")
+        return None, []
+    for line in done.lines:
+        print(line)
+    return done.status, done.reasons
+
+
+def save_tier_run(outdir: Path, run: dict, status: int, reasons: list[str]) -> None:
+    """The tier's run.json (and verdict.xml) with its exit status and drain reasons, the measured run's
+    verdict kept where there is one."""
+    run.setdefault("end", now())
+    run.update(state=NightState.DONE.value, exit=status, meaning=MEANING[status], drain=reasons)
+    save_run(outdir, run)
+
+
+def said(tier: Tier, run: dict, status: int, reasons: list[str], facts: int, measured: bool) -> str:
+    """The tier's last line, fit for a drain reason: the worst finding's code, the tier, what it found."""
+    if reasons:
+        return reason_of(" | ".join(reasons), tier.name)
+    if status == 0:
+        return f"{PREFIX} {tier.name}: ok ({facts} lines of facts" + (", its paths as accepted)" if measured else ")")
+    codes = run.get("unjudged_codes") or []
+    why = ", ".join(run.get("unjudged_reasons") or []) or MEANING[status]
+    return f"{PREFIX} {codes[0] + ' ' if codes else ''}{tier.name}: {MEANING[status]}: {why}"
 
 
 if __name__ == "__main__":

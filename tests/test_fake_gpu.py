@@ -250,6 +250,48 @@ def test_unchanged_node_passes_with_every_figure_judged(unchanged_night):
     assert set(pd.read_csv(outdir / "paths.csv")["verdict"]) <= {"pass", "yardstick"}
 
 
+def health_tier(repo: Path, seed: int, *options: str, **env) -> tuple[subprocess.CompletedProcess, dict]:
+    """The health tier on the fake node (its facts, then its cases measured again from the latest night's
+    build), with the whole command's time and its run.json."""
+    command = [sys.executable, "-m", "runner.healthcheck", "--system", "fakegpu", "--partition", "default", *options]
+    # A Slurm that runs no job on the node (the tier asks squeue before it measures).
+    squeue = repo.parent / "slurm-bin" / "squeue"
+    squeue.parent.mkdir(exist_ok=True)
+    squeue.write_text("#!/bin/sh\nexit 0\n")
+    squeue.chmod(0o755)
+    environ = {**os.environ, **fake_node_env(repo), "HOME": str(repo.parent / "home"), **env}
+    environ.update(GPU_MEMPATHS_FAKE_SEED=str(seed), PATH=f"{squeue.parent}{os.pathsep}{os.environ['PATH']}")
+    before = set((repo / "results" / "health").rglob("run.json"))
+    done = subprocess.run(command, cwd=repo, env=environ, capture_output=True, text=True, timeout=300)
+    (kept,) = set((repo / "results" / "health").rglob("run.json")) - before
+    return done, json.loads(kept.read_text())
+
+
+def test_the_health_tier_measures_its_cases_again_and_judges_them_against_the_accepted_runs(accepted):
+    """The tier's cases (the host link by copy engine, latency) measured again from the latest night's
+    build, judged by the nightly's verdict against the accepted runs: as accepted, exit 0; with GPU 0's
+    host link at half speed, its paths moved, confirmed by a rerun, one line fit for a drain reason with
+    the finding's code; the nights' perflogs untouched (a night's history is nights alone)."""
+    perflogs = {p: p.read_bytes() for p in (accepted / "perflogs" / "fakegpu").rglob("*.log")}
+    # A limit no busy CI machine reaches: the fake's programs are Python; the tier's own limit is timed on a GPU.
+    ok, run = health_tier(accepted, 31, "--limit-s", "240")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.splitlines()[-1].startswith("gpu-mempaths health: ok ("), ok.stdout
+    assert "path(s) judged against the accepted runs, 0 flagged" in ok.stdout
+    assert run["tier"] == "health" and run["exit"] == 0 and run["build_of"] and run["accepted_runs"]
+    judged = {path for path, v in run["paths"].items() if v["verdict"] == "pass"}
+    assert any(path.startswith("host link h2d of GPU 0") for path in judged), run["paths"]
+    assert not any(path.startswith("host memory") for path in run["paths"])  # host_bandwidth is not the tier's
+    slow, run = health_tier(accepted, 32, "--limit-s", "240", GPU_MEMPATHS_FAKE_SLOWDOWN="path_matrix.gpu0=0.5")
+    assert slow.returncode == 2, slow.stdout + slow.stderr
+    last = slow.stdout.splitlines()[-1]
+    assert last.startswith("gpu-mempaths GMP-101 health: moved against the accepted runs: host link"), last
+    assert "rerun" in run and run["exit"] == 2 and run["drain"][0].startswith("GMP-101 moved against")
+    run_dir = next((accepted / "results" / "health").rglob(run["stamp"].replace(":", "")))
+    assert "GMP-101" in (run_dir / "verdict.xml").read_text()
+    assert {p: p.read_bytes() for p in (accepted / "perflogs" / "fakegpu").rglob("*.log")} == perflogs
+
+
 def test_curves_are_kept_beside_the_perflogs_and_read_back_whole(accepted):
     """The perflog has each case's headline figures; every other size and
     point of the sweep is in the curves beside it (checks/suite/curves.py),

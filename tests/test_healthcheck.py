@@ -53,10 +53,12 @@ def fake_node(tmp_path_factory) -> dict:
     return {"root": root, "env": env}
 
 
-def health(fake_node, *options, **env) -> subprocess.CompletedProcess:
-    """The tier on the fake node, where no scheduler is to be asked (no squeue on its PATH)."""
+def health(fake_node, *options, facts_only: bool = True, **env) -> subprocess.CompletedProcess:
+    """The tier on the fake node, where no scheduler is to be asked (no squeue on its PATH); its facts alone
+    unless `facts_only` is False (no night has run here: nothing to measure with)."""
     command = [sys.executable, "-m", "runner.healthcheck", "--system", "fakegpu", "--partition", "default"]
     command += ["--systems-dir", str(fake_node["root"] / "systems"), *options]
+    command += ["--facts-only"] if facts_only else []
     environ = {**os.environ, **fake_node["env"], "PATH": str(fake_node["root"] / "libcuda"), **env}
     return subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=environ, timeout=120)
 
@@ -73,10 +75,22 @@ def test_a_healthy_node_passes_and_a_fault_ends_in_one_line_fit_for_a_drain_reas
     ), bad.stdout
 
 
+def test_measuring_without_a_nights_build_is_not_judged_and_names_what_to_run(fake_node):
+    """The facts pass; the measurements need a night's build (none has run here): the suite's gap, never the
+    node's failure, and the node is neither drained nor resumed."""
+    unmeasured = health(fake_node, "--act", facts_only=False)
+    assert unmeasured.returncode == 3, unmeasured.stdout + unmeasured.stderr
+    last = unmeasured.stdout.splitlines()[-1]
+    assert last.startswith("gpu-mempaths GMP-407 health: not judged: no night's build of fakegpu is kept"), last
+    assert last.endswith("run ./suite nightly on this system first") and "act: " not in unmeasured.stdout
+
+
 def test_facts_that_cannot_be_read_are_the_suites_failure_not_the_nodes(fake_node):
     broken = health(fake_node, GPU_MEMPATHS_FAKE_GPU="remapped_rows=not-a-number")  # the facts' reader raises
     assert broken.returncode == 3, broken.stdout
-    assert broken.stdout.startswith("gpu-mempaths health: not judged: the node's facts could not be read (exit 1)")
+    assert broken.stdout.startswith(
+        "gpu-mempaths GMP-407 health: not judged: the node's facts could not be read (exit 1)"
+    ), broken.stdout
 
 
 def test_past_its_limit_it_stops_and_judges_nothing(fake_node):
@@ -99,7 +113,7 @@ def test_a_scheduler_that_does_not_answer_is_not_judged_never_a_node_judged_unde
     monkeypatch.setattr(healthcheck.subprocess, "run", silent)
     monkeypatch.setattr(healthcheck, "read_facts", lambda *a: pytest.fail("judged while a job may hold the node"))
     assert healthcheck.main(["--system", "fakegpu", "--partition", "default"]) == 3
-    assert "not judged: squeue did not answer whether a job holds" in capsys.readouterr().out
+    assert "GMP-407 health: not judged: squeue did not answer whether a job holds" in capsys.readouterr().out
 
 
 def test_an_error_of_the_tier_itself_is_not_judged_never_a_failed_node(monkeypatch, capsys):
@@ -163,7 +177,8 @@ def test_slurms_health_check_drains_the_faulty_node_leaves_the_rest_and_resumes_
         + "".join(f"export {k}='{v}'\n" for k, v in exports.items())
         + f'export GPU_MEMPATHS_FAKE_GPU="$(cat {faults}/$SLURMD_NODENAME 2>/dev/null)"\n'
         + f"cd {REPO} && exec {sys.executable} -m runner.healthcheck --system fakegpu --partition default "
-        + f"--systems-dir {fake_node['root'] / 'systems'} --act >>{tmp_path}/health-$SLURMD_NODENAME.log 2>&1\n"
+        + f"--systems-dir {fake_node['root'] / 'systems'} --facts-only --act "
+        + f">>{tmp_path}/health-$SLURMD_NODENAME.log 2>&1\n"
     )
     program.chmod(0o755)
     env = {**os.environ, "SLURM_CI_NODES": "2", "SLURM_CI_PORT": "7617", "SLURM_CI_HEALTH": str(program)}

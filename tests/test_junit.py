@@ -63,6 +63,7 @@ def cases(document: bytes) -> dict[str, tuple[str, str]]:
 def test_every_committed_nights_verdict_validates_against_the_junit_schema(schema):
     nights = sorted(REPO.glob("results/nightly/*/*/run.json"))
     assert len(nights) > 20
+    nights += sorted(REPO.glob("results/health/*/*/*/run.json"))  # the short tiers' runs, their facts too
     for path in nights:
         run = json.loads(path.read_text())
         if run.get("state") != "done":
@@ -108,6 +109,16 @@ def test_a_night_not_judged_is_one_skipped_case_naming_why():
     assert cases(verdict_xml(run)) == {"judged": ("skipped", "GMP-401")}
     errors = {**run, "suite_errors": ["preflight: no space left on /scratch"], "unjudged_reasons": ["suite-error"]}
     assert cases(verdict_xml(errors)) == {"preflight": ("error", "GMP-407")}
+
+
+def test_a_short_tiers_facts_are_a_suite_each_failed_fact_a_failure_with_its_code(schema):
+    run = {"system": "s", "stamp": "t", "tier": "health", "state": "done", "exit": 1}
+    failed = {**run, "facts": {"lines": [], "failures": ["GMP-320 gpu0 ecc_uncorrected: expected 0, found 3"]}}
+    assert cases(verdict_xml(failed)) == {"gpu0 ecc_uncorrected": ("failure", "GMP-320")}
+    passed = {**run, "exit": 0, "facts": {"lines": ["PASS gpu_count: 1"], "failures": []}}
+    assert cases(verdict_xml(passed)) == {"node facts": ("", "")}
+    for document in (verdict_xml(failed), verdict_xml(passed)):
+        valid(schema, document)
 
 
 def test_verdict_xml_is_written_when_the_night_is_done_and_not_before(tmp_path):
