@@ -189,7 +189,9 @@ def measured(args, tier: Tier, run: dict, outdir: Path, deadline: float) -> tupl
     (status, drain reasons), or (None, []) where another of the suite's commands holds the node (said:
     CONTENDED)."""
     try:
-        with lock.held(lock.command_line()):
+        # Named as brief: a nightly that finds it holding the node waits for it rather than end not judged.
+        left = max(0.0, deadline - time.monotonic())
+        with lock.held(lock.brief(lock.command_line(), left), brief_wait_s=0):  # never past its own limit
             done = tier_checks.measure(run, tier, outdir, deadline, args.alpha)
     except lock.Busy:
         print(f"{PREFIX} {tier.name}: CONTENDED: {lock.holder_of(lock.lock_path())}: not judged while it runs")

@@ -22,6 +22,7 @@ import datetime as dt
 import fcntl
 import functools
 import os
+import re
 import shlex
 import socket
 import sys
@@ -75,13 +76,40 @@ def held_fds() -> tuple[int, ...]:
     return (*_HELD, *([int(handed)] if handed.isdigit() else []))
 
 
-def acquire(what: str, wait: bool = False, path: Path | None = None) -> int:
+#: A holder that says it ends within this many seconds (a short tier: runner/healthcheck.py) is waited for
+#: by a command that would otherwise exit 3: a nightly started while a health check measures for ten
+#: seconds runs after it, not never.
+BRIEF_AT_MOST_S = 130.0
+_BRIEF = re.compile(r" \(done by (\d+(?:\.\d+)?)\)")
+
+
+def brief(what: str, seconds: float) -> str:
+    """`what`, as a holder that ends within `seconds` names itself (waited for: BRIEF_AT_MOST_S)."""
+    return f"{what} (done by {time.time() + seconds:.0f})"
+
+
+def _wait_for_brief(fd: int, holder: str, at_most_s: float) -> bool:
+    """Whether the lock was taken after waiting, `at_most_s` at most, for a brief holder to end (False: not
+    brief, or not ended)."""
+    found = _BRIEF.search(holder)
+    if not found or at_most_s <= 0:
+        return False
+    end = min(float(found[1]) + POLL_S, time.time() + at_most_s)
+    while time.time() < end:
+        time.sleep(POLL_S / 4)
+        if _try(fd):
+            return True
+    return False
+
+
+def acquire(what: str, wait: bool = False, path: Path | None = None, brief_wait_s: float = BRIEF_AT_MOST_S) -> int:
     """The node's lock taken for `what` (a command line, for whoever finds it held): the open file
-    descriptor that holds it. Held: with `wait`, waits for it (saying so once); else Busy."""
+    descriptor that holds it. Held: with `wait`, waits for it (saying so once); held by a brief holder (a
+    short tier), waits for it within what it said (`brief_wait_s` at most); else Busy."""
     path = path or lock_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    if not _try(fd):
+    if not _try(fd) and not _wait_for_brief(fd, holder_of(path), brief_wait_s):
         holder = holder_of(path)
         if not wait:
             os.close(fd)
@@ -103,9 +131,9 @@ def acquire(what: str, wait: bool = False, path: Path | None = None) -> int:
 
 
 @contextlib.contextmanager
-def held(what: str, wait: bool = False, path: Path | None = None):
+def held(what: str, wait: bool = False, path: Path | None = None, brief_wait_s: float = BRIEF_AT_MOST_S):
     """The node's lock held while the block runs (acquire), let go after it."""
-    fd = acquire(what, wait, path)
+    fd = acquire(what, wait, path, brief_wait_s)
     try:
         yield
     finally:

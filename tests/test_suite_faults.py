@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,43 @@ def test_a_second_command_is_refused_naming_the_holder_and_the_lock_goes_with_it
         holder.wait()
     with lock.held("the next night"):
         assert "the next night" in path.read_text()
+
+
+def test_a_night_waits_for_a_health_check_measuring_and_a_health_check_never_waits(tmp_path, monkeypatch):
+    """A short tier names itself brief (done within its limit): a nightly Slurm starts while a health check
+    measures for seconds runs after it, where it used to end not judged; a health check that finds the node
+    held goes on at once (CONTENDED), never past its own limit; a brief holder past its word is Busy."""
+    monkeypatch.setattr(lock, "RESULTS", tmp_path)
+    path = lock.lock_path()
+    hold = (
+        f"from runner import lock; from pathlib import Path; import time; "
+        f"lock.acquire(lock.brief('./suite health --system x', 1.5), path=Path({str(path)!r})); "
+        "print('held', flush=True); time.sleep(1.5)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", hold], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(lock.Busy, match=r"./suite health --system x \(done by \d+\)"):
+            lock.acquire("./suite health --system x", brief_wait_s=0)
+        started = time.monotonic()
+        with lock.held("./suite nightly"):  # waits for the health check's end, then holds the node
+            assert "./suite nightly" in path.read_text()
+        assert time.monotonic() - started < 10
+    finally:
+        holder.kill()
+        holder.wait()
+    late = lock.brief("a tier that overstays", -60)  # said it would be done a minute ago: not waited for
+    hold = hold.replace("lock.brief('./suite health --system x', 1.5)", repr(late)).replace("sleep(1.5)", "sleep(60)")
+    holder = subprocess.Popen([sys.executable, "-c", hold], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        started = time.monotonic()
+        with pytest.raises(lock.Busy, match="a tier that overstays"):
+            lock.acquire("./suite nightly")
+        assert time.monotonic() - started < 2 * lock.POLL_S + 1
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_runner_lock_holds_the_lock_across_exec_for_the_command(tmp_path, monkeypatch):
