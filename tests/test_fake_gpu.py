@@ -281,6 +281,7 @@ def test_the_health_tier_measures_its_cases_again_and_judges_them_against_the_ac
     assert run["tier"] == "health" and run["exit"] == 0 and run["build_of"] and run["accepted_runs"]
     judged = {path for path, v in run["paths"].items() if v["verdict"] == "pass"}
     assert any(path.startswith("host link h2d of GPU 0") for path in judged), run["paths"]
+    assert any(path.startswith("GPU memory") for path in judged), run["paths"]
     assert not any(path.startswith("host memory") for path in run["paths"])  # host_bandwidth is not the tier's
     slow, run = health_tier(accepted, 32, "--limit-s", "240", GPU_MEMPATHS_FAKE_SLOWDOWN="path_matrix.gpu0=0.5")
     assert slow.returncode == 2, slow.stdout + slow.stderr
