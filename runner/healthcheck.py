@@ -37,16 +37,21 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.roots import PERFLOGS
+from experiments.files import write_json
+from experiments.roots import PERFLOGS, RESULTS
 from judge.status import MEANING
+from reports.junit import write_verdict_xml
 from reports.runs import NightState, now
-from runner import lock, tier_checks
+from runner import lock
 from runner.act import CannotAct, Night, Slurm, act_on, reason_of
-from runner.nightly import save_run
 from systems import data
 from systems.finding_codes import PREFIX, code_of, split_code
 from systems.tiers import Tier, measured_tiers, tier_named
 
+#: Where the short tiers keep their runs: results/health/SYSTEM/NODE/STAMP.
+HEALTH_DIR = RESULTS / "health"
+#: A node's runs kept: a day of checks every five minutes (HealthCheckInterval=300).
+KEPT_RUNS = 288
 #: squeue's part of it.
 SQUEUE_S = 5.0
 #: What systems/health.py's summary says where it had no accepted node to hold the facts to.
@@ -143,9 +148,9 @@ def judged(args: argparse.Namespace, tier: Tier, deadline: float) -> int:
         print(f"{PREFIX} {tier.name}: CONTENDED: job(s) {', '.join(jobs)} on {node}: not judged while a job holds it")
         return 0
     stamp = now()
-    outdir = tier_checks.run_folder(args.system, node, stamp)
+    outdir = HEALTH_DIR / args.system / node / stamp.replace(":", "")
     outdir.mkdir(parents=True, exist_ok=True)
-    tier_checks.prune(outdir.parent)
+    prune(outdir.parent)
     try:
         status, lines = read_facts(args, deadline - time.monotonic(), outdir)
     except subprocess.TimeoutExpired:
@@ -188,6 +193,8 @@ def measured(args, tier: Tier, run: dict, outdir: Path, deadline: float) -> tupl
     """The tier's measurements (runner/tier_checks.py) with the node's lock held, `run` (run.json's) updated:
     (status, drain reasons), or (None, []) where another of the suite's commands holds the node (said:
     CONTENDED)."""
+    from runner import tier_checks  # the verdict's code, imported where it measures: the facts alone stay fast
+
     try:
         # Named as brief: a nightly that finds it holding the node waits for it rather than end not judged.
         left = max(0.0, deadline - time.monotonic())
@@ -201,12 +208,20 @@ def measured(args, tier: Tier, run: dict, outdir: Path, deadline: float) -> tupl
     return done.status, done.reasons
 
 
+def prune(folder: Path, keep: int = KEPT_RUNS) -> None:
+    """A node's runs but the latest `keep` removed (`folder`: results/health/SYSTEM/NODE)."""
+    runs = sorted(p for p in folder.glob("*") if p.is_dir())
+    for old in runs[:-keep] if keep else runs:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def save_tier_run(outdir: Path, run: dict, status: int, reasons: list[str]) -> None:
     """The tier's run.json (and verdict.xml) with its exit status and drain reasons, the measured run's
     verdict kept where there is one."""
     run.setdefault("end", now())
     run.update(state=NightState.DONE.value, exit=status, meaning=MEANING[status], drain=reasons)
-    save_run(outdir, run)
+    write_json(outdir / "run.json", run)
+    write_verdict_xml(outdir, run)
 
 
 def said(tier: Tier, run: dict, status: int, reasons: list[str], facts: int, measured: bool) -> str:

@@ -20,7 +20,6 @@ it, ReFrame past its time): not judged, never the node's failure.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -30,7 +29,6 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.files import DamagedFile, read_json
-from experiments.roots import RESULTS
 from judge import siblings, verdict
 from judge.select import windows_of
 from reports.load import load
@@ -62,10 +60,6 @@ from runner.nightly import (
 from runner.rfm import reframe_command
 from systems.tiers import Tier
 
-#: Where the short tiers keep their runs: results/health/SYSTEM/NODE/STAMP.
-HEALTH_DIR = RESULTS / "health"
-#: A node's runs kept: a day of checks every five minutes, HealthCheckInterval=300.
-KEPT_RUNS = 288
 #: The deadline's share kept for judging what was measured (loading the accepted runs, the verdict).
 JUDGE_S = 6.0
 #: How long ReFrame is given to cancel its jobs once its time is up, before it is killed.
@@ -81,10 +75,6 @@ class Measured:
     lines: list[str]
     reasons: list[str]
     run: dict
-
-
-def run_folder(system: str, node: str, stamp: str) -> Path:
-    return HEALTH_DIR / system / node / stamp.replace(":", "")
 
 
 def kept_build(system: str, tier: Tier) -> tuple[Path, list[str]]:
@@ -233,10 +223,3 @@ def _lines(result, found: dict, kept: list[str], reasons: list[str]) -> list[str
     lines += [f"CONTENDED {line}" for line in kept]
     lines += [f"NOT JUDGED ({reason})" for reason in reasons]
     return lines
-
-
-def prune(folder: Path, keep: int = KEPT_RUNS) -> None:
-    """A node's runs but the latest `keep` removed (`folder`: results/health/SYSTEM/NODE)."""
-    runs = sorted(p for p in folder.glob("*") if p.is_dir())
-    for old in runs[:-keep] if keep else runs:
-        shutil.rmtree(old, ignore_errors=True)
