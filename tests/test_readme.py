@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
 #: Not run here: the machine's setup, and the tests themselves.
-SETUP = ("sudo apt-get", "git clone", "./suite test")
+SETUP = ("apt-get", "sudo apt-get", "git clone", "./suite test")
 
 
 def first_section_commands() -> list[str]:
