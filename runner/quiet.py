@@ -117,11 +117,16 @@ def where_lines(perflogs: Path, stage: Path, since: float, dry_run: bool, cwd: P
         return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
 
     if dry_run:
-        scripts = written_since(stage, "**/rfm_job.sh", since)
-        if not scripts:
+        # A build's script is rfm_build.sh, a case's rfm_job.sh: counted together, as the lines above count
+        # each check's (a count of rfm_job.sh alone read as four scripts gone missing).
+        jobs = written_since(stage, "**/rfm_job.sh", since)
+        builds = written_since(stage, "**/rfm_build.sh", since)
+        if not jobs and not builds:
             return ["suite: the dry run wrote no job script"]
-        folders = sorted({shown(p.parent.parent) for p in scripts})
-        return [f"suite: {len(scripts)} job script(s) (rfm_job.sh) under {', '.join(folders)}; nothing submitted"]
+        folders = sorted({shown(p.parent.parent) for p in jobs + builds})
+        kinds = f"{len(jobs)} rfm_job.sh" + (f", {len(builds)} rfm_build.sh" if builds else "")
+        scripts = len(jobs) + len(builds)
+        return [f"suite: {scripts} job script(s) ({kinds}) under {', '.join(folders)}; nothing submitted"]
     logs = written_since(perflogs, "**/*.log", since)
     if not logs:
         return ["suite: no perflog written: nothing was measured"]

@@ -41,11 +41,13 @@ def test_skips_are_said_once_per_reason_before_the_last_line_and_the_status_pass
 def test_a_dry_run_names_where_its_job_scripts_are(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write = (
-        "import os; os.makedirs('stage/dgx/gpu/cuda/t1', exist_ok=True); open('stage/dgx/gpu/cuda/t1/rfm_job.sh', 'w')"
+        "import os; os.makedirs('stage/dgx/gpu/cuda/t1', exist_ok=True); open('stage/dgx/gpu/cuda/t1/rfm_job.sh', 'w');"
+        "os.makedirs('stage/dgx/gpu/cuda/b1', exist_ok=True); open('stage/dgx/gpu/cuda/b1/rfm_build.sh', 'w')"
     )
     assert quiet.main(["--", sys.executable, "-c", write, "--dry-run"]) == 0
+    # The builds' scripts counted with the cases': the total agrees with the per-check lines and ReFrame's Ran.
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "suite: 1 job script(s) (rfm_job.sh) under stage/dgx/gpu/cuda; nothing submitted"
+        "suite: 2 job script(s) (1 rfm_job.sh, 1 rfm_build.sh) under stage/dgx/gpu/cuda; nothing submitted"
     )
 
 
