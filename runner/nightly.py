@@ -1399,7 +1399,10 @@ def report_outcome(
         print(f"nightly: NOT JUDGED ({reason}): {UNJUDGED_REASONS[reason]}", file=sys.stderr)
     verdict_line = verdict.summary_line(result) if result is not None else "no baseline: nothing judged"
     print(
-        f"nightly: checks {len(found['passed'])} passed, {len(found['failed'])} failed, "
+        # Health's ReFrame run and the checks' (and their reruns') together, the builds among them: more than
+        # the checks' own "Ran N/M" by health's case, said so.
+        f"nightly: cases of health and the checks, builds included: {len(found['passed'])} passed, "
+        f"{len(found['failed'])} failed, "
         + (f"{len(found['suite'])} not run by the suite's fault, " if found.get("suite") else "")
         + f"{len(found['skipped'])} skipped; {verdict_line}"
     )

@@ -32,6 +32,9 @@ class Plan:
     seconds: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     sized_down: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     left_out: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    #: The builds (fixtures) that run before the cases: counted apart, so that the plan's counts add up to
+    #: ReFrame's "Ran N/M".
+    builds: int = 0
     error: str = ""
 
     @property
@@ -57,6 +60,8 @@ def read_plan(report: dict) -> Plan:
             plan.seconds[check].append(float(case.get("expected_s") or 0.0))
             if case.get("sized_down"):
                 plan.sized_down[case["sized_down"]].append(name)
+        else:
+            plan.builds += 1
     return plan
 
 
@@ -68,7 +73,8 @@ def plan_lines(plan: Plan, prefix: str = "plan") -> list[str]:
         f"{check} {len(values)} ({minutes(sum(values))})"
         for check, values in sorted(plan.seconds.items(), key=lambda item: -sum(item[1]))
     )
-    lines = [f"{prefix}: {plan.cases} case(s), expected {minutes(plan.total_s)}: {by_check}"]
+    builds = f" and {plan.builds} build(s)" if plan.builds else ""
+    lines = [f"{prefix}: {plan.cases} case(s){builds}, expected {minutes(plan.total_s)}: {by_check}"]
     lines += [f"{prefix}: sized down ({_counted(names)}): {change}" for change, names in plan.sized_down.items()]
     reasons: dict[str, list[str]] = defaultdict(list)
     times: dict[str, list[str]] = defaultdict(list)

@@ -34,9 +34,12 @@ def test_the_plan_totals_the_cases_and_says_each_reason_once():
         ]
     }
     plan = plans.read_plan(json.loads(json.dumps(report)))
-    assert plan.cases == 3 and plan.total_s == 120.0
+    assert plan.cases == 3 and plan.builds == 1 and plan.total_s == 120.0
     lines = plans.plan_lines(plan)
-    assert lines[0] == "plan: 3 case(s), expected 2 min 00 s: um_bandwidth 2 (1 min 10 s), path_matrix 1 (50 s)"
+    # 3 cases and 1 build run, 3 left out: the 7 of ReFrame's "Ran 4/7", said so.
+    assert lines[0] == (
+        "plan: 3 case(s) and 1 build(s), expected 2 min 00 s: um_bandwidth 2 (1 min 10 s), path_matrix 1 (50 s)"
+    )
     assert "plan: sized down (um_bandwidth x1): repeats 5 -> 3: 3 min -> 1 min" in lines
     assert f"plan: left out (um_bandwidth x2): {over}3 min 10 s to 9 min 53 s" in lines
     assert "plan: left out (gdrcopy_sanity x1): no gdrdrv" in lines
