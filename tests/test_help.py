@@ -76,3 +76,13 @@ def test_a_command_the_suite_does_not_have_is_a_usage_error():
 def test_a_power_table_that_could_judge_nothing_is_a_usage_error_naming_its_option(args, words):
     done = suite("power", *args)
     assert done.returncode == 3 and words in done.stderr
+
+
+@pytest.mark.parametrize("command", ["nightly", "accept", "tiers", "report"])
+def test_before_the_environment_is_made_a_commands_help_installs_nothing(command, tmp_path):
+    """The first `./suite nightly --help` on a fresh clone took 22 s of installs: its summary comes first."""
+    env = {**ENV, "GPU_MEMPATHS_VENV": str(tmp_path / "not-yet")}
+    done = subprocess.run([str(REPO / "suite"), command, "--help"], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0 and done.stdout.lstrip().startswith(f"./suite {command}"), done.stdout + done.stderr
+    assert "installing" not in done.stderr and not (tmp_path / "not-yet").exists()
+    assert f"./suite {command} --help once the environment is made" in done.stdout
