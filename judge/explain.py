@@ -110,9 +110,15 @@ def _num(value) -> float:
         return math.nan
 
 
+def signed(value: float, digits: int = 1) -> str:
+    """'+12.3' / '-4.0', and '0.0' for what rounds to zero: never '-0.0' nor '+0.0' beside a path as accepted."""
+    text = f"{value:+.{digits}f}"
+    return text[1:] if float(text) == 0 else text
+
+
 def _pct(value: float, digits: int = 1) -> str:
-    """'+12.3%' / '-4.0%' of a % worse."""
-    return f"{value:+.{digits}f}%"
+    """'+12.3%' / '-4.0%' of a % worse ('0.0%' where it rounds to zero)."""
+    return f"{signed(value, digits)}%"
 
 
 def _finite(value) -> bool:

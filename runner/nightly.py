@@ -1455,7 +1455,7 @@ def path_line(row) -> str:
     better = better if isinstance(better, str) else ""  # NaN read back from a table: no direction known
 
     def worse(change: float) -> str:
-        return f"{explain.worse_pct(change, better):+.1f}% worse" if better else f"{change:+.1f}%"
+        return f"{explain.signed(explain.worse_pct(change, better))}% worse" if better else f"{explain.signed(change)}%"
 
     line = (
         f"{row.path}: {worse(row.change_pct)} ({row.agree} of {row.figures} figures agree; "

@@ -350,3 +350,11 @@ def test_a_history_without_changes_says_so_and_names_its_spikes_with_readable_ax
     assert min(label.get_fontsize() for label in ax.get_xticklabels()) >= 9  # 12 px at the page's 100 dpi
     assert ax.get_xticklabels()[0].get_text() == "12-01 01:00"
     plt.close(fig)
+
+
+def test_a_change_that_rounds_to_zero_is_written_without_a_sign():
+    """'-0.0' and '+0.0' beside paths as accepted read as a move: what rounds to zero is written 0.0."""
+    from judge.explain import signed
+
+    assert [signed(v) for v in (-0.04, 0.04, -3.25, 12.0)] == ["0.0", "0.0", "-3.2", "+12.0"]
+    assert signed(-0.4, 0) == "0" and signed(0.6, 0) == "+1"
