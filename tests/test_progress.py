@@ -35,7 +35,8 @@ def test_steps_weighed_by_their_work_and_what_comes_after_named():
         now[0] += records / 10  # a second per ten records
         progress.step(records)
     assert out.getvalue() == ""  # 10 s, then done: nothing said
-    now[0], progress = 0.0, Progress("report", "records", 1000, 5, out, lambda: now[0], "the index")
+    now[0] = 0.0
+    progress = Progress("report", "records", 1000, 5, out, lambda: now[0], "the index")
     now[0] += 10
     progress.step(100)
     assert out.getvalue().splitlines() == [
