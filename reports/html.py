@@ -224,7 +224,7 @@ VERDICT_COLUMNS = {
     "later_worse_pct": f"measured later, {WORSE}",
     "spread_pct": "spread of the accepted runs %",
     "floor_pct": "floor %",
-    "siblings_verdict": f"against its siblings, {WORSE}",
+    "siblings_verdict": f"the other judge: the GPU against its siblings, {WORSE}",
     "why": "why",
     "contended_by": "another process on its GPUs (not drained)",
 }
@@ -234,12 +234,12 @@ SIBLING_COLUMNS = {
     "gpus": "GPU",
     "verdict": "verdict",
     "worse_pct": f"tonight, {WORSE_HEADER} than its siblings",
-    "accepted_worse_pct": f"in the accepted runs, {WORSE}",
+    "accepted_worse_pct": f"behind its siblings in the accepted runs, {WORSE}",
     "rerun_worse_pct": f"its rerun, {WORSE}",
     "later_worse_pct": f"measured later, {WORSE}",
     "floor_pct": "floor %",
     "z": "standard errors beyond the floor",
-    "accepted_verdict": f"against the accepted runs, {WORSE}",
+    "accepted_verdict": f"the other judge: the path against its accepted runs, {WORSE}",
     "why": "why",
     "contended_by": "another process on its GPUs (not drained)",
 }
