@@ -322,6 +322,21 @@ def _set_aside(paths: pd.DataFrame) -> list[str]:
     return parts
 
 
+def rejudged_table(run: dict) -> str:
+    """A night judged again: its own verdict and the later one side by side, each with its date; the lists
+    below are the later one's."""
+    when = html.escape(str(run["rejudged"]).replace("T", " "))
+    ran = html.escape(str(run.get("stamp", "")).replace("T", " "))
+    return (
+        "<h2>Verdicts</h2><table class='verdicts'><thead><tr><th></th><th>verdict</th><th>judged</th></tr></thead>"
+        f"<tbody><tr><td class='text'>the night itself</td><td class='text'>{html.escape(verdict_words(run['as_ran']))}"
+        f"</td><td class='text'>{ran} UTC, as it ran</td></tr>"
+        f"<tr><td class='text'>judged again (./suite rejudge)</td><td class='text'>{html.escape(verdict_words(run))}"
+        f"</td><td class='text'>{when} UTC, against the accepted runs and rules of then</td></tr></tbody></table>"
+        "<p>What follows is the verdict judged again.</p>"
+    )
+
+
 def verdict_box(run: dict, found: list, step: tuple[str, str] | None, limit: int = 12) -> list[str]:
     """The verdict in a few lines: its exit status and meaning, a drill's
     fault, the next step, and what moved (the first `limit` findings, each
@@ -332,16 +347,12 @@ def verdict_box(run: dict, found: list, step: tuple[str, str] | None, limit: int
             "<p class='next'><b>Next step: rerun</b>: judge it against the accepted runs as they are now "
             f"(./suite rejudge {html.escape(str(run.get('stamp', 'STAMP')))}).</p>",
         ]
-    parts = [f"<h2>Verdict: exit {run.get('exit')} ({html.escape(str(run.get('meaning', '')))})</h2>"]
+    if run.get("rejudged"):  # reports/runs.py's as_last_judged: both verdicts, side by side, each dated
+        parts = [rejudged_table(run)]
+    else:
+        parts = [f"<h2>Verdict: exit {run.get('exit')} ({html.escape(str(run.get('meaning', '')))})</h2>"]
     if run.get("host_differs"):  # first: whatever moved may be the host's (runner/nightly.py)
         parts.append(f"<p class='host'><b>Note</b>: {html.escape(run['host_differs'])}.</p>")
-    if run.get("rejudged"):  # reports/runs.py's as_last_judged
-        ran = run["as_ran"]
-        parts.append(
-            f"<p>Judged again {html.escape(str(run['rejudged']).replace('T', ' '))} UTC (./suite rejudge) against "
-            "the accepted runs and the rules as they were then; the night itself: "
-            f"{html.escape(verdict_words(ran))}.</p>"
-        )
     if run.get("drill"):
         parts.append(f"<p>A drill: {html.escape(run['drill'])} (no night of later nights' history).</p>")
     if step is not None:
@@ -445,8 +456,9 @@ def nights_section(nights: list[NightLink], outdir: Path, limit: int = 3) -> lis
             lines.append(f"and {len(night.found) - limit} more")
         moved = "<br>".join(lines) or "nothing"
         status = html.escape(verdict_words(run))
-        if run.get("rejudged"):
-            status += f"<br><small>judged again; the night itself: {html.escape(verdict_words(run['as_ran']))}</small>"
+        if run.get("rejudged"):  # both, each dated: the night's own first
+            again = html.escape(str(run["rejudged"])[:10])
+            status = f"the night: {html.escape(verdict_words(run['as_ran']))}<br>judged again {again}: {status}"
         drill = "<br><i>a drill</i>" if run.get("drill") else "<br><i>a replay</i>" if run.get("replay") else ""
         rows.append(
             f"<tr class='exit{html.escape(str(run.get('exit')))}'><td class='text'>{html.escape(night.label)}</td>"
@@ -456,6 +468,10 @@ def nights_section(nights: list[NightLink], outdir: Path, limit: int = 3) -> lis
         )
     return [
         "<h2>The latest night of each kind of node</h2>",
+        "<p>A night judged again (./suite rejudge) shows its own verdict and the later one; what moved and the "
+        "next step are the later one's.</p>"
+        if any(n.run.get("rejudged") for n in nights)
+        else "",
         "<table class='nights'><thead><tr><th>kind of node</th><th>night (UTC)</th><th>verdict</th>"
         f"<th>what moved, as {WORSE_HEADER}</th><th>next step</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>",

@@ -150,8 +150,12 @@ def test_a_night_judged_again_is_shown_as_judged_again_beside_what_it_said(tmp_p
     assert name == explain.Step.NOTHING and [f for f in found if f.verdict == "LAGGING"] == []
     assert main(["night", REJUDGED, "--verdict-only", "-o", str(tmp_path)]) == 0
     page = (tmp_path / "index.html").read_text()
-    words = "the night itself: exit 2 (something moved)"
-    assert page.index("Verdict: exit 0 (as accepted)") < page.index(words) < page.index("<table")
+    # Side by side, each dated, the night's own first: not its exit 2 in a grey sentence under the later exit 0.
+    table = page[page.index("<h2>Verdicts</h2>") :]
+    table = table[: table.index("</table>")]
+    own = "the night itself</td><td class='text'>exit 2 (something moved)</td><td class='text'>2026-11-28 20:11"
+    again = "judged again (./suite rejudge)</td><td class='text'>exit 0 (as accepted)</td>"
+    assert own in table and again in table and table.index(own) < table.index(again), table
 
 
 def test_rejudge_records_its_verdict_for_the_pages(tmp_path, monkeypatch):
