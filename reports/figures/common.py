@@ -84,6 +84,26 @@ def _footer(fig, frame: pd.DataFrame, extra: str = "") -> None:
     fig.text(0.01, 0.005, text, fontsize=8, color="#444444", ha="left", va="bottom", wrap=True)
 
 
+def stack_label(records: pd.DataFrame) -> str:
+    """'driver 580.159.04, CUDA runtime 13.0': what measured a figure's records (each value, where they differ)."""
+    parts = []
+    for field, word in (("driver_version", "driver"), ("cuda_runtime_version", "CUDA runtime")):
+        values = unique(records, field) if field in records else []
+        values = [v for v in values if v and v not in ("unknown", "none", "nan")]
+        if values:
+            parts.append(f"{word} {', '.join(values)}")
+    return ", ".join(parts)
+
+
+def _name_the_stack(fig, records: pd.DataFrame) -> None:
+    """The figure's title ends with the driver and CUDA runtime of its records: figures of several runtimes
+    on one page once had identical titles, the runtime only in the grey footer."""
+    title = fig._suptitle
+    stack = stack_label(records)
+    if title is not None and stack and stack not in title.get_text():
+        title.set_text(f"{title.get_text()}\n{stack}")
+
+
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
 
@@ -162,8 +182,9 @@ def finish(
     right: float = 1.0,
     margins: tuple | None = None,
 ) -> str:
-    """Footer, layout (and `margins` inches above and below the axes), the
+    """The title's software stack, footer, layout (and `margins` inches above and below the axes), the
     file written under `outdir`; returns the file's name."""
+    _name_the_stack(fig, records)
     _footer(fig, records, note)
     _layout(fig, top, right)
     if margins:
