@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from experiments.numbers import signed
 from judge.verdict import holm, worse_pct  # worse_pct: the verdict's sign, said in words here too
 from systems.finding_codes import catalogue, code_of, failed_checks
 
@@ -108,12 +109,6 @@ def _num(value) -> float:
         return float(value)
     except (TypeError, ValueError):
         return math.nan
-
-
-def signed(value: float, digits: int = 1) -> str:
-    """'+12.3' / '-4.0', and '0.0' for what rounds to zero: never '-0.0' nor '+0.0' beside a path as accepted."""
-    text = f"{value:+.{digits}f}"
-    return text[1:] if float(text) == 0 else text
 
 
 def _pct(value: float, digits: int = 1) -> str:

@@ -17,8 +17,8 @@ import pandas as pd
 import experiments
 from experiments.gpu_use import process_line, process_place
 from experiments.keys import SERIES_FIELDS
+from experiments.numbers import signed
 from experiments.progress import Progress
-from judge import explain
 from reports.figures import Figure, coverage, coverage_text, drawing_of, each_check, render_check
 from reports.figures.common import COVERAGE_FIELDS
 from reports.figures.versions import versions_figures
@@ -88,7 +88,7 @@ def _verdict_table(table: pd.DataFrame, columns: dict[str, str], caption: str) -
             elif value != value:
                 cells.append("<td></td>")
             elif name.endswith("worse_pct"):
-                cells.append(f"<td>{explain.signed(value)}</td>")
+                cells.append(f"<td>{signed(value)}</td>")
             else:
                 cells.append(f"<td>{value:.3g}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")

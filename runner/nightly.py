@@ -57,6 +57,7 @@ import pandas as pd
 from experiments import metrics
 from experiments.files import DamagedFile, disk_problem, read_json, write_atomic, write_json
 from experiments.gpu_use import process_line, process_place
+from experiments.numbers import signed
 from experiments.roots import REPO
 from judge import changepoints, explain, siblings, verdict
 from judge.select import RERUNS, accepted_masks, run_rows, runs_without_rows, windows_of
@@ -1455,7 +1456,7 @@ def path_line(row) -> str:
     better = better if isinstance(better, str) else ""  # NaN read back from a table: no direction known
 
     def worse(change: float) -> str:
-        return f"{explain.signed(explain.worse_pct(change, better))}% worse" if better else f"{explain.signed(change)}%"
+        return f"{signed(explain.worse_pct(change, better))}% worse" if better else f"{signed(change)}%"
 
     line = (
         f"{row.path}: {worse(row.change_pct)} ({row.agree} of {row.figures} figures agree; "

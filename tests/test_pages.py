@@ -358,7 +358,7 @@ def test_a_history_without_changes_says_so_and_names_its_spikes_with_readable_ax
 
 def test_a_change_that_rounds_to_zero_is_written_without_a_sign():
     """'-0.0' and '+0.0' beside paths as accepted read as a move: what rounds to zero is written 0.0."""
-    from judge.explain import signed
+    from experiments.numbers import signed
 
     assert [signed(v) for v in (-0.04, 0.04, -3.25, 12.0)] == ["0.0", "0.0", "-3.2", "+12.0"]
     assert signed(-0.4, 0) == "0" and signed(0.6, 0) == "+1"
