@@ -4,6 +4,7 @@ itself ends as "not judged" with its cause named, and no outside string
 reaches a shell or a path outside results/. The nights on the fake node,
 killed and crowded, are in tests/test_fake_gpu_faults.py."""
 
+import contextlib
 import errno
 import json
 import os
@@ -45,22 +46,29 @@ HOSTILE = [
 # --- one night at a time --------------------------------------------------------------------------------------
 
 
-def test_a_second_command_is_refused_naming_the_holder_and_the_lock_goes_with_its_holder(tmp_path, monkeypatch):
-    monkeypatch.setattr(lock, "RESULTS", tmp_path)  # this test's lock, not the checkout's
-    path = lock.lock_path()
+@contextlib.contextmanager
+def holding(path: Path, what: str, seconds: float):
+    """Another process holding the node's lock at `path` as `what` (a Python expression) for `seconds`,
+    killed (SIGKILL: no pid file is left to block the next) once the block ends."""
     hold = (
         f"from runner import lock; from pathlib import Path; import time; "
-        f"lock.acquire('./suite nightly --system x', path=Path({str(path)!r})); print('held', flush=True); "
-        "time.sleep(60)"
+        f"lock.acquire({what}, path=Path({str(path)!r})); print('held', flush=True); time.sleep({seconds})"
     )
     holder = subprocess.Popen([sys.executable, "-c", hold], cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "held\n"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_second_command_is_refused_naming_the_holder_and_the_lock_goes_with_its_holder(tmp_path, monkeypatch):
+    monkeypatch.setattr(lock, "RESULTS", tmp_path)  # this test's lock, not the checkout's
+    path = lock.lock_path()
+    with holding(path, "'./suite nightly --system x'", 60):
         with pytest.raises(lock.Busy, match=r"pid \d+ since .* UTC: ./suite nightly --system x; one night at a time"):
             lock.acquire("./suite nightly")
-    finally:
-        holder.kill()  # SIGKILL: no pid file is left to block the next
-        holder.wait()
     with lock.held("the next night"):
         assert "the next night" in path.read_text()
 
@@ -71,35 +79,19 @@ def test_a_night_waits_for_a_health_check_measuring_and_a_health_check_never_wai
     held goes on at once (CONTENDED), never past its own limit; a brief holder past its word is Busy."""
     monkeypatch.setattr(lock, "RESULTS", tmp_path)
     path = lock.lock_path()
-    hold = (
-        f"from runner import lock; from pathlib import Path; import time; "
-        f"lock.acquire(lock.brief('./suite health --system x', 1.5), path=Path({str(path)!r})); "
-        "print('held', flush=True); time.sleep(1.5)"
-    )
-    holder = subprocess.Popen([sys.executable, "-c", hold], cwd=REPO, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "held\n"
+    with holding(path, "lock.brief('./suite health --system x', 1.5)", 1.5):
         with pytest.raises(lock.Busy, match=r"./suite health --system x \(done by \d+\)"):
             lock.acquire("./suite health --system x", brief_wait_s=0)
         started = time.monotonic()
         with lock.held("./suite nightly"):  # waits for the health check's end, then holds the node
             assert "./suite nightly" in path.read_text()
         assert time.monotonic() - started < 10
-    finally:
-        holder.kill()
-        holder.wait()
-    late = lock.brief("a tier that overstays", -60)  # said it would be done a minute ago: not waited for
-    hold = hold.replace("lock.brief('./suite health --system x', 1.5)", repr(late)).replace("sleep(1.5)", "sleep(60)")
-    holder = subprocess.Popen([sys.executable, "-c", hold], cwd=REPO, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "held\n"
+    # Said it would be done a minute ago: not waited for.
+    with holding(path, "lock.brief('a tier that overstays', -60)", 60):
         started = time.monotonic()
         with pytest.raises(lock.Busy, match="a tier that overstays"):
             lock.acquire("./suite nightly")
         assert time.monotonic() - started < 2 * lock.POLL_S + 1
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_runner_lock_holds_the_lock_across_exec_for_the_command(tmp_path, monkeypatch):
