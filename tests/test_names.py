@@ -67,6 +67,7 @@ def test_no_layer_uses_a_name_the_table_does_not_give():
                 "gpu_use",
                 "files",
                 "code",
+                "numbers",
             )
         ],
         "reports/figures": [
