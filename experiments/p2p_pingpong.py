@@ -47,5 +47,5 @@ def pingpong_final(a: int, b: int, iters: int) -> tuple:
 NOTE = "the NVBit seed's persistent ping-pong kernel; slowdown is against the baseline of the same job."
 TABLE_CAPTION = (
     "The persistent kernel's ping-pong of 64 MiB between two GPUs, 10000 iterations: time, the seed's "
-    "bandwidth (GiB/s) and the slowdown against the baseline run first in the same job; median over executions."
+    "bandwidth (GB/s) and the slowdown against the baseline run first in the same job; median over executions."
 )

@@ -20,7 +20,7 @@ from experiments.keys import SERIES_FIELDS
 from experiments.numbers import signed
 from experiments.progress import Progress
 from reports.figures import Figure, coverage, coverage_text, drawing_of, each_check, render_check
-from reports.figures.common import COVERAGE_FIELDS
+from reports.figures.common import COVERAGE_FIELDS, in_gb_per_s
 from reports.figures.versions import versions_figures
 from reports.load import Loaded
 from reports.page import WORSE, WORSE_HEADER, page_html
@@ -546,6 +546,7 @@ class CheckRecords:
     @classmethod
     def of(cls, records: pd.DataFrame) -> CheckRecords:
         every, impossible = drawable(records)
+        every = in_gb_per_s(every)  # one unit of bandwidth on every page, whatever the seed's
         return cls(every, every[every["sample"].isna()], impossible)
 
 

@@ -324,7 +324,8 @@ def test_the_report_names_what_it_covers(report):
     )  # the nights and the accepted runs are committed
     assert set(pages) == {e.NAME for e in experiments.every()} - {"gdrcopy"}  # no GPU here had gdrdrv
     assert "CUDA runtime" in text and "580.159.04" in text and "pcie gen5 x16" in text
-    assert "steady_bw (GiB/s)" in text
+    # One unit of bandwidth on every page (docs/glossary.md): the seeds' GiB/s converted, never shown.
+    assert "steady_bw (GB/s)" in text and "GiB/s" not in text
     assert "managed+prefetch vs explicit" in text and "Crossovers" in text  # the DAXPY crossover table
     assert "overtakes (from size)" in text  # the latency table
     assert "plateau, % of speed of light" in text and re.search(r"<td>\d\d\.\d%</td>", text)  # the scan table

@@ -25,7 +25,7 @@ import pandas as pd
 
 from experiments.progress import Progress
 from reports.figures import copy_latency, daxpy, host_bandwidth, mem_scan, p2p_pingpong, path_matrix, um_bandwidth
-from reports.figures.common import Figure, coverage, coverage_text, finite
+from reports.figures.common import Figure, coverage, coverage_text, finite, in_gb_per_s
 from reports.figures.generic import generic
 from reports.load import CORE
 
@@ -66,7 +66,9 @@ def render_all(frame: pd.DataFrame, outdir: Path, generic_for_all: bool = False)
 
 
 def render_check(test: str, records: pd.DataFrame, outdir: Path, generic_for_all: bool = False) -> list[Figure]:
-    """The figures of one check from its finite records: its own drawings, or the generic bars."""
+    """The figures of one check from its finite records (every bandwidth in GB/s): its own drawings, or the
+    generic bars."""
+    records = in_gb_per_s(records)
     drawing = drawing_of(test)
     special = getattr(drawing, "FIGURES", [])
     figures = []

@@ -19,6 +19,10 @@ from experiments.references import is_bound_only  # noqa: E402
 from reports import sol  # noqa: E402
 
 GiB = 2**30
+#: The one unit of bandwidth on every page and figure (docs/glossary.md): decimal GB/s.
+GB = 1e9
+#: Units a program records (its seed's) that the pages show as GB/s, by their factor to it.
+TO_GB_PER_S = {"GiB/s": GiB / GB, "MiB/s": 2**20 / GB, "MB/s": 1e6 / GB}
 DPI = 90
 
 #: What distinguishes one set of runs from another in a figure's series.
@@ -102,6 +106,25 @@ def _name_the_stack(fig, records: pd.DataFrame) -> None:
     stack = stack_label(records)
     if title is not None and stack and stack not in title.get_text():
         title.set_text(f"{title.get_text()}\n{stack}")
+
+
+def in_gb_per_s(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with every bandwidth in GB/s (its value and reference converted, its unit renamed): the records
+    keep the unit their seed states (host_bandwidth's and Unified Memory's GiB/s), the pages show one."""
+    if "unit" not in frame or not frame["unit"].isin(list(TO_GB_PER_S)).any():
+        return frame
+    frame = frame.copy()
+    factor = frame["unit"].map(TO_GB_PER_S)
+    converted = factor.notna()
+    for column in ("value", "ref"):
+        if column in frame:
+            numbers = pd.to_numeric(frame.loc[converted, column], errors="coerce")
+            frame[column] = frame[column].astype(object)
+            frame.loc[converted, column] = numbers * factor[converted]
+            if column == "value":
+                frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    frame.loc[converted, "unit"] = "GB/s"
+    return frame
 
 
 def slug(text: str) -> str:

@@ -40,7 +40,7 @@ def host_numa(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
             ax.text(x, row["median"], f"{row['median']:.1f}", ha="center", va="bottom", fontsize=8)
     labels = [f"{group['series'].replace(', ', chr(10))}\nNUMA node {group['numa']}" for _, group in groups.iterrows()]
     ax.set_xticks(range(len(groups)), labels, fontsize=8)
-    ax.set_ylabel("bandwidth (GiB/s)")
+    ax.set_ylabel("bandwidth (GB/s)")
     ax.set_xlim(-0.8, len(groups) - 0.2)
     ax.set_title(
         "Host memory bandwidth per NUMA node\nthreads bound to the node, memory on it; median of the program's runs",

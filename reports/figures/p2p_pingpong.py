@@ -28,7 +28,7 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
                     "set of runs": runs_label(dict(zip(group_keys(), key))),
                     "variant": variant,
                     "time (s)": values.get("time"),
-                    "bandwidth (GiB/s)": values.get("bandwidth"),
+                    "bandwidth (GB/s)": values.get("bandwidth"),
                     "slowdown vs baseline (x)": values.get("slowdown"),
                     "baseline in the same job (s)": baseline,
                 }

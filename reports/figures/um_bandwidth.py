@@ -12,7 +12,7 @@ from matplotlib.lines import Line2D
 
 from experiments.um_bandwidth import NAME
 from reports.figures.axes import log_limits
-from reports.figures.common import Figure, GiB, coverage_text, finish, group_keys, key_name, link_sol
+from reports.figures.common import GB, Figure, coverage_text, finish, group_keys, key_name, link_sol
 
 # --- Unified Memory reprex ---------------------------------------------------
 
@@ -71,15 +71,15 @@ def _draw_run_lines(ax, panel: pd.DataFrame) -> None:
             ax.fill_between(x, case["min"], case["max"], color=color, alpha=0.15)
 
 
-def _draw_limits(ax, link_gib: float | None, engine: float | None, label: bool) -> None:
+def _draw_limits(ax, link_gb: float | None, engine: float | None, label: bool) -> None:
     """The link's speed of light (dashed) and the copy engine (dotted), labelled on the last panel."""
-    if link_gib:
-        ax.axhline(link_gib, color="black", linestyle="--", linewidth=1)
+    if link_gb:
+        ax.axhline(link_gb, color="black", linestyle="--", linewidth=1)
         if label:
             ax.text(
                 0.98,
-                link_gib * 1.08,
-                f"link {link_gib:.1f}",
+                link_gb * 1.08,
+                f"link {link_gb:.1f}",
                 transform=ax.get_yaxis_transform(),
                 fontsize=7,
                 ha="right",
@@ -99,7 +99,7 @@ def _draw_limits(ax, link_gib: float | None, engine: float | None, label: bool) 
             )
 
 
-def _runs_legend(stats: pd.DataFrame, link_gib: float | None) -> list:
+def _runs_legend(stats: pd.DataFrame, link_gb: float | None) -> list:
     handles = [
         Line2D([], [], color=_ADVICE_COLORS[a], label=f"advice: {a}") for a in _ADVICE if a in set(stats["advice"])
     ]
@@ -108,15 +108,15 @@ def _runs_legend(stats: pd.DataFrame, link_gib: float | None) -> list:
         for t, (s, m) in _TOUCH_STYLE.items()
         if t in set(stats["touch_on_host"])
     ]
-    if link_gib:
+    if link_gb:
         handles.append(
-            Line2D([], [], color="black", linestyle="--", label=f"host link speed of light {link_gib:.1f} GiB/s")
+            Line2D([], [], color="black", linestyle="--", label=f"host link speed of light {link_gb:.1f} GB/s")
         )
     handles.append(Line2D([], [], color="#7f7f7f", linestyle=":", label="copy engine, same run (H2D read / D2H write)"))
     return handles
 
 
-def _draw_runs(stats: pd.DataFrame, group: pd.DataFrame, link_gib: float | None):
+def _draw_runs(stats: pd.DataFrame, group: pd.DataFrame, link_gb: float | None):
     ops = [op for op in ("read", "write") if op in set(stats["op"])]
     allocators = _ordered(stats["allocator"], _ALLOCATORS)
     fig, axes = plt.subplots(
@@ -128,19 +128,19 @@ def _draw_runs(stats: pd.DataFrame, group: pd.DataFrame, link_gib: float | None)
         squeeze=False,
     )
     low, high = log_limits(pd.concat([stats["min"], stats["median"], stats["max"]]), 0.6, 1.8)
-    high = max(high, (link_gib or 0) * 1.5)
+    high = max(high, (link_gb or 0) * 1.5)
     for i, op in enumerate(ops):
         for j, allocator in enumerate(allocators):
             ax = axes[i][j]
             panel = stats[(stats["op"] == op) & (stats["allocator"] == allocator)]
             _draw_run_lines(ax, panel)
-            _draw_limits(ax, link_gib, _copy_engine(group, op), label=j == len(allocators) - 1)
+            _draw_limits(ax, link_gb, _copy_engine(group, op), label=j == len(allocators) - 1)
             ax.set_yscale("log")
             ax.set_ylim(low, high)
             ax.grid(True, which="major", alpha=0.3)
             ax.set_title(f"{allocator}, {op}" + ("" if not panel.empty else " (not run)"), fontsize=10)
             if j == 0:
-                ax.set_ylabel("kernel throughput (GiB/s, log scale)")
+                ax.set_ylabel("kernel throughput (GB/s, log scale)")
             if i == len(ops) - 1:
                 ax.set_xlabel("run")
             ax.set_xticks(sorted(stats["run"].unique()))
@@ -164,9 +164,9 @@ def um_per_run(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
         if not (stats["max"] > 0).any():  # nothing to draw on its log axis
             continue
         link = link_sol(group)
-        link_gib = link.bytes_per_s / GiB if link else None
-        fig = _draw_runs(stats, group, link_gib)
-        right = _legend_beside(fig, _runs_legend(stats, link_gib))
+        link_gb = link.bytes_per_s / GB if link else None
+        fig = _draw_runs(stats, group, link_gb)
+        right = _legend_beside(fig, _runs_legend(stats, link_gb))
         info = dict(zip(group_keys() + ["size_class"], key))
         fig.suptitle(
             f"Unified Memory reprex: throughput of every kernel run, {info['size_class']} "
@@ -217,7 +217,7 @@ def _case_order(part: pd.DataFrame) -> list:
     return sorted(part.index, key=rank)[::-1]
 
 
-def _label_bars(ax, steady, firsts, limit: float, link_gib: float | None, engine: float | None) -> None:
+def _label_bars(ax, steady, firsts, limit: float, link_gb: float | None, engine: float | None) -> None:
     for yi, (value, first) in enumerate(zip(steady, firsts)):
         if value != value:
             continue
@@ -225,7 +225,7 @@ def _label_bars(ax, steady, firsts, limit: float, link_gib: float | None, engine
             ax.text(
                 limit * 0.98,
                 yi,
-                f"{value:.0f} GiB/s: data in GPU memory \u2192",
+                f"{value:.0f} GB/s: data in GPU memory \u2192",
                 va="center",
                 ha="right",
                 fontsize=7,
@@ -233,20 +233,20 @@ def _label_bars(ax, steady, firsts, limit: float, link_gib: float | None, engine
                 fontweight="bold",
             )
             continue
-        shares = [f"{value / b:.0%} of {n}" for b, n in ((link_gib, "link"), (engine, "CE")) if b]
+        shares = [f"{value / b:.0%} of {n}" for b, n in ((link_gb, "link"), (engine, "CE")) if b]
         inside = value > 0.45 * limit  # short bars: the text goes past the bar and its first-run mark
         at = limit * 0.04 if inside else max(value, min(first, limit) if first == first else 0) + limit * 0.02
         ax.text(
             at,
             yi,
-            f"{value:.3g} GiB/s" + (f" ({', '.join(shares)})" if shares else ""),
+            f"{value:.3g} GB/s" + (f" ({', '.join(shares)})" if shares else ""),
             va="center",
             fontsize=7,
             color="black",
         )
 
 
-def _draw_steady_panel(ax, op: str, part: pd.DataFrame, limit: float, link_gib, engine) -> None:
+def _draw_steady_panel(ax, op: str, part: pd.DataFrame, limit: float, link_gb, engine) -> None:
     order = _case_order(part)
     part = part.loc[order]
     labels = [f"{a}{'' if adv == 'none' else '+' + adv}, {t.replace('notouch', 'no touch')}" for a, adv, t in order]
@@ -255,28 +255,28 @@ def _draw_steady_panel(ax, op: str, part: pd.DataFrame, limit: float, link_gib, 
     ax.barh(y, steady.clip(upper=limit), color=[_ADVICE_COLORS.get(adv, "#7f7f7f") for _, adv, _ in order], alpha=0.8)
     if "first_run_bw" in part:
         ax.plot(part["first_run_bw"].clip(upper=limit), y, "kx", ms=7)
-    _label_bars(ax, steady, part["first_run_bw"] if "first_run_bw" in part else steady, limit, link_gib, engine)
-    if link_gib:
-        ax.axvline(link_gib, color="black", linestyle="--", linewidth=1)
+    _label_bars(ax, steady, part["first_run_bw"] if "first_run_bw" in part else steady, limit, link_gb, engine)
+    if link_gb:
+        ax.axvline(link_gb, color="black", linestyle="--", linewidth=1)
     if engine:
         ax.axvline(engine, color="#555555", linestyle=":", linewidth=1.5)
     ax.set_yticks(y, labels, fontsize=8)
     ax.set_xlim(0, limit)
     ax.set_ylim(-0.6, len(y) - 0.4)
-    ax.set_xlabel("throughput (GiB/s)")
+    ax.set_xlabel("throughput (GB/s)")
     ax.set_title(f"{op}: the kernel {'reads' if op == 'read' else 'writes'} the buffer", fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
 
 
-def _steady_legend(fig, link_gib: float | None) -> None:
+def _steady_legend(fig, link_gb: float | None) -> None:
     handles = [
         Line2D([], [], color="#1f77b4", linewidth=8, alpha=0.8, label="steady state (median of runs 2..N)"),
         Line2D([], [], color="black", marker="x", linestyle="", label="first run"),
         Line2D([], [], color="#555555", linestyle=":", label="copy engine (CE), same run"),
     ]
-    if link_gib:
+    if link_gb:
         handles.insert(
-            2, Line2D([], [], color="black", linestyle="--", label=f"host link speed of light {link_gib:.1f} GiB/s")
+            2, Line2D([], [], color="black", linestyle="--", label=f"host link speed of light {link_gb:.1f} GB/s")
         )
     fig.legend(
         handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.95)
@@ -297,14 +297,14 @@ def um_steady(frame: pd.DataFrame, outdir: Path) -> list[Figure]:
             continue
         ops = [op for op in ("read", "write") if op in table.index.get_level_values("op")]
         link = link_sol(group)
-        link_gib = link.bytes_per_s / GiB if link else None
+        link_gb = link.bytes_per_s / GB if link else None
         engines = {op: _copy_engine(group, op) for op in ops}
-        limit = _steady_axis_limit(table, [v for v in (link_gib, *engines.values()) if v])
+        limit = _steady_axis_limit(table, [v for v in (link_gb, *engines.values()) if v])
         rows = max(len(table.xs(op, level="op")) for op in ops)
         fig, axes = plt.subplots(1, len(ops), figsize=(7.4 * len(ops), 0.42 * rows + 2.8), squeeze=False)
         for ax, op in zip(axes[0], ops):
-            _draw_steady_panel(ax, op, table.xs(op, level="op"), limit, link_gib, engines[op])
-        _steady_legend(fig, link_gib)
+            _draw_steady_panel(ax, op, table.xs(op, level="op"), limit, link_gb, engines[op])
+        _steady_legend(fig, link_gb)
         info = dict(zip(group_keys() + ["size_class"], key))
         fig.suptitle(
             f"Unified Memory reprex: steady state against the host link, {info['size_class']} "
