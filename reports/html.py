@@ -289,14 +289,18 @@ def verdict_section(
         aside = paths["verdict"].isin(["unjudged", "yardstick"])
         table = paths.loc[~aside, [c for c in VERDICT_COLUMNS if c in paths.columns]]
         sizes = table["worse_pct"].abs() if "worse_pct" in table else pd.Series(0, table.index)
-        parts.append(
-            _verdict_table(
-                _ranked(table, sizes),
-                VERDICT_COLUMNS,
-                f"Each path against the accepted runs (paths.csv): {WORSE_HEADER}, the change of the "
-                "path's figures signed so that a rate's fall and a time's rise are both positive.",
-            )
+        shown, folded = _fold_within_floor(_ranked(table, sizes))
+        caption = (
+            f"Each path against the accepted runs (paths.csv): {WORSE_HEADER}, the change of the "
+            "path's figures signed so that a rate's fall and a time's rise are both positive."
         )
+        parts.append(_verdict_table(shown, VERDICT_COLUMNS, caption))
+        if not folded.empty:
+            parts.append(
+                f"<details><summary>{len(folded)} more paths as accepted, each within its floor</summary>"
+                + _verdict_table(folded, VERDICT_COLUMNS, "The paths folded above, as judged.")
+                + "</details>"
+            )
         parts += _set_aside(paths[aside])
     if lags is not None and not lags.empty:
         table = _ranked(lags[[c for c in SIBLING_COLUMNS if c in lags.columns]], lags["z"])
@@ -309,6 +313,20 @@ def verdict_section(
             )
         )
     return parts
+
+
+#: A night's path table shows every path up to this many; past it, what moved first and the paths that
+#: passed within their floor folded (a four-GPU night had over 100 rows, most of them within 3%).
+SHOWN_PATHS = 30
+
+
+def _fold_within_floor(table: pd.DataFrame, shown: int = SHOWN_PATHS) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows to show and those folded: past `shown` rows, the passing paths whose change is within their
+    floor (ranked rows: what moved comes first and stays)."""
+    if len(table) <= shown or not {"verdict", "worse_pct", "floor_pct"} <= set(table.columns):
+        return table, table.iloc[0:0]
+    quiet = (table["verdict"] == "pass") & (table["worse_pct"].abs() <= table["floor_pct"])
+    return table[~quiet], table[quiet]
 
 
 def _set_aside(paths: pd.DataFrame) -> list[str]:

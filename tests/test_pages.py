@@ -362,3 +362,15 @@ def test_a_change_that_rounds_to_zero_is_written_without_a_sign():
 
     assert [signed(v) for v in (-0.04, 0.04, -3.25, 12.0)] == ["0.0", "0.0", "-3.2", "+12.0"]
     assert signed(-0.4, 0) == "0" and signed(0.6, 0) == "+1"
+
+
+def test_a_night_of_many_paths_shows_what_moved_first_and_folds_the_paths_within_their_floor(tmp_path):
+    """A four-H200 night judges 156 paths: its table shows what moved and what passed beyond its floor,
+    the rest folded into one line that counts them (the page once had over 100 rows, most within 3%)."""
+    assert main(["night", "2026-11-28T084531", "--verdict-only", "-o", str(tmp_path)]) == 0
+    page = (tmp_path / "index.html").read_text()
+    folded = re.search(r"<summary>(\d+) more paths as accepted, each within its floor</summary>", page)
+    assert folded and int(folded[1]) > 50, page[:2000]
+    first = page[: page.index("<details>")]
+    shown = first[first.rindex("<table") :].count("<tr>") - 1  # less the heading's row
+    assert 0 < shown <= 60 and page.index("moved") < page.index("<details>")
