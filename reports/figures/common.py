@@ -216,8 +216,11 @@ def finish(
 
 
 def runs_label(info: dict) -> str:
-    """A set of runs as a table's rows name it."""
-    return f"{info['system']}:{info['partition']}, {info['gpu_model']}, driver {info['driver_version']}"
+    """A set of runs as a table's rows name it, its CUDA runtime too (the driver's CUDA alone labelled
+    twelve DAXPY rows alike that three runtimes measured)."""
+    runtime = info.get("cuda_runtime_version")
+    stack = f", CUDA runtime {runtime}" if runtime and runtime == runtime and runtime not in ("unknown", "none") else ""
+    return f"{info['system']}:{info['partition']}, {info['gpu_model']}, driver {info['driver_version']}{stack}"
 
 
 def medians(group: pd.DataFrame, index: list[str]) -> pd.DataFrame:

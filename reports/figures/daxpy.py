@@ -20,7 +20,7 @@ from experiments.daxpy import (
     parse_perf_var,
 )
 from reports.figures.axes import log_limits, plain_log_ticks
-from reports.figures.common import Figure, coverage_text, finish, group_keys, key_name
+from reports.figures.common import Figure, coverage_text, finish, group_keys, key_name, runs_label
 
 # --- DAXPY inner/outer-loop study ------------------------------------------------
 
@@ -118,8 +118,7 @@ def daxpy_crossover_table(frame: pd.DataFrame) -> pd.DataFrame:
         found = daxpy_crossovers(group)
         for size in sorted(group["size"].unique()):
             row = {
-                "set of runs": f"{info['system']}:{info['partition']}, {info['gpu_model']}, "
-                f"driver {info['driver_version']}, CUDA {info['cuda_version']}",
+                "set of runs": runs_label(info),
                 "data size (B per block)": int(size),
             }
             for column in columns:
