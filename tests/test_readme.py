@@ -51,10 +51,34 @@ def test_every_command_of_the_first_section_runs_on_a_fresh_clone_and_leaves_it_
         assert done.stdout.rstrip().splitlines()[-1].startswith("suite: "), (
             f"{command} did not say where its output went"
         )
+        if command == "./suite run":
+            assert_readme_shows(done.stdout)
         status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True).stdout
         assert status == "", f"{command} left the clone unclean:\n{status}"
         # ReFrame keeps its results database and reports in the checkout, not in ~/.reframe (rfmconfig/settings.py).
         assert not (tmp_path / "home" / ".reframe").exists(), f"{command} wrote ReFrame's files into the home directory"
+
+
+def readme_output() -> list[str]:
+    """The lines of the output README shows for `./suite run` (the block after "It ends like this"), '...'
+    left out."""
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"ends like this:\n\n```\n(.*?)```", text, re.DOTALL)[1]
+    return [line for line in block.splitlines() if line.strip() and line.strip() != "..."]
+
+
+def assert_readme_shows(stdout: str) -> None:
+    """Each count README's output block states is what `./suite run` printed: its lines of the suite's and
+    ReFrame's counts verbatim (colours aside); a measured value's line by its name and unit alone."""
+    printed = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in stdout.splitlines()]
+    for line in readme_output():
+        if line.startswith("P: "):  # a measured value: this machine's own
+            name, unit = line.split(":")[1].strip(), line.split()[-1]
+            assert any(p.startswith(f"P: {name}:") and p.endswith(unit) for p in printed), line
+        else:  # README's '...' within a line stands for what it leaves out of a list
+            pattern = re.compile(".*".join(map(re.escape, line.split("..."))))
+            found = any(pattern.fullmatch(p) for p in printed)
+            assert found, f"README shows {line!r}; ./suite run printed:\n" + "\n".join(printed[-8:])
 
 
 # --- the second section: your site ---------------------------------------------------------------
