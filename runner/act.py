@@ -55,9 +55,15 @@ ACTED = RESULTS / "act"
 DEFAULT_CAP, DEFAULT_WINDOW = "10%", "1h"
 #: What a node name must look like to reach the scheduler.
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-#: Tiers that run on each node for itself (the nightly and the short tiers): their breaker's record must be on
-#: a directory the nodes share.
-PER_NODE_TIERS = (NIGHTLY, *(t.name for t in measured_tiers()))
+
+
+def per_node_tiers() -> tuple[str, ...]:
+    """Tiers that run on each node for itself (the nightly and the short tiers): their breaker's record must be
+    on a directory the nodes share. Read when acting, never at import: a damaged catalogue is then the
+    suite's failure, named, not a traceback."""
+    return (NIGHTLY, *(t.name for t in measured_tiers()))
+
+
 #: How long an act waits for another's hold on the breaker's record.
 LOCK_WAIT_S = 20.0
 #: A drain reason's length at most (Slurm keeps it whole; a ticket's subject line does not need more).
@@ -369,7 +375,7 @@ def act_on(
         systems = data.load_all(systems_dir)
     except data.SystemDataError as err:
         raise CannotAct(str(err)) from None
-    if night.tier in PER_NODE_TIERS and not dry_run and not os.environ.get(DATA_VARIABLE):
+    if night.tier in per_node_tiers() and not dry_run and not os.environ.get(DATA_VARIABLE):
         # Each node acts for itself: the breaker counts every node's drains only where they share its record.
         raise CannotAct(
             f"--act of the {night.tier} tier runs on each node: set {DATA_VARIABLE} to a directory every node "

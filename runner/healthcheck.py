@@ -31,6 +31,7 @@ import argparse
 import datetime as dt
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -46,7 +47,7 @@ from runner import lock
 from runner.act import CannotAct, Night, Slurm, act_on, reason_of
 from systems import data
 from systems.finding_codes import PREFIX, code_of, split_code
-from systems.tiers import Tier, measured_tiers, tier_named
+from systems.tiers import Tier, tier_named
 
 #: Where the short tiers keep their runs: results/health/SYSTEM/NODE/STAMP.
 HEALTH_DIR = RESULTS / "health"
@@ -65,7 +66,7 @@ def node_name() -> str:
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
-def jobs_on(node: str) -> list[str]:
+def jobs_on(node: str, timeout_s: float = SQUEUE_S) -> list[str]:
     """The jobs Slurm runs on `node` now (none where there is no Slurm to ask), but the one whose epilog or
     prolog this is (SLURM_JOB_ID; squeue's %A is each array task's own id); a Slurm that does not answer is
     CannotAct: a node judged while a job may hold it could be drained for the job's traffic."""
@@ -73,7 +74,7 @@ def jobs_on(node: str) -> list[str]:
         return []
     command = ["squeue", "-h", "-w", node, "-t", "RUNNING,COMPLETING", "-o", "%A"]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=SQUEUE_S)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=max(0.1, min(SQUEUE_S, timeout_s)))
     except (OSError, subprocess.TimeoutExpired) as err:
         raise CannotAct(f"squeue did not answer whether a job holds {node}: {err}") from None
     if done.returncode != 0:
@@ -110,11 +111,11 @@ def reason_line(failures: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    tiers = [t.name for t in measured_tiers()]
+    started = time.monotonic()
     parser = argparse.ArgumentParser(prog="./suite health", description=__doc__.splitlines()[0])
     parser.add_argument("--system", required=True)
     parser.add_argument("--partition", required=True)
-    parser.add_argument("--tier", choices=tiers, default=TIER, help=f"the tier to run ({TIER} by default)")
+    parser.add_argument("--tier", default=TIER, help=f"the tier to run: health or epilog ({TIER} by default)")
     parser.add_argument("--systems-dir", type=Path, default=data.SYSTEMS_DIR)
     parser.add_argument("--accepted", type=Path, help="accepted.json of a detected system (its node facts)")
     parser.add_argument("--act", action="store_true", help="drain the node on a failure, resume it once it passes")
@@ -125,12 +126,22 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as err:
         return 3 if err.code else 0
-    tier = tier_named(args.tier)
-    args.limit_s = args.limit_s if args.limit_s is not None else tier.limit_s
-    try:
-        return judged(args, tier, time.monotonic() + args.limit_s)
+    # A watchdog's SIGTERM (NHC's, slurmd's) stops the tier as Ctrl-C does: its ReFrame and jobs stopped too.
+    signal.signal(signal.SIGTERM, _interrupted)
+    try:  # the catalogue read here too: a damaged one is the suite's failure, never the node's
+        tier = tier_named(args.tier)
+        if not tier.cases or tier.limit_s is None:
+            raise CannotAct(f"--tier {args.tier}: not a short tier (health or epilog)")
+        args.limit_s = args.limit_s if args.limit_s is not None else tier.limit_s
+        return judged(args, tier, started + args.limit_s)
+    except KeyboardInterrupt:
+        return not_judged(args.tier, "stopped by a signal before it judged")
     except Exception as err:  # the suite's failure, never the node's: not judged, and nothing drained
         return not_judged(args.tier, err if isinstance(err, CannotAct) else f"{type(err).__name__}: {err}")
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def not_judged(tier: str, why) -> int:
@@ -143,10 +154,23 @@ def not_judged(tier: str, why) -> int:
 def judged(args: argparse.Namespace, tier: Tier, deadline: float) -> int:
     """The tier's run within `deadline` (time.monotonic()): exit 0, 1, 2 or 3 as main says."""
     node = node_name()
-    jobs = jobs_on(node)
+    jobs = jobs_on(node, deadline - time.monotonic())
     if jobs:
         print(f"{PREFIX} {tier.name}: CONTENDED: job(s) {', '.join(jobs)} on {node}: not judged while a job holds it")
         return 0
+    try:
+        # Held while it reads the facts, measures and acts, named brief: a nightly that finds it waits for it
+        # rather than end not judged; it never waits itself, past its own limit.
+        left = max(0.0, deadline - time.monotonic())
+        with lock.held(lock.brief(lock.command_line(), left), brief_wait_s=0):
+            return judged_holding(args, tier, node, deadline)
+    except lock.Busy:
+        print(f"{PREFIX} {tier.name}: CONTENDED: {lock.holder_of(lock.lock_path())}: not judged while it runs")
+        return 0
+
+
+def judged_holding(args: argparse.Namespace, tier: Tier, node: str, deadline: float) -> int:
+    """judged's work with the node's lock held."""
     stamp = now()
     outdir = HEALTH_DIR / args.system / node / stamp.replace(":", "")
     outdir.mkdir(parents=True, exist_ok=True)
@@ -154,7 +178,7 @@ def judged(args: argparse.Namespace, tier: Tier, deadline: float) -> int:
     try:
         status, lines = read_facts(args, deadline - time.monotonic(), outdir)
     except subprocess.TimeoutExpired:
-        return not_judged(tier.name, f"the facts took longer than the {args.limit_s:g} s left of its limit")
+        return not_judged(tier.name, f"the facts took longer than the {args.limit_s:g} s of its limit")
     for line in lines:
         print(line)
     failures = [line for line in lines if line.startswith("FAIL ")]
@@ -167,13 +191,17 @@ def judged(args: argparse.Namespace, tier: Tier, deadline: float) -> int:
         reasons = [reason_line(failures)] if failures else []
         result = 1 if status or failures else 0
     else:
-        result, reasons = measured(args, tier, run, outdir, deadline)
-        if result is None:  # contended: said, nothing judged
-            return 0
+        try:
+            result, reasons = measured(args, tier, run, outdir, deadline)
+        except CannotAct:
+            save_tier_run(outdir, run, 3, [])  # its run.json says not judged, never 'running'
+            raise
     run["facts"] = {"lines": lines, "failures": [line.removeprefix("FAIL ") for line in failures]}
     save_tier_run(outdir, run, result, reasons)
     print(said(tier, run, result, reasons, len(lines), measured=not (failures or status or args.facts_only)))
     if args.act and result in (0, 1, 2):
+        if time.monotonic() > deadline:  # judged past its limit: the hook may have given up on it; act on nothing
+            return not_judged(tier.name, f"judged past its {args.limit_s:g} s limit: nothing acted on")
         night = Night(tier.name, True, [(node, " | ".join(reasons))] if reasons else [], [] if result else [node])
         wait = max(0.0, deadline - time.monotonic())
         act_on(
@@ -189,20 +217,11 @@ def judged(args: argparse.Namespace, tier: Tier, deadline: float) -> int:
     return result
 
 
-def measured(args, tier: Tier, run: dict, outdir: Path, deadline: float) -> tuple[int | None, list[str]]:
-    """The tier's measurements (runner/tier_checks.py) with the node's lock held, `run` (run.json's) updated:
-    (status, drain reasons), or (None, []) where another of the suite's commands holds the node (said:
-    CONTENDED)."""
+def measured(args, tier: Tier, run: dict, outdir: Path, deadline: float) -> tuple[int, list[str]]:
+    """The tier's measurements (runner/tier_checks.py), `run` (run.json's) updated: (status, drain reasons)."""
     from runner import tier_checks  # the verdict's code, imported where it measures: the facts alone stay fast
 
-    try:
-        # Named as brief: a nightly that finds it holding the node waits for it rather than end not judged.
-        left = max(0.0, deadline - time.monotonic())
-        with lock.held(lock.brief(lock.command_line(), left), brief_wait_s=0):  # never past its own limit
-            done = tier_checks.measure(run, tier, outdir, deadline, args.alpha)
-    except lock.Busy:
-        print(f"{PREFIX} {tier.name}: CONTENDED: {lock.holder_of(lock.lock_path())}: not judged while it runs")
-        return None, []
+    done = tier_checks.measure(run, tier, outdir, deadline, args.alpha)
     for line in done.lines:
         print(line)
     return done.status, done.reasons
@@ -236,4 +255,7 @@ def said(tier: Tier, run: dict, status: int, reasons: list[str], facts: int, mea
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except Exception as err:  # even an import's failure is the suite's, never a failed node's exit 1
+        sys.exit(not_judged(TIER, f"{type(err).__name__}: {err}"))

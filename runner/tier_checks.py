@@ -36,6 +36,7 @@ from reports.runs import NIGHTLY_DIR, PERFLOGS, NightState, now, read_baselines
 from rfmconfig import ON_NODE_VARIABLE
 from runner import contention
 from runner.act import CannotAct
+from runner.lock import held_fds
 from runner.nightly import (
     as_nights,
     baseline_of_node,
@@ -77,16 +78,18 @@ class Measured:
     run: dict
 
 
-def kept_build(system: str, tier: Tier) -> tuple[Path, list[str]]:
-    """The latest night of `system` whose build is kept (its stage: the latest few nights') and whose cases
-    include the tier's, whatever node ran it (a checkout the nodes share), with ReFrame's options that
-    select those cases; CannotAct naming what is missing."""
+def kept_build(system: str, tier: Tier, kind: str | None) -> tuple[Path, list[str]]:
+    """The latest night of `system` on a node of `kind` whose build is kept (its stage: the latest few
+    nights') and whose cases include the tier's, whatever node ran it (a checkout the nodes share), with
+    ReFrame's options that select those cases; CannotAct naming what is missing. Another kind's night would
+    measure its cases (a pair's peer links on one GPU) and read their failure as this node's."""
     kept = [r.parent for r in sorted((NIGHTLY_DIR / system).glob("*/run-report.json"), reverse=True)]
-    kept = [night for night in kept if (night / "stage").is_dir()]
+    kept = [night for night in kept if (night / "stage").is_dir() and _kind_of_night(night) == kind]
     if not kept:
         raise CannotAct(
-            f"no night's build of {system} is kept to measure with (the latest nights keep theirs in "
-            f"{NIGHTLY_DIR / system}/STAMP/stage): run ./suite nightly on this system first"
+            f"no night's build of {system} on a node of this kind ({kind or 'unknown'}) is kept to measure with "
+            f"(the latest nights keep theirs in {NIGHTLY_DIR / system}/STAMP/stage): run ./suite nightly on this "
+            "system first"
         )
     for night in kept:
         try:
@@ -99,6 +102,15 @@ def kept_build(system: str, tier: Tier) -> tuple[Path, list[str]]:
         f"no kept night of {system} ({', '.join(n.name for n in kept)}) measured the {tier.name} tier's cases "
         f"({', '.join(tier.cases)}): run ./suite nightly with them"
     )
+
+
+def _kind_of_night(night: Path) -> str | None:
+    """The kind of node a kept night ran on (its run.json's), None where it says none or is unreadable."""
+    try:
+        run = read_json(night / "run.json")
+    except (DamagedFile, OSError):
+        return None
+    return run.get("kind") if isinstance(run, dict) else None
 
 
 def tier_selection(report: dict, tier: Tier) -> list[str]:
@@ -118,9 +130,9 @@ def measure(run: dict, tier: Tier, outdir: Path, deadline: float, alpha: float) 
     tier, node and stamp so far, run.json's) in `outdir`, where the facts' node file already is
     (systems/health.py --facts-dir)."""
     system = run["system"]
-    night, selection = kept_build(system, tier)
-    report = night / "run-report.json"
     accepted, kind = baseline_of_node(system, outdir)
+    night, selection = kept_build(system, tier, kind)
+    report = night / "run-report.json"
     run.update(kind=kind, build_of=night.name, state=NightState.RUNNING.value, phase="checks")
     if accepted:
         run["accepted_runs"] = [r["stamp"] for r in accepted.get("runs", [])]
@@ -130,6 +142,9 @@ def measure(run: dict, tier: Tier, outdir: Path, deadline: float, alpha: float) 
     contention.snapshot(outdir, "tonight")
     found = no_outcomes()
     gather(found, outcomes(outdir / "run-report.json"))
+    if not found["passed"]:  # ReFrame measured none of them (it failed, or every case did): no evidence
+        raise CannotAct(f"ReFrame measured none of the tier's cases (see {outdir / 'run-reframe.out'})")
+    _in_time(deadline, JUDGE_S, "to judge what it measured")
     judged = _judged(system, accepted, run, outdir, alpha) if accepted else None
     flagged = judged.flagged_paths() if judged else []
     if flagged and deadline - time.monotonic() > first_s + JUDGE_S:
@@ -140,8 +155,15 @@ def measure(run: dict, tier: Tier, outdir: Path, deadline: float, alpha: float) 
             run["rerun"]["end"] = now()
             contention.snapshot(outdir, "rerun")
             gather(found, outcomes(outdir / "rerun-report.json"))
+            _in_time(deadline, JUDGE_S, "to judge its rerun")
             judged = _judged(system, accepted, run, outdir, alpha)
     return _concluded(system, run, outdir, accepted, judged, found)
+
+
+def _in_time(deadline: float, needed_s: float, what: str) -> None:
+    """CannotAct where less than `needed_s` is left before `deadline` for `what`: the tier stops, not judged."""
+    if deadline - time.monotonic() < needed_s:
+        raise CannotAct(f"too little of its limit left {what} ({needed_s:g} s needed)")
 
 
 def _measured(system: str, report: Path, selection: list[str], outdir: Path, name: str, deadline: float) -> float:
@@ -158,12 +180,19 @@ def _measured(system: str, report: Path, selection: list[str], outdir: Path, nam
         raise CannotAct("no time left to measure within the limit")
     started = time.monotonic()
     with open(outdir / f"{name.removesuffix('-report.json')}-reframe.out", "w") as out:
-        child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        # The node's lock handed to ReFrame too: a tier killed while it measures holds the node until the
+        # ReFrame it started ends, as a night's does.
+        child = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True, pass_fds=held_fds()
+        )
         try:
             child.wait(left)
         except subprocess.TimeoutExpired:
             _stop(child)
             raise CannotAct(f"its measurements took longer than the {left:.0f} s the limit left them") from None
+        except BaseException:  # stopped itself (SIGTERM from a watchdog, Ctrl-C): ReFrame and its jobs too
+            _stop(child)
+            raise
     return time.monotonic() - started
 
 

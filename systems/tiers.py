@@ -67,6 +67,8 @@ def _tier(path: Path, number: int, entry) -> Tier:
     cases = entry["cases"]
     if not isinstance(cases, list) or not all(isinstance(c, str) and c for c in cases):
         raise TierError(f"{where} ({entry['name']}): cases must be a list of display-name patterns")
+    if cases and limit is None:  # a tier that measures runs in a hook's time: it needs a limit
+        raise TierError(f"{where} ({entry['name']}): a tier with cases needs a limit_s")
     return Tier(
         str(entry["name"]),
         None if limit is None else float(limit),

@@ -81,7 +81,7 @@ def test_measuring_without_a_nights_build_is_not_judged_and_names_what_to_run(fa
     unmeasured = health(fake_node, "--act", facts_only=False)
     assert unmeasured.returncode == 3, unmeasured.stdout + unmeasured.stderr
     last = unmeasured.stdout.splitlines()[-1]
-    assert last.startswith("gpu-mempaths GMP-407 health: not judged: no night's build of fakegpu is kept"), last
+    assert last.startswith("gpu-mempaths GMP-407 health: not judged: no night's build of fakegpu on a node of"), last
     assert last.endswith("run ./suite nightly on this system first") and "act: " not in unmeasured.stdout
 
 
@@ -95,11 +95,11 @@ def test_facts_that_cannot_be_read_are_the_suites_failure_not_the_nodes(fake_nod
 
 def test_past_its_limit_it_stops_and_judges_nothing(fake_node):
     slow = health(fake_node, "--limit-s", "0.05")
-    assert slow.returncode == 3 and "not judged: the facts took longer than the 0.05 s left of its limit" in slow.stdout
+    assert slow.returncode == 3 and "not judged: the facts took longer than the 0.05 s of its limit" in slow.stdout
 
 
 def test_while_a_job_holds_the_node_it_judges_nothing_and_says_contended(monkeypatch, capsys):
-    monkeypatch.setattr(healthcheck, "jobs_on", lambda node: ["4242"])
+    monkeypatch.setattr(healthcheck, "jobs_on", lambda node, timeout_s: ["4242"])
     monkeypatch.setattr(healthcheck, "read_facts", lambda *a: pytest.fail("judged while a job held the node"))
     assert healthcheck.main(["--system", "fakegpu", "--partition", "default"]) == 0
     assert "CONTENDED: job(s) 4242 on" in capsys.readouterr().out
@@ -117,7 +117,7 @@ def test_a_scheduler_that_does_not_answer_is_not_judged_never_a_node_judged_unde
 
 
 def test_an_error_of_the_tier_itself_is_not_judged_never_a_failed_node(monkeypatch, capsys):
-    monkeypatch.setattr(healthcheck, "jobs_on", lambda node: [])
+    monkeypatch.setattr(healthcheck, "jobs_on", lambda node, timeout_s: [])
     monkeypatch.setattr(healthcheck, "read_facts", lambda *a: 1 / 0)
     assert healthcheck.main(["--system", "fakegpu", "--partition", "default"]) == 3
     assert "not judged: ZeroDivisionError" in capsys.readouterr().out
@@ -129,6 +129,29 @@ def test_without_an_accepted_node_it_neither_drains_nor_resumes(fake_node, tmp_p
     assert ok.returncode == 3 and "no accepted node to hold the facts to" in ok.stdout and "act: runs" not in ok.stdout
     missing = health(fake_node, "--accepted", str(tmp_path / "none.json"))
     assert missing.returncode == 3 and f"--accepted {tmp_path / 'none.json'}: no such file" in missing.stdout
+
+
+def test_a_damaged_tier_catalogue_is_the_suites_failure_never_a_failed_node(monkeypatch, capsys, tmp_path):
+    """A catalogue that cannot be read ended in a traceback, exit 1: a failed node to NHC and an epilog."""
+    from systems import tiers
+
+    broken = tmp_path / "catalogue.yaml"
+    broken.write_text("tiers: [")
+    monkeypatch.setattr(healthcheck, "tier_named", lambda name: tiers.catalogue.__wrapped__(broken))
+    assert healthcheck.main(["--system", "fakegpu", "--partition", "default"]) == 3
+    assert "GMP-407 health: not judged: TierError:" in capsys.readouterr().out
+
+
+def test_while_another_of_the_suites_commands_holds_the_node_the_facts_are_not_read(monkeypatch, capsys, tmp_path):
+    """A cron nightly is no Slurm job: the tier finds it by the node's lock, says CONTENDED, reads nothing."""
+    from runner import lock
+
+    monkeypatch.setattr(lock, "RESULTS", tmp_path)
+    monkeypatch.setattr(healthcheck, "jobs_on", lambda node, timeout_s: [])
+    monkeypatch.setattr(healthcheck, "read_facts", lambda *a: pytest.fail("judged while a nightly held the node"))
+    with lock.held("./suite nightly --system fakegpu"):
+        assert healthcheck.main(["--system", "fakegpu", "--partition", "default", "--facts-only"]) == 0
+    assert "CONTENDED: pid" in capsys.readouterr().out
 
 
 def test_the_job_whose_epilog_it_is_does_not_hold_the_node(monkeypatch):
