@@ -120,12 +120,27 @@ def sums_lines(table: pd.DataFrame) -> list[str]:
     return lines
 
 
+def read_times(files: list[Path]) -> pd.DataFrame:
+    """The case times kept in `files`; ValueError naming a file that is not such a table."""
+    parts = []
+    for path in files:
+        try:
+            table = pd.read_csv(path)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+            raise ValueError(f"{path} is damaged ({err}): record its nights again (--record)") from None
+        missing = [c for c in COLUMNS if c not in table.columns]
+        if missing:
+            raise ValueError(f"{path} lacks the columns {', '.join(missing)}: record its nights again (--record)")
+        parts.append(table)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+
+
 def main(args: argparse.Namespace) -> int:
     if args.record:
         try:
             written = record([Path(p) for p in args.record])
-        except (DamagedFile, KeyError, TypeError, ValueError) as err:
-            print(f"tiers: cannot read a night's times: {err}", file=sys.stderr)
+        except (DamagedFile, KeyError, TypeError, ValueError, AttributeError, OSError) as err:
+            print(f"tiers: cannot keep the nights' times: {err}", file=sys.stderr)
             return UNJUDGED
         for path in written:
             print(f"tiers: case times kept in {path}")
@@ -134,7 +149,11 @@ def main(args: argparse.Namespace) -> int:
     if args.system and not files[0].exists():
         print(f"tiers: no case times of {args.system} ({files[0]}): ./suite tiers --record NIGHT_DIR", file=sys.stderr)
         return UNJUDGED
-    times = pd.concat([pd.read_csv(f) for f in files], ignore_index=True) if files else pd.DataFrame(columns=COLUMNS)
+    try:
+        times = read_times(files)
+    except (OSError, ValueError, KeyError) as err:  # pandas' parser errors are ValueErrors
+        print(f"tiers: {err}", file=sys.stderr)
+        return UNJUDGED
     table = case_table(times)
     print("\n".join(tier_lines(args.markdown)))
     print()

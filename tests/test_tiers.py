@@ -125,3 +125,10 @@ def tier_catalogue_args(**given):
     import argparse
 
     return argparse.Namespace(**{"system": None, "markdown": False, "record": None, **given})
+
+
+def test_a_damaged_times_file_is_named_and_exits_3(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(tier_catalogue, "TIMES_DIR", tmp_path)
+    (tmp_path / "s.csv").write_text("kind,case\n1 x GPU,a\n")  # a table, not of case times
+    assert tier_catalogue.main(tier_catalogue_args(system="s")) == 3
+    assert "s.csv lacks the columns system, night, seconds" in capsys.readouterr().err
