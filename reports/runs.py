@@ -14,6 +14,7 @@ from pathlib import Path
 from experiments.files import DamagedFile, read_json, write_json
 from experiments.roots import NIGHTLY as NIGHTLY_DIR
 from experiments.roots import PERFLOGS
+from reports.junit import write_verdict_xml
 from systems import data
 from systems.health import baselines_in, kind_of
 
@@ -237,3 +238,11 @@ def nights_outside(system: str, accepted: dict, leave_out: tuple[str, ...] = ())
     accepted runs."""
     kept = {run["stamp"] for run in accepted["runs"]} | set(leave_out)
     return [run for run in finished_runs(system, kind=accepted["kind"]) if run["stamp"] not in kept]
+
+
+def save_run(outdir: Path, run: dict) -> None:
+    """run.json as it is now, replaced whole (a kill or a full disk leaves the last one whole); once the
+    night (or a short tier's run) is done, its verdict as JUnit XML beside it (verdict.xml, reports/junit.py)."""
+    write_json(outdir / "run.json", run)
+    if run.get("state") == NightState.DONE.value:
+        write_verdict_xml(outdir, run)

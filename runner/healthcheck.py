@@ -38,11 +38,9 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.files import write_json
 from experiments.roots import PERFLOGS, RESULTS
 from judge.status import MEANING
-from reports.junit import write_verdict_xml
-from reports.runs import NightState, now
+from reports.runs import NightState, now, save_run
 from runner import lock
 from runner.act import CannotAct, Night, Slurm, act_on, reason_of
 from systems import data
@@ -239,8 +237,7 @@ def save_tier_run(outdir: Path, run: dict, status: int, reasons: list[str]) -> N
     verdict kept where there is one."""
     run.setdefault("end", now())
     run.update(state=NightState.DONE.value, exit=status, meaning=MEANING[status], drain=reasons)
-    write_json(outdir / "run.json", run)
-    write_verdict_xml(outdir, run)
+    save_run(outdir, run)
 
 
 def said(tier: Tier, run: dict, status: int, reasons: list[str], facts: int, measured: bool) -> str:

@@ -55,14 +55,13 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import metrics
-from experiments.files import DamagedFile, disk_problem, read_json, write_atomic, write_json
+from experiments.files import DamagedFile, disk_problem, read_json, write_atomic
 from experiments.gpu_use import process_line, process_place
 from experiments.numbers import signed
 from experiments.roots import REPO
 from judge import changepoints, explain, siblings, verdict
 from judge.select import RERUNS, accepted_masks, run_rows, runs_without_rows, windows_of
 from judge.status import FAILED, MEANING, MOVED, UNJUDGED
-from reports.junit import write_verdict_xml
 from reports.load import Loaded, load
 from reports.runs import (
     NIGHTLY_DIR,
@@ -73,6 +72,7 @@ from reports.runs import (
     now,
     read_accepted,
     read_baselines,
+    save_run,
     selected_system,
 )
 from runner import contention, histories, lock, preflight
@@ -489,14 +489,6 @@ class Night:
         """The night's pages from `pages()` (draw_pages), unless they are drawn already."""
         if self.pages is None:
             self.pages = pages()
-
-
-def save_run(outdir: Path, run: dict) -> None:
-    """run.json as it is now, replaced whole (a kill or a full disk leaves the last one whole); once the
-    night is done, its verdict as JUnit XML beside it (verdict.xml, reports/junit.py)."""
-    write_json(outdir / "run.json", run)
-    if run.get("state") == NightState.DONE.value:
-        write_verdict_xml(outdir, run)
 
 
 def enter(outdir: Path, run: dict, phase: str) -> None:

@@ -32,7 +32,7 @@ from experiments.files import DamagedFile, read_json
 from judge import siblings, verdict
 from judge.select import windows_of
 from reports.load import load
-from reports.runs import NIGHTLY_DIR, PERFLOGS, NightState, now, read_baselines
+from reports.runs import NIGHTLY_DIR, PERFLOGS, NightState, kind_of_run, now, read_baselines, save_run
 from rfmconfig import ON_NODE_VARIABLE
 from runner import contention
 from runner.act import CannotAct
@@ -52,7 +52,6 @@ from runner.nightly import (
     outcomes,
     path_line,
     rerun_selection,
-    save_run,
     unjudged_reasons,
     with_contention,
     write_drain,
@@ -70,12 +69,11 @@ STOP_S = 2.0
 @dataclass
 class Measured:
     """A tier's measurements judged: its exit status as the nightly's (0, 1, 2, 3), the lines it says, the
-    drain reasons (each with its code) and its run.json."""
+    drain reasons (each with its code); its run.json is the `run` measure was given, updated."""
 
     status: int
     lines: list[str]
     reasons: list[str]
-    run: dict
 
 
 def kept_build(system: str, tier: Tier, kind: str | None) -> tuple[Path, list[str]]:
@@ -84,7 +82,7 @@ def kept_build(system: str, tier: Tier, kind: str | None) -> tuple[Path, list[st
     ReFrame's options that select those cases; CannotAct naming what is missing. Another kind's night would
     measure its cases (a pair's peer links on one GPU) and read their failure as this node's."""
     kept = [r.parent for r in sorted((NIGHTLY_DIR / system).glob("*/run-report.json"), reverse=True)]
-    kept = [night for night in kept if (night / "stage").is_dir() and _kind_of_night(night) == kind]
+    kept = [night for night in kept if (night / "stage").is_dir() and _kind_of_night(system, night) == kind]
     if not kept:
         raise CannotAct(
             f"no night's build of {system} on a node of this kind ({kind or 'unknown'}) is kept to measure with "
@@ -104,13 +102,14 @@ def kept_build(system: str, tier: Tier, kind: str | None) -> tuple[Path, list[st
     )
 
 
-def _kind_of_night(night: Path) -> str | None:
-    """The kind of node a kept night ran on (its run.json's), None where it says none or is unreadable."""
+def _kind_of_night(system: str, night: Path) -> str | None:
+    """The kind of node a kept night ran on (reports/runs.py kind_of_run), None where it is unknown or its
+    run.json unreadable."""
     try:
         run = read_json(night / "run.json")
-    except (DamagedFile, OSError):
+        return kind_of_run(system, run) if isinstance(run, dict) else None
+    except (DamagedFile, OSError, KeyError):
         return None
-    return run.get("kind") if isinstance(run, dict) else None
 
 
 def tier_selection(report: dict, tier: Tier) -> list[str]:
@@ -145,7 +144,8 @@ def measure(run: dict, tier: Tier, outdir: Path, deadline: float, alpha: float) 
     if not found["passed"]:  # ReFrame measured none of them (it failed, or every case did): no evidence
         raise CannotAct(f"ReFrame measured none of the tier's cases (see {outdir / 'run-reframe.out'})")
     _in_time(deadline, JUDGE_S, "to judge what it measured")
-    judged = _judged(system, accepted, run, outdir, alpha) if accepted else None
+    kept = _accepted_records(system) if accepted else None  # read once, for the rerun's judging too
+    judged = _judged(kept, system, accepted, run, outdir, alpha) if accepted else None
     flagged = judged.flagged_paths() if judged else []
     if flagged and deadline - time.monotonic() > first_s + JUDGE_S:
         again = rerun_selection(judged, report)
@@ -156,7 +156,7 @@ def measure(run: dict, tier: Tier, outdir: Path, deadline: float, alpha: float) 
             contention.snapshot(outdir, "rerun")
             gather(found, outcomes(outdir / "rerun-report.json"))
             _in_time(deadline, JUDGE_S, "to judge its rerun")
-            judged = _judged(system, accepted, run, outdir, alpha)
+            judged = _judged(kept, system, accepted, run, outdir, alpha)
     return _concluded(system, run, outdir, accepted, judged, found)
 
 
@@ -206,12 +206,17 @@ def _stop(child: subprocess.Popen) -> None:
         child.wait()
 
 
-def _judged(system: str, accepted: dict, run: dict, outdir: Path, alpha: float):
-    """The tier's run (and its rerun) judged against the accepted runs and each GPU against its siblings, by
-    the nightly's own functions, from the accepted runs' records and the tier's own perflog."""
+def _accepted_records(system: str) -> pd.DataFrame:
+    """The records of the system's accepted runs, every kind's (a kind of few runs borrows the others'
+    spreads), read from the nights' perflogs: what the tier is judged against."""
     baselines = [*read_baselines(system).values()]
     windows = windows_of([r for b in baselines for r in b.get("runs", [])])
-    kept = load([PERFLOGS / system], warn=None, windows=windows).frame
+    return load([PERFLOGS / system], warn=None, windows=windows).frame
+
+
+def _judged(kept: pd.DataFrame, system: str, accepted: dict, run: dict, outdir: Path, alpha: float):
+    """The tier's run (and its rerun) judged against the accepted runs and each GPU against its siblings, by
+    the nightly's own functions, from the accepted runs' records (`kept`) and the tier's own perflog."""
     files = sorted((outdir / "perflogs").rglob("*.log"))
     measured = load(files, warn=None).frame if files else kept.iloc[0:0]
     # The accepted runs' figures of the tier's cases alone: the nightly's other cases were not measured
@@ -236,7 +241,7 @@ def _concluded(system: str, run: dict, outdir: Path, accepted, judged, found: di
         run["suite_errors"] = found["suite"]
     write_verdict(outdir, run, result, status, reasons, found, lags)
     write_drain(outdir, run, result, found, lags)  # run.json's drain and not_drained, drain.txt
-    return Measured(status, _lines(result, found, run["not_drained"], reasons), run["drain"], run)
+    return Measured(status, _lines(result, found, run["not_drained"], reasons), run["drain"])
 
 
 def _lines(result, found: dict, kept: list[str], reasons: list[str]) -> list[str]:
