@@ -200,8 +200,16 @@ def judged_holding(args: argparse.Namespace, tier: Tier, node: str, deadline: fl
     if args.act and result in (0, 1, 2):
         if time.monotonic() > deadline:  # judged past its limit: the hook may have given up on it; act on nothing
             return not_judged(tier.name, f"judged past its {args.limit_s:g} s limit: nothing acted on")
-        night = Night(tier.name, True, [(node, " | ".join(reasons))] if reasons else [], [] if result else [node])
-        wait = max(0.0, deadline - time.monotonic())
+        act_within(args, tier, node, result, reasons, deadline)
+    return result
+
+
+def act_within(args, tier: Tier, node: str, result: int, reasons: list[str], deadline: float) -> None:
+    """--act on the tier's verdict (drain, or resume a node the suite drained) within the time left. What it
+    could not do is said and changes no verdict, as after a nightly: the node was judged, and a breaker
+    that held its drain back has said so for a person to read (act_on)."""
+    night = Night(tier.name, True, [(node, " | ".join(reasons))] if reasons else [], [] if result else [node])
+    try:
         act_on(
             night,
             args.system,
@@ -210,9 +218,10 @@ def judged_holding(args: argparse.Namespace, tier: Tier, node: str, deadline: fl
             f"{tier.name} of {node}",
             dt.datetime.now(dt.UTC).timestamp(),
             args.systems_dir,
-            wait,
+            max(0.0, deadline - time.monotonic()),
         )
-    return result
+    except CannotAct as err:
+        print(f"{PREFIX} {tier.name}: SUITE ERROR: act: not done: {err}", file=sys.stderr)
 
 
 def measured(args, tier: Tier, run: dict, outdir: Path, deadline: float) -> tuple[int, list[str]]:

@@ -46,13 +46,31 @@ def lock_path(node: str | None = None) -> Path:
     return RESULTS / f".lock-{name}"
 
 
+#: holder_of's answer while the holder has not yet written its name (it takes the lock first).
+UNNAMED = "a command that has not yet written its name"
+
+
 def holder_of(path: Path) -> str:
     """Who holds the lock, as its file says ('pid 4242 since 2026-12-06T02:15:00: ./suite nightly ...')."""
     try:
         text = path.read_text().strip()
     except OSError:
         text = ""
-    return text or "a command that has not yet written its name"
+    return text or UNNAMED
+
+
+#: How long a command that finds the lock held waits for its holder to write its name: flock is taken
+#: before the name is written, and a nightly that read no name there would not know a health check's
+#: "(done by ...)" and exit 3 beside a holder that ends in seconds.
+NAMING_S = 1.0
+
+
+def _named_holder(path: Path, within_s: float = NAMING_S) -> str:
+    """holder_of `path`, once its holder has written its name (`within_s` at most)."""
+    end = time.monotonic() + within_s
+    while (holder := holder_of(path)) == UNNAMED and time.monotonic() < end:
+        time.sleep(0.05)
+    return holder
 
 
 def _try(fd: int) -> bool:
@@ -109,7 +127,7 @@ def acquire(what: str, wait: bool = False, path: Path | None = None, brief_wait_
     path = path or lock_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    if not _try(fd) and not _wait_for_brief(fd, holder_of(path), brief_wait_s):
+    if not _try(fd) and not _wait_for_brief(fd, _named_holder(path), brief_wait_s):
         holder = holder_of(path)
         if not wait:
             os.close(fd)

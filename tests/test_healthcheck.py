@@ -222,3 +222,13 @@ def test_slurms_health_check_drains_the_faulty_node_leaves_the_rest_and_resumes_
         assert reasons(str(conf)) == {"ci1": "admin: firmware"}
     finally:
         subprocess.run(["bash", str(SLURM / "stop.sh"), str(rundir)], check=False, timeout=120)
+
+
+def test_a_judged_node_keeps_its_verdict_when_the_suite_cannot_act_on_it(fake_node):
+    """--act where the scheduler cannot be asked (no sinfo here): the node was judged, failed, and says so
+    (exit 1, its reason line); the act not done is the suite's error beside it, never a 'not judged' that
+    hides the fault nor a traceback."""
+    bad = health(fake_node, "--act", GPU_MEMPATHS_FAKE_GPU="ecc_uncorrected=3")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert bad.stdout.splitlines()[-1].startswith("gpu-mempaths GMP-320 health: gpu0 ecc_uncorrected")
+    assert "gpu-mempaths health: SUITE ERROR: act: not done: " in bad.stderr and "Traceback" not in bad.stderr

@@ -94,6 +94,28 @@ def test_a_night_waits_for_a_health_check_measuring_and_a_health_check_never_wai
         assert time.monotonic() - started < 2 * lock.POLL_S + 1
 
 
+def test_a_night_that_finds_the_lock_taken_but_not_yet_named_waits_for_the_name(tmp_path, monkeypatch):
+    """flock is taken before the holder writes its name: a nightly that looked in between read no name, took
+    the health check for a night and exited 3 beside a holder that ended a second later."""
+    monkeypatch.setattr(lock, "RESULTS", tmp_path)
+    path = lock.lock_path()
+    path.write_text("")
+    hold = (
+        "import fcntl, os, sys, time; from runner import lock; "
+        f"fd = os.open({str(path)!r}, os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); "
+        "time.sleep(0.4); os.pwrite(fd, lock.brief('./suite health', 1.5).encode(), 0); time.sleep(1.5)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", hold], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        assert "not yet written its name" in lock.holder_of(path)
+        with lock.held("./suite nightly"):  # read the name once written, waited for the brief holder
+            assert holder.poll() is not None
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_runner_lock_holds_the_lock_across_exec_for_the_command(tmp_path, monkeypatch):
     """./suite run's form: the lock is the command's own once it runs, and a second is refused with 3."""
     monkeypatch.setattr(lock, "RESULTS", tmp_path)
