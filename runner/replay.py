@@ -65,6 +65,12 @@ class Replayed:
         """The paths the night exits 2 on: moved or unstable, confirmed."""
         return self.final.flagged_paths()
 
+    def not_rerun(self) -> list[str]:
+        """The flagged paths no rerun measured (a committed night's rerun ran the cases its own verdict
+        flagged then): they stand unconfirmed, where a night run today would rerun them."""
+        rerun = set() if self.rerun is None or self.rerun.verdict is None else set(self.rerun.verdict.paths["path"])
+        return [path for path in self.flagged() if path not in rerun]
+
 
 class Bench:
     """The committed nights of one kind of node (but those left out), ready to be replayed."""
@@ -336,7 +342,8 @@ def measure(bench: Bench, nights: int, per_path: int, seed: int, out=print) -> N
     `per_path` nights with a 7% move and as many with samples spread x10."""
     for stamp in bench.nights:
         night = bench.committed(stamp)
-        out(f"{stamp} exit {night.exit}: first {night.first.flagged_paths()}, confirmed {night.flagged()}")
+        flags = f"first {night.first.flagged_paths()}, confirmed {night.flagged()}, not rerun {night.not_rerun()}"
+        out(f"{stamp} exit {night.exit}: {flags}")
     rng = np.random.default_rng(seed)
     clean = [bench.night(rng) for _ in range(nights)]
     moved = [night.flagged() for night in clean if night.exit == 2]
