@@ -68,8 +68,11 @@ class Replayed:
     def not_rerun(self) -> list[str]:
         """The flagged paths no rerun measured (a committed night's rerun ran the cases its own verdict
         flagged then): they stand unconfirmed, where a night run today would rerun them."""
-        rerun = set() if self.rerun is None or self.rerun.verdict is None else set(self.rerun.verdict.paths["path"])
-        return [path for path in self.flagged() if path not in rerun]
+        if self.rerun is None or self.rerun.verdict is None:
+            return self.flagged()
+        paths = self.rerun.verdict.paths
+        measured = set(paths.loc[paths["verdict"] != "unjudged", "path"])  # judge lists every accepted path
+        return [path for path in self.flagged() if path not in measured]
 
 
 class Bench:

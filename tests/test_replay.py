@@ -216,3 +216,19 @@ def test_eight_of_the_committed_nights_as_one_partition_name_a_node_slowed_on_a_
     assert all(max(cell.values(), default=0) <= 6 for cell in table["others_at_1"])
     assert table.loc["host link d2h of GPU 0, ce", "named_at_0.75"] == 6
     assert (table["named_at_0.5"] == 6).all()
+
+
+def test_a_flag_no_rerun_measured_is_named_apart_from_one_its_rerun_confirmed():
+    """The judge lists every accepted path (unjudged where nothing was measured): a flag whose path the
+    night's rerun never ran stands unconfirmed, and the replay names it, where a rerun's listing alone
+    would have called it measured."""
+
+    def judged(**verdicts) -> nightly.Judgement:
+        paths = pd.DataFrame({"path": list(verdicts), "verdict": list(verdicts.values())})
+        return nightly.Judgement(verdict.Verdict(pd.DataFrame(), paths), pd.DataFrame())
+
+    first = judged(a="moved", b="moved", c="pass")
+    rerun = judged(a="moved", b="unjudged", c="unjudged")
+    night = replay.Replayed(first, rerun, first.verdict, status.MOVED)
+    assert night.flagged() == ["a", "b"] and night.not_rerun() == ["b"]
+    assert replay.Replayed(first, None, first.verdict, status.MOVED).not_rerun() == ["a", "b"]
