@@ -1,0 +1,179 @@
+"""Each count docs/ states of how far the verdict is measured equals what the committed results give: the
+replays' outputs under results/replays/ and the nights' own logs under perflogs/hopper-vm/logs/. A page
+that keeps an old count after its results were measured again fails here, naming the sentence the
+results now give (the counts are said once: in the results; the pages quote them)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from judge import status, verdict
+
+REPO = Path(__file__).resolve().parent.parent
+REPLAYS = REPO / "results" / "replays"
+LOGS = REPO / "perflogs" / "hopper-vm" / "logs"
+VERDICT = REPO / "docs" / "verdict.md"
+
+
+def prose(path: Path) -> str:
+    """A page's text with its line breaks and runs of spaces as single spaces: a sentence wraps anywhere."""
+    return re.sub(r"\s+", " ", path.read_text())
+
+
+@dataclass
+class ReplayedNight:
+    exit: int
+    first: list[str]
+    confirmed: list[str]
+    not_rerun: list[str]
+
+
+@dataclass
+class Replay:
+    """What `python -m runner.replay` printed for one kind: each committed night replayed whole, the clean
+    nights drawn path by path, and per path the nights with a planted 7% move and spread x10."""
+
+    nights: dict[str, ReplayedNight] = field(default_factory=dict)
+    drawn: int = 0
+    drawn_first: int = 0
+    drawn_exit_2: int = 0
+    caught: dict[str, int] = field(default_factory=dict)  # path -> nights of 20 a 7% move is caught in
+    unstable: dict[str, int] = field(default_factory=dict)  # path -> nights of 20 a x10 spread is unstable in
+
+    def whole(self, status: int) -> int:
+        return sum(night.exit == status for night in self.nights.values())
+
+
+NIGHT = re.compile(r"^(\S+) exit (\d): first (\[.*?\]), confirmed (\[.*?\]), not rerun (\[.*?\])$")
+DRAWN = re.compile(r"^clean: (\d+) nights, flagged on the first run (\d+), exit 2 (\d+):")
+PLANTED = re.compile(r"^(.+): 7% caught (\d+)/20, x10 spread unstable (\d+)/20$")
+
+
+def replay(name: str) -> Replay:
+    """results/replays/NAME.txt read back; its first block only (a file may keep older experiments after a
+    blank line)."""
+    found = Replay()
+    block = REPLAYS.joinpath(name).read_text().split("\n\n")[0]
+    for line in block.splitlines():
+        if night := NIGHT.match(line):
+            stamp, status, *paths = night.groups()
+            found.nights[stamp] = ReplayedNight(int(status), *map(ast.literal_eval, paths))
+        elif drawn := DRAWN.match(line):
+            found.drawn, found.drawn_first, found.drawn_exit_2 = map(int, drawn.groups())
+        elif planted := PLANTED.match(line):
+            found.caught[planted[1]], found.unstable[planted[1]] = int(planted[2]), int(planted[3])
+    return found
+
+
+@pytest.fixture(scope="module")
+def h100() -> Replay:
+    return replay("hopper-vm-h100.txt")
+
+
+@pytest.fixture(scope="module")
+def verdict_page() -> str:
+    return prose(VERDICT)
+
+
+def states(page: str, sentence: str, where: str = "docs/verdict.md") -> None:
+    assert sentence in page, f"{where} does not say what the committed results give: {sentence!r}"
+
+
+# --- nights on real GPUs, from their committed logs and folders ---------------------------------------------
+
+NIGHTS = REPO / "results" / "nightly" / "hopper-vm"
+
+
+def night_of(log: Path) -> Path | None:
+    """The committed folder of the night a log (NAME-2026-11-28T1954.txt) is the output of; None for a
+    night the machine's limit cut before it wrote one (nothing judged: not counted)."""
+    stamp = re.search(r"(\d{4}-\d\d-\d\dT\d{4})", log.name)[1]
+    folders = list(NIGHTS.glob(f"{stamp}*/run.json"))
+    assert len(folders) <= 1, f"{log.name}: more than one night started at {stamp}"
+    return folders[0].parent if folders else None
+
+
+def judged(*patterns: str) -> list[int]:
+    """The exit status, as the nightly judges them now, of the committed nights whose logs match `patterns`
+    and that were judged against accepted runs (a kind's first nights, before its baseline, exit 3)."""
+    logs = sorted({log for pattern in patterns for log in LOGS.glob(pattern)})
+    exits = [as_judged_now(folder) for folder in map(night_of, logs) if folder is not None]
+    return [code for code in exits if code != status.UNJUDGED]
+
+
+def as_judged_now(folder: Path) -> int:
+    """A night's exit status as the nightly judges it now: its verdict judged again where it was
+    (`./suite rejudge`: rejudged-paths.csv, rejudged-siblings.csv), else its own."""
+    if not (folder / "rejudged-paths.csv").exists():
+        return int(json.loads((folder / "run.json").read_text())["exit"])
+    paths = pd.read_csv(folder / "rejudged-paths.csv")
+    sibling = pd.read_csv(folder / "rejudged-siblings.csv")
+    flagged = paths["verdict"].isin(verdict.FLAGGED).any() or (sibling["verdict"] == "lagging").any()
+    return status.MOVED if flagged else status.AS_ACCEPTED
+
+
+def test_the_clean_nights_on_freshly_started_nodes_are_counted_as_their_results_give(verdict_page):
+    four = judged("nightly-clean-h200x4-*.txt", "nightly-judged-h200x4-*.txt")
+    states(verdict_page, f"four H200s: {four.count(0)} of {len(four)} exit 0")
+    pair = judged("nightly-judged-h200-pair-*.txt")
+    states(verdict_page, f"two H200s: {pair.count(0)} of {len(pair)}, against its first three runs")
+    one = judged("nightly-clean-h200x1-*.txt", "nightly-h200x1-fourth-*.txt")
+    states(verdict_page, f"one H200: {one.count(0)} of {len(one)}, against its three accepted runs")
+    states(verdict_page, f"{one.count(0)} of {len(one)} clean nights of one H200 exit 0 against its three")
+    evening = judged("nightly-clean-h200x1-2026-11-28T*.txt", "nightly-h200x1-fourth-*.txt")
+    states(verdict_page, f"With 11:52, {evening.count(0)} of {len(evening)} clean nights of the kind exit 0")
+
+
+def neighbour_nights(pattern: str) -> list[tuple[bool, bool]]:
+    """For each committed night with a neighbour copying through one GPU's host link (its GPU in its log's
+    name, 'neighbour-gpu2'): whether the siblings named that GPU alone, and whether the night drained."""
+    found = []
+    for log in sorted(LOGS.glob(pattern)):
+        gpu = re.search(r"neighbour-gpu(\d)", log.name)[1]
+        if (folder := night_of(log)) is None:
+            continue
+        sibling = pd.read_csv(folder / "siblings.csv", dtype={"gpus": str})
+        named = set(sibling.loc[sibling["verdict"] == "lagging", "gpus"])
+        drained = bool(json.loads((folder / "run.json").read_text()).get("drain"))
+        found.append((named == {gpu}, drained))
+    return found
+
+
+def test_a_neighbour_on_one_gpu_is_counted_as_its_nights_give(verdict_page):
+    h200 = neighbour_nights("nightly-neighbour-gpu?-h200x4-*.txt")
+    h100 = neighbour_nights("nightly-neighbour-gpu?-path_matrix-h100x4-*.txt")
+    alone = f"{sum(a for a, _ in h200)} of {len(h200)} nights of four H200s, {sum(a for a, _ in h100)} of {len(h100)}"
+    states(verdict_page, f"is named on that GPU alone against its siblings: {alone} of four H100s")
+    kept = f"{sum(not d for _, d in h200)} of the {len(h200)} and {sum(not d for _, d in h100)} of {len(h100)}"
+    states(verdict_page, f"CONTENDED and not drained in {kept}")
+
+
+WORDS = dict(enumerate(["no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]))
+
+
+def caught(pattern: str) -> str:
+    """A planted neighbour's nights as the in-short list says them: '1 of 1: exit 2, five host-link paths,
+    contended' (each of its flagged paths contended, nothing drained)."""
+    said = []
+    for folder in filter(None, map(night_of, sorted(LOGS.glob(pattern)))):
+        run = json.loads((folder / "run.json").read_text())
+        paths = pd.read_csv(folder / "paths.csv")
+        flagged = set(paths.loc[paths["verdict"].isin(verdict.FLAGGED), "path"])
+        contended = flagged <= set((run.get("contention") or {}).get("paths", {})) and not run.get("drain")
+        host_link = all(path.startswith("host link ") for path in flagged)
+        said.append(f"exit {run['exit']}, {WORDS[len(flagged)]} {'host-link ' if host_link else ''}paths"
+                    + (", contended" if contended else ""))
+    assert len(set(said)) == 1, f"{pattern}: nights unlike each other, said one way: {said}"
+    return f"{len(said)} of {len(said)}: {said[0]}"
+
+
+def test_a_neighbour_inside_one_h200_is_counted_as_its_night_gives(verdict_page):
+    states(verdict_page, f"({caught('nightly-neighbour-hbm-gpu0-h200x1-*.txt')}), though DAXPY")
+    states(verdict_page, f"({caught('nightly-neighbour-hostlink-half-gpu0-h200x1-*.txt')}); every path it slowed")
