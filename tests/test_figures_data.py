@@ -97,3 +97,38 @@ def test_the_per_run_legend_sits_beside_the_panels_not_over_them(monkeypatch, tm
         (legend,) = fig.legends
         left = legend.get_window_extent(renderer).x0
         assert all(ax.get_window_extent(renderer).x1 <= left for ax in fig.axes if ax.get_visible())
+
+
+def test_the_latency_figure_keeps_its_bands_and_notes_inside_its_axes(frame, tmp_path):
+    """The latency page showed one min-max band filling a panel up to 2,000 us and crossover notes running
+    past the axes: the band is the runs' middle half, the panel sized to it, each note inside its panel."""
+    from matplotlib import pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from reports.figures import copy_latency
+
+    drawn = []
+    real_finish = copy_latency.finish
+    copy_latency.finish = lambda fig, *a, **k: (drawn.append(fig), real_finish(fig, *a, **k))[1]
+    try:
+        figures = copy_latency.latency_figure(_h100(frame, "copy_latency"), tmp_path)
+    finally:
+        copy_latency.finish = real_finish
+    assert figures and drawn
+    for fig in drawn:
+        canvas = FigureCanvasAgg(fig)  # finish saved and closed it: drawn again as it was saved
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        for ax in fig.axes:
+            box = ax.get_window_extent(renderer)
+            low, high = ax.get_ylim()
+            notes = [t for t in ax.texts if "faster than" in t.get_text()]
+            for note in notes:
+                extent = note.get_window_extent(renderer)
+                assert box.x0 <= extent.x0 and extent.x1 <= box.x1 + 1, f"{note.get_text()!r} runs past its axes"
+                assert box.y0 <= extent.y0 and extent.y1 <= box.y1 + 1, f"{note.get_text()!r} runs past its axes"
+            for band in ax.collections:
+                for path in band.get_paths():
+                    ys = path.vertices[:, 1]
+                    assert low <= ys.min() and ys.max() <= high, "a band runs past its panel"
+        plt.close(fig)

@@ -29,11 +29,13 @@ _DIRECTION_TITLES = {"h2d": "host to device", "d2h": "device to host"}
 
 
 def latency_curves(group: pd.DataFrame) -> pd.DataFrame:
-    """method, direction, size, median, min, max, count of one set of runs' latency records."""
+    """method, direction, size, median, min, max, q25, q75, count of one set of runs' latency records."""
     data = group[group["perf_var"].str.fullmatch(_LAT_VAR.pattern) & group["value"].notna()]
     parts = data["perf_var"].str.extract(_LAT_VAR.pattern)
     data = data.assign(method=parts["method"], direction=parts["direction"], size=parts["size"].astype(int))
-    return data.groupby(["method", "direction", "size"])["value"].agg(["median", "min", "max", "count"]).reset_index()
+    by = data.groupby(["method", "direction", "size"])["value"]
+    stats = by.agg(["median", "min", "max", "count"])
+    return stats.assign(q25=by.quantile(0.25), q75=by.quantile(0.75)).reset_index()
 
 
 def latency_crossovers(stats: pd.DataFrame) -> dict:
@@ -61,23 +63,27 @@ def _draw_method_curves(ax, stats: pd.DataFrame, direction: str, methods: list) 
             continue
         color = _LAT_COLORS.get(method, "#9467bd")
         ax.plot(curve["size"], curve["median"], marker="o", ms=3, color=color, label=_LAT_LABELS.get(method, method))
-        if curve["count"].max() > 1:
-            ax.fill_between(curve["size"], curve["min"], curve["max"], color=color, alpha=0.15)
+        if curve["count"].max() > 1:  # the middle half of the runs: one slow run stretches min-max up the panel
+            ax.fill_between(curve["size"], curve["q25"], curve["q75"], color=color, alpha=0.15)
 
 
 def _draw_crossovers(ax, stats: pd.DataFrame, direction: str, marks: list, high: float) -> None:
+    left, right = (math.log2(x) for x in ax.get_xlim())
     for n, (size, b, a) in enumerate(marks):
         at = stats[(stats["method"] == b) & (stats["direction"] == direction) & (stats["size"] == size)]
         y = float(at["median"].iloc[0]) if not at.empty else high / 2
         ax.axvline(size, color=_LAT_COLORS.get(b, "#9467bd"), linestyle=":", lw=1.2)
         ax.plot([size], [y], marker="o", ms=9, mfc="none", mec="black", mew=1.2)
+        # Its note on the side of its line with room: past the middle it reads leftwards, inside the axes.
+        rightwards = (math.log2(size) - left) / (right - left) < 0.5
         ax.text(
-            size * 1.08,
-            high / 1.15 / (2.2**n),
+            size * 1.08 if rightwards else size / 1.08,
+            0.97 - 0.11 * n,
             f"{b} faster than {a}\nfrom {bytes_label(size)} on",
+            transform=ax.get_xaxis_transform(),  # x in bytes, y in the axes' height: stacked from the top
             fontsize=7,
             va="top",
-            ha="left",
+            ha="left" if rightwards else "right",
             color="black",
             zorder=5,
             bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.8),
@@ -85,8 +91,10 @@ def _draw_crossovers(ax, stats: pd.DataFrame, direction: str, marks: list, high:
 
 
 def _draw_latency_panel(ax, stats: pd.DataFrame, direction: str, methods: list, found: dict, link) -> None:
-    low, high = stats["min"].min() / 2, stats["max"].max() * 2
+    low, high = stats["q25"].min() / 2, stats["q75"].max() * 2
     sizes = sorted(stats["size"].unique())
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(sizes[0] / 1.5, sizes[-1] * 1.5)  # fixed before the notes, which are placed by it
     _draw_method_curves(ax, stats, direction, methods)
     if link:
         xs = [s for s in sizes if s / link.bytes_per_s * 1e6 >= low / 4] or sizes[-1:]
@@ -100,7 +108,6 @@ def _draw_latency_panel(ax, stats: pd.DataFrame, direction: str, methods: list, 
         )
     marks = latency_marks(found, direction)
     _draw_crossovers(ax, stats, direction, marks, high)
-    ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_ylim(low, high)
     plain_log_ticks(ax.yaxis)
@@ -115,7 +122,10 @@ def _draw_latency_panel(ax, stats: pd.DataFrame, direction: str, methods: list, 
 
 
 def _latency_notes(link) -> list:
-    notes = ["circles and dotted lines: crossovers, the size from which the first method stays faster"]
+    notes = [
+        "shaded: the middle half of the runs",
+        "circles and dotted lines: crossovers, the size from which the first method stays faster",
+    ]
     if link:
         notes.append(f"dashed: the time the host link needs at its speed of light ({link.source})")
     return notes
