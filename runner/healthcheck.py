@@ -180,10 +180,11 @@ def judged_holding(args: argparse.Namespace, tier: Tier, node: str, deadline: fl
     for line in lines:
         print(line)
     failures = [line for line in lines if line.startswith("FAIL ")]
-    if NO_BASELINE in " ".join(lines):  # the faults were judged, not the node against its kind: nothing to act by
-        print(f"{PREFIX} {tier.name}: {reason_line(failures) if failures else 'no faults'}")
-        print(f"{PREFIX} {tier.name}: no accepted node to hold the facts to (./suite accept): nothing acted on")
-        return 1 if failures else 3
+    if NO_BASELINE in " ".join(lines) and not failures:  # no fault, and nothing to hold the node to: no pass
+        print(f"{PREFIX} {tier.name}: no faults; no accepted node to hold the facts to (./suite accept): not judged")
+        return 3
+    # Without an accepted node only the faults any node fails by are judged (an uncorrected ECC error, a
+    # remap pending, a clock held down): they are the node's, and drained with --act like any other.
     run = {"system": args.system, "tier": tier.name, "node": node, "stamp": stamp, "start": stamp}
     if failures or status or args.facts_only:
         reasons = [reason_line(failures)] if failures else []

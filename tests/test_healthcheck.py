@@ -123,10 +123,17 @@ def test_an_error_of_the_tier_itself_is_not_judged_never_a_failed_node(monkeypat
     assert "not judged: ZeroDivisionError" in capsys.readouterr().out
 
 
-def test_without_an_accepted_node_it_neither_drains_nor_resumes(fake_node, tmp_path):
-    ok = health(fake_node, "--act", GPU_MEMPATHS_DATA=str(tmp_path / "no-accepted-runs"))
+def test_without_an_accepted_node_a_clean_node_is_not_judged_and_a_faulty_one_fails(fake_node, tmp_path):
+    """Nothing accepted: no fault is no pass (exit 3, never resumed); a fault any node fails by (an
+    uncorrected ECC error) is the node's: exit 1, its line, its run kept, the same as with a baseline."""
+    data = str(tmp_path / "no-accepted-runs")
+    ok = health(fake_node, "--act", GPU_MEMPATHS_DATA=data)
     assert "nothing to judge the node's facts against" in ok.stdout
     assert ok.returncode == 3 and "no accepted node to hold the facts to" in ok.stdout and "act: runs" not in ok.stdout
+    bad = health(fake_node, GPU_MEMPATHS_DATA=data, GPU_MEMPATHS_FAKE_GPU="ecc_uncorrected=3")
+    assert bad.returncode == 1 and bad.stdout.splitlines()[-1] == (
+        "gpu-mempaths GMP-320 health: gpu0 ecc_uncorrected: expected 0, found 3"
+    ), bad.stdout
     missing = health(fake_node, "--accepted", str(tmp_path / "none.json"))
     assert missing.returncode == 3 and f"--accepted {tmp_path / 'none.json'}: no such file" in missing.stdout
 
