@@ -32,7 +32,7 @@ class ReplayedNight:
     exit: int
     first: list[str]
     confirmed: list[str]
-    not_rerun: list[str]
+    not_rerun: list[str] | None
 
 
 @dataclass
@@ -51,7 +51,7 @@ class Replay:
         return sum(night.exit == status for night in self.nights.values())
 
 
-NIGHT = re.compile(r"^(\S+) exit (\d): first (\[.*?\]), confirmed (\[.*?\]), not rerun (\[.*?\])$")
+NIGHT = re.compile(r"^(\S+) exit (\d): first (\[.*?\]), confirmed (\[.*?\])(?:, not rerun (\[.*?\]))?$")
 DRAWN = re.compile(r"^clean: (\d+) nights, flagged on the first run (\d+), exit 2 (\d+):")
 PLANTED = re.compile(r"^(.+): 7% caught (\d+)/20, x10 spread unstable (\d+)/20$")
 
@@ -63,8 +63,14 @@ def replay(name: str) -> Replay:
     block = REPLAYS.joinpath(name).read_text().split("\n\n")[0]
     for line in block.splitlines():
         if night := NIGHT.match(line):
-            stamp, status, *paths = night.groups()
-            found.nights[stamp] = ReplayedNight(int(status), *map(ast.literal_eval, paths))
+            stamp, code, first, confirmed, not_rerun = night.groups()
+            unknown = not_rerun is None  # printed before the replay named them
+            flags = (
+                ast.literal_eval(first),
+                ast.literal_eval(confirmed),
+                None if unknown else ast.literal_eval(not_rerun),
+            )
+            found.nights[stamp] = ReplayedNight(int(code), *flags)
         elif drawn := DRAWN.match(line):
             found.drawn, found.drawn_first, found.drawn_exit_2 = map(int, drawn.groups())
         elif planted := PLANTED.match(line):
@@ -168,8 +174,10 @@ def caught(pattern: str) -> str:
         flagged = set(paths.loc[paths["verdict"].isin(verdict.FLAGGED), "path"])
         contended = flagged <= set((run.get("contention") or {}).get("paths", {})) and not run.get("drain")
         host_link = all(path.startswith("host link ") for path in flagged)
-        said.append(f"exit {run['exit']}, {WORDS[len(flagged)]} {'host-link ' if host_link else ''}paths"
-                    + (", contended" if contended else ""))
+        said.append(
+            f"exit {run['exit']}, {WORDS[len(flagged)]} {'host-link ' if host_link else ''}paths"
+            + (", contended" if contended else "")
+        )
     assert len(set(said)) == 1, f"{pattern}: nights unlike each other, said one way: {said}"
     return f"{len(said)} of {len(said)}: {said[0]}"
 
@@ -177,3 +185,42 @@ def caught(pattern: str) -> str:
 def test_a_neighbour_inside_one_h200_is_counted_as_its_night_gives(verdict_page):
     states(verdict_page, f"({caught('nightly-neighbour-hbm-gpu0-h200x1-*.txt')}), though DAXPY")
     states(verdict_page, f"({caught('nightly-neighbour-hostlink-half-gpu0-h200x1-*.txt')}); every path it slowed")
+
+
+# --- the power tables --------------------------------------------------------------------------------------
+
+POWER = REPO / "results" / "power"
+
+
+def power(kind: str, rules: str) -> pd.DataFrame:
+    """`./suite power` of one kind under one set of the verdict's rules (results/power/...-rules-RULES.csv)."""
+    return pd.read_csv(POWER / f"hopper-vm-{kind}-rules-{rules}.csv")
+
+
+def test_what_the_guard_rail_and_one_case_alone_buy_is_as_the_power_tables_give(verdict_page):
+    """docs/verdict.md: 'take a 50% move from 8 of 22 paths to 22 of 22 on one H100 and from 11 to 22 on
+    one H200, on the bench; the clean bench nights flag no more (1 against 2 ...)'."""
+    caught = {
+        (k, r): int((power(k, r)["bench_power_50"] >= 0.9).sum())
+        for k in ("h100", "h200")
+        for r in ("statistics", "all")
+    }
+    paths = len(power("h100", "all"))
+    states(
+        verdict_page,
+        f"take a 50% move from {caught['h100', 'statistics']} of {paths} paths to {caught['h100', 'all']} of {paths} "
+        f"on one H100 and from {caught['h200', 'statistics']} to {caught['h200', 'all']} on one H200, on the bench",
+    )
+    false = {(k, r): int(power(k, r)["bench_false"].sum()) for k in ("h100", "h200") for r in ("statistics", "all")}
+    states(
+        verdict_page,
+        f"({false['h100', 'all']} against {false['h100', 'statistics']} on the H100, {false['h200', 'all']} and "
+        f"{false['h200', 'statistics']} on the H200)",
+    )
+    sim = {(k, r): int(power(k, r)["sim_false"].sum()) for k in ("h100", "h200") for r in ("statistics", "all")}
+    nights = int(power("h100", "all")["sim_nights"].iloc[0])
+    states(
+        verdict_page,
+        f"({sim['h100', 'all']} paths in {nights} nights on the H100 against {sim['h100', 'statistics']}; "
+        f"{sim['h200', 'all']} against {sim['h200', 'statistics']} on the H200)",
+    )
