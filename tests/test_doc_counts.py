@@ -44,43 +44,67 @@ class Replay:
     drawn: int = 0
     drawn_first: int = 0
     drawn_exit_2: int = 0
+    drawn_flagged: list[str] = field(default_factory=list)  # the paths the drawn nights exit 2 on
     caught: dict[str, int] = field(default_factory=dict)  # path -> nights of 20 a 7% move is caught in
     unstable: dict[str, int] = field(default_factory=dict)  # path -> nights of 20 a x10 spread is unstable in
 
-    def whole(self, status: int) -> int:
-        return sum(night.exit == status for night in self.nights.values())
+    def whole(self, code: int) -> int:
+        """The committed nights replayed whole that exit `code`."""
+        return sum(night.exit == code for night in self.nights.values())
+
+    def first_flagged(self) -> int:
+        """The committed nights that flag a path on their first run."""
+        return sum(bool(night.first) for night in self.nights.values())
+
+    def unconfirmed(self) -> int:
+        """The nights that exit 2 on flags alone their reruns never measured (a night run now reruns them)."""
+        return sum(
+            night.exit == status.MOVED and set(night.confirmed) <= set(night.not_rerun)
+            for night in self.nights.values()
+        )
 
 
 NIGHT = re.compile(r"^(\S+) exit (\d): first (\[.*?\]), confirmed (\[.*?\])(?:, not rerun (\[.*?\]))?$")
-DRAWN = re.compile(r"^clean: (\d+) nights, flagged on the first run (\d+), exit 2 (\d+):")
+DRAWN = re.compile(r"^clean: (\d+) nights, flagged on the first run (\d+), exit 2 (\d+): (\[.*\])$")
 PLANTED = re.compile(r"^(.+): 7% caught (\d+)/20, x10 spread unstable (\d+)/20$")
 
 
-def replay(name: str) -> Replay:
-    """results/replays/NAME.txt read back; its first block only (a file may keep older experiments after a
-    blank line)."""
-    found = Replay()
-    block = REPLAYS.joinpath(name).read_text().split("\n\n")[0]
-    for line in block.splitlines():
-        if night := NIGHT.match(line):
-            stamp, code, first, confirmed, not_rerun = night.groups()
-            unknown = not_rerun is None  # printed before the replay named them
-            flags = (
-                ast.literal_eval(first),
-                ast.literal_eval(confirmed),
-                None if unknown else ast.literal_eval(not_rerun),
-            )
-            found.nights[stamp] = ReplayedNight(int(code), *flags)
-        elif drawn := DRAWN.match(line):
-            found.drawn, found.drawn_first, found.drawn_exit_2 = map(int, drawn.groups())
-        elif planted := PLANTED.match(line):
-            found.caught[planted[1]], found.unstable[planted[1]] = int(planted[2]), int(planted[3])
+def replays(name: str) -> list[Replay]:
+    """results/replays/NAME read back, one Replay per block (a blank line apart: the replay run with its
+    command, then others, each under its own comment)."""
+    found = []
+    for block in REPLAYS.joinpath(name).read_text().split("\n\n"):
+        replay = Replay()
+        for line in block.splitlines():
+            if night := NIGHT.match(line):
+                stamp, code, first, confirmed, not_rerun = night.groups()
+                unknown = not_rerun is None  # printed before the replay named them
+                flags = ast.literal_eval(first), ast.literal_eval(confirmed)
+                replay.nights[stamp] = ReplayedNight(
+                    int(code), *flags, None if unknown else ast.literal_eval(not_rerun)
+                )
+            elif drawn := DRAWN.match(line):
+                replay.drawn, replay.drawn_first, replay.drawn_exit_2 = map(int, drawn.groups()[:3])
+                replay.drawn_flagged = [path for night in ast.literal_eval(drawn[4]) for path in night]
+            elif planted := PLANTED.match(line):
+                replay.caught[planted[1]], replay.unstable[planted[1]] = int(planted[2]), int(planted[3])
+        found.append(replay)
     return found
 
 
 @pytest.fixture(scope="module")
-def h100() -> Replay:
-    return replay("hopper-vm-h100.txt")
+def h100() -> tuple[Replay, Replay]:
+    """One H100's committed nights replayed with the verdict's rules of now: every night, then the nine
+    accepted runs' nights with the two slow hosts left out."""
+    every, nine = replays("hopper-vm-h100.txt")[:2]
+    return every, nine
+
+
+@pytest.fixture(scope="module")
+def h100_before() -> tuple[Replay, Replay]:
+    """The same, with the statistics alone (2026-11-28): the figures the pages give in brackets."""
+    every, nine = replays("hopper-vm-h100-2026-11-28.txt")[:2]
+    return every, nine
 
 
 @pytest.fixture(scope="module")
@@ -223,4 +247,107 @@ def test_what_the_guard_rail_and_one_case_alone_buy_is_as_the_power_tables_give(
         verdict_page,
         f"({sim['h100', 'all']} paths in {nights} nights on the H100 against {sim['h100', 'statistics']}; "
         f"{sim['h200', 'all']} against {sim['h200', 'statistics']} on the H200)",
+    )
+
+
+# --- one H100's committed nights replayed --------------------------------------------------------------------
+
+
+def span(counts: list[int]) -> str:
+    """'17-20', or '4' where every count is one."""
+    return f"{min(counts)}-{max(counts)}" if min(counts) != max(counts) else f"{min(counts)}"
+
+
+def of_paths(counts: dict[str, int], *starts: str, but: str = "\0") -> list[int]:
+    """The counts of the paths whose names start with any of `starts` (not containing `but`)."""
+    return [n for path, n in counts.items() if path.startswith(starts) and but not in path]
+
+
+def test_one_h100s_nights_replayed_whole_are_counted_as_the_replay_gives(h100, h100_before, verdict_page):
+    (every, _), (before, _) = h100, h100_before
+    nights, moved = len(every.nights), every.whole(status.MOVED)
+    assert set(every.nights) == set(before.nights) and every.whole(1) == every.whole(3) == 0
+    slow, unconfirmed = moved - every.unconfirmed(), every.unconfirmed()
+    states(
+        verdict_page,
+        f"its {nights} committed clean nights replayed, {every.whole(0)} exit 0 and {moved} exit 2: "
+        f"{WORDS[slow]} hosts slow through their reruns, and {WORDS[unconfirmed]} on flags their nights' reruns "
+        "never measured",
+    )
+    states(verdict_page, f"**Clean nights, replayed whole**: {moved} of {nights} exit 2 ({before.whole(2)})")
+    states(
+        verdict_page, f"{every.first_flagged()} of {nights} flag a path on their first run ({before.first_flagged()})"
+    )
+    states(
+        verdict_page,
+        f"{before.first_flagged()} of {nights} nights flag a path before any rerun, against "
+        f"{every.first_flagged()} of {nights} with the guard rail and one case alone",
+    )
+
+
+def test_one_h100s_drawn_nights_are_counted_as_the_replay_gives(h100, h100_before, verdict_page):
+    (every, nine), (before, nine_before) = h100, h100_before
+    assert every.drawn == nine.drawn == 200 and all(path.startswith("host link ") for path in every.drawn_flagged)
+    states(
+        verdict_page,
+        f"**200 clean nights drawn from them**: {every.drawn_exit_2} exit 2 ({before.drawn_exit_2}), on host-link "
+        f"paths, {every.drawn_first} flagged on the first run ({before.drawn_first})",
+    )
+    states(
+        verdict_page,
+        f"left out, {nine.drawn_exit_2} of 200 exit 2 ({nine_before.drawn_exit_2}), "
+        f"{nine.drawn_first} flagged on the first run ({nine_before.drawn_first})",
+    )
+    states(verdict_page, f"exit 2 in {every.drawn_exit_2}, on host-link paths")
+    states(verdict_page, f"those two left out, {nine.drawn_exit_2} of 200")
+
+
+def test_faults_planted_in_one_h100s_nights_are_counted_as_the_replay_gives(h100, h100_before, verdict_page):
+    (every, _), (before, _) = h100, h100_before
+    now, then = every.caught, before.caught
+    full = ["GPU memory of GPU 0", "host link d2h of GPU 0, ce", "host link d2h of GPU 0, sm"]
+    assert all(now[path] == 20 for path in full), {path: now[path] for path in full}
+    others = {
+        "h2d by the SMs": "host link h2d of GPU 0, sm",
+        "both ways by the copy engine": "host link both ways of GPU 0, ce",
+        "both ways by the SMs": "host link both ways of GPU 0, sm",
+        "h2d by the copy engine": "host link h2d of GPU 0, ce",
+    }
+    rest = ", ".join(f"{now[path]} on {name} ({then[path]})" for name, path in others.items())
+    states(verdict_page, f"caught in 20 of 20 on GPU memory and on the host link's d2h by either engine; {rest}")
+    missed = of_paths(now, "host link latency", "DAXPY", "Unified Memory", "host memory", "small copies")
+    assert set(missed) == {0}
+    other = [now[path] for path in others.values()]
+    states(verdict_page, f"20 of 20 on GPU memory and two host-link paths; {span(other)} on the other four")
+    states(
+        verdict_page,
+        "a 7% move of GPU memory or of the host link d2h, planted in replayed nights of one H100: 20 of 20",
+    )
+
+
+def test_samples_spread_wider_in_one_h100s_nights_are_counted_as_the_replay_gives(h100, h100_before, verdict_page):
+    (every, _), (before, _) = h100, h100_before
+
+    def spans(unstable: dict[str, int]) -> tuple[str, ...]:
+        return (
+            span(of_paths(unstable, "DAXPY", "Unified Memory")),
+            span(of_paths(unstable, "host memory", "small copies")),
+            span(of_paths(unstable, "host link", but="latency")),
+            span(of_paths(unstable, "host link latency")),
+        )
+
+    (kernels, host, link, latency), (kernels_then, host_then, link_then, latency_then) = (
+        spans(every.unstable),
+        spans(before.unstable),
+    )
+    states(
+        verdict_page,
+        f"unstable in {kernels} of 20 on DAXPY and migration, {host} on host memory and small copies, {link} on "
+        f"the host link and {latency} on its latency (with the statistics alone: {kernels_then}, {host_then}, "
+        f"{link_then}, {latency_then})",
+    )
+    states(
+        verdict_page,
+        f"unstable in {kernels} of 20 on DAXPY and migration, {host} on host memory and small copies, {link} on "
+        "the host link |",
     )
