@@ -351,3 +351,34 @@ def test_samples_spread_wider_in_one_h100s_nights_are_counted_as_the_replay_give
         f"unstable in {kernels} of 20 on DAXPY and migration, {host} on host memory and small copies, {link} on "
         "the host link |",
     )
+
+
+# --- one H100's nights as one partition's nodes ----------------------------------------------------------------
+
+
+def test_a_partition_of_one_h100s_nights_is_counted_as_the_replay_gives(verdict_page):
+    power = REPLAYS.joinpath("hopper-vm-partition-power-h100.txt").read_text()
+    half = re.search(r"^a node at 0.5 of its speed named in every partition: on (\d+) of (\d+) paths$", power, re.M)
+    quarter = re.search(
+        r"^a node at 0.75 of its speed named in .*: on (\d+) of (\d+) paths of those spread", power, re.M
+    )
+    draws = set(re.findall(r"^\s+\S.*?\s+[\d.]+\s+(\d+)\s+\d+\s+\d+", power, re.M))
+    assert half and quarter and len(draws) == 1, "results/replays/hopper-vm-partition-power-h100.txt: unreadable"
+    [partitions] = draws
+    states(
+        verdict_page,
+        f"half as fast named in {partitions} of {partitions} partitions on {half[1]} of {half[2]} paths, a quarter "
+        f"slower on {quarter[1]} of the {quarter[2]} paths spread under 5% between nodes",
+    )
+    night = REPLAYS.joinpath("hopper-vm-partition.txt").read_text()
+    faults = set(re.findall(r"^  (2026\S+) .*: node fault$", night, re.M))
+    transients = set(re.findall(r"^  (2026\S+) .*: transient$", night, re.M))
+    assert faults == {"2026-11-24T22:34:55"} and transients == {"2026-11-24T22:49:45"}, (faults, transients)
+    assert "fleet changes []" in night
+    h2d = re.search(r"22:34:55 host link h2d of GPU 0, sm: -([\d.]+)% vs siblings \(z ([\d.]+)\)", night)
+    states(
+        prose(REPO / "docs" / "nightly.md"),
+        f"judged as one partition name 22:34 alone (host link h2d −{round(float(h2d[1]))}%, z {int(float(h2d[2]))}, "
+        "its rerun agreeing), 22:49's one flag cleared by its rerun, no fleet change",
+        "docs/nightly.md",
+    )
