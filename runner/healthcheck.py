@@ -22,7 +22,8 @@ room: Slurm's HealthCheckProgram (directly or from NHC), a prolog, an epilog, a 
   it for that tier, never a node someone else drained, within the system's cap (runner/act.py).
 
 Exit 0 healthy (or CONTENDED), 1 a fact or a check failed, 2 a path moved, 3 not judged (past its limit, the
-facts unreadable, no night's build to measure with, acting failed), as the nightly's.
+facts unreadable, no night's build to measure with), as the nightly's. An act not done (a breaker's record
+that cannot be written, a Slurm that refuses) is said beside the verdict, which stands.
 """
 
 from __future__ import annotations
@@ -99,6 +100,13 @@ def read_facts(args: argparse.Namespace, limit_s: float, outdir: Path) -> tuple[
         tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-1:])
         raise CannotAct(f"the node's facts could not be read (exit {done.returncode}): {tail}")
     return done.returncode, lines
+
+
+def counted_errors() -> set[str]:
+    """The codes of the facts that fail any node, accepted or not: errors its GPUs counted."""
+    return {
+        code_of("health", key).code for key in ("ecc_uncorrected", "remap_pending", "remap_failure", "retired_pending")
+    }
 
 
 def reason_line(failures: list[str]) -> str:
@@ -180,11 +188,17 @@ def judged_holding(args: argparse.Namespace, tier: Tier, node: str, deadline: fl
     for line in lines:
         print(line)
     failures = [line for line in lines if line.startswith("FAIL ")]
-    if NO_BASELINE in " ".join(lines) and not failures:  # no fault, and nothing to hold the node to: no pass
-        print(f"{PREFIX} {tier.name}: no faults; no accepted node to hold the facts to (./suite accept): not judged")
-        return 3
-    # Without an accepted node only the faults any node fails by are judged (an uncorrected ECC error, a
-    # remap pending, a clock held down): they are the node's, and drained with --act like any other.
+    if NO_BASELINE in " ".join(lines):
+        # Without an accepted node only the errors its GPUs counted judge it (an uncorrected ECC error, a
+        # remap pending): the node's, drained with --act like any other. Anything else (NVML not read, a
+        # clock reason) may be the suite's reading: with no fault counted, no pass either.
+        failures = [line for line in failures if split_code(line.removeprefix("FAIL "))[0] in counted_errors()]
+        if not failures:
+            print(
+                f"{PREFIX} {tier.name}: no errors counted; no accepted node to hold the facts to (./suite accept): "
+                "not judged"
+            )
+            return 3
     run = {"system": args.system, "tier": tier.name, "node": node, "stamp": stamp, "start": stamp}
     if failures or status or args.facts_only:
         reasons = [reason_line(failures)] if failures else []
@@ -199,9 +213,10 @@ def judged_holding(args: argparse.Namespace, tier: Tier, node: str, deadline: fl
     save_tier_run(outdir, run, result, reasons)
     print(said(tier, run, result, reasons, len(lines), measured=not (failures or status or args.facts_only)))
     if args.act and result in (0, 1, 2):
-        if time.monotonic() > deadline:  # judged past its limit: the hook may have given up on it; act on nothing
-            return not_judged(tier.name, f"judged past its {args.limit_s:g} s limit: nothing acted on")
-        act_within(args, tier, node, result, reasons, deadline)
+        if time.monotonic() > deadline:  # the hook may have given up on it: the verdict stands, nothing is acted on
+            print(f"{PREFIX} {tier.name}: judged past its {args.limit_s:g} s limit: nothing acted on", file=sys.stderr)
+        else:
+            act_within(args, tier, node, result, reasons, deadline)
     return result
 
 
@@ -221,7 +236,12 @@ def act_within(args, tier: Tier, node: str, result: int, reasons: list[str], dea
             args.systems_dir,
             max(0.0, deadline - time.monotonic()),
         )
-    except CannotAct as err:
+    except (
+        CannotAct,
+        OSError,
+        KeyError,
+        data.SystemDataError,
+    ) as err:  # as act.after_night: the suite's, not the node's
         print(f"{PREFIX} {tier.name}: SUITE ERROR: act: not done: {err}", file=sys.stderr)
 
 
@@ -256,6 +276,10 @@ def said(tier: Tier, run: dict, status: int, reasons: list[str], facts: int, mea
         return reason_of(" | ".join(reasons), tier.name)
     if status == 0:
         return f"{PREFIX} {tier.name}: ok ({facts} lines of facts" + (", its paths as accepted)" if measured else ")")
+    kept = run.get("not_drained") or []
+    if kept:  # moved, but another process on its GPUs or host explains it: said as such, never drained
+        text = split_code(kept[0])[1] + (f" (+{len(kept) - 1} more)" if len(kept) > 1 else "")
+        return f"{PREFIX} {code_of('node', 'contended').code} {tier.name}: CONTENDED, not drained: {text}"
     codes = run.get("unjudged_codes") or []
     why = ", ".join(run.get("unjudged_reasons") or []) or MEANING[status]
     return f"{PREFIX} {codes[0] + ' ' if codes else ''}{tier.name}: {MEANING[status]}: {why}"

@@ -60,16 +60,35 @@ def holder_of(path: Path) -> str:
 
 
 #: How long a command that finds the lock held waits for its holder to write its name: flock is taken
-#: before the name is written, and a nightly that read no name there would not know a health check's
-#: "(done by ...)" and exit 3 beside a holder that ends in seconds.
+#: before the name is written (over the last holder's, which the file keeps), and a nightly that read no
+#: name, or a dead holder's, would not know a health check's "(done by ...)" and exit 3 beside a holder
+#: that ends in seconds.
 NAMING_S = 1.0
+_PID = re.compile(r"^pid (\d+) ")
 
 
-def _named_holder(path: Path, within_s: float = NAMING_S) -> str:
-    """holder_of `path`, once its holder has written its name (`within_s` at most)."""
+def _alive(holder: str) -> bool:
+    """Whether the holder a lock file names is a process of this node still running (its pid)."""
+    found = _PID.match(holder)
+    if not found:
+        return False
+    try:
+        os.kill(int(found[1]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: running
+        return True
+    return True
+
+
+def _named_holder(fd: int, path: Path, within_s: float = NAMING_S) -> str | None:
+    """holder_of `path` once a running holder has named itself there (`within_s` at most); None where the
+    lock came free meanwhile and `fd` now holds it."""
     end = time.monotonic() + within_s
-    while (holder := holder_of(path)) == UNNAMED and time.monotonic() < end:
+    while not _alive(holder := holder_of(path)) and time.monotonic() < end:
         time.sleep(0.05)
+        if _try(fd):
+            return None
     return holder
 
 
@@ -120,6 +139,22 @@ def _wait_for_brief(fd: int, holder: str, at_most_s: float) -> bool:
     return False
 
 
+def _busy_or_wait(fd: int, path: Path, holder: str, wait: bool) -> None:
+    """Busy naming the holder (read again: a brief one waited for may have handed the lock on), or with
+    `wait`, the lock taken once its holder lets it go."""
+    current = holder_of(path)
+    holder = current if _alive(current) else UNNAMED  # a dead holder's name left in the file is not its
+    if not wait:
+        os.close(fd)
+        raise Busy(
+            f"suite: another command holds this checkout's lock on this node ({path}): {holder}; one night "
+            "at a time: wait for it (--wait), or stop it"
+        )
+    print(f"suite: waiting for the command that holds {path}: {holder}", file=sys.stderr, flush=True)
+    while not _try(fd):
+        time.sleep(POLL_S)
+
+
 def acquire(what: str, wait: bool = False, path: Path | None = None, brief_wait_s: float = BRIEF_AT_MOST_S) -> int:
     """The node's lock taken for `what` (a command line, for whoever finds it held): the open file
     descriptor that holds it. Held: with `wait`, waits for it (saying so once); held by a brief holder (a
@@ -127,17 +162,11 @@ def acquire(what: str, wait: bool = False, path: Path | None = None, brief_wait_
     path = path or lock_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    if not _try(fd) and not _wait_for_brief(fd, _named_holder(path), brief_wait_s):
-        holder = holder_of(path)
-        if not wait:
-            os.close(fd)
-            raise Busy(
-                f"suite: another command holds this checkout's lock on this node ({path}): {holder}; one night "
-                "at a time: wait for it (--wait), or stop it"
-            )
-        print(f"suite: waiting for the command that holds {path}: {holder}", file=sys.stderr, flush=True)
-        while not _try(fd):
-            time.sleep(POLL_S)
+    if not _try(fd):
+        # Its holder read once named (where this command would wait for a brief one; None: it let go meanwhile).
+        holder = _named_holder(fd, path) if brief_wait_s > 0 else holder_of(path)
+        if holder is not None and not _wait_for_brief(fd, holder, brief_wait_s):
+            _busy_or_wait(fd, path, holder, wait)
     since = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     try:
         os.ftruncate(fd, 0)

@@ -290,6 +290,23 @@ def test_the_health_tier_measures_its_cases_again_and_judges_them_against_the_ac
     assert "rerun" in run and run["exit"] == 2 and run["drain"][0].startswith("GMP-101 moved against")
     run_dir = next((accepted / "results" / "health").rglob(run["stamp"].replace(":", "")))
     assert "GMP-101" in (run_dir / "verdict.xml").read_text()
+    # The same slow link with another process on GPU 0: contended, never drained, and said so on its last
+    # line (which read 'something moved: something moved' on one H100 with a neighbour).
+    with subprocess.Popen(["sleep", "600"]) as neighbour:
+        try:
+            busy, run = health_tier(
+                accepted,
+                33,
+                "--limit-s",
+                "240",
+                GPU_MEMPATHS_FAKE_SLOWDOWN="path_matrix.gpu0=0.5",
+                GPU_MEMPATHS_FAKE_PROCESSES=f"0={neighbour.pid}",
+            )
+        finally:
+            neighbour.kill()
+    assert busy.returncode == 2 and run["drain"] == [] and run["not_drained"], busy.stdout + busy.stderr
+    last = busy.stdout.splitlines()[-1]
+    assert last.startswith("gpu-mempaths GMP-216 health: CONTENDED, not drained: moved against the accepted"), last
     assert {p: p.read_bytes() for p in (accepted / "perflogs" / "fakegpu").rglob("*.log")} == perflogs
 
 

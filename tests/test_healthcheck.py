@@ -124,8 +124,8 @@ def test_an_error_of_the_tier_itself_is_not_judged_never_a_failed_node(monkeypat
 
 
 def test_without_an_accepted_node_a_clean_node_is_not_judged_and_a_faulty_one_fails(fake_node, tmp_path):
-    """Nothing accepted: no fault is no pass (exit 3, never resumed); a fault any node fails by (an
-    uncorrected ECC error) is the node's: exit 1, its line, its run kept, the same as with a baseline."""
+    """Nothing accepted: no fault is no pass (exit 3, never resumed); an error its GPUs counted (an
+    uncorrected ECC error) is the node's: exit 1, its line, its run kept, as with a baseline."""
     data = str(tmp_path / "no-accepted-runs")
     ok = health(fake_node, "--act", GPU_MEMPATHS_DATA=data)
     assert "nothing to judge the node's facts against" in ok.stdout
@@ -134,6 +134,12 @@ def test_without_an_accepted_node_a_clean_node_is_not_judged_and_a_faulty_one_fa
     assert bad.returncode == 1 and bad.stdout.splitlines()[-1] == (
         "gpu-mempaths GMP-320 health: gpu0 ecc_uncorrected: expected 0, found 3"
     ), bad.stdout
+    [kept] = (tmp_path / "no-accepted-runs" / "results" / "health").rglob("run.json")
+    assert json.loads(kept.read_text())["exit"] == 1
+    # A clock held down (HW slowdown, 0x8) is a fault too, but no error counted: without an accepted node it
+    # may be the reading, not the node: no pass, no drain.
+    slowed = health(fake_node, GPU_MEMPATHS_DATA=data, GPU_MEMPATHS_FAKE_GPU="clock_events=9")
+    assert "FAIL GMP-326 gpu0 clock_events" in slowed.stdout and slowed.returncode == 3, slowed.stdout
     missing = health(fake_node, "--accepted", str(tmp_path / "none.json"))
     assert missing.returncode == 3 and f"--accepted {tmp_path / 'none.json'}: no such file" in missing.stdout
 

@@ -8,8 +8,10 @@ import contextlib
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -95,25 +97,42 @@ def test_a_night_waits_for_a_health_check_measuring_and_a_health_check_never_wai
 
 
 def test_a_night_that_finds_the_lock_taken_but_not_yet_named_waits_for_the_name(tmp_path, monkeypatch):
-    """flock is taken before the holder writes its name: a nightly that looked in between read no name, took
-    the health check for a night and exited 3 beside a holder that ended a second later."""
+    """flock is taken before the holder writes its name, over the last holder's (which the file keeps): a
+    nightly that looked in between read no name, or a dead nightly's, took the health check for a night and
+    exited 3 beside a holder that ended a second later. A holder that never names itself is Busy, unnamed."""
     monkeypatch.setattr(lock, "RESULTS", tmp_path)
     path = lock.lock_path()
-    path.write_text("")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = f"pid {dead.stdout.strip()} since 2026-12-06T01:00:00 UTC: ./suite nightly --system x\n"
+    # The holder takes the lock, then names itself brief only when told to (a pipe, not a race with a sleep).
     hold = (
         "import fcntl, os, sys, time; from runner import lock; "
         f"fd = os.open({str(path)!r}, os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); "
-        "time.sleep(0.4); os.pwrite(fd, lock.brief('./suite health', 1.5).encode(), 0); time.sleep(1.5)"
+        "told = sys.stdin.readline(); "
+        "told and os.pwrite(fd, lock.brief('./suite health', 1.5).encode().ljust(200), 0); "
+        "time.sleep(1.5 if told else 9)"
     )
-    holder = subprocess.Popen([sys.executable, "-c", hold], cwd=REPO, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "held\n"
-        assert "not yet written its name" in lock.holder_of(path)
-        with lock.held("./suite nightly"):  # read the name once written, waited for the brief holder
-            assert holder.poll() is not None
-    finally:
-        holder.kill()
-        holder.wait()
+    for named in (True, False):
+        path.write_text(stale)
+        holder = subprocess.Popen(
+            [sys.executable, "-c", hold], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert holder.stdout.readline() == "held\n"
+            assert "./suite nightly" in lock.holder_of(path)  # the dead holder's name, still in the file
+            if named:
+                threading.Timer(0.3, lambda told=holder.stdin: (told.write("go\n"), told.flush())).start()
+                with lock.held("./suite nightly"):  # read the name once written, waited for the brief holder
+                    assert holder.poll() is not None
+            else:
+                holder.stdin.close()
+                started = time.monotonic()
+                with pytest.raises(lock.Busy, match=re.escape(lock.UNNAMED)):
+                    lock.acquire("./suite nightly")
+                assert time.monotonic() - started >= lock.NAMING_S
+        finally:
+            holder.kill()
+            holder.wait()
 
 
 def test_runner_lock_holds_the_lock_across_exec_for_the_command(tmp_path, monkeypatch):
