@@ -107,15 +107,18 @@ def test_the_latency_figure_keeps_its_bands_and_notes_inside_its_axes(frame, tmp
 
     from reports.figures import copy_latency
 
-    drawn = []
-    real_finish = copy_latency.finish
+    drawn, curves = [], []
+    real_finish, real_curves = copy_latency.finish, copy_latency.latency_curves
     copy_latency.finish = lambda fig, *a, **k: (drawn.append(fig), real_finish(fig, *a, **k))[1]
+    copy_latency.latency_curves = lambda group: curves.append(real_curves(group)) or curves[-1]
     try:
         figures = copy_latency.latency_figure(_h100(frame, "copy_latency"), tmp_path)
     finally:
-        copy_latency.finish = real_finish
-    assert figures and drawn
-    for fig in drawn:
+        copy_latency.finish, copy_latency.latency_curves = real_finish, real_curves
+    assert figures and len(drawn) == len(curves)
+    # The committed runs have slow ones: a min-max band would reach past the panel the middle halves size.
+    assert any(stats["max"].max() > stats["q75"].max() * 2 for stats in curves)
+    for fig, stats in zip(drawn, curves):
         canvas = FigureCanvasAgg(fig)  # finish saved and closed it: drawn again as it was saved
         canvas.draw()
         renderer = canvas.get_renderer()
@@ -131,4 +134,5 @@ def test_the_latency_figure_keeps_its_bands_and_notes_inside_its_axes(frame, tmp
                 for path in band.get_paths():
                     ys = path.vertices[:, 1]
                     assert low <= ys.min() and ys.max() <= high, "a band runs past its panel"
+                    assert stats["q25"].min() <= ys.min() and ys.max() <= stats["q75"].max(), "not the middle half"
         plt.close(fig)
