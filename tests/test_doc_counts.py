@@ -402,3 +402,19 @@ def test_a_partition_of_one_h100s_nights_is_counted_as_the_replay_gives(verdict_
         "its rerun agreeing), 22:49's one flag cleared by its rerun, no fleet change",
         "docs/nightly.md",
     )
+
+
+def test_the_power_the_accepted_runs_give_is_as_the_power_tables_give(verdict_page):
+    """`./suite power` of one H100's nine accepted runs and of the H200 pair's six: the paths that see a
+    move in 90% of simulated nights, and the clean simulated nights they flag."""
+    h100 = pd.read_csv(POWER / "hopper-vm-h100.csv")
+    seen = int((h100["sim_power_10"] >= 0.9).sum())
+    states(verdict_page, f"| {len(h100)} paths | {seen} paths flag it in 90% of nights |")
+    pair = pd.read_csv(POWER / "hopper-vm-h200-pair.csv")
+    see = {move: int((pair[f"sim_power_{move}"] >= 0.9).sum()) for move in (7, 10, 25)}
+    false = "none" if pair["sim_false"].sum() == 0 else str(int(pair["sim_false"].sum()))
+    states(
+        verdict_page,
+        f"{see[10]} see 10%, {see[7]} see 7%, {see[25]} 25%; {false} falsely flagged in "
+        f"{int(pair['sim_nights'].iloc[0])} simulated nights",
+    )
