@@ -1,11 +1,11 @@
 """The counts docs/ states of how far the verdict is measured (the in-short lists of docs/verdict.md, its
-test bench, power and partition passages, docs/nightly.md's partition) equal what the committed results
-give: the replays' outputs under results/replays/, the power tables under results/power/, and the nights'
-own logs and folders. A page that keeps an old count after its results were measured again fails here,
-naming the sentence the results now give (the counts are said once: in the results; the pages quote them).
-The H200 pair's neighbour night (30 of the 32 paths it slowed) is judged again from the committed perflogs by
-tests/test_nightly.py; counts elsewhere in docs/ (the four-GPU and upgrade passages, the tables of each
-night) are not read yet."""
+test bench, power and partition passages, docs/nightly.md's partition, docs/upgrade.md's replay) equal what
+the committed results give: the replays' outputs under results/replays/, the power tables under
+results/power/, and the nights' own logs and folders. A page that keeps an old count after its results were
+measured again fails here, naming the sentence the results now give (the counts are said once: in the
+results; the pages quote them). The H200 pair's neighbour night (30 of the 32 paths it slowed) is judged
+again from the committed perflogs by tests/test_nightly.py; counts elsewhere in docs/ (the four-GPU
+passages, the tables of each night, the upgrades measured on GPUs) are not read yet."""
 
 from __future__ import annotations
 
@@ -420,3 +420,49 @@ def test_the_power_the_accepted_runs_give_is_as_the_power_tables_give(verdict_pa
         f"{see[10]} see 10%, {see[7]} see 7%, {see[25]} 25%; {false} falsely flagged in "
         f"{int(pair['sim_nights'].iloc[0])} simulated nights",
     )
+
+
+# --- upgrades replayed ---------------------------------------------------------------------------------------
+
+UPGRADE = re.compile(r"^(.+): 7% caught (\d+)/20 \(figures moved: .*\), 40% in one new run called moved (\d+)/20$")
+
+
+def upgrade_replay(stamp: str) -> tuple[int, dict[str, int], dict[str, int]]:
+    """results/replays/hopper-vm-upgrade-13.0-to-13.5-STAMP.txt: (unchanged upgrades flagged, per path the
+    7% drops caught and the one-run 40% drops called moved)."""
+    text = REPLAYS.joinpath(f"hopper-vm-upgrade-13.0-to-13.5-{stamp}.txt").read_text()
+    flagged = re.search(r"^nothing changed: 200 upgrades, flagged (\d+):", text, re.M)
+    assert flagged, f"{stamp}: no line of the unchanged upgrades"
+    rows = [UPGRADE.match(line) for line in text.splitlines()]
+    caught = {row[1]: int(row[2]) for row in rows if row}
+    alone = {row[1]: int(row[3]) for row in rows if row}
+    return int(flagged[1]), caught, alone
+
+
+def test_the_upgrades_replayed_are_counted_as_the_replay_gives():
+    page = prose(REPO / "docs" / "upgrade.md")
+    reprex, (flagged, caught, alone) = upgrade_replay("2026-11-26T024617"), upgrade_replay("2026-11-26T025359")
+    states(
+        page,
+        f"| 200 upgrades that change nothing: flagged | {reprex[0]} (4 under the first instability rule, all host "
+        f"memory read) | {flagged} |",
+        "docs/upgrade.md",
+    )
+    one = reprex[1]
+    states(
+        page,
+        f"host link d2h by SMs {one['host link d2h of GPU 0, sm']}, GPU memory {one['GPU memory of GPU 0']}, host link "
+        f"h2d by SMs {one['host link h2d of GPU 0, sm']}; the migration and host memory "
+        f"{span(of_paths(one, 'Unified Memory', 'host memory'))} |",
+        "docs/upgrade.md",
+    )
+    states(
+        page,
+        f"host link d2h by copy engine {caught['host link d2h of GPU 0, ce']}, h2d by SMs "
+        f"{caught['host link h2d of GPU 0, sm']}, h2d by copy engine {caught['host link h2d of GPU 0, ce']}; both ways "
+        f"{span(of_paths(caught, 'host link both ways'))}, d2h by SMs {caught['host link d2h of GPU 0, sm']}; DAXPY, "
+        f"the latency, small copies {span(of_paths(caught, 'DAXPY', 'host link latency', 'small copies'))} |",
+        "docs/upgrade.md",
+    )
+    assert set(alone.values()) == set(reprex[2].values()) == {0}
+    states(page, "| 40% in one new run alone, 20 a path: called moved | 0 on every path | 0 on every path |")
