@@ -466,3 +466,24 @@ def test_the_upgrades_replayed_are_counted_as_the_replay_gives():
     )
     assert set(alone.values()) == set(reprex[2].values()) == {0}
     states(page, "| 40% in one new run alone, 20 a path: called moved | 0 on every path | 0 on every path |")
+
+
+def partition_power(name: str) -> tuple[str, str, str]:
+    """results/replays/NAME's three summary lines as docs/verdict.md's partition table says them: (half as
+    fast: 'N of M', a quarter slower: 'N of M', nothing planted: 'N of 440' and who)."""
+    text = REPLAYS.joinpath(name).read_text()
+    half = re.search(r"^a node at 0.5 of its speed named in every partition: on (\d+ of \d+) paths$", text, re.M)
+    quarter = re.search(r"^a node at 0.75 of its speed named in .*: on (\d+ of \d+) paths of those spread", text, re.M)
+    clean = re.search(r"^nothing planted, a node named: in (\d+ of \d+) partitions \((.*)\)$", text, re.M)
+    assert half and quarter and clean, f"results/replays/{name}: its summary lines unreadable"
+    who = ", ".join(f"{stamp[11:16]} in {n}" for stamp, n in re.findall(r"(\S+) in (\d+)", clean[2]))
+    return half[1], quarter[1], f"{clean[1]}" + (f": {who}" if who else "")
+
+
+def test_the_partition_table_is_as_the_replays_give(verdict_page):
+    before = partition_power("hopper-vm-partition-power-h100-before.txt")
+    now = partition_power("hopper-vm-partition-power-h100.txt")
+    h200 = partition_power("hopper-vm-partition-power-h200.txt")
+    states(verdict_page, f"| {before[0]} paths | {before[1]} | {before[2].replace(' of 440', ' of 440 partitions')} |")
+    states(verdict_page, f"| the same, with them (nine runs) | {now[0]} | {now[1]} | {now[2]} |")
+    states(verdict_page, f"(three runs: they add no degree of freedom) | {h200[0]} | {h200[1]} | {h200[2]} |")
