@@ -487,3 +487,35 @@ def test_the_partition_table_is_as_the_replays_give(verdict_page):
     states(verdict_page, f"| {before[0]} paths | {before[1]} | {before[2].replace(' of 440', ' of 440 partitions')} |")
     states(verdict_page, f"| the same, with them (nine runs) | {now[0]} | {now[1]} | {now[2]} |")
     states(verdict_page, f"(three runs: they add no degree of freedom) | {h200[0]} | {h200[1]} | {h200[2]} |")
+
+
+RUNS = re.compile(r"^(\d+) runs, (replayed|simulated): (\d+ of \d+) paths see .*; median smallest move seen ([\d.]+)%$")
+
+
+def with_runs(kind: str) -> list[str]:
+    """results/power/hopper-vm-KIND-runs.txt as a row of docs/verdict.md's table of 3, 5 and 10 runs: each
+    count's replayed figure, or its simulated one ('sim') where no night was left over to replay."""
+    found: dict[int, dict[str, tuple[str, float]]] = {}
+    for line in POWER.joinpath(f"hopper-vm-{kind}-runs.txt").read_text().splitlines():
+        if row := RUNS.match(line):
+            found.setdefault(int(row[1]), {})[row[2]] = (row[3], float(row[4]))
+    cells = []
+    for runs in (3, 5, 10):
+        how = "replayed" if "replayed" in found[runs] else "simulated"
+        seen, pct = found[runs][how]
+        size = "over 1000%" if pct >= 1000 else f"{pct:.0f}%" if pct >= 100 else f"{pct:.1f}%"
+        cells.append(f"{size} ({seen})" + (" sim" if how == "simulated" else ""))
+    return cells
+
+
+def test_the_power_with_three_five_and_ten_runs_is_as_the_power_tables_give(verdict_page):
+    kinds = {"one H200": "h200", "the H200 pair": "h200-pair", "four H200s": "h200x4", "one H100": "h100"}
+    for name, kind in {**kinds, "the H100 pair": "h100-pair"}.items():
+        text = POWER.joinpath(f"hopper-vm-{kind}-runs.txt").read_text()
+        real = re.search(r"real runs that measured every path: (\d+) of (\d+)", text)
+        assert real, f"results/power/hopper-vm-{kind}-runs.txt: no count of its real runs"
+        runs = real[1] if real[1] == real[2] else f"{real[1]} of {real[2]}"
+        cells = with_runs(kind)
+        if kind == "h100":  # three of its runs spread too widely to pool: said so
+            cells[0] += ": nothing to pool"
+        states(verdict_page, f"| {name} ({runs}) | {' | '.join(cells)} |")
