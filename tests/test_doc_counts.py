@@ -516,6 +516,6 @@ def test_the_power_with_three_five_and_ten_runs_is_as_the_power_tables_give(verd
         assert real, f"results/power/hopper-vm-{kind}-runs.txt: no count of its real runs"
         runs = real[1] if real[1] == real[2] else f"{real[1]} of {real[2]}"
         cells = with_runs(kind)
-        if kind == "h100":  # three of its runs spread too widely to pool: said so
+        if kind == "h100":  # the page says why three runs see nothing there
             cells[0] += ": nothing to pool"
         states(verdict_page, f"| {name} ({runs}) | {' | '.join(cells)} |")
