@@ -519,3 +519,47 @@ def test_the_power_with_three_five_and_ten_runs_is_as_the_power_tables_give(verd
         if kind == "h100":  # the page says why three runs see nothing there
             cells[0] += ": nothing to pool"
         states(verdict_page, f"| {name} ({runs}) | {' | '.join(cells)} |")
+
+
+# --- every count of the in-short lists is one of the above -----------------------------------------------------
+
+#: Counts the in-short lists state that are read elsewhere, each with where.
+READ_ELSEWHERE = {
+    "30 of the 32": "tests/test_nightly.py judges the H200 pair's neighbour night again from its perflogs",
+    "24 of the 32": "tests/test_nightly.py, the same night against its first three runs",
+    "30 of 32": "tests/test_nightly.py, against the six runs",
+    "8 of GPU 0": "the night's siblings.csv, lagging paths (results/nightly/hopper-vm/2026-11-28T162032)",
+    "4 of 4": "the pooled spreads the night was judged with, not kept in its paths.csv (docs/verdict.md says them)",
+}
+
+
+def in_short(page: str) -> str:
+    """docs/verdict.md's two in-short sections, where a reader takes the verdict's measured power from."""
+    start = page.index("## How far the verdict is measured, in short")
+    return page[start : page.index("## One judge for every comparison")]
+
+
+def test_every_count_the_in_short_lists_state_is_read_from_committed_results(h100, h100_before, verdict_page):
+    """Each 'N of M' of the in-short lists is in a sentence a test above builds from committed results (or
+    READ_ELSEWHERE says which test reads it): a count added there without its results fails here."""
+    said = []
+    record = lambda page, sentence, where="": said.append(sentence)  # noqa: E731
+    tests = {name: test for name, test in globals().items() if name.startswith("test_") and name != _THIS}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(globals(), "states", record)
+        for test in tests.values():
+            given = {"h100": h100, "h100_before": h100_before, "verdict_page": verdict_page}
+            test(**{name: given[name] for name in test.__code__.co_varnames[: test.__code__.co_argcount]})
+    section = in_short(verdict_page)
+    read = [(at.start(), at.start() + len(s)) for s in said for at in re.finditer(re.escape(s), section)]
+    counts = list(re.finditer(r"\d+ of (?:the )?\d+(?: of GPU 0)?", section))
+    unread = [
+        section[max(0, n.start() - 40) : n.end() + 20]
+        for n in counts
+        if not any(a <= n.start() and n.end() <= b for a, b in read)
+        and not any(n[0].startswith(k) for k in READ_ELSEWHERE)
+    ]
+    assert counts and not unread, f"docs/verdict.md's in-short lists state counts no test reads: {unread}"
+
+
+_THIS = test_every_count_the_in_short_lists_state_is_read_from_committed_results.__name__
