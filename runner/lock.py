@@ -81,10 +81,10 @@ def _alive(holder: str) -> bool:
     return True
 
 
-def _named_holder(fd: int, path: Path, within_s: float = NAMING_S) -> str | None:
-    """holder_of `path` once a running holder has named itself there (`within_s` at most); None where the
+def _named_holder(fd: int, path: Path) -> str | None:
+    """holder_of `path` once a running holder has named itself there (NAMING_S at most); None where the
     lock came free meanwhile and `fd` now holds it."""
-    end = time.monotonic() + within_s
+    end = time.monotonic() + NAMING_S
     while not _alive(holder := holder_of(path)) and time.monotonic() < end:
         time.sleep(0.05)
         if _try(fd):

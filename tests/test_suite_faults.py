@@ -109,8 +109,8 @@ def test_a_night_that_finds_the_lock_taken_but_not_yet_named_waits_for_the_name(
         "import fcntl, os, sys, time; from runner import lock; "
         f"fd = os.open({str(path)!r}, os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); "
         "told = sys.stdin.readline(); "
-        "told and os.pwrite(fd, lock.brief('./suite health', 1.5).encode().ljust(200), 0); "
-        "time.sleep(1.5 if told else 9)"
+        "told and os.pwrite(fd, lock.brief('./suite health', 0.6).encode().ljust(200), 0); "
+        "time.sleep(0.6 if told else 9)"
     )
     for named in (True, False):
         path.write_text(stale)
@@ -120,8 +120,9 @@ def test_a_night_that_finds_the_lock_taken_but_not_yet_named_waits_for_the_name(
         try:
             assert holder.stdout.readline() == "held\n"
             assert "./suite nightly" in lock.holder_of(path)  # the dead holder's name, still in the file
+            monkeypatch.setattr(lock, "NAMING_S", 1.0 if named else 0.3)  # named: at 0.2 s, well within
             if named:
-                threading.Timer(0.3, lambda told=holder.stdin: (told.write("go\n"), told.flush())).start()
+                threading.Timer(0.2, lambda told=holder.stdin: (told.write("go\n"), told.flush())).start()
                 with lock.held("./suite nightly"):  # read the name once written, waited for the brief holder
                     assert holder.poll() is not None
             else:
