@@ -125,9 +125,16 @@ def test_every_command_of_the_second_section_runs_as_written_on_a_fake_node(tmp_
     def run(command: str, seed: int = 0) -> subprocess.CompletedProcess:
         if command[0].isdigit():  # a crontab line: what cron runs follows its five time fields
             command = command.split(None, 5)[5]
-        written = command.replace("<name>", "fakegpu").replace("/path/to/gpu-mempaths", str(repo))
+        written = command.replace("<name>", "fakegpu").replace("<partition>", "default")
+        written = written.replace("/path/to/gpu-mempaths", str(repo))
         written = written.replace("STAMP STAMP STAMP", " ".join(stamps))
         env = {**base, "GPU_MEMPATHS_FAKE_SEED": str(seed)}  # a node started for each night: its own noise
+        if command.startswith("./suite health"):  # a Slurm node that runs no job now (the tier asks squeue)
+            stub = root / "slurm-bin" / "squeue"
+            stub.parent.mkdir(exist_ok=True)
+            stub.write_text("#!/bin/sh\nexit 0\n")
+            stub.chmod(0o755)
+            env["PATH"] = f"{stub.parent}{os.pathsep}{env['PATH']}"
         script = f'notify() {{ echo notified "$1"; }}\n{written}'  # the cron line's notify, named
         done = subprocess.run(script, shell=True, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
         status = subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True).stdout
