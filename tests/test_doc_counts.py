@@ -521,45 +521,109 @@ def test_the_power_with_three_five_and_ten_runs_is_as_the_power_tables_give(verd
         states(verdict_page, f"| {name} ({runs}) | {' | '.join(cells)} |")
 
 
-# --- every count of the in-short lists is one of the above -----------------------------------------------------
+# --- the CV floor's experiment ------------------------------------------------------------------------------
 
-#: Counts the in-short lists state that are read elsewhere, each with where.
+
+def test_the_cv_floors_experiment_is_counted_as_its_replay_gave(verdict_page):
+    """The experiment kept in the statistics-alone replay's file: the floor at 0.1%, 100 clean nights."""
+    text = REPLAYS.joinpath("hopper-vm-h100-2026-11-28.txt").read_text()
+    clean = re.search(
+        r"^CV_FLOOR 0.001: clean 100: first-run flagged \d+, unstable first (\d+), exit 2 (\d+)$", text, re.M
+    )
+    caught = [int(n) for n in re.findall(r"^  host link .*: x10 unstable (\d+)/10$", text, re.M)]
+    assert clean and caught, "results/replays/hopper-vm-h100-2026-11-28.txt: the CV floor's lines unreadable"
+    states(
+        verdict_page,
+        f"catches rose to {span(caught)} of 10, but {clean[1]} of 100 clean nights were flagged unstable on their "
+        f"first run ({clean[2]} exit 2)",
+    )
+    statistics = power("h100", "statistics")
+    states(
+        verdict_page,
+        f"(0 false, {int((statistics['bench_power_50'] >= 0.9).sum())} of {len(statistics)} paths at 50%)",
+    )
+    assert int(statistics["sim_false"].sum()) == 0
+
+
+# --- every count is read from results, or said where it is read -------------------------------------------
+
+#: The counts the pages state that no test above builds, each by the words around it (exact, on one page),
+#: with where it is read: a test of its own, a night's output quoted, or dated (measured once, under rules or
+#: runs the passage names, not measured again). A count a page gains without either fails the test below.
 READ_ELSEWHERE = {
-    "30 of the 32": "tests/test_nightly.py judges the H200 pair's neighbour night again from its perflogs",
-    "24 of the 32": "tests/test_nightly.py, the same night against its first three runs",
-    "30 of 32": "tests/test_nightly.py, against the six runs",
-    "8 of GPU 0": "the night's siblings.csv, lagging paths (results/nightly/hopper-vm/2026-11-28T162032)",
-    "4 of 4": "the pooled spreads the night was judged with, not kept in its paths.csv (docs/verdict.md says them)",
+    "94 of 94 (`test_a_first_night": "tests/test_fake_gpu.py, named beside it",
+    "163 of 163, each line's reference": "dated: the first night of one H200 (2026-11-28 11:27), when it ran",
+    "373 of 374 (the ping-pong": "dated: the four H200s' nights against their references, when bounds came",
+    "9 of 9 synthetic upgrades before (`tests/test_verdi": "dated: before one case alone (tests/test_verdict_rules.py)",
+    "30 of the 32 paths that neighbour": "tests/test_nightly.py judges that night again from its perflogs",
+    "24 of the 32 paths slowed": "tests/test_nightly.py, against its first three runs",
+    "30 of 32 | by path": "tests/test_nightly.py, against the six runs",
+    "30 of the 32: still passed": "tests/test_nightly.py, against the six runs",
+    "4 of 4), while Unified Memory": "the pooled spreads the night was judged with, which the passage gives",
+    "4 of the 4 paths owed a flag": "the pooled spreads the night was judged with, which the passage gives",
+    "95 of 100 flag that path": "a test bound (tests/test_verdict.py)",
+    "2 of 200 flag a path (test bound)": "a test bound (tests/test_verdict.py)",
+    "95 of 100 nights, with another": "a test bound (tests/test_verdict.py)",
+    "20 of 20; an odd accepted run": "a test bound (tests/test_verdict.py)",
+    "8 of 9 clean nights on freshly": "dated: rejudged-paths.csv under older rules; the next sentence gives now's",
+    "4 of 4 figures; IMPROVED": "the night's output, quoted (perflogs/hopper-vm/logs/)",
+    "4 of 4 figures). With 11:52": "the nights' output, quoted (nightly-clean-h200x1-2026-11-28T*.txt)",
+    "13 of 16 figures, spread 4.8%": "the night's output, quoted (perflogs/hopper-vm/logs/)",
+    "2 of 4 figures moved, 8 B": "the night's output, quoted (perflogs/hopper-vm/logs/)",
+    "20 of 22 paths (never on DAXPY": "dated: the bench against the simulation, 2026-11-28 (results/power/)",
+    "2 of 10, on h2d by the copy": "dated: the bench's clean nights, 2026-11-28 (results/power/)",
+    "6 of 22 paths a 10% move": "dated: the eight runs accepted then, as the passage says",
+    "41 of 200 flagged for any reason": "dated: the ten accepted runs of 2026-11-26, as the passage says",
+    "67 of 100 clean nights": "dated: 2026-11-26, as the passage says",
+    "7 of 63 paths saw a 10% move": "dated: the pair's three accepted runs; the passage gives now's 9",
+    "15 of 63 paths saw a 10% move": "dated: the pair's three accepted runs; the passage gives the six's after",
+    "5 of 5 tries": "tests/test_partition.py, five trials of three and of four nodes",
+    "20 of 20 | a quarter slower, 19 of 20 or more": "the table's headings: the issue's lines, not counts",
+    "185 of the 440 partitions (8 of 19)": "an expectation: 8 of the 19 nights drawn 8 at a time into 440",
+    "18 of 20 became 14-20": "results/replays/hopper-vm-partition-power-h100*.txt, path by path",
+    "4 of 4 nodes), exit 2": "tests/test_partition_slurm.py, in CI",
+    "50 of 50 seeds": "a test bound (tests/test_changepoints.py)",
+    "45 of 50 at 0.7%": "a test bound (tests/test_changepoints.py)",
+    "20 of 20; pure noise": "a test bound (tests/test_changepoints.py)",
+    "100 of 100 seeds": "a test bound (tests/test_changepoints.py)",
+    "18 of the 22 paths, mostly": "dated: PELT on the history before 2026-11-24 20:06, as the passage says",
+    "8 of GPU 0": "the night's siblings.csv, its lagging paths (results/nightly/hopper-vm/2026-11-28T162032)",
+    "4 of 200 unchanged upgrades flagged under the first r": "dated: the first instability rule, not kept",
+    "19 of 134 CPU-seconds": "dated: a profile of the quick tier on 2026-11-28, as the passage says",
 }
+#: The pages whose counts are read: README and every page of docs/ but the experiments' result pages.
+COUNTED_PAGES = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
 
 
-def in_short(page: str) -> str:
-    """docs/verdict.md's two in-short sections, where a reader takes the verdict's measured power from."""
-    start = page.index("## How far the verdict is measured, in short")
-    return page[start : page.index("## One judge for every comparison")]
-
-
-def test_every_count_the_in_short_lists_state_is_read_from_committed_results(h100, h100_before, verdict_page):
-    """Each 'N of M' of the in-short lists is in a sentence a test above builds from committed results (or
-    READ_ELSEWHERE says which test reads it): a count added there without its results fails here."""
+def built_sentences(h100, h100_before, verdict_page) -> list[str]:
+    """Every sentence the tests above build from committed results (each run, its `states` recorded)."""
     said = []
-    record = lambda page, sentence, where="": said.append(sentence)  # noqa: E731
-    tests = {name: test for name, test in globals().items() if name.startswith("test_") and name != _THIS}
+    tests = [test for name, test in globals().items() if name.startswith("test_") and name != _THIS]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(globals(), "states", record)
-        for test in tests.values():
+        patch.setitem(globals(), "states", lambda page, sentence, where="": said.append(sentence))
+        for test in tests:
             given = {"h100": h100, "h100_before": h100_before, "verdict_page": verdict_page}
             test(**{name: given[name] for name in test.__code__.co_varnames[: test.__code__.co_argcount]})
-    section = in_short(verdict_page)
-    read = [(at.start(), at.start() + len(s)) for s in said for at in re.finditer(re.escape(s), section)]
-    counts = list(re.finditer(r"\d+ of (?:the )?\d+(?: of GPU 0)?", section))
-    unread = [
-        section[max(0, n.start() - 40) : n.end() + 20]
-        for n in counts
-        if not any(a <= n.start() and n.end() <= b for a, b in read)
-        and not any(n[0].startswith(k) for k in READ_ELSEWHERE)
-    ]
-    assert counts and not unread, f"docs/verdict.md's in-short lists state counts no test reads: {unread}"
+    return said
 
 
-_THIS = test_every_count_the_in_short_lists_state_is_read_from_committed_results.__name__
+def test_every_count_the_pages_state_is_read_from_committed_results(h100, h100_before, verdict_page):
+    """Each 'N of M' of README and docs/ lies in a sentence a test above builds from committed results, or
+    READ_ELSEWHERE says where it is read: a count added without its results fails here, and so does an
+    entry of READ_ELSEWHERE its page no longer says."""
+    said = built_sentences(h100, h100_before, verdict_page)
+    unread, kept = [], set()
+    for name in COUNTED_PAGES:
+        page = prose(REPO / name)
+        covered = [
+            (m.start(), m.start() + len(s)) for s in [*said, *READ_ELSEWHERE] for m in re.finditer(re.escape(s), page)
+        ]
+        kept |= {s for s in READ_ELSEWHERE if s in page}
+        for n in re.finditer(r"\d+ of (?:the )?\d+(?: of GPU 0)?", page):
+            if not any(a <= n.start() and n.end() <= b for a, b in covered):
+                unread.append(f"{name}: ...{page[max(0, n.start() - 40) : n.end() + 20]}...")
+    assert not unread, "counts no test reads from committed results:\n" + "\n".join(unread)
+    assert kept == set(READ_ELSEWHERE), f"READ_ELSEWHERE names what no page says: {set(READ_ELSEWHERE) - kept}"
+
+
+_THIS = test_every_count_the_pages_state_is_read_from_committed_results.__name__
