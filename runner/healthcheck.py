@@ -21,9 +21,10 @@ room: Slurm's HealthCheckProgram (directly or from NHC), a prolog, an epilog, a 
 - **--act:** drains the node with that reason (Slurm), resumes it once it passes, only where the suite drained
   it for that tier, never a node someone else drained, within the system's cap (runner/act.py).
 
-Exit 0 healthy (or CONTENDED), 1 a fact or a check failed, 2 a path moved, 3 not judged (past its limit, the
-facts unreadable, no night's build to measure with), as the nightly's. An act not done (a breaker's record
-that cannot be written, a Slurm that refuses) is said beside the verdict, which stands.
+Exit 0 healthy (or CONTENDED: a job holds the node, or another process explains every move), 1 a fact or a
+check failed, 2 a path moved, 3 not judged (past its limit, the facts unreadable, no night's build to measure
+with). An act not done (a breaker's record that cannot be written, a Slurm that refuses, a signal while
+acting) is said beside the verdict, which stands.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import time
 from pathlib import Path
 
 from experiments.roots import PERFLOGS, RESULTS
-from judge.status import MEANING
+from judge.status import AS_ACCEPTED, MEANING, MOVED
 from reports.runs import NightState, now, save_run
 from runner import lock
 from runner.act import CannotAct, Night, Slurm, act_on, reason_of
@@ -56,6 +57,12 @@ KEPT_RUNS = 288
 SQUEUE_S = 5.0
 #: What systems/health.py's summary says where it had no accepted node to hold the facts to.
 NO_BASELINE = "nothing to judge the node's facts against"
+#: systems/detect.py's words where NVML's Python module is missing: an installation the suite made.
+NO_NVML_MODULE = "nvidia-ml-py is not installed"
+#: run.json's meaning of a tier whose every move another process explains (exit 0).
+CONTENDED_MEANING = "contended: another process on its GPUs or host explains what moved"
+#: The exit status of a tier once judged and saved: a signal after it (while acting) does not unsay it.
+_judged_status: int | None = None
 TIER = "health"
 
 
@@ -99,6 +106,8 @@ def read_facts(args: argparse.Namespace, limit_s: float, outdir: Path) -> tuple[
     if done.returncode not in (0, 1) or not any(line.startswith("Health: ") for line in lines):
         tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-1:])
         raise CannotAct(f"the node's facts could not be read (exit {done.returncode}): {tail}")
+    if any(NO_NVML_MODULE in line for line in lines):  # the suite's environment lacks it, not the node its GPUs
+        raise CannotAct(f"{NO_NVML_MODULE} in the suite's Python ({sys.executable}): the facts cannot be read")
     return done.returncode, lines
 
 
@@ -141,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
         args.limit_s = args.limit_s if args.limit_s is not None else tier.limit_s
         return judged(args, tier, started + args.limit_s)
     except KeyboardInterrupt:
+        if _judged_status is not None:  # judged and saved; stopped while acting: the verdict stands
+            print(f"{PREFIX} {args.tier}: stopped by a signal while acting: not all done", file=sys.stderr)
+            return _judged_status
         return not_judged(args.tier, "stopped by a signal before it judged")
     except Exception as err:  # the suite's failure, never the node's: not judged, and nothing drained
         return not_judged(args.tier, err if isinstance(err, CannotAct) else f"{type(err).__name__}: {err}")
@@ -209,15 +221,23 @@ def judged_holding(args: argparse.Namespace, tier: Tier, node: str, deadline: fl
         except CannotAct:
             save_tier_run(outdir, run, 3, [])  # its run.json says not judged, never 'running'
             raise
+    # Every move explained by another process on its GPUs or host: CONTENDED, healthy to the scheduler's hooks
+    # (exit 0, as with a job on the node: NHC and an epilog drain on anything else), never drained, never
+    # resumed either (a node drained before is not shown healthy by a night it shared).
+    contended = result == MOVED and not reasons and bool(run.get("not_drained"))
+    exit_status = AS_ACCEPTED if contended else result
     run["facts"] = {"lines": lines, "failures": [line.removeprefix("FAIL ") for line in failures]}
-    save_tier_run(outdir, run, result, reasons)
-    print(said(tier, run, result, reasons, len(lines), measured=not (failures or status or args.facts_only)))
+    save_tier_run(outdir, run, exit_status, reasons, CONTENDED_MEANING if contended else None)
+    last = said(tier, run, exit_status, reasons, len(lines), measured=not (failures or status or args.facts_only))
+    global _judged_status
+    _judged_status = exit_status
     if args.act and result in (0, 1, 2):
         if time.monotonic() > deadline:  # the hook may have given up on it: the verdict stands, nothing is acted on
             print(f"{PREFIX} {tier.name}: judged past its {args.limit_s:g} s limit: nothing acted on", file=sys.stderr)
         else:
             act_within(args, tier, node, result, reasons, deadline)
-    return result
+    print(last)  # its last line, after what acting printed: the reason a hook or a person reads
+    return exit_status
 
 
 def act_within(args, tier: Tier, node: str, result: int, reasons: list[str], deadline: float) -> None:
@@ -262,11 +282,11 @@ def prune(folder: Path, keep: int = KEPT_RUNS) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def save_tier_run(outdir: Path, run: dict, status: int, reasons: list[str]) -> None:
+def save_tier_run(outdir: Path, run: dict, status: int, reasons: list[str], meaning: str | None = None) -> None:
     """The tier's run.json (and verdict.xml) with its exit status and drain reasons, the measured run's
     verdict kept where there is one."""
     run.setdefault("end", now())
-    run.update(state=NightState.DONE.value, exit=status, meaning=MEANING[status], drain=reasons)
+    run.update(state=NightState.DONE.value, exit=status, meaning=meaning or MEANING[status], drain=reasons)
     save_run(outdir, run)
 
 
@@ -274,12 +294,12 @@ def said(tier: Tier, run: dict, status: int, reasons: list[str], facts: int, mea
     """The tier's last line, fit for a drain reason: the worst finding's code, the tier, what it found."""
     if reasons:
         return reason_of(" | ".join(reasons), tier.name)
-    if status == 0:
-        return f"{PREFIX} {tier.name}: ok ({facts} lines of facts" + (", its paths as accepted)" if measured else ")")
     kept = run.get("not_drained") or []
     if kept:  # moved, but another process on its GPUs or host explains it: said as such, never drained
         text = split_code(kept[0])[1] + (f" (+{len(kept) - 1} more)" if len(kept) > 1 else "")
         return f"{PREFIX} {code_of('node', 'contended').code} {tier.name}: CONTENDED, not drained: {text}"
+    if status == 0:
+        return f"{PREFIX} {tier.name}: ok ({facts} lines of facts" + (", its paths as accepted)" if measured else ")")
     codes = run.get("unjudged_codes") or []
     why = ", ".join(run.get("unjudged_reasons") or []) or MEANING[status]
     return f"{PREFIX} {codes[0] + ' ' if codes else ''}{tier.name}: {MEANING[status]}: {why}"

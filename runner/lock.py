@@ -53,7 +53,7 @@ UNNAMED = "a command that has not yet written its name"
 def holder_of(path: Path) -> str:
     """Who holds the lock, as its file says ('pid 4242 since 2026-12-06T02:15:00: ./suite nightly ...')."""
     try:
-        text = path.read_text().strip()
+        text = path.read_text(errors="replace").strip()
     except OSError:
         text = ""
     return text or UNNAMED
@@ -231,6 +231,9 @@ def main(argv: list[str]) -> int:
         fd = acquire(os.environ.get("GPU_MEMPATHS_LOCK_AS") or command_line(argv), wait)
     except Busy as busy:
         print(busy.code, file=sys.stderr)
+        return UNJUDGED
+    except OSError as err:  # a lock file another user made, a file system without flock: the suite's, not judged
+        print(f"suite: the node's lock ({lock_path()}) could not be taken: {err}", file=sys.stderr)
         return UNJUDGED
     os.set_inheritable(fd, True)  # held by the command itself, until it ends, and handed to its ReFrame
     os.environ[FD_VARIABLE] = str(fd)

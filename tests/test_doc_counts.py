@@ -551,7 +551,7 @@ def test_the_cv_floors_experiment_is_counted_as_its_replay_gave(verdict_page):
 #: with where it is read: a test of its own, a night's output quoted, or dated (measured once, under rules or
 #: runs the passage names, not measured again). A count a page gains without either fails the test below.
 READ_ELSEWHERE = {
-    "94 of 94 (`test_a_first_night": "tests/test_fake_gpu.py, named beside it",
+    "94 of 94 (`test_a_first_night": "tests/test_fake_gpu.py, named beside it (at least 90 of all there)",
     "163 of 163, each line's reference": "dated: the first night of one H200 (2026-11-28 11:27), when it ran",
     "373 of 374 (the ping-pong": "dated: the four H200s' nights against their references, when bounds came",
     "9 of 9 synthetic upgrades before (`tests/test_verdi": "dated: before one case alone (tests/test_verdict_rules.py)",
@@ -587,7 +587,7 @@ READ_ELSEWHERE = {
     "20 of 20; pure noise": "a test bound (tests/test_changepoints.py)",
     "100 of 100 seeds": "a test bound (tests/test_changepoints.py)",
     "18 of the 22 paths, mostly": "dated: PELT on the history before 2026-11-24 20:06, as the passage says",
-    "8 of GPU 0": "the night's siblings.csv, its lagging paths (results/nightly/hopper-vm/2026-11-28T162032)",
+    "8 of GPU 0": "dated: the killed night's first pass as its output said it; no table of it was kept",
     "4 of 200 unchanged upgrades flagged under the first r": "dated: the first instability rule, not kept",
     "19 of 134 CPU-seconds": "dated: a profile of the quick tier on 2026-11-28, as the passage says",
 }

@@ -304,9 +304,15 @@ def test_the_health_tier_measures_its_cases_again_and_judges_them_against_the_ac
             )
         finally:
             neighbour.kill()
-    assert busy.returncode == 2 and run["drain"] == [] and run["not_drained"], busy.stdout + busy.stderr
+    # Exit 0 as with a job on the node: NHC and an epilog drain on anything else.
+    assert busy.returncode == 0 and run["exit"] == 0 and run["drain"] == [] and run["not_drained"], busy.stdout
     last = busy.stdout.splitlines()[-1]
     assert last.startswith("gpu-mempaths GMP-216 health: CONTENDED, not drained: moved against the accepted"), last
+    # A GPU throttled under the cases' load alone: every case fails, the node's fault (exit 1), where 'none
+    # passed' used to read as the suite's failure (exit 3), which NHC and an epilog pass.
+    hot, run = health_tier(accepted, 34, "--limit-s", "240", GPU_MEMPATHS_FAKE_GPU_RUNNING="clock_events=64")
+    assert hot.returncode == 1 and run["exit"] == 1, hot.stdout + hot.stderr
+    assert "FAILED" in hot.stdout and "clock_events" in hot.stdout + json.dumps(run), hot.stdout
     assert {p: p.read_bytes() for p in (accepted / "perflogs" / "fakegpu").rglob("*.log")} == perflogs
 
 

@@ -564,3 +564,14 @@ def test_report_alone_and_a_reframe_option_it_refuses_are_usage_errors(tmp_path)
 def test_an_option_typo_names_the_nearest_option(capsys):
     assert main(["nightly", "--sytem", "local"]) == 3
     assert "no option '--sytem': not known (did you mean --system?)" in capsys.readouterr().err
+
+
+def test_a_lock_that_cannot_be_taken_is_not_judged_never_a_traceback(tmp_path):
+    """A directory where the lock file goes (or one another user made, a file system without flock):
+    `./suite run`'s lock exited 1 with a traceback, a failed node's status."""
+    env = {**os.environ, "GPU_MEMPATHS_DATA": str(tmp_path)}
+    (tmp_path / "results" / lock.lock_path().name).mkdir(parents=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "runner.lock", "--", "true"], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 3 and "could not be taken" in done.stderr and "Traceback" not in done.stderr
