@@ -245,3 +245,14 @@ def test_a_judged_node_keeps_its_verdict_when_the_suite_cannot_act_on_it(fake_no
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert bad.stdout.splitlines()[-1].startswith("gpu-mempaths GMP-320 health: gpu0 ecc_uncorrected")
     assert "gpu-mempaths health: SUITE ERROR: act: not done: " in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_nvmls_python_module_missing_is_the_suites_failure_never_the_nodes(fake_node, tmp_path):
+    """The suite's Python without nvidia-ml-py read as 'no GPU' and failed the node (exit 1; with --act,
+    drained every node up to the breaker's cap): not judged, naming the module."""
+    missing = tmp_path / "no-nvml"
+    missing.mkdir()
+    (missing / "pynvml.py").write_text("raise ImportError('nvidia-ml-py is not installed here')\n")
+    done = health(fake_node, PYTHONPATH=f"{missing}{os.pathsep}{REPO}")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "GMP-407 health: not judged: nvidia-ml-py is not installed in the suite's Python" in done.stdout
