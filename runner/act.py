@@ -194,9 +194,30 @@ class Lsf:
 SCHEDULERS = {"slurm": Slurm, "lsf": Lsf}
 
 
-def _output(command: list[str]) -> str:
+#: How long one scheduler command may take; less where the caller's deadline (within) leaves less.
+COMMAND_S = 60.0
+#: time.monotonic() by which every scheduler command must be done (None: COMMAND_S each), set by `within`.
+_DEADLINE: float | None = None
+
+
+@contextmanager
+def within(deadline: float) -> Iterator[None]:
+    """Every scheduler command of the block ends by `deadline` (time.monotonic()), or is CannotAct: a short
+    tier acts within its own limit, never past the hook that runs it."""
+    global _DEADLINE
+    before, _DEADLINE = _DEADLINE, deadline
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        yield
+    finally:
+        _DEADLINE = before
+
+
+def _output(command: list[str]) -> str:
+    timeout = COMMAND_S if _DEADLINE is None else min(COMMAND_S, _DEADLINE - time.monotonic())
+    if timeout <= 0:
+        raise CannotAct(f"{shlex.join(command)}: not run, no time left within the limit")
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as err:
         raise CannotAct(f"{shlex.join(command)}: {err}") from None
     if done.returncode != 0:

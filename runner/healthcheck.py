@@ -44,7 +44,7 @@ from experiments.roots import PERFLOGS, RESULTS
 from judge.status import AS_ACCEPTED, MEANING, MOVED
 from reports.runs import NightState, now, save_run
 from runner import lock
-from runner.act import CannotAct, Night, Slurm, act_on, reason_of
+from runner.act import CannotAct, Night, Slurm, act_on, reason_of, within
 from systems import data
 from systems.finding_codes import PREFIX, code_of, split_code
 from systems.tiers import Tier, tier_named
@@ -245,23 +245,13 @@ def act_within(args, tier: Tier, node: str, result: int, reasons: list[str], dea
     could not do is said and changes no verdict, as after a nightly: the node was judged, and a breaker
     that held its drain back has said so for a person to read (act_on)."""
     night = Night(tier.name, True, [(node, " | ".join(reasons))] if reasons else [], [] if result else [node])
+    now_s = dt.datetime.now(dt.UTC).timestamp()
+    # As act.after_night: what fails here is the suite's, not the node's; each Slurm command within the limit.
     try:
-        act_on(
-            night,
-            args.system,
-            Slurm(),
-            False,
-            f"{tier.name} of {node}",
-            dt.datetime.now(dt.UTC).timestamp(),
-            args.systems_dir,
-            max(0.0, deadline - time.monotonic()),
-        )
-    except (
-        CannotAct,
-        OSError,
-        KeyError,
-        data.SystemDataError,
-    ) as err:  # as act.after_night: the suite's, not the node's
+        with within(deadline):
+            wait_s = max(0.0, deadline - time.monotonic())
+            act_on(night, args.system, Slurm(), False, f"{tier.name} of {node}", now_s, args.systems_dir, wait_s)
+    except (CannotAct, OSError, KeyError, data.SystemDataError) as err:
         print(f"{PREFIX} {tier.name}: SUITE ERROR: act: not done: {err}", file=sys.stderr)
 
 

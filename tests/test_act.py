@@ -211,3 +211,20 @@ def test_nightly_act_acts_on_the_night_just_judged_and_keeps_its_exit(tmp_path, 
     options = dict(on_node=None, nodes=None, dry_run=False, partition=None, wait=False)
     assert part.night(argparse.Namespace(act=True, **options)) == 2 and acted == [tmp_path / "night"]
     assert part.night(argparse.Namespace(act=False, **options)) == 2 and acted == [tmp_path / "night"]
+
+
+def test_a_scheduler_command_is_cut_at_the_callers_deadline(tmp_path, monkeypatch):
+    """A short tier acts within its own limit: a slurmctld that does not answer held `sinfo` for 60 s,
+    past NHC's 30 s watchdog. Within a deadline each command gets what is left, and none once it is spent."""
+    import time
+
+    hang = tmp_path / "sinfo"
+    hang.write_text("#!/bin/sh\nsleep 30\n")
+    hang.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    started = time.monotonic()
+    with act.within(started + 0.5), pytest.raises(CannotAct, match="sinfo"):
+        Slurm().listed()
+    assert time.monotonic() - started < 5
+    with act.within(time.monotonic() - 1), pytest.raises(CannotAct, match="no time left"):
+        Slurm().listed()
