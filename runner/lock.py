@@ -143,7 +143,9 @@ def _busy_or_wait(fd: int, path: Path, holder: str, wait: bool) -> None:
     """Busy naming the holder (read again: a brief one waited for may have handed the lock on), or with
     `wait`, the lock taken once its holder lets it go."""
     current = holder_of(path)
-    holder = current if _alive(current) else UNNAMED  # a dead holder's name left in the file is not its
+    if not _alive(current) and current != UNNAMED:  # a dead holder's name left in the file: said as such
+        current = f"{current} (ended: a process it started, or one not yet named, holds the lock)"
+    holder = current
     if not wait:
         os.close(fd)
         raise Busy(
