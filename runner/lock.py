@@ -67,25 +67,41 @@ NAMING_S = 1.0
 _PID = re.compile(r"^pid (\d+) ")
 
 
-def _alive(holder: str) -> bool:
-    """Whether the holder a lock file names is a process of this node still running (its pid)."""
+def _alive(holder: str, path: Path) -> bool:
+    """Whether the holder the lock file at `path` names is a process of this node still running: its pid,
+    and (where /proc says) a process started before the file was written, not a later one given the pid."""
     found = _PID.match(holder)
     if not found:
         return False
+    pid = int(found[1])
     try:
-        os.kill(int(found[1]), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's: running
+        pass
+    started = _started_at(pid)
+    try:
+        return started is None or started <= path.stat().st_mtime + 1.0
+    except OSError:
         return True
-    return True
+
+
+def _started_at(pid: int) -> float | None:
+    """When process `pid` started (seconds since the epoch), from /proc; None where it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        boot = next(line for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
+        return float(boot.split()[1]) + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 def _named_holder(fd: int, path: Path) -> str | None:
     """holder_of `path` once a running holder has named itself there (NAMING_S at most); None where the
     lock came free meanwhile and `fd` now holds it."""
     end = time.monotonic() + NAMING_S
-    while not _alive(holder := holder_of(path)) and time.monotonic() < end:
+    while not _alive(holder := holder_of(path), path) and time.monotonic() < end:
         time.sleep(0.05)
         if _try(fd):
             return None
@@ -143,7 +159,7 @@ def _busy_or_wait(fd: int, path: Path, holder: str, wait: bool) -> None:
     """Busy naming the holder (read again: a brief one waited for may have handed the lock on), or with
     `wait`, the lock taken once its holder lets it go."""
     current = holder_of(path)
-    if not _alive(current) and current != UNNAMED:  # a dead holder's name left in the file: said as such
+    if not _alive(current, path) and current != UNNAMED:  # a dead holder's name left in the file: said as such
         current = f"{current} (ended: a process it started, or one not yet named, holds the lock)"
     holder = current
     if not wait:

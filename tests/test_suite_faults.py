@@ -575,3 +575,17 @@ def test_a_lock_that_cannot_be_taken_is_not_judged_never_a_traceback(tmp_path):
         [sys.executable, "-m", "runner.lock", "--", "true"], cwd=REPO, env=env, capture_output=True, text=True
     )
     assert done.returncode == 3 and "could not be taken" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_pid_given_to_a_later_process_is_not_the_holder(tmp_path):
+    """The lock file outlives its holder and a pid is given again: a process started after the file was
+    written is not the one it names."""
+    path = tmp_path / ".lock-node"
+    with subprocess.Popen(["sleep", "30"]) as later:
+        try:
+            path.write_text(f"pid {later.pid} since 2026-12-06T01:00:00 UTC: ./suite nightly\n")
+            assert lock._alive(path.read_text(), path)
+            os.utime(path, (time.time() - 3600, time.time() - 3600))  # written an hour before it started
+            assert not lock._alive(path.read_text(), path)
+        finally:
+            later.kill()
