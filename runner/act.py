@@ -433,6 +433,11 @@ def act_on(
 BY_REFRAME = {"slurm": ("slurm", False), "squeue": ("slurm", False), "lsf": ("lsf", True)}
 
 
+#: What acting after a judgement can fail by, each the suite's failure (said beside the verdict, which stands):
+#: a scheduler that refuses or does not answer, a breaker's record that cannot be written, damaged system data.
+ACT_FAILURES = (CannotAct, OSError, KeyError, data.SystemDataError)
+
+
 def after_night(folder: Path) -> int:
     """`./suite nightly --act`: act on the night just judged, through the scheduler its system's partitions
     use; what the suite could not do is said and changes no verdict."""
@@ -446,7 +451,7 @@ def after_night(folder: Path) -> int:
             return 0
         name, dry_run = known[-1]  # ("slurm", ...) sorts after ("lsf", ...): Slurm where a system has both
         return act(folder, system, SCHEDULERS[name](), dry_run)[1]
-    except (CannotAct, OSError, KeyError, data.SystemDataError) as err:  # the night's own exit stands
+    except ACT_FAILURES as err:  # the night's own exit stands
         print(f"nightly: SUITE ERROR: act: not done: {err}", file=sys.stderr)
         return 3
 

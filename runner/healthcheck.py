@@ -44,7 +44,7 @@ from experiments.roots import PERFLOGS, RESULTS
 from judge.status import AS_ACCEPTED, MEANING, MOVED
 from reports.runs import NightState, now, save_run
 from runner import lock
-from runner.act import CannotAct, Night, Slurm, act_on, reason_of, within
+from runner.act import ACT_FAILURES, CannotAct, Night, Slurm, act_on, reason_of, within
 from systems import data
 from systems.finding_codes import PREFIX, code_of, split_code
 from systems.tiers import Tier, tier_named
@@ -212,7 +212,8 @@ def judged_holding(args: argparse.Namespace, tier: Tier, node: str, deadline: fl
             )
             return 3
     run = {"system": args.system, "tier": tier.name, "node": node, "stamp": stamp, "start": stamp}
-    if failures or status or args.facts_only:
+    measuring = not (failures or status or args.facts_only)  # a node whose facts fail is not measured
+    if not measuring:
         reasons = [reason_line(failures)] if failures else []
         result = 1 if status or failures else 0
     else:
@@ -228,7 +229,7 @@ def judged_holding(args: argparse.Namespace, tier: Tier, node: str, deadline: fl
     exit_status = AS_ACCEPTED if contended else result
     run["facts"] = {"lines": lines, "failures": [line.removeprefix("FAIL ") for line in failures]}
     save_tier_run(outdir, run, exit_status, reasons, CONTENDED_MEANING if contended else None)
-    last = said(tier, run, exit_status, reasons, len(lines), measured=not (failures or status or args.facts_only))
+    last = said(tier, run, exit_status, reasons, len(lines), measured=measuring)
     global _judged_status
     _judged_status = exit_status
     if args.act and result in (0, 1, 2):
@@ -251,7 +252,7 @@ def act_within(args, tier: Tier, node: str, result: int, reasons: list[str], dea
         with within(deadline):
             wait_s = max(0.0, deadline - time.monotonic())
             act_on(night, args.system, Slurm(), False, f"{tier.name} of {node}", now_s, args.systems_dir, wait_s)
-    except (CannotAct, OSError, KeyError, data.SystemDataError) as err:
+    except ACT_FAILURES as err:
         print(f"{PREFIX} {tier.name}: SUITE ERROR: act: not done: {err}", file=sys.stderr)
 
 

@@ -155,13 +155,12 @@ def _wait_for_brief(fd: int, holder: str, at_most_s: float) -> bool:
     return False
 
 
-def _busy_or_wait(fd: int, path: Path, holder: str, wait: bool) -> None:
+def _busy_or_wait(fd: int, path: Path, wait: bool) -> None:
     """Busy naming the holder (read again: a brief one waited for may have handed the lock on), or with
     `wait`, the lock taken once its holder lets it go."""
-    current = holder_of(path)
-    if not _alive(current, path) and current != UNNAMED:  # a dead holder's name left in the file: said as such
-        current = f"{current} (ended: a process it started, or one not yet named, holds the lock)"
-    holder = current
+    holder = holder_of(path)
+    if not _alive(holder, path) and holder != UNNAMED:  # a dead holder's name left in the file: said as such
+        holder = f"{holder} (ended: a process it started, or one not yet named, holds the lock)"
     if not wait:
         os.close(fd)
         raise Busy(
@@ -184,7 +183,7 @@ def acquire(what: str, wait: bool = False, path: Path | None = None, brief_wait_
         # Its holder read once named (where this command would wait for a brief one; None: it let go meanwhile).
         holder = _named_holder(fd, path) if brief_wait_s > 0 else holder_of(path)
         if holder is not None and not _wait_for_brief(fd, holder, brief_wait_s):
-            _busy_or_wait(fd, path, holder, wait)
+            _busy_or_wait(fd, path, wait)
     since = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     try:
         os.ftruncate(fd, 0)
